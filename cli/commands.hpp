@@ -1,0 +1,55 @@
+// The subcommands of `qtransit`. Each returns the process exit code: 0 success, 1 a check that
+// failed (a bound, a bit-exactness verdict), 2 a user error (bad file, bad option, NaN under the
+// `error` policy); user errors print one line on stderr before returning 2.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "qtransit/common/status.hpp"
+
+namespace qtransit::cli {
+
+inline constexpr int kExitOk = 0, kExitCheckFailed = 1, kExitUsage = 2;
+
+// Print "qtransit: <message>" on stderr and return kExitUsage.
+int fail(const Error& e);
+int fail(const std::string& message);
+
+struct QuantizeArgs {
+    std::string format, in, nonfinite = "error", out_dir;
+    int64_t block = 32;
+    bool json = false;
+};
+int run_quantize(const QuantizeArgs& a);
+
+struct FormatsArgs {
+    int64_t block = 32;
+    bool json = false;
+};
+int run_formats(const FormatsArgs& a);
+
+int run_info(bool json);
+
+struct BenchArgs {
+    int64_t mib = 64;
+    int repeats = 7;
+    int threads = 0;  // 0: all hardware threads for the multi-thread rows
+    bool json = false;
+    int64_t block = 32;
+};
+int run_bench(const BenchArgs& a);
+
+struct SurveyArgs {
+    std::vector<std::string> formats;        // empty: all built-in
+    std::vector<std::string> distributions;  // empty: all
+    int64_t elements = 1 << 16;
+    int64_t block = 32;
+    uint64_t seed = 1;
+    std::string report_dir = "qtransit-report";
+    bool json = false;
+};
+int run_survey(const SurveyArgs& a);
+
+}  // namespace qtransit::cli

@@ -1,0 +1,92 @@
+// `qtransit info` and `qtransit formats`.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "commands.hpp"
+#include "qtransit/common/format.hpp"
+#include "qtransit/kernels/codec.hpp"
+#include "qtransit/kernels/gpu.hpp"
+
+namespace qtransit::cli {
+namespace {
+
+// Which of the CPU backend's compiled variants the loader picks on this machine (codec.cpp builds
+// its hot loops for x86-64-v4, x86-64-v3 and baseline x86-64 and chooses at load time).
+std::string cpu_variant() {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("x86-64-v4")) return "x86-64-v4 (AVX-512)";
+    if (__builtin_cpu_supports("x86-64-v3")) return "x86-64-v3 (AVX2)";
+    return "x86-64 baseline (SSE2)";
+#else
+    return "generic";
+#endif
+}
+
+}  // namespace
+
+int run_info(bool json) {
+    const auto b = kernels::gpu::build_info();
+    const auto q = kernels::gpu::query_devices();
+    if (json) {
+        nlohmann::json j;
+        j["version"] = QTRANSIT_VERSION;
+        j["cpu"] = {{"variant", cpu_variant()}, {"hardware_threads", std::thread::hardware_concurrency()}};
+        j["cuda"] = {{"compiled", b.cuda}, {"archs", b.cuda_archs}, {"toolkit_version", b.cuda_toolkit_version}};
+        j["nccl"] = {{"linked", b.nccl}, {"version", b.nccl_version}};
+        nlohmann::json devs = nlohmann::json::array();
+        for (const auto& d : q.devices)
+            devs.push_back({{"index", d.index}, {"name", d.name}, {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)}, {"memory_bytes", d.memory_bytes}});
+        j["gpus"] = devs;
+        j["driver_version"] = q.driver_version;
+        if (!q.note.empty()) j["gpu_note"] = q.note;
+        j["formats"] = known_format_names();
+        std::printf("%s\n", j.dump(2).c_str());
+        return kExitOk;
+    }
+    std::printf("qtransit %s\n", QTRANSIT_VERSION);
+    std::printf("CPU backend   %s, %u hardware threads\n", cpu_variant().c_str(), std::thread::hardware_concurrency());
+    if (b.cuda) {
+        std::printf("CUDA backend  compiled for sm_%s (toolkit %d.%d), no FMA contraction, IEEE div/sqrt\n",
+                    b.cuda_archs.c_str(), b.cuda_toolkit_version / 1000, (b.cuda_toolkit_version % 1000) / 10);
+    } else {
+        std::printf("CUDA backend  not compiled\n");
+    }
+    std::printf("NCCL          %s\n", b.nccl ? ("linked, library version " + b.nccl_version).c_str() : "not linked");
+    if (q.devices.empty()) {
+        std::printf("GPUs          none visible (%s)\n", q.note.c_str());
+    } else {
+        for (const auto& d : q.devices)
+            std::printf("GPU %d         %s, sm_%d%d, %.1f GiB\n", d.index, d.name.c_str(), d.cc_major, d.cc_minor,
+                        static_cast<double>(d.memory_bytes) / (1 << 30));
+    }
+    std::printf("formats       %s\n", known_format_names().c_str());
+    return kExitOk;
+}
+
+int run_formats(const FormatsArgs& a) {
+    if (auto st = kernels::validate_block(a.block); !st) return fail(st.error());
+    nlohmann::json rows = nlohmann::json::array();
+    if (!a.json)
+        std::printf("%-12s %5s %11s %9s %16s %14s\n", "format", "bits", "codes", "meta/blk", "wire B/block", "bits/element");
+    for (const auto& f : builtin_formats()) {
+        const int64_t wire = f.wire_bytes(a.block, a.block);
+        const double per = 8.0 * static_cast<double>(wire) / static_cast<double>(a.block);
+        const std::string codes = "[" + std::to_string(f.code_min()) + "," + std::to_string(f.code_max()) + "]";
+        if (a.json) {
+            rows.push_back({{"format", f.name()}, {"bits_per_element", f.bits}, {"code_min", f.code_min()},
+                            {"code_max", f.code_max()}, {"metadata_bytes_per_block", f.metadata_bytes()},
+                            {"wire_bytes_per_block", wire}, {"block", a.block}, {"wire_bits_per_element", per}});
+        } else {
+            std::printf("%-12s %5d %11s %9d %16lld %14.3f\n", f.name().c_str(), f.bits, codes.c_str(), f.metadata_bytes(),
+                        static_cast<long long>(wire), per);
+        }
+    }
+    if (a.json) std::printf("%s\n", nlohmann::json{{"block", a.block}, {"formats", rows}}.dump(2).c_str());
+    else std::printf("(block %lld; metadata: binary32 scale, plus binary32 lo for -asym; ds-int<b> stores its step)\n",
+                     static_cast<long long>(a.block));
+    return kExitOk;
+}
+
+}  // namespace qtransit::cli

@@ -1,0 +1,80 @@
+// `qtransit`: thin; it parses and calls the library (cli/*.cpp hold one subcommand each).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+#include "commands.hpp"
+
+int main(int argc, char** argv) {
+    using namespace qtransit::cli;
+    CLI::App app{"qtransit: numerics verification for quantized collective communication.\n"
+                 "Exit codes: 0 success, 1 a check failed, 2 bad invocation or input."};
+    app.require_subcommand(1);
+    app.set_version_flag("--version", std::string(QTRANSIT_VERSION));
+
+    bool info_json = false;
+    auto* info = app.add_subcommand("info", "Version, build features (CUDA archs, NCCL), GPUs visible now");
+    info->add_flag("--json", info_json, "Print one JSON object");
+
+    FormatsArgs fa;
+    auto* formats = app.add_subcommand("formats", "List the formats: bits per element, metadata and wire bytes");
+    formats->add_option("--block", fa.block, "Block size for the wire-byte column")->capture_default_str();
+    formats->add_flag("--json", fa.json, "Print JSON");
+
+    QuantizeArgs qa;
+    auto* quantize = app.add_subcommand(
+        "quantize", "Quantize a .npy tensor with the production kernel; check the bound exactly and the kernel "
+                    "against the reference bit for bit");
+    quantize->add_option("--format", qa.format, "Format name (see `qtransit formats`)")->required();
+    quantize->add_option("--block", qa.block, "Elements per quantization block (last block may be short)")
+        ->capture_default_str();
+    quantize->add_option("--in", qa.in, "Input .npy (binary32 or binary16, any shape, C order)")->required();
+    quantize->add_option("--nonfinite", qa.nonfinite, "NaN/inf policy: error (refuse) or propagate (poison block)")
+        ->capture_default_str();
+    quantize->add_flag("--json", qa.json, "Print one JSON object with scales, codes, decoded values and the bound");
+    quantize->add_option("--out", qa.out_dir,
+                         "Directory to write decoded.npy, codes.bin (packed wire codes), scales.npy, offsets.npy");
+
+    BenchArgs ba;
+    auto* bench = app.add_subcommand(
+        "bench", "Encode/decode throughput of int8 and int4 as a ratio to memcpy measured in the same run");
+    bench->add_option("--mib", ba.mib, "Input size in MiB of binary32")->capture_default_str()->check(CLI::Range(1, 4096));
+    bench->add_option("--repeats", ba.repeats, "Timed repetitions (the median is reported)")
+        ->capture_default_str()->check(CLI::Range(1, 1000));
+    bench->add_option("--threads", ba.threads, "Threads for the multi-thread rows (0: all)")->capture_default_str();
+    bench->add_option("--block", ba.block, "Block size")->capture_default_str();
+    bench->add_flag("--json", ba.json, "Print JSON");
+
+    SurveyArgs sa;
+    auto* survey = app.add_subcommand(
+        "survey", "Quantize every format over every input distribution; verify kernels against the reference bit "
+                  "for bit and every element's error bound in exact arithmetic; write a report");
+    survey->add_option("--format", sa.formats, "Formats (default: all built-in)")->delimiter(',');
+    survey->add_option("--dist", sa.distributions, "Distributions (default: all)")->delimiter(',');
+    survey->add_option("--elements", sa.elements, "Elements per case")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+    survey->add_option("--block", sa.block, "Block size")->capture_default_str();
+    survey->add_option("--seed", sa.seed, "Generator seed")->capture_default_str();
+    survey->add_option("--report-dir", sa.report_dir, "Where survey.json and survey.md go")->capture_default_str();
+    survey->add_flag("--json", sa.json, "Print the JSON report on stdout instead of the table");
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        std::fprintf(stderr, "qtransit: %s (see qtransit --help)\n", e.what());
+        return kExitUsage;
+    }
+
+    if (*info) return run_info(info_json);
+    if (*formats) return run_formats(fa);
+    if (*quantize) return run_quantize(qa);
+    if (*bench) return run_bench(ba);
+    if (*survey) return run_survey(sa);
+    return kExitUsage;
+}

@@ -1,0 +1,85 @@
+#include "verify.hpp"
+
+#include <cstring>
+
+#include "qtransit/reports/numbers.hpp"
+
+namespace qtransit::cli {
+namespace {
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+template <class T>
+std::string first_difference(const char* what, std::span<const T> k, std::span<const T> r) {
+    if (k.size() != r.size())
+        return std::string(what) + ": kernel has " + std::to_string(k.size()) + " entries, reference " +
+               std::to_string(r.size());
+    for (size_t i = 0; i < k.size(); ++i) {
+        bool same;
+        if constexpr (std::is_same_v<T, float>) same = same_bits(k[i], r[i]);
+        else same = k[i] == r[i];
+        if (!same) {
+            std::string kv, rv;
+            if constexpr (std::is_same_v<T, float>) {
+                kv = reports::shortest(k[i]);
+                rv = reports::shortest(r[i]);
+            } else {
+                kv = std::to_string(k[i]);
+                rv = std::to_string(r[i]);
+            }
+            return std::string(what) + "[" + std::to_string(i) + "]: kernel " + kv + ", reference " + rv;
+        }
+    }
+    return {};
+}
+
+}  // namespace
+
+Result<QuantizeCheck> quantize_and_check(const FormatSpec& format, std::span<const float> x, int64_t block,
+                                         Nonfinite policy, const Site& site) {
+    kernels::CodecOptions opt;
+    opt.policy = policy;
+    opt.site = site;
+    auto enc = kernels::encode(format, x, block, opt);
+    auto ref = reference::quantize(format, x, block, policy, site);
+    if (!enc.ok() || !ref.ok()) {
+        // Both must refuse the same input; if only one does, that disagreement is itself the finding.
+        if (!enc.ok() && !ref.ok()) return enc.error();
+        return make_error(ErrorCode::kInvalidArgument,
+                          std::string("kernel and reference disagree on refusing this input: ") +
+                              (enc.ok() ? "reference: " + ref.error().message : "kernel: " + enc.error().message));
+    }
+    QuantizeCheck c;
+    c.encoded = std::move(*enc);
+    c.codes = kernels::unpack_codes(c.encoded);
+    c.decoded = kernels::decode(c.encoded);
+
+    const reference::Quantized& r = *ref;
+    const std::vector<uint8_t> ref_bytes = reference::pack(format, r.codes, block);
+    for (std::string d : {first_difference<float>("scale", c.encoded.scales, r.scales),
+                          first_difference<float>("offset", c.encoded.offsets, r.offsets),
+                          first_difference<uint8_t>("wire byte", c.encoded.codes, ref_bytes),
+                          first_difference<int32_t>("code", c.codes, r.codes),
+                          first_difference<float>("decoded", c.decoded, r.decoded)}) {
+        if (!d.empty() && c.mismatch.empty()) c.mismatch = d;
+    }
+    c.matches_reference = c.mismatch.empty();
+
+    // The bound is checked on the kernel's own output, with its own scales.
+    reference::Quantized mine;
+    mine.format = format;
+    mine.block = block;
+    mine.scales = c.encoded.scales;
+    mine.offsets = c.encoded.offsets;
+    mine.codes = c.codes;
+    mine.decoded = c.decoded;
+    mine.poisoned.resize(c.encoded.scales.size());
+    for (size_t j = 0; j < mine.poisoned.size(); ++j) {
+        mine.poisoned[j] = c.encoded.scales[j] != c.encoded.scales[j];
+        c.poisoned_blocks += mine.poisoned[j];
+    }
+    c.bounds = reference::check_bounds(mine, x);
+    return c;
+}
+
+}  // namespace qtransit::cli

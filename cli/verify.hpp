@@ -1,0 +1,29 @@
+// One quantization checked both ways: the production kernel's output compared bit for bit with the
+// reference's, and every element's error compared with its bound in exact arithmetic.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "qtransit/common/format.hpp"
+#include "qtransit/kernels/codec.hpp"
+#include "qtransit/reference/formats.hpp"
+
+namespace qtransit::cli {
+
+struct QuantizeCheck {
+    kernels::EncodedTensor encoded;   // the kernel's wire form
+    std::vector<int32_t> codes;       // unpacked
+    std::vector<float> decoded;       // the kernel's decode
+    reference::BoundCheck bounds;     // exact, on the kernel's output
+    bool matches_reference = false;   // scales, offsets, packed bytes, codes and decoded values, bit for bit
+    std::string mismatch;             // the first difference, when there is one
+    int64_t poisoned_blocks = 0;
+};
+
+Result<QuantizeCheck> quantize_and_check(const FormatSpec& format, std::span<const float> x, int64_t block,
+                                         Nonfinite policy, const Site& site = {});
+
+}  // namespace qtransit::cli

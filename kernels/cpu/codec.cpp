@@ -1,0 +1,432 @@
+// CPU backend of the quantizer. The hot loops are straight element-wise loops over one block that
+// call the shared block arithmetic; GCC vectorizes them, and on x86-64 each hot function is built
+// three times (x86-64-v4 = AVX-512, x86-64-v3 = AVX2, baseline) with the best one chosen at load
+// time (target_clones), so a binary built here runs on any x86-64 machine at full width.
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "qtransit/kernels/codec.hpp"
+
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define QT_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define QT_MULTIVERSION
+#endif
+// Helpers of a multiversioned function are forced inline so that each version compiles them for
+// its own instruction set (and no per-block call goes through the load-time dispatch).
+#define QT_INLINE inline __attribute__((always_inline))
+
+namespace qtransit::kernels {
+namespace {
+
+// Below this many elements a tensor is encoded on one thread: spawning costs more than it saves.
+constexpr int64_t kParallelThreshold = int64_t{1} << 18;
+
+int pick_threads(int requested, int64_t elements) {
+    if (requested > 0) return requested;
+    if (elements < kParallelThreshold) return 1;
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// Runs fn(t, first_block, last_block) over [0, blocks) split into `threads` contiguous ranges,
+// t = 0.. the index of the range.
+template <class Fn>
+void parallel_blocks(int64_t blocks, int threads, Fn&& fn) {
+    threads = static_cast<int>(std::min<int64_t>(threads, std::max<int64_t>(blocks, 1)));
+    if (threads <= 1) {
+        fn(0, int64_t{0}, blocks);
+        return;
+    }
+    std::vector<std::thread> pool;
+    const int64_t per = (blocks + threads - 1) / threads;
+    for (int t = 0; t < threads; ++t) {
+        const int64_t b0 = t * per, b1 = std::min(blocks, b0 + per);
+        if (b0 >= b1) break;
+        pool.emplace_back([&fn, t, b0, b1] { fn(t, b0, b1); });
+    }
+    for (auto& th : pool) th.join();
+}
+
+std::string shortest(float v) {
+    std::array<char, 64> buf{};
+    auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);
+    return std::string(buf.data(), end);
+}
+
+// Block statistics in one pass, as integer reductions (they vectorize; float min/max with NaN and
+// signed zeros would not): the largest |x| as bits (>= kInfBits means a NaN or inf is present)
+// and, for asym, the totalOrder keys of the minimum and maximum.
+struct Stats {
+    uint32_t absmax_bits = 0;
+    uint32_t kmin = 0xffffffffu, kmax = 0;
+};
+
+QT_INLINE Stats block_stats(const float* x, int64_t len, bool want_range) {
+    uint32_t amax = 0;
+    const auto* u = reinterpret_cast<const uint32_t*>(x);
+    for (int64_t i = 0; i < len; ++i) amax = std::max(amax, u[i] & 0x7fffffffu);
+    Stats s;
+    s.absmax_bits = amax;
+    if (want_range) {
+        uint32_t kmin = 0xffffffffu, kmax = 0;
+        for (int64_t i = 0; i < len; ++i) {
+            const uint32_t k = (u[i] & 0x80000000u) ? ~u[i] : (u[i] | 0x80000000u);
+            kmin = std::min(kmin, k);
+            kmax = std::max(kmax, k);
+        }
+        s.kmin = kmin;
+        s.kmax = kmax;
+    }
+    return s;
+}
+
+// Quantize one block to integer codes (scale already decided, block not poisoned).
+QT_INLINE void quantize_sym(const float* x, int64_t len, float s, int32_t qmax, int32_t* q) {
+    for (int64_t i = 0; i < len; ++i) q[i] = sym_code(x[i], s, qmax);
+}
+QT_INLINE void quantize_asym(const float* x, int64_t len, float lo, float s, int32_t levels, int32_t* q) {
+    for (int64_t i = 0; i < len; ++i) q[i] = asym_code(x[i], lo, s, levels);
+}
+QT_INLINE void quantize_ds(const float* x, int64_t len, float scale, int32_t cmin, int32_t cmax, int32_t* q) {
+    for (int64_t i = 0; i < len; ++i) q[i] = ds_code(x[i], scale, cmin, cmax);
+}
+// int4 fast path for a full default block: codes as bytes, then pairs merged eight bytes at a
+// time: with b_k < 16, byte k of (w | w >> 4) is b_k | b_{k+1} << 4, and the even bytes of that
+// are the packed pairs (element 2j in the low nibble).
+QT_INLINE void quantize_sym4(const float* x, float s, uint8_t* out) {
+    uint8_t nib[kDefaultBlock];
+    for (int64_t i = 0; i < kDefaultBlock; ++i) nib[i] = static_cast<uint8_t>(sym_code(x[i], s, 7) & 0xF);
+    for (int64_t k = 0; k < kDefaultBlock / 8; ++k) {
+        uint64_t w;
+        std::memcpy(&w, nib + 8 * k, 8);
+        const uint64_t t = w | (w >> 4);
+        const uint32_t packed = static_cast<uint32_t>((t & 0xFFu) | ((t >> 8) & 0xFF00u) | ((t >> 16) & 0xFF0000u) |
+                                                      ((t >> 24) & 0xFF000000u));
+        std::memcpy(out + 4 * k, &packed, 4);
+    }
+}
+// int8 fast path: quantize straight into bytes.
+QT_INLINE void quantize_sym8(const float* x, int64_t len, float s, uint8_t* out) {
+    for (int64_t i = 0; i < len; ++i) out[i] = static_cast<uint8_t>(sym_code(x[i], s, 127));
+}
+
+QT_INLINE void pack_block(Kind kind, int bits, const int32_t* q, int64_t len, uint8_t* out) {
+    if (bits == 8) {
+        for (int64_t i = 0; i < len; ++i) out[i] = static_cast<uint8_t>(q[i]);
+    } else if (bits == 4) {
+        // Nibbles first, then pairs read as little-endian 16-bit words: contiguous loads that
+        // vectorize, where indexing q[2j] and q[2j+1] would need strided gathers.
+        uint8_t nib[kDefaultBlock + 1];
+        const bool ds = kind == Kind::kDs;  // ds-int4: even element in the high nibble
+        for (int64_t i0 = 0; i0 < len; i0 += kDefaultBlock) {
+            const int64_t m = std::min<int64_t>(kDefaultBlock, len - i0);
+            for (int64_t i = 0; i < m; ++i) nib[i] = static_cast<uint8_t>(q[i0 + i] & 0xF);
+            if (m & 1) nib[m] = 0;  // the pad nibble
+            const int64_t bytes = (m + 1) / 2;
+            for (int64_t j = 0; j < bytes; ++j) {
+                uint16_t w;
+                std::memcpy(&w, nib + 2 * j, 2);
+                out[i0 / 2 + j] = static_cast<uint8_t>(ds ? (((w << 4) & 0xF0) | (w >> 8)) : ((w & 0x0F) | ((w >> 4) & 0xF0)));
+            }
+        }
+    } else {
+        const int64_t nbytes = (len * bits + 7) / 8;
+        std::memset(out, 0, static_cast<size_t>(nbytes));
+        const uint32_t mask = (1u << bits) - 1u;
+        for (int64_t i = 0; i < len; ++i) {
+            const int64_t bit = i * bits;
+            const uint32_t v = (static_cast<uint32_t>(q[i]) & mask) << (bit & 7);
+            out[bit >> 3] = static_cast<uint8_t>(out[bit >> 3] | (v & 0xFFu));
+            if ((bit & 7) + bits > 8) out[(bit >> 3) + 1] = static_cast<uint8_t>(out[(bit >> 3) + 1] | (v >> 8));
+        }
+    }
+}
+
+
+struct EncodeJob {
+    Kind kind;
+    int bits;
+    const FormatSpec& format;
+    const float* x;
+    int64_t n, block, block_bytes;
+    uint8_t* codes;
+    float* scales;
+    float* offsets;
+    bool error_policy;
+};
+
+// What pass 1 decided for a block.
+struct BlockPlan {
+    float scale;   // s, or Δ for ds
+    float lo;      // asym offset
+    float dscale;  // ds: the multiplier 2^b / 2a
+    uint8_t state; // kQuantize, kAllZero, kPoisoned
+};
+enum : uint8_t { kQuantize = 0, kAllZero = 1, kPoisoned = 2 };
+
+QT_INLINE BlockPlan plan_block(Kind kind, int bits, const float* xb, int64_t len) {
+    // The default block size gets a compile-time length, so its loops unroll completely.
+    const Stats st = len == kDefaultBlock ? block_stats(xb, kDefaultBlock, kind == Kind::kAsym)
+                                          : block_stats(xb, len, kind == Kind::kAsym);
+    BlockPlan p{0.0f, 0.0f, 0.0f, kQuantize};
+    if (st.absmax_bits >= kInfBits) {
+        p.state = kPoisoned;
+    } else if (kind == Kind::kSym) {
+        p.scale = sym_scale(bits_f32(st.absmax_bits), bits);
+        if (p.scale == 0.0f) p.state = kAllZero;
+    } else if (kind == Kind::kAsym) {
+        p.lo = from_order_key(st.kmin);
+        p.scale = asym_scale(p.lo, from_order_key(st.kmax), bits);
+        if (f32_bits(p.scale) == kInfBits) p.state = kPoisoned;
+        else if (p.scale == 0.0f) p.state = kAllZero;  // constant block: decodes to lo
+    } else {
+        const float a16 = ds_absmax(bits_f32(st.absmax_bits));
+        if (f32_bits(a16) == kInfBits) {
+            p.state = kPoisoned;
+        } else {
+            p.scale = ds_step(a16, bits);
+            // fp16 absmax 0: step 1, codes 0 (the multiplier would be infinite)
+            if (a16 == 0.0f) p.state = kAllZero;
+            else p.dscale = ds_scale(a16, bits);
+        }
+    }
+    return p;
+}
+
+// Encode blocks [b0, b1). Returns the first block refused under the `error` policy, or -1.
+// Two passes over chunks of blocks that stay in L1: first every block's statistics and scale, then
+// every block's codes. Blocks of a chunk are then independent work, so the scalar scale division
+// of one block overlaps the vector work of the others instead of sitting on the critical path.
+QT_MULTIVERSION int64_t encode_range(const EncodeJob& job, int64_t b0, int64_t b1, int32_t* q) {
+    const Kind kind = job.kind;
+    const int bits = job.bits;
+    const float nan = bits_f32(kQuietNanBits);
+    constexpr int64_t kChunkElements = 4096;
+    const int64_t chunk = std::clamp<int64_t>(kChunkElements / job.block, 1, 256);
+    BlockPlan plan[256];
+    for (int64_t c0 = b0; c0 < b1; c0 += chunk) {
+        const int64_t c1 = std::min(b1, c0 + chunk);
+        for (int64_t j = c0; j < c1; ++j) {
+            const int64_t first = j * job.block;
+            BlockPlan& p = plan[j - c0];
+            p = plan_block(kind, bits, job.x + first, std::min(job.block, job.n - first));
+            if (p.state == kPoisoned) {
+                if (job.error_policy) return j;  // blocks run in increasing order: the range's lowest
+                p.scale = nan;
+                p.lo = nan;
+            }
+            job.scales[j] = p.scale;
+            if (kind == Kind::kAsym) job.offsets[j] = p.lo;
+        }
+        for (int64_t j = c0; j < c1; ++j) {
+            const BlockPlan& p = plan[j - c0];
+            const int64_t first = j * job.block, len = std::min(job.block, job.n - first);
+            const float* xb = job.x + first;
+            uint8_t* out = job.codes + j * job.block_bytes;
+            if (p.state != kQuantize) {  // poisoned, zero or constant block: every code 0
+                std::memset(out, 0, static_cast<size_t>(job.format.code_bytes(len)));
+                continue;
+            }
+            if (kind == Kind::kSym && bits == 8) {
+                if (len == kDefaultBlock) quantize_sym8(xb, kDefaultBlock, p.scale, out);
+                else quantize_sym8(xb, len, p.scale, out);
+            } else if (kind == Kind::kSym && bits == 4 && len == kDefaultBlock) {
+                quantize_sym4(xb, p.scale, out);
+            } else {
+                if (kind == Kind::kSym) {
+                    quantize_sym(xb, len, p.scale, sym_qmax(bits), q);
+                } else if (kind == Kind::kAsym) {
+                    quantize_asym(xb, len, p.lo, p.scale, asym_levels(bits), q);
+                } else {
+                    quantize_ds(xb, len, p.dscale, job.format.code_min(), job.format.code_max(), q);
+                }
+                pack_block(kind, bits, q, len, out);
+            }
+        }
+    }
+    return -1;
+}
+
+}  // namespace
+
+// What went wrong in a block, found by a scalar rescan (rare path).
+Error describe_block_error(const FormatSpec& f, const float* x, int64_t len, int64_t first, const Site& site) {
+    for (int64_t i = 0; i < len; ++i) {
+        if (!(std::abs(x[i]) <= kFltMax)) {
+            return make_error(ErrorCode::kNonFinite,
+                              describe(site, first + i) + ": value " + shortest(x[i]) +
+                                  " is not finite (policy 'error' refuses NaN and inf; "
+                                  "use --nonfinite propagate to poison the block instead)");
+        }
+    }
+    if (f.kind == FormatKind::kDs) {
+        for (int64_t i = 0; i < len; ++i)
+            if (std::abs(x[i]) >= 65520.0f)
+                return make_error(ErrorCode::kRangeOverflow,
+                                  describe(site, first + i) + ": value " + shortest(x[i]) + " overflows binary16 (" +
+                                      f.name() + " rounds its input to fp16 first; largest finite is 65504)");
+    }
+    float lo = x[0], hi = x[0];
+    for (int64_t i = 1; i < len; ++i) {
+        if (order_key(x[i]) < order_key(lo)) lo = x[i];
+        if (order_key(x[i]) > order_key(hi)) hi = x[i];
+    }
+    return make_error(ErrorCode::kRangeOverflow,
+                      describe(site, first) + ": block of " + std::to_string(len) + " elements has range hi - lo = " +
+                          shortest(hi) + " - " + shortest(lo) + " that overflows binary32 (" + f.name() + ")");
+}
+
+Status validate_block(int64_t block) {
+    if (block < 1)
+        return make_error(ErrorCode::kInvalidArgument,
+                          "block size must be a positive integer, got " + std::to_string(block));
+    return Status::Ok();
+}
+
+EncodedSizes encoded_sizes(const FormatSpec& format, int64_t elements, int64_t block) {
+    EncodedSizes s;
+    if (block < 1 || elements <= 0) return s;
+    s.blocks = (elements + block - 1) / block;
+    const int64_t full = elements / block, tail = elements % block;
+    s.code_bytes = full * format.code_bytes(block) + (tail ? format.code_bytes(tail) : 0);
+    s.offsets = format.kind == FormatKind::kAsym ? s.blocks : 0;
+    return s;
+}
+
+Status encode_into(const FormatSpec& format, std::span<const float> x, int64_t block, std::span<uint8_t> codes,
+                   std::span<float> scales, std::span<float> offsets, const CodecOptions& options) {
+    if (auto st = validate_block(block); !st) return st;
+    const int64_t n = static_cast<int64_t>(x.size());
+    const EncodedSizes sz = encoded_sizes(format, n, block);
+    if (static_cast<int64_t>(codes.size()) != sz.code_bytes || static_cast<int64_t>(scales.size()) != sz.blocks ||
+        static_cast<int64_t>(offsets.size()) != sz.offsets)
+        return make_error(ErrorCode::kInvalidArgument, "encode_into: output buffers do not match encoded_sizes()");
+
+    const Kind kind = kind_of(format);
+    const int bits = format.bits;
+    const int64_t block_bytes = format.code_bytes(block);
+    const bool error_policy = options.policy == Nonfinite::kError;
+    const int threads = pick_threads(options.threads, n);
+    std::vector<int64_t> first_bad(static_cast<size_t>(std::max(threads, 1)), -1);
+
+    const EncodeJob job{kind, bits, format, x.data(), n, block, block_bytes, codes.data(), scales.data(),
+                        offsets.data(), error_policy};
+    parallel_blocks(sz.blocks, threads, [&](int t, int64_t b0, int64_t b1) {
+        std::vector<int32_t> q(static_cast<size_t>(std::min(block, n)));
+        first_bad[static_cast<size_t>(t)] = encode_range(job, b0, b1, q.data());
+    });
+
+    int64_t worst = -1;
+    for (int64_t b : first_bad)
+        if (b >= 0 && (worst < 0 || b < worst)) worst = b;
+    if (worst >= 0) {
+        const int64_t first = worst * block;
+        return describe_block_error(format, x.data() + first, std::min(block, n - first), first, options.site);
+    }
+    return Status::Ok();
+}
+
+Result<EncodedTensor> encode(const FormatSpec& format, std::span<const float> x, int64_t block,
+                             const CodecOptions& options) {
+    if (auto st = validate_block(block); !st) return st.error();
+    EncodedTensor t;
+    t.format = format;
+    t.block = block;
+    t.elements = static_cast<int64_t>(x.size());
+    const EncodedSizes sz = encoded_sizes(format, t.elements, block);
+    t.codes.resize(static_cast<size_t>(sz.code_bytes));
+    t.scales.resize(static_cast<size_t>(sz.blocks));
+    t.offsets.resize(static_cast<size_t>(sz.offsets));
+    if (auto st = encode_into(format, x, block, t.codes, t.scales, t.offsets, options); !st) return st.error();
+    return t;
+}
+
+namespace {
+
+QT_INLINE void decode_sym8(const uint8_t* in, int64_t len, float s, float* out) {
+    for (int64_t i = 0; i < len; ++i) out[i] = sym_decode(static_cast<int8_t>(in[i]), s);
+}
+// Canonical int4: unpack into sign-extended bytes first (contiguous, vectorizes), then convert.
+QT_INLINE void decode_sym4(const uint8_t* in, int64_t len, float s, float* out) {
+    int8_t c[kDefaultBlock + 1];
+    for (int64_t i0 = 0; i0 < len; i0 += kDefaultBlock) {
+        const int64_t m = std::min<int64_t>(kDefaultBlock, len - i0);
+        const int64_t bytes = (m + 1) / 2;
+        for (int64_t j = 0; j < bytes; ++j) {
+            const uint8_t b = in[i0 / 2 + j];
+            const uint16_t w = static_cast<uint16_t>((b & 0x0F) | ((b & 0xF0) << 4));
+            std::memcpy(c + 2 * j, &w, 2);
+        }
+        for (int64_t i = 0; i < m; ++i) c[i] = static_cast<int8_t>(static_cast<int8_t>(c[i] << 4) >> 4);
+        for (int64_t i = 0; i < m; ++i) out[i0 + i] = sym_decode(c[i], s);
+    }
+}
+QT_INLINE void decode_generic(Kind kind, int bits, const uint8_t* in, int64_t len, float scale, float lo, float* out) {
+    for (int64_t i = 0; i < len; ++i) out[i] = decode_one(kind, unpack_one(kind, bits, in, i), scale, lo);
+}
+
+struct DecodeJob {
+    Kind kind;
+    int bits;
+    int64_t n, block, block_bytes;
+    const uint8_t* codes;
+    const float* scales;
+    const float* offsets;
+    float* out;
+};
+
+QT_MULTIVERSION void decode_range(const DecodeJob& job, int64_t b0, int64_t b1) {
+    const Kind kind = job.kind;
+    for (int64_t j = b0; j < b1; ++j) {
+        const int64_t first = j * job.block, len = std::min(job.block, job.n - first);
+        const uint8_t* in = job.codes + j * job.block_bytes;
+        const float s = job.scales[j];
+        float* o = job.out + first;
+        if (s == s && kind == Kind::kSym && job.bits == 8) {
+            if (len == kDefaultBlock) decode_sym8(in, kDefaultBlock, s, o);
+            else decode_sym8(in, len, s, o);
+        } else if (s == s && kind == Kind::kSym && job.bits == 4) {
+            if (len == kDefaultBlock) decode_sym4(in, kDefaultBlock, s, o);
+            else decode_sym4(in, len, s, o);
+        } else {
+            decode_generic(kind, job.bits, in, len, s, kind == Kind::kAsym ? job.offsets[j] : 0.0f, o);
+        }
+    }
+}
+
+}  // namespace
+
+void decode_into(const FormatSpec& format, int64_t block, std::span<const uint8_t> codes,
+                 std::span<const float> scales, std::span<const float> offsets, std::span<float> out, int threads) {
+    const int64_t n = static_cast<int64_t>(out.size());
+    if (block < 1 || n == 0) return;
+    const DecodeJob job{kind_of(format), format.bits, n, block, format.code_bytes(block), codes.data(), scales.data(),
+                        offsets.data(), out.data()};
+    parallel_blocks((n + block - 1) / block, pick_threads(threads, n),
+                    [&](int, int64_t b0, int64_t b1) { decode_range(job, b0, b1); });
+}
+
+std::vector<float> decode(const EncodedTensor& t, int threads) {
+    std::vector<float> out(static_cast<size_t>(t.elements));
+    decode_into(t.format, t.block, t.codes, t.scales, t.offsets, out, threads);
+    return out;
+}
+
+std::vector<int32_t> unpack_codes(const EncodedTensor& t) {
+    std::vector<int32_t> q(static_cast<size_t>(t.elements));
+    const int64_t block_bytes = t.format.code_bytes(t.block);
+    for (int64_t i = 0; i < t.elements; ++i) {
+        const int64_t j = i / t.block;
+        q[static_cast<size_t>(i)] =
+            unpack_one(kind_of(t.format), t.format.bits, t.codes.data() + j * block_bytes, i - j * t.block);
+    }
+    return q;
+}
+
+}  // namespace qtransit::kernels

@@ -1,0 +1,167 @@
+// The block arithmetic of every format (NUMERICS.md section 1 with docs/DECISIONS.md), defined once
+// for the CPU and CUDA backends. Every binary32 operation is spelled out (div_rn, mul_rn, ...) so
+// that neither compiler can fuse or reassociate it: on the device the _rn intrinsics are never
+// contracted into an FMA, on the host the build uses -ffp-contract=off.
+//
+// The functions are element-wise on purpose: the CPU backend calls them in straight loops over a
+// block, which the compiler vectorizes, and a CUDA thread calls them on its elements.
+#pragma once
+
+#include <cstdint>
+
+#include "qtransit/kernels/fp16.hpp"
+#include "qtransit/kernels/hd.hpp"
+
+namespace qtransit::kernels {
+
+inline constexpr float kFltMax = 3.40282346638528859812e+38f;
+inline constexpr float kMinSubnormal = 1.40129846432481707092e-45f;  // 2^-149
+inline constexpr uint32_t kInfBits = 0x7f800000u;
+inline constexpr uint32_t kQuietNanBits = 0x7fc00000u;  // the one NaN a poisoned block decodes to (D4)
+
+// Kinds as small integers, so device code needs no std::string-bearing type.
+enum class Kind : uint8_t { kSym = 0, kAsym = 1, kDs = 2 };
+
+QT_HD float div_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    return __fdiv_rn(a, b);
+#else
+    return a / b;
+#endif
+}
+QT_HD float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+QT_HD float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+QT_HD float sub_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+// Round to the nearest integer, ties to even (the default rounding mode on both sides).
+QT_HD float rne(float v) {
+#if defined(__CUDA_ARCH__)
+    return rintf(v);
+#else
+    return __builtin_rintf(v);
+#endif
+}
+QT_HD float fmin_(float a, float b) { return b < a ? b : a; }
+QT_HD float fmax_(float a, float b) { return a < b ? b : a; }
+QT_HD float clampf(float v, float lo, float hi) { return fmin_(fmax_(v, lo), hi); }
+QT_HD int32_t clampi(int32_t v, int32_t lo, int32_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
+// rne(v) as an integer. Every caller passes |v| well inside int32 (a quotient bounded by the code
+// range plus rounding), so the conversion is exact, and clamping the integer equals clamping the
+// float it came from; integer min/max also vectorize without the mask juggling of float compares.
+QT_HD int32_t rne_i(float v) { return static_cast<int32_t>(rne(v)); }
+// D1: a decoded value approximates a finite input, so it is kept finite.
+QT_HD float sat(float v) { return clampf(v, -kFltMax, kFltMax); }
+QT_HD float abs_bits_f(uint32_t abs_bits) { return bits_f32(abs_bits); }
+
+// Sortable key of a binary32 value: unsigned order of keys is IEEE totalOrder on non-NaN values,
+// so -0 < +0 (D2) and block min/max become integer reductions, which vectorize.
+QT_HD uint32_t order_key(float v) {
+    const uint32_t u = f32_bits(v);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+QT_HD float from_order_key(uint32_t k) { return bits_f32((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k); }
+
+// ---- int<b>: symmetric absmax, restricted range (NUMERICS 1.1) ---------------------------------
+QT_HD int32_t sym_qmax(int bits) { return (1 << (bits - 1)) - 1; }
+
+// s = max(fl32(a / qmax), 2^-149), or 0 for an all-zero block.
+QT_HD float sym_scale(float absmax, int bits) {
+    if (absmax == 0.0f) return 0.0f;
+    return fmax_(div_rn(absmax, static_cast<float>(sym_qmax(bits))), kMinSubnormal);
+}
+// q = clamp(rne(fl32(x / s)), -qmax, qmax). The caller passes s != 0 (a zero block has all codes 0).
+QT_HD int32_t sym_code(float x, float s, int32_t qmax) { return clampi(rne_i(div_rn(x, s)), -qmax, qmax); }
+QT_HD float sym_decode(int32_t q, float s) { return sat(mul_rn(static_cast<float>(q), s)); }
+
+// ---- int<b>-asym: min/max affine (NUMERICS 1.2) ------------------------------------------------
+QT_HD int32_t asym_levels(int bits) { return (1 << bits) - 1; }
+
+// s = max(fl32(fl32(hi - lo) / (2^b - 1)), 2^-149); 0 when hi == lo; +inf when the range
+// overflows binary32 (the caller turns that into a range overflow, section 4).
+QT_HD float asym_scale(float lo, float hi, int bits) {
+    if (hi == lo) return 0.0f;
+    const float range = sub_rn(hi, lo);
+    if (f32_bits(range) == kInfBits) return bits_f32(kInfBits);
+    return fmax_(div_rn(range, static_cast<float>(asym_levels(bits))), kMinSubnormal);
+}
+QT_HD int32_t asym_code(float x, float lo, float s, int32_t levels) {
+    return clampi(rne_i(div_rn(sub_rn(x, lo), s)), 0, levels);
+}
+// x̂ = sat(fl32(sat(fl32(q s)) + lo)); a constant block (s == 0) decodes to lo exactly, its sign
+// of zero included.
+QT_HD float asym_decode(int32_t q, float s, float lo) {
+    if (s == 0.0f) return lo;
+    return sat(add_rn(sat(mul_rn(static_cast<float>(q), s)), lo));
+}
+
+// ---- ds-int<b>: DeepSpeed-compatible (NUMERICS 1.3) --------------------------------------------
+// The block's absmax after the fp16 rounding: fl16 is monotone and odd, so absmax(fl16(x_i)) =
+// fl16(absmax(x_i)). Returns +inf when it overflows binary16 (D3).
+QT_HD float ds_absmax(float absmax_f32) { return round_f16(absmax_f32); }
+// scale = fl32(2^b / fl32(2a)); the stored step is Δ = fl32(1 / scale); for a == 0, Δ = 1.
+QT_HD float ds_scale(float a16, int bits) {
+    return div_rn(static_cast<float>(1 << bits), add_rn(a16, a16));
+}
+QT_HD float ds_step(float a16, int bits) { return a16 == 0.0f ? 1.0f : div_rn(1.0f, ds_scale(a16, bits)); }
+// q = clamp(rne(fl32(fl16(x) * scale)), -2^(b-1), 2^(b-1) - 1). Not called for a block whose
+// fp16 absmax is 0 (its scale would be infinite; every code is 0).
+QT_HD int32_t ds_code(float x, float scale, int32_t cmin, int32_t cmax) {
+    return clampi(rne_i(mul_rn(round_f16(x), scale)), cmin, cmax);
+}
+QT_HD float ds_decode(int32_t q, float step) { return round_f16(mul_rn(static_cast<float>(q), step)); }
+
+// ---- one decode for every kind ------------------------------------------------------------------
+// scale: s (sym, asym) or Δ (ds); a NaN scale marks a poisoned block (D4).
+QT_HD float decode_one(Kind kind, int32_t q, float scale, float lo) {
+    if (scale != scale) return bits_f32(kQuietNanBits);
+    switch (kind) {
+        case Kind::kSym: return sym_decode(q, scale);
+        case Kind::kAsym: return asym_decode(q, scale, lo);
+        default: return ds_decode(q, scale);
+    }
+}
+
+// ---- packing (NUMERICS 1.3, 1.4) -----------------------------------------------------------------
+// Codes of one block occupy ceil(len * bits / 8) bytes; packing restarts at every block.
+// 8 bits: one byte per code. 4 bits: canonical puts element 2j in the low nibble; ds-int4 in the
+// high nibble (DeepSpeed's PackedInt4). Other widths: an LSB-first bit stream. Signed codes are
+// two's complement in their width, asym codes unsigned.
+QT_HD int32_t sign_extend(uint32_t v, int bits) {
+    const uint32_t m = 1u << (bits - 1);
+    return static_cast<int32_t>((v ^ m) - m);
+}
+QT_HD int32_t unpack_one(Kind kind, int bits, const uint8_t* block_bytes, int64_t i) {
+    uint32_t raw;
+    if (bits == 8) {
+        raw = block_bytes[i];
+    } else if (bits == 4) {
+        const uint8_t byte = block_bytes[i >> 1];
+        const bool high = (kind == Kind::kDs) ? !(i & 1) : (i & 1);
+        raw = high ? (byte >> 4) : (byte & 0xFu);
+    } else {
+        const int64_t bit = i * bits;
+        const uint32_t two = block_bytes[bit >> 3] |
+                             ((((bit & 7) + bits) > 8) ? (static_cast<uint32_t>(block_bytes[(bit >> 3) + 1]) << 8) : 0u);
+        raw = (two >> (bit & 7)) & ((1u << bits) - 1u);
+    }
+    return kind == Kind::kAsym ? static_cast<int32_t>(raw) : sign_extend(raw, bits);
+}
+
+}  // namespace qtransit::kernels

@@ -1,0 +1,70 @@
+// The production quantizer on the CPU: encode a tensor block-wise into its wire form (packed codes
+// plus per-block metadata) and decode it back, with the block arithmetic of block_math.hpp.
+// Vectorized straight loops (compiled for x86-64-v3/v4 with a run-time choice on x86-64) and
+// threads over blocks for large tensors.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "qtransit/common/format.hpp"
+#include "qtransit/common/status.hpp"
+#include "qtransit/kernels/block_math.hpp"
+
+namespace qtransit::kernels {
+
+inline Kind kind_of(const FormatSpec& f) { return static_cast<Kind>(static_cast<uint8_t>(f.kind)); }
+
+// The wire form of a quantized tensor: block j's codes start at byte j * code_bytes(block).
+struct EncodedTensor {
+    FormatSpec format;
+    int64_t block = kDefaultBlock;
+    int64_t elements = 0;
+    std::vector<uint8_t> codes;   // packed codes of every block, in order
+    std::vector<float> scales;    // per block: s, or the stored step Δ for ds-int<b>; NaN: poisoned
+    std::vector<float> offsets;   // per block: lo (int<b>-asym only, else empty)
+
+    int64_t blocks() const { return block > 0 ? (elements + block - 1) / block : 0; }
+    int64_t wire_bytes() const { return format.wire_bytes(elements, block); }
+};
+
+// Sizes of the buffers encode_into() fills.
+struct EncodedSizes {
+    int64_t blocks = 0, code_bytes = 0, offsets = 0;
+};
+EncodedSizes encoded_sizes(const FormatSpec& format, int64_t elements, int64_t block);
+
+struct CodecOptions {
+    Nonfinite policy = Nonfinite::kError;
+    Site site{};
+    int threads = 0;  // 0: every hardware thread for large tensors, 1 for small ones
+};
+
+// Check the arguments every entry point shares: block >= 1.
+Status validate_block(int64_t block);
+
+// Encode into caller-provided buffers (sizes from encoded_sizes()). On error nothing the caller can
+// rely on was produced; the Error names the first offending element (docs/DECISIONS.md D5).
+Status encode_into(const FormatSpec& format, std::span<const float> x, int64_t block,
+                   std::span<uint8_t> codes, std::span<float> scales, std::span<float> offsets,
+                   const CodecOptions& options = {});
+Result<EncodedTensor> encode(const FormatSpec& format, std::span<const float> x, int64_t block,
+                             const CodecOptions& options = {});
+
+// Decode a whole tensor (out.size() == elements).
+void decode_into(const FormatSpec& format, int64_t block, std::span<const uint8_t> codes,
+                 std::span<const float> scales, std::span<const float> offsets, std::span<float> out,
+                 int threads = 0);
+std::vector<float> decode(const EncodedTensor& t, int threads = 0);
+
+// The Error for a block that encode refused under the `error` policy: names the first non-finite
+// element, the element that overflows binary16 (ds-int<b>), or the block whose range overflows.
+// `first` is the block's first index in the tensor. Shared by the CPU and CUDA backends.
+Error describe_block_error(const FormatSpec& format, const float* block_values, int64_t len, int64_t first,
+                           const Site& site);
+
+// The codes as integers, one per element.
+std::vector<int32_t> unpack_codes(const EncodedTensor& t);
+
+}  // namespace qtransit::kernels

@@ -1,0 +1,534 @@
+// .npy reader and writer (https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html).
+// The reader trusts nothing in the file: every field is checked and every failure is an Error whose
+// message starts with the path and says what is wrong, so a user can fix the file.
+#include "qtransit/kernels/npy.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "qtransit/kernels/fp16.hpp"
+
+namespace qtransit::kernels {
+
+int64_t NpyArray::elements() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;  // read_npy checked that this cannot overflow
+    return n;
+}
+
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr size_t kMagicLen = 6;
+// numpy itself refuses headers over 10000 bytes unless told otherwise (max_header_size); ours only
+// ever need a few hundred, so 1 MiB is generous while stopping a corrupt length from allocating GBs.
+constexpr uint32_t kMaxHeaderLen = 1u << 20;
+constexpr const char* kSupportedDescrs = "'<f4', '>f4', '<f2', '>f2' (and '=' or '|' for native order)";
+
+Error bad(const std::string& path, const std::string& what) { return make_error(ErrorCode::kBadFile, path + ": " + what); }
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+// The header text for a message: control characters escaped, long headers cut.
+std::string shown(std::string_view h) {
+    std::string s;
+    for (char c : h) {
+        if (s.size() > 200) {
+            s += "...";
+            break;
+        }
+        const auto u = static_cast<unsigned char>(c);
+        if (c == '\n') s += "\\n";
+        else if (u < 0x20 || u >= 0x7f) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", u);
+            s += buf;
+        } else s += c;
+    }
+    return s;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+    std::string s = "(";
+    for (size_t i = 0; i < shape.size(); ++i) {
+        if (i) s += ", ";
+        s += std::to_string(shape[i]);
+    }
+    if (shape.size() == 1) s += ",";
+    return s + ")";
+}
+
+struct Header {
+    std::string descr;
+    bool fortran_order = false;
+    std::vector<int64_t> shape;
+};
+
+// A recursive-descent parser for the one Python literal a .npy header may be: a dict with exactly
+// the keys 'descr' (a str), 'fortran_order' (True/False) and 'shape' (a tuple of non-negative ints),
+// in any order, optional trailing comma, Python whitespace anywhere between tokens.
+class HeaderParser {
+public:
+    explicit HeaderParser(std::string_view text) : h_(text) {}
+
+    // On failure returns the reason; the caller adds the path and the header.
+    std::optional<std::string> parse(Header& out) {
+        bool have_descr = false, have_fortran = false, have_shape = false;
+        ws();
+        if (!eat('{')) return fail("expected '{' to open the dict");
+        ws();
+        while (!peek('}')) {
+            std::string key;
+            if (auto e = string_literal(key, "a key")) return e;
+            ws();
+            if (!eat(':')) return fail("expected ':' after key '" + key + "'");
+            ws();
+            if (key == "descr") {
+                if (have_descr) return fail("duplicate key 'descr'");
+                have_descr = true;
+                if (!peek('\'') && !peek('"')) return fail("'descr' must be a string such as '<f4'");
+                if (auto e = string_literal(out.descr, "the value of 'descr'")) return e;
+            } else if (key == "fortran_order") {
+                if (have_fortran) return fail("duplicate key 'fortran_order'");
+                have_fortran = true;
+                if (word("True")) out.fortran_order = true;
+                else if (word("False")) out.fortran_order = false;
+                else return fail("'fortran_order' must be True or False");
+            } else if (key == "shape") {
+                if (have_shape) return fail("duplicate key 'shape'");
+                have_shape = true;
+                if (auto e = tuple(out.shape)) return e;
+            } else {
+                return fail("unexpected key '" + key + "' (a .npy header has exactly 'descr', 'fortran_order', 'shape')");
+            }
+            ws();
+            if (eat(',')) {
+                ws();
+                continue;
+            }
+            if (!peek('}')) return fail("expected ',' or '}' after the value of '" + key + "'");
+        }
+        ++i_;  // the '}'
+        ws();
+        if (i_ != h_.size()) return fail("unexpected text after the closing '}'");
+        if (!have_descr) return std::string("missing key 'descr'");
+        if (!have_fortran) return std::string("missing key 'fortran_order'");
+        if (!have_shape) return std::string("missing key 'shape'");
+        return std::nullopt;
+    }
+
+private:
+    std::string fail(const std::string& what) const { return what + " at offset " + std::to_string(i_); }
+    bool peek(char c) const { return i_ < h_.size() && h_[i_] == c; }
+    bool eat(char c) {
+        if (!peek(c)) return false;
+        ++i_;
+        return true;
+    }
+    void ws() {
+        while (i_ < h_.size() && (h_[i_] == ' ' || h_[i_] == '\t' || h_[i_] == '\n' || h_[i_] == '\r' ||
+                                  h_[i_] == '\f' || h_[i_] == '\v'))
+            ++i_;
+    }
+    static bool ident_char(char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    }
+    // A keyword, not followed by more identifier characters (so "Truex" is not True).
+    bool word(std::string_view w) {
+        if (h_.substr(i_, w.size()) != w) return false;
+        if (i_ + w.size() < h_.size() && ident_char(h_[i_ + w.size()])) return false;
+        i_ += w.size();
+        return true;
+    }
+    std::optional<std::string> string_literal(std::string& out, const std::string& what) {
+        if (!peek('\'') && !peek('"')) return fail("expected a quoted string as " + what);
+        const char q = h_[i_++];
+        const size_t start = i_;
+        while (i_ < h_.size() && h_[i_] != q) {
+            if (h_[i_] == '\\') return fail("escape sequences in strings are not supported");
+            if (h_[i_] == '\n') return fail("unterminated string");
+            ++i_;
+        }
+        if (i_ == h_.size()) return fail("unterminated string");
+        out.assign(h_.substr(start, i_ - start));
+        ++i_;
+        return std::nullopt;
+    }
+    std::optional<std::string> integer(int64_t& v) {
+        const size_t start = i_;
+        bool negative = false;
+        if (eat('-')) negative = true;
+        else eat('+');
+        ws();  // Python allows "- 3"
+        const size_t digits = i_;
+        uint64_t acc = 0;
+        bool too_big = false;
+        while (i_ < h_.size() && h_[i_] >= '0' && h_[i_] <= '9') {
+            const uint64_t d = static_cast<uint64_t>(h_[i_] - '0');
+            if (acc > (static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) - d) / 10) too_big = true;
+            else acc = acc * 10 + d;
+            ++i_;
+        }
+        if (i_ == digits) {
+            i_ = start;
+            return fail("'shape' must be a tuple of integers");
+        }
+        if (i_ < h_.size() && (ident_char(h_[i_]) || h_[i_] == '.')) return fail("malformed integer in 'shape'");
+        // Python 3 rejects leading zeros ("007") except in zero itself ("00").
+        if (h_[digits] == '0' && acc != 0) {
+            i_ = digits;
+            return fail("malformed integer in 'shape' (leading zero)");
+        }
+        const std::string text(h_.substr(start, i_ - start));
+        if (too_big) return fail("shape entry " + text + " is too large");
+        if (negative && acc != 0) return fail("shape entries must be non-negative, found " + text);
+        v = static_cast<int64_t>(acc);
+        return std::nullopt;
+    }
+    std::optional<std::string> tuple(std::vector<int64_t>& out) {
+        out.clear();
+        if (!eat('(')) return fail("'shape' must be a tuple of integers such as (2, 3)");
+        ws();
+        if (eat(')')) return std::nullopt;  // () : a 0-d array
+        for (;;) {
+            int64_t v = 0;
+            if (auto e = integer(v)) return e;
+            out.push_back(v);
+            ws();
+            if (eat(',')) {
+                ws();
+                if (eat(')')) return std::nullopt;
+                continue;
+            }
+            if (eat(')')) {
+                if (out.size() == 1)  // "(3)" is the integer 3 in Python, not a tuple
+                    return fail("'shape' (" + std::to_string(v) + ") is an integer, not a tuple; write (" +
+                                std::to_string(v) + ",)");
+                return std::nullopt;
+            }
+            return fail("expected ',' or ')' in 'shape'");
+        }
+    }
+
+    std::string_view h_;
+    size_t i_ = 0;
+};
+
+struct FileCloser {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using File = std::unique_ptr<std::FILE, FileCloser>;
+
+// Reads exactly n bytes (fewer only at EOF); returns the count, or -1 on a read error (errno set).
+int64_t read_some(std::FILE* f, void* dst, size_t n) {
+    const size_t got = std::fread(dst, 1, n, f);
+    if (got < n && std::ferror(f)) return -1;
+    return static_cast<int64_t>(got);
+}
+
+uint32_t le32(const unsigned char* p) {
+    return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+
+constexpr bool kHostLittle = std::endian::native == std::endian::little;
+
+}  // namespace
+
+Result<NpyArray> read_npy(const std::string& path) {
+    errno = 0;
+    File file(std::fopen(path.c_str(), "rb"));
+    if (!file) return make_error(ErrorCode::kIo, path + ": cannot open for reading: " + errno_text(errno));
+    std::FILE* f = file.get();
+    auto io_error = [&](const char* when) {
+        return make_error(ErrorCode::kIo, path + ": read failed " + when + ": " + errno_text(errno));
+    };
+
+    // Magic string and version.
+    unsigned char pre[12];
+    int64_t got = read_some(f, pre, 8);
+    if (got < 0) return io_error("in the preamble");
+    if (got < static_cast<int64_t>(kMagicLen) || std::memcmp(pre, kMagic, kMagicLen) != 0)
+        return bad(path, "not a .npy file: it does not start with the magic string \\x93NUMPY");
+    if (got < 8) return bad(path, "truncated: the file ends inside the format version");
+    const int major = pre[6], minor = pre[7];
+    if (!((major == 1 || major == 2 || major == 3) && minor == 0))
+        return bad(path, "unsupported .npy format version " + std::to_string(major) + "." + std::to_string(minor) +
+                             " (supported: 1.0, 2.0, 3.0)");
+    // Header length: little-endian uint16 (1.0) or uint32 (2.0, 3.0).
+    const size_t len_bytes = major == 1 ? 2 : 4;
+    got = read_some(f, pre + 8, len_bytes);
+    if (got < 0) return io_error("in the header length");
+    if (got < static_cast<int64_t>(len_bytes)) return bad(path, "truncated: the file ends inside the header length field");
+    const uint32_t hlen = major == 1 ? (uint32_t{pre[8]} | uint32_t{pre[9]} << 8) : le32(pre + 8);
+    if (hlen > kMaxHeaderLen)
+        return bad(path, "header length " + std::to_string(hlen) + " is implausibly large (limit " +
+                             std::to_string(kMaxHeaderLen) + " bytes)");
+    std::string header(hlen, '\0');
+    got = read_some(f, header.data(), hlen);
+    if (got < 0) return io_error("in the header");
+    if (got < static_cast<int64_t>(hlen))
+        return bad(path, "truncated header: the header length field says " + std::to_string(hlen) +
+                             " bytes, but only " + std::to_string(got) + " follow");
+
+    Header h;
+    if (auto why = HeaderParser(header).parse(h))
+        return bad(path, "malformed header: " + *why + " (header: " + shown(header) + ")");
+
+    // dtype. numpy writes '<' or '>' for floats; '=' (native) and '|' (not applicable) are what
+    // np.dtype also accepts for them, so a hand-written header may use them.
+    NpyArray arr;
+    bool little = kHostLittle;
+    size_t item = 0;
+    const std::string& d = h.descr;
+    if (d.size() == 3 && (d[0] == '<' || d[0] == '>' || d[0] == '=' || d[0] == '|') && d[1] == 'f' &&
+        (d[2] == '4' || d[2] == '2')) {
+        if (d[0] == '<') little = true;
+        if (d[0] == '>') little = false;
+        arr.dtype = d[2] == '4' ? NpyDtype::kFloat32 : NpyDtype::kFloat16;
+        item = d[2] == '4' ? 4 : 2;
+    } else {
+        return bad(path, "unsupported dtype '" + d + "'; supported: " + kSupportedDescrs);
+    }
+    if (h.fortran_order) return bad(path, "Fortran-order arrays are not supported; save with np.ascontiguousarray");
+
+    // Element count and data size, without overflow (any zero dimension makes the array empty).
+    int64_t count = 1;
+    bool empty = false;
+    for (int64_t dim : h.shape) empty = empty || dim == 0;
+    if (empty) count = 0;
+    else
+        for (int64_t dim : h.shape) {
+            if (count > std::numeric_limits<int64_t>::max() / static_cast<int64_t>(item) / dim)
+                return bad(path, "shape " + shape_text(h.shape) + " has too many elements (the size overflows)");
+            count *= dim;
+        }
+    const uint64_t expected = static_cast<uint64_t>(count) * item;
+    auto size_error = [&](uint64_t actual) {
+        std::string what = actual < expected ? "truncated data" : "trailing bytes after the data";
+        return bad(path, what + ": dtype '" + d + "' and shape " + shape_text(h.shape) + " need " +
+                             std::to_string(expected) + " bytes of data, the file has " + std::to_string(actual));
+    };
+
+    // Check the size before allocating, so a corrupt shape cannot ask for terabytes. A file that
+    // cannot seek (a pipe) is read to its end instead.
+    const off_t data_start = ftello(f);
+    std::vector<unsigned char> raw;
+    bool have_raw = false;
+    if (data_start >= 0 && fseeko(f, 0, SEEK_END) == 0) {
+        const off_t end = ftello(f);
+        if (end < data_start || fseeko(f, data_start, SEEK_SET) != 0) return io_error("while seeking");
+        const uint64_t actual = static_cast<uint64_t>(end - data_start);
+        if (actual != expected) return size_error(actual);
+    } else {
+        std::clearerr(f);
+        unsigned char buf[1 << 16];
+        for (;;) {
+            const int64_t n = read_some(f, buf, sizeof buf);
+            if (n < 0) return io_error("in the data");
+            raw.insert(raw.end(), buf, buf + n);
+            if (n == 0 || raw.size() > expected) break;
+        }
+        if (raw.size() != expected) {
+            uint64_t actual = raw.size();
+            while (actual > expected) {  // count the rest, for the message
+                const int64_t n = read_some(f, buf, sizeof buf);
+                if (n <= 0) break;
+                actual += static_cast<uint64_t>(n);
+            }
+            return size_error(actual);
+        }
+        have_raw = true;
+    }
+
+    const size_t n = static_cast<size_t>(count);
+    arr.shape = h.shape;
+    arr.data.resize(n);
+    if (item == 4) {
+        if (have_raw) std::memcpy(arr.data.data(), raw.data(), expected);
+        else {
+            got = read_some(f, arr.data.data(), expected);
+            if (got < 0) return io_error("in the data");
+            if (static_cast<uint64_t>(got) != expected) return size_error(static_cast<uint64_t>(got));
+        }
+        if (little != kHostLittle)
+            for (float& v : arr.data) v = bits_f32(__builtin_bswap32(f32_bits(v)));
+    } else {
+        std::vector<uint16_t> halves(n);
+        if (have_raw) std::memcpy(halves.data(), raw.data(), expected);
+        else {
+            got = read_some(f, halves.data(), expected);
+            if (got < 0) return io_error("in the data");
+            if (static_cast<uint64_t>(got) != expected) return size_error(static_cast<uint64_t>(got));
+        }
+        for (size_t i = 0; i < n; ++i) {
+            const uint16_t b = little != kHostLittle ? __builtin_bswap16(halves[i]) : halves[i];
+            arr.data[i] = f16_bits_to_f32(b);
+        }
+    }
+    return arr;
+}
+
+namespace {
+
+// write(2) until done, retrying on EINTR and partial writes.
+bool write_all(int fd, const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    while (n > 0) {
+        const ssize_t w = ::write(fd, c, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return false;
+        }
+        c += w;
+        n -= static_cast<size_t>(w);
+    }
+    return true;
+}
+
+std::string header_for(const char* descr, std::span<const int64_t> shape, int& major) {
+    std::string dict = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (";
+    for (size_t i = 0; i < shape.size(); ++i) {
+        if (i) dict += ", ";
+        dict += std::to_string(shape[i]);
+    }
+    if (shape.size() == 1) dict += ",";
+    dict += "), }";
+    // Pad with spaces and end with '\n' so the data starts at a multiple of 64 bytes (what numpy
+    // does, so that the data can be memory-mapped aligned). Version 2.0 only when the header
+    // cannot fit the 16-bit length of 1.0, as numpy does.
+    major = 1;
+    size_t prefix = 10;
+    if (dict.size() + 1 + 64 > 65535) {
+        major = 2;
+        prefix = 12;
+    }
+    const size_t total = prefix + dict.size() + 1;
+    dict.append((64 - total % 64) % 64, ' ');
+    dict += '\n';
+    return dict;
+}
+
+std::atomic<uint64_t> g_tmp_counter{0};
+
+}  // namespace
+
+Status write_npy(const std::string& path, std::span<const float> data, std::span<const int64_t> shape,
+                 NpyDtype dtype) {
+    // Shape: non-negative, no overflow, and exactly as many elements as values.
+    uint64_t count = 1;
+    bool overflow = false;
+    std::vector<int64_t> shape_v(shape.begin(), shape.end());
+    for (size_t i = 0; i < shape.size(); ++i) {
+        if (shape[i] < 0)
+            return make_error(ErrorCode::kInvalidArgument,
+                              path + ": shape " + shape_text(shape_v) + " has a negative dimension");
+    }
+    bool empty = false;
+    for (int64_t dim : shape) empty = empty || dim == 0;
+    if (empty) count = 0;
+    else
+        for (int64_t dim : shape) {
+            if (count > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / 4 / static_cast<uint64_t>(dim))
+                overflow = true;
+            else count *= static_cast<uint64_t>(dim);
+        }
+    if (overflow || count != data.size())
+        return make_error(ErrorCode::kInvalidArgument,
+                          path + ": shape " + shape_text(shape_v) + " holds " +
+                              (overflow ? std::string("too many") : std::to_string(count)) + " elements but " +
+                              std::to_string(data.size()) + " values were given");
+
+    // binary16: a finite value that rounds to infinity would silently change the data: refuse it
+    // before anything is written. (NaN and +-inf are kept as such.)
+    if (dtype == NpyDtype::kFloat16) {
+        for (size_t i = 0; i < data.size(); ++i) {
+            const uint32_t ax = f32_bits(data[i]) & 0x7fffffffu;
+            if (ax < 0x7f800000u && (f32_to_f16_bits(data[i]) & 0x7fffu) == 0x7c00u) {
+                char buf[64];
+                std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(data[i]));
+                return make_error(ErrorCode::kRangeOverflow,
+                                  path + ": element " + std::to_string(i) + " (value " + buf +
+                                      ") overflows binary16 (largest finite value 65504); write it as float32");
+            }
+        }
+    }
+
+    int major = 1;
+    const std::string header = header_for(dtype == NpyDtype::kFloat32 ? "<f4" : "<f2", shape, major);
+    std::string pre(kMagic, kMagicLen);
+    pre += static_cast<char>(major);
+    pre += '\0';
+    const size_t hl = header.size();
+    pre += static_cast<char>(hl & 0xff);
+    pre += static_cast<char>((hl >> 8) & 0xff);
+    if (major == 2) {
+        pre += static_cast<char>((hl >> 16) & 0xff);
+        pre += static_cast<char>((hl >> 24) & 0xff);
+    }
+
+    // A temporary file beside the target (same file system, so rename(2) replaces it atomically).
+    std::string tmp;
+    int fd = -1;
+    for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+        tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(g_tmp_counter++);
+        fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0)
+        return make_error(ErrorCode::kIo, path + ": cannot create the temporary file " + tmp + ": " + errno_text(errno));
+    auto fail = [&](const char* what) {
+        const int e = errno;
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        return make_error(ErrorCode::kIo, path + ": " + what + ": " + errno_text(e));
+    };
+
+    if (!write_all(fd, pre.data(), pre.size()) || !write_all(fd, header.data(), header.size()))
+        return fail("write failed");
+    // Little-endian data in 64 KiB pieces.
+    constexpr size_t kChunk = 1 << 14;
+    unsigned char buf[kChunk * 4];
+    for (size_t off = 0; off < data.size(); off += kChunk) {
+        const size_t m = std::min(kChunk, data.size() - off);
+        size_t bytes = 0;
+        for (size_t i = 0; i < m; ++i) {
+            if (dtype == NpyDtype::kFloat32) {
+                const uint32_t b = f32_bits(data[off + i]);
+                buf[bytes++] = static_cast<unsigned char>(b);
+                buf[bytes++] = static_cast<unsigned char>(b >> 8);
+                buf[bytes++] = static_cast<unsigned char>(b >> 16);
+                buf[bytes++] = static_cast<unsigned char>(b >> 24);
+            } else {
+                const uint16_t b = f32_to_f16_bits(data[off + i]);
+                buf[bytes++] = static_cast<unsigned char>(b);
+                buf[bytes++] = static_cast<unsigned char>(b >> 8);
+            }
+        }
+        if (!write_all(fd, buf, bytes)) return fail("write failed");
+    }
+    // Durable before it becomes visible: a crash after the rename must not expose a short file.
+    if (::fsync(fd) != 0) return fail("fsync failed");
+    if (::close(fd) != 0) {
+        const int e = errno;
+        ::unlink(tmp.c_str());
+        return make_error(ErrorCode::kIo, path + ": close failed: " + errno_text(e));
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int e = errno;
+        ::unlink(tmp.c_str());
+        return make_error(ErrorCode::kIo, path + ": cannot rename " + tmp + " into place: " + errno_text(e));
+    }
+    return Status::Ok();
+}
+
+}  // namespace qtransit::kernels

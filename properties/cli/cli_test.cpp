@@ -1,0 +1,187 @@
+// The `qtransit` command as a user meets it: exit codes (0 ok, 1 check failed, 2 user error), one
+// clear line for every user error, and the JSON contract of `quantize --json`.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+
+#include "qtransit/kernels/npy.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Outcome {
+    int code = -1;
+    std::string out, err;
+};
+
+class Cli : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir_ = fs::temp_directory_path() / ("qtransit_cli_" + std::to_string(::getpid()) + "_" +
+                                            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::remove_all(dir_);
+        fs::create_directories(dir_);
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+
+    Outcome run(const std::string& args) {
+        const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
+        const std::string cmd = std::string(QTRANSIT_EXE) + " " + args + " >" + out.string() + " 2>" + err.string();
+        const int status = std::system(cmd.c_str());
+        Outcome r;
+        r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        r.out = slurp(out);
+        r.err = slurp(err);
+        return r;
+    }
+    static std::string slurp(const fs::path& p) {
+        std::ifstream f(p);
+        std::stringstream ss;
+        ss << f.rdbuf();
+        return ss.str();
+    }
+    std::string npy(const std::string& name, const std::vector<float>& v, std::vector<int64_t> shape = {}) {
+        if (shape.empty()) shape = {static_cast<int64_t>(v.size())};
+        const std::string path = (dir_ / name).string();
+        EXPECT_TRUE(qtransit::kernels::write_npy(path, v, shape).ok());
+        return path;
+    }
+    fs::path dir_;
+};
+
+TEST_F(Cli, FormatsListsEveryFormat) {
+    const Outcome r = run("formats --block 32");
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* f : {"int2", "int8", "int4-asym", "ds-int4", "ds-int8"}) EXPECT_NE(r.out.find(f), std::string::npos) << f;
+    const Outcome j = run("formats --json");
+    const auto js = nlohmann::json::parse(j.out);
+    EXPECT_EQ(js["formats"].size(), 16u);
+    // int4, block 32: 16 code bytes + one binary32 scale.
+    for (const auto& row : js["formats"])
+        if (row["format"] == "int4") {
+            EXPECT_EQ(row["wire_bytes_per_block"], 20);
+        }
+}
+
+TEST_F(Cli, InfoSaysWhatWasBuilt) {
+    const Outcome r = run("info --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(j.contains("cuda"));
+    EXPECT_TRUE(j["gpus"].is_array());
+    if (j["gpus"].empty()) {
+        EXPECT_FALSE(j["gpu_note"].get<std::string>().empty());
+    }
+}
+
+TEST_F(Cli, UnknownFormatListsTheKnownOnes) {
+    const Outcome r = run("quantize --format int9 --in " + npy("x.npy", {1, 2}));
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("unknown format 'int9'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("ds-int8"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, BadInvocationsExitTwoWithOneLine) {
+    const std::string x = npy("x.npy", {1, 2, 3});
+    for (const std::string& args : {"quantize --format int8 --block 0 --in " + x, "quantize --format int8 --block -3 --in " + x,
+                                    "quantize --format int8 --in " + (dir_ / "missing.npy").string(),
+                                    "quantize --format int8 --in " + x + " --nonfinite maybe", "quantize --in " + x,
+                                    std::string("nosuchcommand"), "quantize --format int8 --in " + x + " --block abc"}) {
+        const Outcome r = run(args);
+        EXPECT_EQ(r.code, 2) << args;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+        EXPECT_EQ(r.out, "") << args;
+    }
+}
+
+TEST_F(Cli, MalformedFileIsAClearError) {
+    const fs::path bad = dir_ / "bad.npy";
+    std::ofstream(bad) << "this is not a numpy file";
+    const Outcome r = run("quantize --format int8 --in " + bad.string());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find(bad.string()), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, NanUnderErrorPolicyNamesTheElement) {
+    const std::string x = npy("x.npy", {1, 2, NAN, 4});
+    const Outcome r = run("quantize --format int4 --block 2 --in " + x + " --out " + (dir_ / "out").string());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("element 2: value nan"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "out")) << "nothing may be written for a refused input";
+}
+
+TEST_F(Cli, PropagatePoisonsTheBlock) {
+    const std::string x = npy("x.npy", {1, 2, INFINITY, 4});
+    const Outcome r = run("quantize --format int4 --block 2 --nonfinite propagate --json --in " + x);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["poisoned_blocks"], 1);
+    EXPECT_TRUE(j["decoded"][2].is_null());
+    EXPECT_TRUE(j["decoded"][3].is_null());
+    EXPECT_TRUE(j["scales"][1].is_null());
+    EXPECT_EQ(j["decoded"][1], 2.0);
+}
+
+TEST_F(Cli, QuantizeJsonContract) {
+    const std::string x = npy("x.npy", {0.1f, -0.2f, 0.3f, 1.0f, 0.7f, -1.4f, 3.5f}, {7});
+    const Outcome r = run("quantize --format int4-asym --block 4 --json --in " + x);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    for (const char* k : {"format", "block", "elements", "scales", "offsets", "codes", "decoded", "max_abs_error",
+                          "max_error_to_bound", "bound_holds", "wire_bytes"})
+        EXPECT_TRUE(j.contains(k)) << k;
+    EXPECT_EQ(j["format"], "int4-asym");
+    EXPECT_EQ(j["elements"], 7);
+    EXPECT_EQ(j["scales"].size(), 2u);
+    EXPECT_EQ(j["offsets"][0], -0.2);  // lo of block 0, printed in its shortest form
+    EXPECT_EQ(j["codes"].size(), 7u);
+    EXPECT_TRUE(j["bound_holds"].get<bool>());
+    EXPECT_LE(j["max_error_to_bound"].get<double>(), 1.0);
+    EXPECT_EQ(j["wire_bytes"], 2 + 8 + 2 + 8);  // 4 codes in 2 bytes, 3 in 2, and scale+lo per block
+    // Every binary32 is printed in its shortest round-trip form: -0.2f, not -0.20000000298023224.
+    EXPECT_NE(r.out.find("-0.2,"), std::string::npos);
+    EXPECT_EQ(r.out.find("0.20000000298"), std::string::npos);
+}
+
+TEST_F(Cli, OutWritesDecodedTensorWithInputShape) {
+    std::vector<float> v(24);
+    for (int i = 0; i < 24; ++i) v[static_cast<size_t>(i)] = std::sin(static_cast<float>(i));
+    const std::string x = npy("x.npy", v, {2, 3, 4});
+    const Outcome r = run("quantize --format ds-int8 --block 5 --in " + x + " --out " + (dir_ / "out").string());
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto dec = qtransit::kernels::read_npy((dir_ / "out" / "decoded.npy").string());
+    ASSERT_TRUE(dec.ok()) << dec.error().message;
+    EXPECT_EQ(dec->shape, (std::vector<int64_t>{2, 3, 4}));
+    auto sc = qtransit::kernels::read_npy((dir_ / "out" / "scales.npy").string());
+    ASSERT_TRUE(sc.ok());
+    EXPECT_EQ(sc->elements(), 5);
+    EXPECT_EQ(fs::file_size(dir_ / "out" / "codes.bin"), 24u);
+}
+
+TEST_F(Cli, BenchPrintsRatios) {
+    const Outcome r = run("bench --mib 1 --repeats 1 --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["rows"].size(), 8u);
+    for (const auto& row : j["rows"]) EXPECT_GT(row["ratio_to_memcpy"].get<double>(), 0.0);
+}
+
+TEST_F(Cli, SurveyPassesAndWritesItsReport) {
+    const Outcome r = run("survey --elements 2000 --format int4,int8-asym,ds-int4 --dist normal,outliers --report-dir " +
+                      (dir_ / "rep").string());
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_TRUE(fs::exists(dir_ / "rep" / "survey.json"));
+    const auto j = nlohmann::json::parse(slurp(dir_ / "rep" / "survey.json"));
+    EXPECT_EQ(j["cases"].size(), 6u);
+    EXPECT_EQ(j["failures"], 0);
+}
+
+}  // namespace

@@ -1,0 +1,93 @@
+// Golden vectors for the production CPU kernel, computed by hand from NUMERICS.md (the working is
+// in the comments), plus the awkward sizes: empty, one element, odd INT4 lengths, blocks larger
+// than the tensor, a tensor large enough to be split over threads.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "qtransit/kernels/codec.hpp"
+#include "qtransit/kernels/inputs.hpp"
+#include "qtransit/reference/formats.hpp"
+
+namespace qt = qtransit;
+using qt::FormatKind;
+using qt::FormatSpec;
+
+namespace {
+uint32_t bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+qt::kernels::EncodedTensor enc(FormatSpec f, const std::vector<float>& x, int64_t block) {
+    auto r = qt::kernels::encode(f, x, block);
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+    return r.ok() ? *r : qt::kernels::EncodedTensor{};
+}
+}  // namespace
+
+TEST(KernelGolden, Int8UnitScale) {
+    // a = 127, s = fl32(127 / 127) = 1; codes rne(x): rne(-0.5) = -0 -> 0, rne(0.25) = 0.
+    const auto t = enc({FormatKind::kSym, 8}, {1.0f, -0.5f, 0.25f, 127.0f, -2.5f}, 32);
+    EXPECT_EQ(t.scales, std::vector<float>{1.0f});
+    EXPECT_EQ(qt::kernels::unpack_codes(t), (std::vector<int32_t>{1, 0, 0, 127, -2}));  // -2.5 ties to -2
+    EXPECT_EQ(t.codes, (std::vector<uint8_t>{0x01, 0x00, 0x00, 0x7f, 0xfe}));
+}
+
+TEST(KernelGolden, Int4CanonicalNibbles) {
+    // a = 7, qmax = 7, s = 1; codes 1, -1, 4 (3.5 ties to even), 7, -7. Element 2j in the low
+    // nibble: 0xF1 = (-1 << 4) | 1, 0x74 = (7 << 4) | 4, 0x09 = -7 & 0xF (high nibble pad 0).
+    const auto t = enc({FormatKind::kSym, 4}, {0.7f, -1.4f, 3.5f, 7.0f, -7.0f}, 5);
+    EXPECT_EQ(qt::kernels::unpack_codes(t), (std::vector<int32_t>{1, -1, 4, 7, -7}));
+    EXPECT_EQ(t.codes, (std::vector<uint8_t>{0xF1, 0x74, 0x09}));
+}
+
+TEST(KernelGolden, DsInt4DeepSpeedNibbles) {
+    // fp16 inputs 0.7 -> 0.7001953125, -1.4 -> -1.400390625; a = 7, scale = fl32(16/14);
+    // 0.70019 * 1.142857 = 0.80022 -> 1; -1.40039 * 1.142857 = -1.60045 -> -2;
+    // 3.5 * scale = 4.0000002 -> fl32 4 -> 4; 7 * scale = 8.0000004 -> fl32 8 -> clamped to 7.
+    // Even element in the high nibble: 0x1E = (1 << 4) | (-2 & 0xF), 0x47 = (4 << 4) | 7.
+    const auto t = enc({FormatKind::kDs, 4}, {0.7f, -1.4f, 3.5f, 7.0f}, 4);
+    EXPECT_EQ(qt::kernels::unpack_codes(t), (std::vector<int32_t>{1, -2, 4, 7}));
+    EXPECT_EQ(t.codes, (std::vector<uint8_t>{0x1E, 0x47}));
+    EXPECT_EQ(t.scales[0], 1.0f / (16.0f / 14.0f));  // the stored step Δ = fl32(1 / scale)
+}
+
+TEST(KernelGolden, Int8FltMaxDecodesFinite) {
+    // docs/DECISIONS.md D1: fl32(127 * fl32(FLT_MAX / 127)) overflows; decode saturates.
+    const auto t = enc({FormatKind::kSym, 8}, {FLT_MAX, -FLT_MAX, 1.0f}, 32);
+    const auto d = qt::kernels::decode(t);
+    EXPECT_EQ(d[0], FLT_MAX);
+    EXPECT_EQ(d[1], -FLT_MAX);
+}
+
+TEST(KernelGolden, AsymZeroBlockKeepsTheSignOfLo) {
+    // docs/DECISIONS.md D2: lo = -0 by totalOrder, hi == lo, every element decodes to lo = -0.
+    const auto t = enc({FormatKind::kAsym, 4}, {0.0f, -0.0f, 0.0f}, 3);
+    EXPECT_EQ(bits(t.offsets[0]), 0x80000000u);
+    for (float v : qt::kernels::decode(t)) EXPECT_EQ(bits(v), 0x80000000u);
+}
+
+TEST(KernelGolden, AwkwardSizesMatchTheReference) {
+    std::vector<float> big(1 << 19);  // past the threading threshold: split over every thread
+    qt::kernels::generate_span(qt::kernels::Distribution::kHeavy, 7, 3, 0, big);
+    for (const auto& f : qt::builtin_formats()) {
+        for (const auto& [n, block] : std::vector<std::pair<size_t, int64_t>>{
+                 {0, 32}, {1, 1}, {1, 32}, {3, 2}, {33, 32}, {31, 64}, {100, 7}, {big.size(), 32}, {big.size(), 4099}}) {
+            std::vector<float> x(big.begin(), big.begin() + static_cast<std::ptrdiff_t>(n));
+            if (f.kind == FormatKind::kDs)
+                for (float& v : x) v = std::fmod(v, 60000.0f);  // keep inside binary16 (D3)
+            const auto k = qt::kernels::encode(f, x, block);
+            const auto r = qt::reference::quantize(f, x, block);
+            ASSERT_TRUE(k.ok() && r.ok()) << f.name() << " n=" << n;
+            EXPECT_EQ(k->codes, qt::reference::pack(f, r->codes, block)) << f.name() << " n=" << n << " block=" << block;
+            const auto d = qt::kernels::decode(*k);
+            ASSERT_EQ(d.size(), r->decoded.size());
+            EXPECT_TRUE(d.empty() || std::memcmp(d.data(), r->decoded.data(), d.size() * 4) == 0) << f.name() << " n=" << n;
+            EXPECT_EQ(k->wire_bytes(), f.wire_bytes(static_cast<int64_t>(n), block));
+        }
+    }
+}

@@ -1,0 +1,61 @@
+// The reference quantizer: a scalar emulation of every format of NUMERICS.md section 1, written
+// from that text alone and independent of kernels/ (agreement between the two is the point), with
+// the decisions of docs/DECISIONS.md. It is slow on purpose: plain loops, one element at a time.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "qtransit/common/format.hpp"
+#include "qtransit/common/status.hpp"
+#include "qtransit/reference/exact.hpp"
+
+namespace qtransit::reference {
+
+struct Quantized {
+    FormatSpec format;
+    int64_t block = 0;
+    std::vector<float> scales;     // per block: s (int<b>, int<b>-asym) or the stored step Δ (ds-int<b>); NaN if poisoned
+    std::vector<float> offsets;    // per block: lo (int<b>-asym only; empty otherwise); NaN if poisoned
+    std::vector<int32_t> codes;    // per element
+    std::vector<float> decoded;    // per element
+    std::vector<uint8_t> poisoned; // per block: 1 when the block was non-finite under `propagate`
+};
+
+// Quantize `x` block-wise (blocks of `block`, the last one may be short). Under Nonfinite::kError a
+// NaN/inf (or a range overflow, docs/DECISIONS.md D3) is refused with an Error naming `site`'s
+// tensor and rank and the element index (site.index_base + i) and its value.
+Result<Quantized> quantize(const FormatSpec& format, std::span<const float> x, int64_t block,
+                           Nonfinite policy = Nonfinite::kError, const Site& site = {});
+
+// Decode codes with the given per-block scales/offsets (what a receiver does with the wire data).
+// A NaN scale (or asym offset) decodes every element of its block to the quiet NaN 0x7FC00000 (D4);
+// an asym block with scale 0 decodes to its offset lo exactly (D2).
+std::vector<float> decode(const FormatSpec& format, std::span<const int32_t> codes,
+                          std::span<const float> scales, std::span<const float> offsets, int64_t block);
+
+// Wire packing of the codes (NUMERICS 1.3/1.4): per block, restarting at every block.
+std::vector<uint8_t> pack(const FormatSpec& format, std::span<const int32_t> codes, int64_t block);
+std::vector<int32_t> unpack(const FormatSpec& format, std::span<const uint8_t> bytes, int64_t elements,
+                            int64_t block);
+
+// Binary16 rounding (RNE, subnormals, overflow to inf), the reference's own implementation.
+float round_to_fp16(float v);
+
+// The rigorous per-element error bound E(x_i) of element i (NUMERICS 1.x; for asym and ds the
+// bound derived in formats.cpp), with the actual scale of its block. Not defined for poisoned blocks.
+// int<b>: 1.1's s (1/2 + 2^-22 qmax) + 2^-149, plus max(0, a - qmax s) when s is subnormal (1.1's
+// formula alone is false there; see formats.cpp).
+Exact element_bound(const Quantized& q, std::span<const float> x, int64_t i);
+
+struct BoundCheck {
+    bool holds = true;             // |x_i - x̂_i| <= E(x_i) for every element, exactly
+    int64_t first_violation = -1;  // index of the first element where it does not
+    double max_error = 0;          // max |x_i - x̂_i| (rounded to double for reporting)
+    double max_error_to_bound = 0; // max |x_i - x̂_i| / E(x_i)
+};
+// Exact check of every non-poisoned element.
+BoundCheck check_bounds(const Quantized& q, std::span<const float> x);
+
+}  // namespace qtransit::reference

@@ -1,0 +1,641 @@
+// The reference quantizer (NUMERICS.md section 1, docs/DECISIONS.md D1-D5), written from the spec
+// alone. Scalar plain loops; clarity over speed.
+//
+// Binary32 arithmetic. Every binary32 operation fl32(a op b) of two binary32 operands is computed
+// here as: the operation in double (IEEE binary64, round to nearest even), then our own rounding of
+// that double to binary32 (round_to_format below, with our own rne()). Products of two binary32
+// values, and of a small integer code (<= 8 bits) and a binary32 value, are exact in double. Sums,
+// differences and quotients are rounded twice (to double, then to binary32), and that double rounding
+// is innocuous: for +, -, *, / a precision p' >= 2p + 2 for the intermediate format guarantees that
+// rounding first to p' bits and then to p bits equals rounding directly to p bits (Figueroa, "When is
+// double rounding innocuous?", 1995), and 53 >= 2*24 + 2 = 50. Binary64's exponent range covers every
+// intermediate here (no double overflow or underflow), and a binary32 subnormal result just has
+// fewer than 24 bits, which only widens the margin. Binary16 rounding (round_to_fp16) always rounds
+// an exact binary32 value once. Nothing here uses the hardware's float conversions for rounding
+// (no float casts of inexact doubles, no std::nearbyint, no _Float16), so the result does not
+// depend on how a compiler or a production kernel would do it.
+#include "qtransit/reference/formats.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cassert>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+
+namespace qtransit::reference {
+
+namespace {
+
+constexpr uint32_t kPoisonBits = 0x7FC00000u;  // D4: the one quiet NaN every poisoned value has
+constexpr float kFltMax = std::numeric_limits<float>::max();
+constexpr float kMinSub = 0x1p-149f;  // smallest positive binary32 subnormal
+
+float poison_nan() { return std::bit_cast<float>(kPoisonBits); }
+
+// rne(v): the nearest integer to a finite double, ties to even.
+// Works on the magnitude, where av - floor(av) is exact (floor(av) is 0, or within a factor 2 of
+// av: Sterbenz), so the comparison with 1/2 is exact too.
+double rne(double v) {
+    const double av = std::fabs(v);
+    const double f = std::floor(av);
+    const double frac = av - f;
+    double r = f;
+    if (frac > 0.5 || (frac == 0.5 && std::fmod(f, 2.0) != 0)) r = f + 1;  // a tie goes to the even one
+    return std::copysign(r, v);
+}
+
+// Round a finite double to the binary floating-point format with p significand bits (including
+// the implicit one), minimum normal exponent emin and maximum exponent emax, round to nearest
+// even, with gradual underflow and overflow to +-inf. Returns the rounded value as a double (exact:
+// the result has at most p <= 24 significant bits). Non-finite input and zeros pass through.
+double round_to_format(double v, int p, int emin, int emax) {
+    if (v == 0 || !std::isfinite(v)) return v;
+    int exp = 0;
+    (void)std::frexp(v, &exp);              // |v| in [2^(exp-1), 2^exp)
+    const int e = std::max(exp - 1, emin);  // binade exponent, clamped to the subnormal range
+    const int quantum = e - (p - 1);        // the spacing of representable values there is 2^quantum
+    const double scaled = std::ldexp(v, -quantum);  // exact: a power-of-two scaling within double range
+    const double r = rne(scaled);           // |r| <= 2^p
+    const double out = std::ldexp(r, quantum);
+    // The largest finite value is (2^p - 1) * 2^(emax - p + 1); anything that rounded above it
+    // (necessarily to 2^(emax+1)) overflows.
+    if (std::fabs(out) >= std::ldexp(1.0, emax + 1)) return std::copysign(std::numeric_limits<double>::infinity(), v);
+    return out;
+}
+
+float fl32(double v) { return static_cast<float>(round_to_format(v, 24, -126, 127)); }  // cast is exact
+
+float add32(float a, float b) { return fl32(static_cast<double>(a) + static_cast<double>(b)); }
+float sub32(float a, float b) { return fl32(static_cast<double>(a) - static_cast<double>(b)); }
+float mul32(float a, float b) { return fl32(static_cast<double>(a) * static_cast<double>(b)); }
+float div32(float a, float b) { return fl32(static_cast<double>(a) / static_cast<double>(b)); }
+// A code times a binary32 value (the code has at most 9 bits: exact in double).
+float mulq32(int32_t q, float s) { return fl32(static_cast<double>(q) * static_cast<double>(s)); }
+
+// D1: clamp a binary32 result to [-FLT_MAX, FLT_MAX].
+float sat(float v) {
+    if (v > kFltMax) return kFltMax;
+    if (v < -kFltMax) return -kFltMax;
+    return v;
+}
+
+int32_t clamp_code(double r, int32_t lo, int32_t hi) {
+    if (r < lo) return lo;
+    if (r > hi) return hi;
+    return static_cast<int32_t>(r);
+}
+
+bool valid_format(const FormatSpec& f) {
+    switch (f.kind) {
+        case FormatKind::kSym:
+        case FormatKind::kAsym: return f.bits >= 2 && f.bits <= 8;
+        case FormatKind::kDs: return f.bits == 4 || f.bits == 8;
+    }
+    return false;
+}
+
+// Shortest round-trip text of a binary32 value.
+std::string fmt(float v) {
+    char buf[64];
+    const auto res = std::to_chars(buf, buf + sizeof buf, v);
+    return std::string(buf, res.ptr);
+}
+
+// ---- decode, one element (shared by quantize() and decode()) ----------------------------------
+
+float decode_sym(int32_t q, float s) {
+    if (std::isnan(s)) return poison_nan();
+    return sat(mulq32(q, s));  // NUMERICS 1.1 with D1
+}
+
+float decode_asym(int32_t q, float s, float lo) {
+    if (std::isnan(s) || std::isnan(lo)) return poison_nan();
+    if (s == 0) return lo;  // hi == lo: "decode gives lo exactly" (D2: a -0 stays -0)
+    return sat(add32(sat(mulq32(q, s)), lo));  // NUMERICS 1.2 with D1
+}
+
+float decode_ds(int32_t q, float step) {
+    if (std::isnan(step)) return poison_nan();
+    return round_to_fp16(mulq32(q, step));  // fl16(fl32(q * Δ))
+}
+
+// ---- block statistics -------------------------------------------------------------------------
+
+// lo/hi of a finite block, with IEEE totalOrder for zeros (D2: -0 < +0).
+void asym_lo_hi(std::span<const float> x, float& lo, float& hi) {
+    lo = x[0];
+    hi = x[0];
+    for (float v : x) {
+        if (v < lo || (v == lo && std::signbit(v) && !std::signbit(lo))) lo = v;
+        if (v > hi || (v == hi && !std::signbit(v) && std::signbit(hi))) hi = v;
+    }
+}
+
+float abs_max(std::span<const float> x) {
+    float a = 0;
+    for (float v : x) a = std::max(a, std::fabs(v));
+    return a;
+}
+
+// What is wrong with a block, if anything: the lowest offending element (D5).
+enum class Problem { kNone, kNonFinite, kRangeOverflow, kFp16Overflow };
+struct BlockProblem {
+    Problem kind = Problem::kNone;
+    int64_t index = -1;  // local to the block
+    float lo = 0, hi = 0;
+};
+
+BlockProblem find_problem(const FormatSpec& f, std::span<const float> x) {
+    BlockProblem p;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        if (!std::isfinite(x[i])) return {Problem::kNonFinite, static_cast<int64_t>(i)};
+        // D3: a finite input that overflows binary16 (|x| >= 65520) is a range overflow for ds.
+        if (f.kind == FormatKind::kDs && std::isinf(round_to_fp16(x[i])))
+            return {Problem::kFp16Overflow, static_cast<int64_t>(i)};
+    }
+    if (f.kind == FormatKind::kAsym && !x.empty()) {
+        float lo = 0, hi = 0;
+        asym_lo_hi(x, lo, hi);
+        if (std::isinf(sub32(hi, lo))) return {Problem::kRangeOverflow, 0, lo, hi};
+    }
+    return p;
+}
+
+Error problem_error(const FormatSpec& f, const BlockProblem& p, std::span<const float> block_x,
+                    int64_t block_start, const Site& site) {
+    const std::string advice = "use --nonfinite propagate to poison the block instead";
+    const int64_t i = block_start + p.index;
+    switch (p.kind) {
+        case Problem::kNonFinite:
+            return make_error(ErrorCode::kNonFinite,
+                              describe(site, i) + ": value " + fmt(block_x[p.index]) +
+                                  " is not finite (policy 'error' refuses NaN and inf; " + advice + ")");
+        case Problem::kFp16Overflow:
+            return make_error(ErrorCode::kRangeOverflow,
+                              describe(site, i) + ": value " + fmt(block_x[p.index]) + " overflows binary16 (" +
+                                  f.name() +
+                                  ": the ds formats round the input to binary16 first, max 65504; policy "
+                                  "'error' refuses it; " + advice + ")");
+        case Problem::kRangeOverflow: {
+            const int64_t first = site.index_base + block_start;
+            const int64_t last = first + static_cast<int64_t>(block_x.size()) - 1;
+            return make_error(ErrorCode::kRangeOverflow,
+                              describe(site, block_start) + ": the block of elements " + std::to_string(first) +
+                                  ".." + std::to_string(last) + " has a range that overflows binary32: hi - lo = " +
+                                  fmt(p.hi) + " - (" + fmt(p.lo) + ") rounds to inf (lo = " + fmt(p.lo) +
+                                  ", hi = " + fmt(p.hi) + "; " + f.name() + "; policy 'error' refuses it; " +
+                                  advice + ")");
+        }
+        case Problem::kNone: break;
+    }
+    return make_error(ErrorCode::kInvalidArgument, "internal: no problem");
+}
+
+// ---- encode, one block ------------------------------------------------------------------------
+
+void poison_block(Quantized& out, int64_t k, int64_t start, int64_t len) {
+    out.scales[k] = poison_nan();
+    if (out.format.kind == FormatKind::kAsym) out.offsets[k] = poison_nan();
+    out.poisoned[k] = 1;
+    for (int64_t i = start; i < start + len; ++i) {
+        out.codes[i] = 0;
+        out.decoded[i] = poison_nan();
+    }
+}
+
+// NUMERICS 1.1.
+void encode_sym(Quantized& out, std::span<const float> x, int64_t k, int64_t start) {
+    const int32_t qmax = out.format.code_max();
+    const float a = abs_max(x);
+    float s = 0;
+    if (a != 0) s = std::max(div32(a, static_cast<float>(qmax)), kMinSub);
+    out.scales[k] = s;
+    for (std::size_t j = 0; j < x.size(); ++j) {
+        int32_t q = 0;
+        if (s != 0) q = clamp_code(rne(div32(x[j], s)), -qmax, qmax);
+        out.codes[start + j] = q;
+        out.decoded[start + j] = s == 0 ? 0.0f : decode_sym(q, s);  // a == 0: decoded +0
+    }
+}
+
+// NUMERICS 1.2 with D1, D2 (the caller has ruled out a range overflow).
+void encode_asym(Quantized& out, std::span<const float> x, int64_t k, int64_t start) {
+    const int32_t n = out.format.code_max();  // 2^b - 1
+    float lo = 0, hi = 0;
+    asym_lo_hi(x, lo, hi);
+    float s = 0;
+    if (hi != lo) s = std::max(div32(sub32(hi, lo), static_cast<float>(n)), kMinSub);
+    out.scales[k] = s;
+    out.offsets[k] = lo;
+    for (std::size_t j = 0; j < x.size(); ++j) {
+        int32_t q = 0;
+        if (s != 0) q = clamp_code(rne(div32(sub32(x[j], lo), s)), 0, n);
+        out.codes[start + j] = q;
+        out.decoded[start + j] = decode_asym(q, s, lo);
+    }
+}
+
+// The ds scale: fl32(2^b / fl32(2a)) for the binary16 absmax a > 0.
+float ds_scale(int bits, float a) { return div32(static_cast<float>(1 << bits), mul32(2.0f, a)); }
+
+// NUMERICS 1.3 (the caller has ruled out an fp16 overflow, D3).
+void encode_ds(Quantized& out, std::span<const float> x, int64_t k, int64_t start) {
+    const int b = out.format.bits;
+    const int32_t cmin = -(1 << (b - 1)), cmax = (1 << (b - 1)) - 1;
+    float a = 0;
+    for (float v : x) a = std::max(a, std::fabs(round_to_fp16(v)));
+    float scale = 0, step = 1;  // a == 0: stored step 1, codes 0
+    if (a != 0) {
+        scale = ds_scale(b, a);
+        step = div32(1.0f, scale);
+    }
+    out.scales[k] = step;
+    for (std::size_t j = 0; j < x.size(); ++j) {
+        int32_t q = 0;
+        if (a != 0) q = clamp_code(rne(mul32(round_to_fp16(x[j]), scale)), cmin, cmax);
+        out.codes[start + j] = q;
+        out.decoded[start + j] = decode_ds(q, step);
+    }
+}
+
+// ---- error bounds -----------------------------------------------------------------------------
+
+const Exact& ex_u() { static const Exact v = Exact::pow2(-24); return v; }
+const Exact& ex_half() { static const Exact v = Exact::pow2(-1); return v; }
+const Exact& ex_2m149() { static const Exact v = Exact::pow2(-149); return v; }
+const Exact& ex_2m150() { static const Exact v = Exact::pow2(-150); return v; }
+const Exact& ex_fltmax() { static const Exact v = Exact(kFltMax); return v; }
+
+// Half the binary16 spacing at magnitude m >= 0: 2^(max(floor(log2 m), -14) - 11), and 0 at 0
+// (0 is exact). Every real of magnitude <= m is within this of its binary16 rounding (spacing only
+// grows with magnitude; overflow excluded by the caller).
+Exact half_fp16_spacing(const Exact& m) {
+    if (m.sign() == 0) return Exact();
+    const int64_t e = std::max<int64_t>(m.ilogb(), -14);
+    return Exact::pow2(static_cast<int>(e - 11));
+}
+
+// Everything the bound of one block needs, computed once per block.
+struct BlockBound {
+    bool poisoned = false;
+    // int<b>: the whole bound is one number per block.
+    Exact sym;
+    // int<b>-asym: E(x) = A + second(|x|), see asym_element_bound.
+    bool asym_constant = false;  // hi == lo: every element decodes to exactly its value
+    Exact asym_a;
+    // ds-int<b>
+    bool ds_zero = false;  // a == 0
+    float ds_scale = 0;
+    Exact ds_step;
+};
+
+BlockBound block_bound(const Quantized& q, std::span<const float> x, int64_t k) {
+    BlockBound bb;
+    if (!q.poisoned.empty() && q.poisoned[k]) {
+        bb.poisoned = true;
+        return bb;
+    }
+    const int64_t start = k * q.block;
+    const int64_t len = std::min<int64_t>(q.block, static_cast<int64_t>(x.size()) - start);
+    const std::span<const float> xb = x.subspan(start, len);
+    const float s = q.scales[k];
+    switch (q.format.kind) {
+        case FormatKind::kSym: {
+            // NUMERICS 1.1: s * (1/2 + 2^-22 * qmax) + 2^-149 (for s == 0 the error is 0), plus, only
+            // when s is subnormal, K = max(0, a - qmax s).
+            //
+            // Why K: the bound of 1.1 is false for a subnormal step. fl32(a / qmax) in the subnormal
+            // range is rounded to a multiple of 2^-149, which can be far below a / qmax relatively;
+            // then the absmax element's quotient exceeds qmax by a lot and the clamp costs far more
+            // than half a step. Example: int8, a = 190 * 2^-149: a / 127 = 1.496 * 2^-149 rounds to
+            // s = 2^-149, the code clamps at 127 and the error is 63 * 2^-149 = 63 s, while 1.1 says
+            // about 1.5 * 2^-149. (int4, a = 9 * 2^-149: error 2 * 2^-149 against 1.5 * 2^-149.)
+            // With K the bound holds: unclamped elements err by <= s/2 + u|x| (x/s is a normal or
+            // zero quotient) plus the decode rounding u q s; a clamped element's error is at most
+            // a - qmax s = K plus the decode rounding; and u |x| <= u (qmax s + K) fits the 2^-22 qmax s
+            // slack. When s is normal, s >= (a / qmax) / (1 + u), so a - qmax s <= u qmax s is
+            // already inside 1.1's slack (4u qmax s covers the rounding of x / s, the clamp excess and
+            // the decode rounding, each <= u qmax s (1 + O(u))), and E is exactly 1.1's formula.
+            const int32_t qmax = q.format.code_max();
+            bb.sym = Exact(s) * (ex_half() + Exact::pow2(-22) * Exact::from_int(qmax)) + ex_2m149();
+            if (s != 0 && s < 0x1p-126f) {
+                const Exact kk = Exact(abs_max(xb)) - Exact(s) * Exact::from_int(qmax);
+                if (kk.sign() > 0) bb.sym += kk;
+            }
+            break;
+        }
+        case FormatKind::kAsym: {
+            // The derivation of this bound.
+            //
+            // Block: lo, hi (D2), R = hi - lo (exact real), D = fl32(R) (finite: no range overflow),
+            // n = 2^b - 1, s = max(fl32(D / n), 2^-149). Element x (binary32, lo <= x <= hi):
+            //   y = x - lo in [0, R] (exact), t = fl32(y), r = fl32(t / s), q = clamp(rne(r), 0, n),
+            //   p = sat(fl32(q s)), v = p + lo (exact real), x̂ = sat(fl32(v)).
+            // Rounding facts used: |fl32(w) - w| <= u|w| for |w| in the normal range or overflowing
+            // to a value that then saturates within u|w| (shown where used), and <= 2^-150 in the
+            // subnormal range; a difference of two binary32 that lands in the subnormal range is
+            // exact. u = 2^-24.
+            //
+            // (1) |y - t| <= u y  (t <= D < inf, since y <= R and rounding is monotone).
+            // (2) |t/s - r| <= u t/s + 2^-150, and t <= (1 + u) y <= (1 + u) R.
+            // (3) Not clamped (rne(r) <= n; r >= 0 so the clamp at 0 never acts): |r - q| <= 1/2, so
+            //       |y - q s| <= |y - t| + s |t/s - r| + s |r - q|
+            //                <= u R + u (1 + u) R + s 2^-150 + s/2 = s/2 + eps,
+            //       eps = (2u + u^2) R + s 2^-150.
+            //     Clamped (rne(r) > n, so r >= n + 1/2, q = n): if y >= n s the error y - n s is at
+            //       most R - n s; if y < n s then n s - y <= s (n - r) + |s r - y| < -s/2 + eps.
+            //     So in every case |y - q s| <= s/2 + K + eps, with K = max(0, R - n s). K is tiny
+            //     (<= 2uR) when fl32(D / n) is normal, but a subnormal step can be far below D / n
+            //     (e.g. D = 382 * 2^-149, n = 255: s = 2^-149 and the top code misses by 127 s), and
+            //     K covers that exactly.
+            // (4) |p - q s| <= u q s + 2^-150 <= u n s + 2^-150: q s <= n s <= (1 + u) D <=
+            //     (1 + u) FLT_MAX, so if fl32 overflows, sat gives FLT_MAX within u q s.
+            // So |x - v| = |y - p| <= A := s/2 + K + (2u + u^2) R + s 2^-150 + u n s + 2^-150.
+            // (5) x̂ is a nearest element of the finite binary32 set to v (RNE, then D1's saturation
+            //     picks FLT_MAX for anything beyond it), and x is in that set, so |x̂ - v| <= |x - v|
+            //     <= A. When |v| <= FLT_MAX (guaranteed by |x| + A <= FLT_MAX, as |v| <= |x| + A),
+            //     also |x̂ - v| <= u |v| + 2^-150 <= u (|x| + A) + 2^-150.
+            // Bound: E(x) = A + min(A, u (|x| + A) + 2^-150)   [the min only when |x| + A <= FLT_MAX,
+            // else A + A]; and E = 0 when hi == lo (every element decodes to lo, equal to it).
+            //
+            // Tightness: when s is a normal number (R >= n 2^-126) K <= 2uR, so A = s/2 (1 + O(u n)),
+            // and the second term is about u |x| <= u M, M = max(|lo|, |hi|). E <= 1.01 * s/2 holds
+            // when M <= 100 R (then u M / (s/2) ~ 200 u n <= 0.0031 for b = 8). The condition is
+            // needed: the decode's last rounding fl32(fl32(q s) + lo) really errs by up to half an
+            // ulp of x̂, which exceeds s/2 when the block's magnitude dwarfs its range; and with a
+            // subnormal step (tiny R) the actual error itself can exceed s/2 (K above).
+            if (s == 0) {
+                bb.asym_constant = true;
+                break;
+            }
+            float lo = 0, hi = 0;
+            asym_lo_hi(xb, lo, hi);
+            const Exact r = Exact(hi) - Exact(lo);
+            const Exact es(s);
+            const Exact ns = es * Exact::from_int(q.format.code_max());
+            Exact kk = r - ns;
+            if (kk.sign() < 0) kk = Exact();
+            const Exact& u = ex_u();
+            bb.asym_a = es * ex_half() + kk + (u * Exact::from_int(2) + u * u) * r + es * ex_2m150() + u * ns +
+                        ex_2m150();
+            break;
+        }
+        case FormatKind::kDs: {
+            float a = 0;
+            for (float v : xb) a = std::max(a, std::fabs(round_to_fp16(v)));
+            bb.ds_zero = a == 0;
+            if (!bb.ds_zero) bb.ds_scale = ds_scale(q.format.bits, a);
+            bb.ds_step = Exact(s);
+            break;
+        }
+    }
+    return bb;
+}
+
+Exact element_bound_in(const FormatSpec& f, const BlockBound& bb, float xi, int32_t qi) {
+    switch (f.kind) {
+        case FormatKind::kSym: return bb.sym;
+        case FormatKind::kAsym: {
+            if (bb.asym_constant) return Exact();
+            const Exact& a = bb.asym_a;
+            const Exact mag = Exact(std::fabs(xi)) + a;
+            if (mag > ex_fltmax()) return a + a;
+            const Exact rounding = ex_u() * mag + ex_2m150();
+            return a + (rounding < a ? rounding : a);
+        }
+        case FormatKind::kDs: {
+            // The derivation of this bound.
+            //
+            // y = fl16(x); a = max |y| over the block; if a == 0 every y is 0, x̂ = fl16(fl32(0 * 1))
+            // = +0 and |x - x̂| = |x - y| <= h(|x|), where h(m) = half the binary16 spacing at
+            // magnitude m (2^(max(floor(log2 m), -14) - 11)).
+            // Otherwise a in [2^-24, 65504], sigma = scale = fl32(2^(b-1) / a) (2a is exact), Δ =
+            // fl32(1 / sigma), w = fl32(y sigma), q = clamp(rne(w), -2^(b-1), 2^(b-1) - 1),
+            // z = fl32(q Δ), x̂ = fl16(z). sigma, Δ, w and z are normal binary32 numbers or 0
+            // (sigma <= 2^7 * 2^24, Δ >= 2^-31, |w| >= 2^-24 * sigma >= 2^-37), so each rounding is
+            // within u = 2^-24 relative: Δ = (1 + d1) / sigma, w = y sigma (1 + d2), |d1|, |d2| <= u.
+            //   |x - x̂| <= |x - y| + |y - q Δ| + |q Δ - z| + |z - x̂|.
+            // (1) |x - y| <= h(|x|).
+            // (2) y - q Δ = (y sigma - w)/sigma + (w - q)/sigma - q d1/sigma, with |y sigma - w| <=
+            //     u |y| sigma and 1/sigma = Δ/(1 + d1) <= Δ/(1 - u) <= (1 + 2u) Δ, so
+            //       |y - q Δ| <= u |y| + (1 + 2u) (c + u |q|) Δ,   c >= |w - q|.
+            //     c = 1/2 unless the clamp acted. The clamp can only act at the top: |w| <= a sigma
+            //     (1 + u) <= 2^(b-1) (1 + u)^2 < 2^(b-1) + 1/2, so rne(w) >= -2^(b-1) always. An element
+            //     with rne(w) >= 2^(b-1) (the +absmax, and anything that rounds with it) gets
+            //     q = 2^(b-1) - 1 and w - q <= 1 + 2^(b-1) (2u + u^2) <= 1 + 3u 2^(b-1): a full step.
+            // (3) |q Δ - z| <= u |q| Δ (q Δ is 0 or normal).
+            // (4) |z - x̂| <= h(|z|) <= h(|q| Δ (1 + u)) (h is monotone; no binary16 overflow since
+            //     |z| <= 2^(b-1) Δ (1 + u) <= a (1 + u)^3 < 65520).
+            // E(x) = h(|x|) + u |y| + (1 + 2u)(c + u |q|) Δ + u |q| Δ + h(|q| Δ (1 + u)).
+            // Tightness: the worst case really does stack a half-spacing input rounding, half a step
+            // (a full step when clamped) and a half-spacing output rounding; the other terms are
+            // O(u) relative, so the bound is within a few parts per million of that worst case.
+            const Exact ex(std::fabs(xi));
+            const Exact in_round = half_fp16_spacing(ex);
+            if (bb.ds_zero) return in_round;
+            const int b = f.bits;
+            const float y = round_to_fp16(xi);
+            const bool clamped = y > 0 && rne(mul32(y, bb.ds_scale)) >= static_cast<double>(1 << (b - 1));
+            const Exact& u = ex_u();
+            const Exact c = clamped ? Exact::from_int(1) + u * Exact::from_int(3LL << (b - 1)) : ex_half();
+            const Exact aq = Exact::from_int(qi < 0 ? -static_cast<int64_t>(qi) : qi);
+            const Exact& step = bb.ds_step;
+            const Exact one_2u = Exact::from_int(1) + u * Exact::from_int(2);
+            const Exact qstep = aq * step;
+            return in_round + u * Exact(std::fabs(y)) + one_2u * (c + u * aq) * step + u * qstep +
+                   half_fp16_spacing(qstep * (Exact::from_int(1) + u));
+        }
+    }
+    return Exact();
+}
+
+int64_t num_blocks(int64_t n, int64_t block) { return block <= 0 ? 0 : (n + block - 1) / block; }
+
+}  // namespace
+
+float round_to_fp16(float v) {
+    if (std::isnan(v)) return v;
+    return static_cast<float>(round_to_format(static_cast<double>(v), 11, -14, 15));  // exact cast
+}
+
+Result<Quantized> quantize(const FormatSpec& format, std::span<const float> x, int64_t block, Nonfinite policy,
+                           const Site& site) {
+    if (!valid_format(format))
+        return make_error(ErrorCode::kInvalidArgument, "unsupported format " + format.name());
+    if (block <= 0)
+        return make_error(ErrorCode::kInvalidArgument, "block size must be positive, got " + std::to_string(block));
+    const int64_t n = static_cast<int64_t>(x.size());
+    const int64_t nb = num_blocks(n, block);
+
+    // Under `error`, refuse before anything is produced: the first offending block decides (D5).
+    std::vector<uint8_t> bad(static_cast<std::size_t>(nb), 0);
+    for (int64_t k = 0; k < nb; ++k) {
+        const int64_t start = k * block, len = std::min(block, n - start);
+        const auto xb = x.subspan(start, len);
+        const BlockProblem p = find_problem(format, xb);
+        if (p.kind == Problem::kNone) continue;
+        if (policy == Nonfinite::kError) return problem_error(format, p, xb, start, site);
+        bad[k] = 1;
+    }
+
+    Quantized out;
+    out.format = format;
+    out.block = block;
+    out.scales.assign(nb, 0.0f);
+    if (format.kind == FormatKind::kAsym) out.offsets.assign(nb, 0.0f);
+    out.codes.assign(n, 0);
+    out.decoded.assign(n, 0.0f);
+    out.poisoned.assign(nb, 0);
+    for (int64_t k = 0; k < nb; ++k) {
+        const int64_t start = k * block, len = std::min(block, n - start);
+        const auto xb = x.subspan(start, len);
+        if (bad[k]) {
+            poison_block(out, k, start, len);
+            continue;
+        }
+        switch (format.kind) {
+            case FormatKind::kSym: encode_sym(out, xb, k, start); break;
+            case FormatKind::kAsym: encode_asym(out, xb, k, start); break;
+            case FormatKind::kDs: encode_ds(out, xb, k, start); break;
+        }
+    }
+    return out;
+}
+
+std::vector<float> decode(const FormatSpec& format, std::span<const int32_t> codes, std::span<const float> scales,
+                          std::span<const float> offsets, int64_t block) {
+    assert(block > 0);
+    std::vector<float> out(codes.size());
+    if (block <= 0) return out;
+    for (std::size_t i = 0; i < codes.size(); ++i) {
+        const std::size_t k = i / static_cast<std::size_t>(block);
+        assert(k < scales.size());
+        const float s = k < scales.size() ? scales[k] : poison_nan();
+        switch (format.kind) {
+            case FormatKind::kSym: out[i] = decode_sym(codes[i], s); break;
+            case FormatKind::kAsym: {
+                assert(k < offsets.size());
+                const float lo = k < offsets.size() ? offsets[k] : poison_nan();
+                out[i] = decode_asym(codes[i], s, lo);
+                break;
+            }
+            case FormatKind::kDs: out[i] = decode_ds(codes[i], s); break;
+        }
+    }
+    return out;
+}
+
+// Wire packing, per block (restarting at every block). Canonical formats: a bit stream, LSB first:
+// code j of the block occupies bits [j b, (j + 1) b) of the stream, bit t of the stream being bit
+// t % 8 of byte t / 8; the last byte is zero-padded. For b = 4 this is exactly NUMERICS 1.4 (element
+// 2j in the low nibble), for b = 8 one byte per code. Codes are b-bit two's complement (sym) or
+// unsigned (asym). ds-int4 uses DeepSpeed's order instead: byte = (q[2j] << 4) | (q[2j+1] & 0xF).
+std::vector<uint8_t> pack(const FormatSpec& format, std::span<const int32_t> codes, int64_t block) {
+    std::vector<uint8_t> out;
+    assert(block > 0);
+    if (block <= 0) return out;
+    const int64_t n = static_cast<int64_t>(codes.size());
+    const int b = format.bits;
+    const uint32_t mask = (1u << b) - 1u;
+    for (int64_t start = 0; start < n; start += block) {
+        const int64_t len = std::min(block, n - start);
+        const std::size_t base = out.size();
+        out.resize(base + static_cast<std::size_t>(format.code_bytes(len)), 0);
+        if (format.kind == FormatKind::kDs && b == 4) {
+            for (int64_t j = 0; j < len; ++j) {
+                const uint8_t nib = static_cast<uint8_t>(static_cast<uint32_t>(codes[start + j]) & 0xFu);
+                out[base + j / 2] |= (j % 2 == 0) ? static_cast<uint8_t>(nib << 4) : nib;
+            }
+            continue;
+        }
+        for (int64_t j = 0; j < len; ++j) {
+            const uint32_t v = static_cast<uint32_t>(codes[start + j]) & mask;
+            for (int t = 0; t < b; ++t) {
+                if (!((v >> t) & 1u)) continue;
+                const int64_t bit = j * b + t;
+                out[base + bit / 8] |= static_cast<uint8_t>(1u << (bit % 8));
+            }
+        }
+    }
+    return out;
+}
+
+std::vector<int32_t> unpack(const FormatSpec& format, std::span<const uint8_t> bytes, int64_t elements,
+                            int64_t block) {
+    std::vector<int32_t> out(static_cast<std::size_t>(std::max<int64_t>(elements, 0)), 0);
+    assert(block > 0);
+    if (block <= 0) return out;
+    const int b = format.bits;
+    const bool is_signed = format.code_min() < 0;
+    // Missing bytes (a short buffer violates the precondition) read as 0.
+    auto byte_at = [&](int64_t i) -> uint32_t {
+        return i >= 0 && i < static_cast<int64_t>(bytes.size()) ? bytes[static_cast<std::size_t>(i)] : 0u;
+    };
+    auto extend = [&](uint32_t v) -> int32_t {
+        if (is_signed && (v >> (b - 1)) & 1u) return static_cast<int32_t>(v) - (1 << b);
+        return static_cast<int32_t>(v);
+    };
+    int64_t base = 0;
+    for (int64_t start = 0; start < elements; start += block) {
+        const int64_t len = std::min(block, elements - start);
+        if (format.kind == FormatKind::kDs && b == 4) {
+            for (int64_t j = 0; j < len; ++j) {
+                const uint32_t byte = byte_at(base + j / 2);
+                out[start + j] = extend(j % 2 == 0 ? (byte >> 4) & 0xFu : byte & 0xFu);
+            }
+        } else {
+            for (int64_t j = 0; j < len; ++j) {
+                uint32_t v = 0;
+                for (int t = 0; t < b; ++t) {
+                    const int64_t bit = j * b + t;
+                    v |= ((byte_at(base + bit / 8) >> (bit % 8)) & 1u) << t;
+                }
+                out[start + j] = extend(v);
+            }
+        }
+        base += format.code_bytes(len);
+    }
+    return out;
+}
+
+Exact element_bound(const Quantized& q, std::span<const float> x, int64_t i) {
+    assert(q.block > 0 && i >= 0 && i < static_cast<int64_t>(x.size()));
+    const int64_t k = i / q.block;
+    const BlockBound bb = block_bound(q, x, k);
+    assert(!bb.poisoned && "element_bound: not defined for poisoned blocks");
+    if (bb.poisoned) return Exact();
+    return element_bound_in(q.format, bb, x[i], q.codes[i]);
+}
+
+BoundCheck check_bounds(const Quantized& q, std::span<const float> x) {
+    BoundCheck res;
+    if (q.block <= 0) return res;
+    const int64_t n = std::min<int64_t>(static_cast<int64_t>(x.size()), static_cast<int64_t>(q.decoded.size()));
+    const int64_t nb = num_blocks(n, q.block);
+    for (int64_t k = 0; k < nb; ++k) {
+        const BlockBound bb = block_bound(q, x.first(n), k);
+        if (bb.poisoned) continue;
+        const int64_t start = k * q.block, end = std::min(n, start + q.block);
+        for (int64_t i = start; i < end; ++i) {
+            const Exact err = (Exact(x[i]) - Exact(q.decoded[i])).abs();
+            const Exact bound = element_bound_in(q.format, bb, x[i], q.codes[i]);
+            const bool ok = err <= bound;
+            if (!ok && res.holds) {
+                res.holds = false;
+                res.first_violation = i;
+            }
+            if (err.sign() != 0) {
+                res.max_error = std::max(res.max_error, err.to_double());
+                const double r = bound.sign() == 0 ? std::numeric_limits<double>::infinity() : Exact::ratio(err, bound);
+                res.max_error_to_bound = std::max(res.max_error_to_bound, r);
+            }
+        }
+    }
+    return res;
+}
+
+}  // namespace qtransit::reference
