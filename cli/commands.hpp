@@ -52,4 +52,20 @@ struct SurveyArgs {
 };
 int run_survey(const SurveyArgs& a);
 
+struct SimulateArgs {
+    std::vector<std::string> paths;
+    std::vector<int64_t> ranks;
+    int64_t ranks_per_node = 0;  // 0: 8 when 8 divides N, else N (one node)
+    int64_t elements = 0;
+    std::string format;
+    int64_t block = 32;
+    std::string dist = "normal";
+    uint64_t seed = 1;
+    std::string accum = "fp32";
+    std::string in, dump;
+    bool json = false;
+    int threads = 0;
+};
+int run_simulate(const SimulateArgs& a);
+
 }  // namespace qtransit::cli

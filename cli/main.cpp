@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "qtransit/common/transit.hpp"
 
 int main(int argc, char** argv) {
     using namespace qtransit::cli;
@@ -58,6 +59,25 @@ int main(int argc, char** argv) {
     survey->add_option("--report-dir", sa.report_dir, "Where survey.json and survey.md go")->capture_default_str();
     survey->add_flag("--json", sa.json, "Print the JSON report on stdout instead of the table");
 
+    SimulateArgs ma;
+    auto* simulate = app.add_subcommand(
+        "simulate", "Run collective paths on simulated ranks; check every output element's error against its "
+                    "a-posteriori and a-priori bounds exactly; fit the error's growth with N");
+    simulate->add_option("--path", ma.paths, "Paths, comma-separated, or all: " + qtransit::known_path_names())
+        ->required()->delimiter(',');
+    simulate->add_option("--ranks", ma.ranks, "N, comma-separated for a sweep (e.g. 4,8,16)")->delimiter(',');
+    simulate->add_option("--ranks-per-node", ma.ranks_per_node, "G (default: 8 when it divides N, else N)");
+    simulate->add_option("--elements", ma.elements, "M, elements per rank (M % N == 0)");
+    simulate->add_option("--format", ma.format, "Format name (see `qtransit formats`)")->required();
+    simulate->add_option("--block", ma.block, "Quantization block size")->capture_default_str();
+    simulate->add_option("--dist", ma.dist, "Input distribution")->capture_default_str();
+    simulate->add_option("--seed", ma.seed, "Generator seed")->capture_default_str();
+    simulate->add_option("--accum", ma.accum, "Accumulation: fp32 or fp16")->capture_default_str();
+    simulate->add_option("--in", ma.in, "Inputs from a binary32 .npy of shape [N, M], one row per rank");
+    simulate->add_option("--dump", ma.dump, "Write the result (one path, one N) as .npy: [N, S] or [N, M]");
+    simulate->add_option("--threads", ma.threads, "Worker threads (0: all)")->capture_default_str();
+    simulate->add_flag("--json", ma.json, "Print {\"runs\": [...], \"fits\": [...]}");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -76,5 +96,6 @@ int main(int argc, char** argv) {
     if (*quantize) return run_quantize(qa);
     if (*bench) return run_bench(ba);
     if (*survey) return run_survey(sa);
+    if (*simulate) return run_simulate(ma);
     return kExitUsage;
 }

@@ -184,4 +184,73 @@ TEST_F(Cli, SurveyPassesAndWritesItsReport) {
     EXPECT_EQ(j["failures"], 0);
 }
 
+TEST_F(Cli, SimulateJsonContract) {
+    const Outcome r = run("simulate --path ring-rs,a2a-rs --ranks 4,8 --elements 512 --format int4 --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["runs"].size(), 4u);
+    for (const auto& run : j["runs"]) {
+        for (const char* k : {"path", "ranks", "ranks_per_node", "elements", "format", "block", "dist", "seed", "k_min",
+                              "k_max", "max_abs_error", "rms_error", "rel_rms_error", "max_a_posteriori", "max_a_priori",
+                              "bound_holds", "bytes_per_rank", "cross_node_bytes_per_rank", "fp16_ring_rs_bytes_per_rank"})
+            EXPECT_TRUE(run.contains(k)) << k;
+        EXPECT_TRUE(run["bound_holds"].get<bool>());
+        EXPECT_LE(run["max_abs_error"].get<double>(), run["max_a_posteriori"].get<double>());
+        EXPECT_LE(run["max_a_posteriori"].get<double>(), run["max_a_priori"].get<double>());
+    }
+    // ring-rs at N = 8: k from 0 (the owner's own contribution) to N - 1.
+    for (const auto& run : j["runs"])
+        if (run["path"] == "ring-rs" && run["ranks"] == 8) {
+            EXPECT_EQ(run["k_min"], 0);
+            EXPECT_EQ(run["k_max"], 7);
+            // (N-1) chunks of S = 64 int4 values: 32 code bytes + a 4-byte scale per 32-element block
+            EXPECT_EQ(run["bytes_per_rank"], 7 * 2 * (16 + 4));
+            EXPECT_EQ(run["fp16_ring_rs_bytes_per_rank"], 7 * 64 * 2);
+        }
+    ASSERT_EQ(j["fits"].size(), 2u);
+    EXPECT_EQ(j["fits"][0]["points"].size(), 2u);
+}
+
+TEST_F(Cli, SimulateRejectsImpossibleShapesWithOneLine) {
+    for (const std::string& args : {std::string("simulate --path ring-rs --ranks 3 --elements 10 --format int8"),
+                                    std::string("simulate --path tree-rs --ranks 6 --elements 12 --format int8"),
+                                    std::string("simulate --path a2a-hier-rs --ranks 8 --ranks-per-node 3 --elements 16 --format int8"),
+                                    std::string("simulate --path nope --ranks 4 --elements 16 --format int8"),
+                                    std::string("simulate --path ring-rs --ranks 4 --elements 16 --format int8 --accum fp64"),
+                                    std::string("simulate --path ring-rs,a2a-rs --ranks 4 --elements 16 --format int8 --dump x.npy")}) {
+        const Outcome r = run(args);
+        EXPECT_EQ(r.code, 2) << args;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+    }
+    const Outcome r = run("simulate --path ring-rs --ranks 3 --elements 10 --format int8");
+    EXPECT_NE(r.err.find("not divisible by N = 3"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, SimulateFromNpyAndDump) {
+    std::vector<float> v(4 * 8);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 7) - 3.0f;
+    const std::string x = npy("ranks.npy", v, {4, 8});
+    const std::string out = (dir_ / "rs.npy").string();
+    const Outcome r = run("simulate --path fp32-ring-rs --in " + x + " --format int8 --dump " + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto d = qtransit::kernels::read_npy(out);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(d->shape, (std::vector<int64_t>{4, 2}));
+    // Small integers: the fp32 ring is exact, row r is chunk r of the sum over ranks.
+    for (int64_t r2 = 0; r2 < 4; ++r2)
+        for (int64_t i = 0; i < 2; ++i) {
+            float t = 0;
+            for (int64_t j = 0; j < 4; ++j) t += v[static_cast<size_t>(j * 8 + r2 * 2 + i)];
+            EXPECT_EQ(d->data[static_cast<size_t>(r2 * 2 + i)], t);
+        }
+    const std::string ag = (dir_ / "ag.npy").string();
+    ASSERT_EQ(run("simulate --path hpz-ag-requant --in " + x + " --ranks-per-node 2 --format int8 --dump " + ag).code, 0);
+    auto g = qtransit::kernels::read_npy(ag);
+    ASSERT_TRUE(g.ok());
+    EXPECT_EQ(g->shape, (std::vector<int64_t>{4, 8}));
+    const Outcome bad = run("simulate --path ring-rs --ranks 5 --in " + x + " --format int8");
+    EXPECT_EQ(bad.code, 2);
+    EXPECT_NE(bad.err.find("has 4 rows"), std::string::npos) << bad.err;
+}
+
 }  // namespace

@@ -58,6 +58,13 @@ void decode_into(const FormatSpec& format, int64_t block, std::span<const uint8_
                  int threads = 0);
 std::vector<float> decode(const EncodedTensor& t, int threads = 0);
 
+// One block of `len` values on the calling thread, without allocating: what a collective does at
+// every hop. codes must hold format.code_bytes(len) bytes; offset is written for asym only.
+// Under the `error` policy a non-finite block (or a range overflow) is refused like encode_into.
+Status encode_block(const FormatSpec& format, const float* x, int64_t len, uint8_t* codes, float* scale,
+                    float* offset, const CodecOptions& options = {});
+void decode_block(const FormatSpec& format, const uint8_t* codes, int64_t len, float scale, float offset, float* out);
+
 // The Error for a block that encode refused under the `error` policy: names the first non-finite
 // element, the element that overflows binary16 (ds-int<b>), or the block whose range overflows.
 // `first` is the block's first index in the tensor. Shared by the CPU and CUDA backends.

@@ -1,0 +1,66 @@
+// Every collective path of NUMERICS.md section 3, written once as a schedule of sends and receives
+// over a Transport, driving the production kernels for Q and D, one column at a time (docs/
+// DECISIONS.md D12), and filling the ledger of quantization events of every output.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "qtransit/collectives/transport.hpp"
+#include "qtransit/common/transit.hpp"
+#include "qtransit/kernels/inputs.hpp"
+
+namespace qtransit::collectives {
+
+// Where the ranks' inputs come from: element `first + i` of rank `rank`, any range.
+class Inputs {
+public:
+    virtual ~Inputs() = default;
+    virtual void fill(int64_t rank, int64_t first, int64_t len, float* out) const = 0;
+};
+
+// The counter-based generator: nothing is stored, any element of any rank is recomputed on demand.
+class GeneratedInputs final : public Inputs {
+public:
+    GeneratedInputs(kernels::Distribution d, uint64_t seed) : dist_(d), seed_(seed) {}
+    void fill(int64_t rank, int64_t first, int64_t len, float* out) const override;
+
+private:
+    kernels::Distribution dist_;
+    uint64_t seed_;
+};
+
+// Every rank's input in memory, row-major [N][M] (from a .npy file, or a test).
+class ArrayInputs final : public Inputs {
+public:
+    ArrayInputs(std::span<const float> x, int64_t elements) : x_(x), m_(elements) {}
+    void fill(int64_t rank, int64_t first, int64_t len, float* out) const override;
+
+private:
+    std::span<const float> x_;
+    int64_t m_;
+};
+
+// The columns of a path, in increasing `first` (D12).
+int64_t column_count(const PathConfig& c);
+std::pair<int64_t, int64_t> column_at(const PathConfig& c, int64_t index);  // (first, len)
+
+// One column of the path over `transport`; `out` is overwritten (its buffers are reused).
+// Under the `error` policy (the only one a collective uses) a non-finite input is refused with the
+// rank and element index.
+Status run_column(const PathConfig& c, const Inputs& inputs, Transport& transport, int64_t first, int64_t len,
+                  ColumnRecord& out);
+
+// Every column of every path in `paths` (which share N, G, M and block), on `threads` threads. The
+// inputs of a column are generated once for all paths. `sink(path_index, thread, record)` is called
+// from the worker threads, never concurrently with the same thread index.
+struct RunTotals {
+    std::vector<ByteCounts> bytes;  // per path
+};
+Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& inputs, int threads,
+                            const std::function<void(size_t, int, const ColumnRecord&)>& sink);
+
+}  // namespace qtransit::collectives

@@ -1,0 +1,85 @@
+// Transports: how a path's messages travel between ranks. A path is written once as a schedule of
+// sends and receives over a Transport; `sim` delivers them in process (deterministic, any number of
+// ranks), and later transports (device, nccl, mpi) carry the same messages for real. Every
+// transport counts the payload bytes each rank sends, the part that crosses nodes, and what the same
+// message would weigh in binary16.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "qtransit/common/format.hpp"
+
+namespace qtransit::collectives {
+
+// One block on the wire: packed codes and their metadata, or raw floating-point values.
+struct Message {
+    int64_t len = 0;               // elements
+    bool quantized = true;
+    std::vector<uint8_t> codes;    // packed codes (quantized)
+    float scale = 0, offset = 0;   // metadata (quantized; offset for asym only)
+    std::vector<float> raw;        // the values (not quantized)
+    int raw_bytes_per_element = 4; // 4 (binary32) or 2 (binary16 values, fp16 accumulation)
+    // Not on the wire: the simulation's handle on the ledger of what the message carries (-1: none).
+    int32_t provenance = -1;
+};
+
+// Payload bytes of a message in the given format (codes + metadata, or raw values).
+int64_t wire_bytes(const FormatSpec& format, const Message& m);
+
+struct ByteCounts {
+    std::vector<int64_t> sent;        // per rank: payload bytes sent
+    std::vector<int64_t> cross_node;  // per rank: the part sent to another node
+    std::vector<int64_t> fp16_equiv;  // per rank: the same messages as binary16 values, no metadata
+    void resize(int64_t ranks);
+    void merge(const ByteCounts& o);
+};
+
+class Transport {
+public:
+    Transport(int64_t ranks, int64_t ranks_per_node, FormatSpec format)
+        : ranks_(ranks), per_node_(ranks_per_node), format_(format) {
+        bytes_.resize(ranks);
+    }
+    virtual ~Transport() = default;
+    int64_t ranks() const { return ranks_; }
+    int64_t ranks_per_node() const { return per_node_; }
+    int64_t nodes() const { return ranks_ / per_node_; }
+    int64_t node_of(int64_t r) const { return r / per_node_; }
+    int64_t local_of(int64_t r) const { return r % per_node_; }
+    int64_t rank_of(int64_t node, int64_t local) const { return node * per_node_ + local; }
+    // The intra-node group of node n, and the inter-node group of local index l (one rank per node).
+    std::vector<int64_t> node_group(int64_t n) const;
+    std::vector<int64_t> local_group(int64_t l) const;
+
+    // Sends count their bytes here, then hand the message to the transport.
+    void send(int64_t from, int64_t to, Message&& m);
+    virtual Message recv(int64_t to, int64_t from) = 0;
+    const ByteCounts& bytes() const { return bytes_; }
+
+protected:
+    virtual void deliver(int64_t from, int64_t to, Message&& m) = 0;
+
+private:
+    int64_t ranks_, per_node_;
+    FormatSpec format_;
+    ByteCounts bytes_;
+};
+
+// In-process delivery: a FIFO mailbox per receiver. Deterministic; a receive with nothing from
+// that sender is a schedule bug and aborts with a message.
+class SimTransport final : public Transport {
+public:
+    SimTransport(int64_t ranks, int64_t ranks_per_node, FormatSpec format);
+    Message recv(int64_t to, int64_t from) override;
+    bool idle() const;  // no message waiting anywhere (every send was received)
+
+protected:
+    void deliver(int64_t from, int64_t to, Message&& m) override;
+
+private:
+    std::vector<std::vector<std::pair<int64_t, Message>>> box_;  // per receiver: (sender, message)
+};
+
+}  // namespace qtransit::collectives

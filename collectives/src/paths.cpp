@@ -1,0 +1,646 @@
+// The schedules of NUMERICS.md section 3, one column at a time. Each path is a sequence of sends
+// and receives over the Transport; the values a rank holds travel with their provenance (which
+// quantization events and which adds produced them), and that provenance becomes the ledger.
+#include "qtransit/collectives/paths.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include "qtransit/kernels/codec.hpp"
+#include "qtransit/kernels/fp16.hpp"
+
+namespace qtransit::collectives {
+
+void GeneratedInputs::fill(int64_t rank, int64_t first, int64_t len, float* out) const {
+    for (int64_t i = 0; i < len; ++i)
+        out[i] = kernels::generate(dist_, seed_, static_cast<uint32_t>(rank), static_cast<uint64_t>(first + i));
+}
+
+void ArrayInputs::fill(int64_t rank, int64_t first, int64_t len, float* out) const {
+    std::memcpy(out, x_.data() + rank * m_ + first, static_cast<size_t>(len) * sizeof(float));
+}
+
+namespace {
+
+bool is_hpz(PathKind p) { return p == PathKind::kHpzAgFp || p == PathKind::kHpzAgRequant; }
+
+}  // namespace
+
+int64_t column_count(const PathConfig& c) {
+    if (is_hpz(c.path)) {
+        const int64_t sec = c.elements / c.ranks_per_node;  // M / G elements per secondary shard
+        return c.ranks_per_node * ((sec + c.block - 1) / c.block);
+    }
+    const int64_t s = c.shard();
+    return c.ranks * ((s + c.block - 1) / c.block);
+}
+
+std::pair<int64_t, int64_t> column_at(const PathConfig& c, int64_t index) {
+    const int64_t span = is_hpz(c.path) ? c.elements / c.ranks_per_node : c.shard();
+    const int64_t per = (span + c.block - 1) / c.block;
+    const int64_t part = index / per, b = index % per;
+    const int64_t first = part * span + b * c.block;
+    return {first, std::min(c.block, span - b * c.block)};
+}
+
+namespace {
+
+// A failure inside a schedule (a refused input); turned into a Status at run_column's boundary.
+struct ColumnFailure {
+    Error error;
+};
+
+// What produced each value a rank holds: the quantization events (ledger ids) and the adds.
+struct Provenance {
+    std::vector<int32_t> ids;
+    std::vector<double> add_abs, tr_abs;
+    std::vector<int32_t> add_n, tr_n;
+};
+
+struct Partial {
+    std::vector<float> v;
+    Provenance p;
+};
+
+class Column {
+public:
+    Column(const PathConfig& c, const Inputs& in, Transport& t, int64_t first, int64_t len, ColumnRecord& rec)
+        : c_(c), in_(in), t_(t), first_(first), len_(len), rec_(rec), fp16_(c.accum == Accum::kFp16) {
+        rec_.first = first;
+        rec_.len = len;
+        rec_.first_block_absmax.clear();
+        n_rows_ = 0;
+        n_events_ = 0;
+        provenance_.clear();
+    }
+
+    ~Column() {
+        rec_.outputs.resize(n_rows_);
+        rec_.events.resize(n_events_);
+    }
+
+    int64_t len() const { return len_; }
+
+    // X_rank over this column (or over [first, first+len) for hpz's forward blocks).
+    Partial input(int64_t rank) { return input_range(rank, first_, len_); }
+
+    Partial input_range(int64_t rank, int64_t first, int64_t len) {
+        Partial p;
+        p.v.resize(static_cast<size_t>(len));
+        in_.fill(rank, first, len, p.v.data());
+        for (int64_t i = 0; i < len; ++i) {
+            if (!std::isfinite(p.v[static_cast<size_t>(i)])) {
+                Site site;
+                site.rank = rank;
+                site.index_base = first;
+                throw ColumnFailure{kernels::describe_block_error(c_.format, p.v.data(), len, 0, site)};
+            }
+        }
+        clear_provenance(p.p, len);
+        return p;
+    }
+
+    // Q: encode the partial's values into a message, recording the event in the ledger.
+    Message quantize(Partial&& p, int32_t stage, int64_t from, int64_t to, Contributors who,
+                     int64_t column_offset = 0) {
+        const int64_t n = static_cast<int64_t>(p.v.size());
+        Message m;
+        m.len = n;
+        m.quantized = true;
+        m.codes.resize(static_cast<size_t>(c_.format.code_bytes(n)));
+        Site site;
+        site.tensor = "partial sum";
+        site.rank = from;
+        site.index_base = first_;
+        kernels::CodecOptions opt;
+        opt.site = site;
+        if (auto st = kernels::encode_block(c_.format, p.v.data(), n, m.codes.data(), &m.scale, &m.offset, opt); !st)
+            throw ColumnFailure{st.error()};
+        QuantEvent& e = new_event();
+        e.stage = stage;
+        e.from_rank = from;
+        e.to_rank = to;
+        e.scale = m.scale;
+        e.offset = c_.format.kind == FormatKind::kAsym ? m.offset : 0.0f;
+        e.contributors = std::move(who);
+        e.x.assign(p.v.begin(), p.v.end());
+        e.codes.resize(static_cast<size_t>(n));
+        const auto kind = kernels::kind_of(c_.format);
+        for (int64_t i = 0; i < n; ++i)
+            e.codes[static_cast<size_t>(i)] = kernels::unpack_one(kind, c_.format.bits, m.codes.data(), i);
+        e.column_offset = column_offset;
+        p.p.ids.push_back(static_cast<int32_t>(n_events_ - 1));
+        m.provenance = keep(std::move(p.p));
+        return m;
+    }
+
+    // An unquantized message (fp32-ring-rs, hpz's full-precision secondary shard).
+    Message raw(Partial&& p) {
+        Message m;
+        m.len = static_cast<int64_t>(p.v.size());
+        m.quantized = false;
+        m.raw_bytes_per_element = fp16_ ? 2 : 4;
+        m.raw = std::move(p.v);
+        m.provenance = keep(std::move(p.p));
+        return m;
+    }
+
+    // A copy of a message, as a rank forwards codes it received unchanged (ring all-gathers).
+    static Message forward(const Message& m) { return m; }
+
+    // D: what a receiver holds after decoding the message.
+    Partial decode(const Message& m) {
+        Partial p;
+        p.v.resize(static_cast<size_t>(m.len));
+        if (m.quantized)
+            kernels::decode_block(c_.format, m.codes.data(), m.len, m.scale, m.offset, p.v.data());
+        else
+            p.v = m.raw;
+        p.p = provenance_[static_cast<size_t>(m.provenance)];
+        return p;
+    }
+
+    // The first term of a sum: under fp16 accumulation it is rounded to binary16 (D11).
+    void start_sum(Partial& acc) {
+        if (!fp16_) return;
+        for (size_t i = 0; i < acc.v.size(); ++i) acc.v[i] = round_term(acc, i, acc.v[i]);
+    }
+
+    // acc = fl(acc + term), acc the left operand; provenance merged.
+    void add(Partial& acc, Partial&& term) {
+        for (size_t i = 0; i < acc.v.size(); ++i) {
+            float a = acc.v[i], b = term.v[i];
+            float r;
+            if (fp16_) {
+                b = round_term(acc, i, b);
+                r = kernels::round_f16(a + b);  // exact binary16 sum of two binary16 values (D11)
+            } else {
+                r = a + b;
+            }
+            acc.v[i] = r;
+            acc.p.add_abs[i] += term.p.add_abs[i] + std::abs(static_cast<double>(r));
+            acc.p.add_n[i] += term.p.add_n[i] + 1;
+            if (fp16_) {
+                acc.p.tr_abs[i] += term.p.tr_abs[i];
+                acc.p.tr_n[i] += term.p.tr_n[i];
+            }
+        }
+        acc.p.ids.insert(acc.p.ids.end(), term.p.ids.begin(), term.p.ids.end());
+    }
+
+    // An output row: what `rank` holds for this column.
+    void emit(int64_t rank, const Partial& p) {
+        OutputRow& row = new_row();
+        row.rank = rank;
+        row.values.assign(p.v.begin(), p.v.end());
+        row.event_ids.assign(p.p.ids.begin(), p.p.ids.end());
+        row.add_abs_sum.assign(p.p.add_abs.begin(), p.p.add_abs.end());
+        row.add_count.assign(p.p.add_n.begin(), p.p.add_n.end());
+        if (fp16_) {
+            row.term_round_abs_sum.assign(p.p.tr_abs.begin(), p.p.tr_abs.end());
+            row.term_round_count.assign(p.p.tr_n.begin(), p.p.tr_n.end());
+        } else {
+            row.term_round_abs_sum.clear();
+            row.term_round_count.clear();
+        }
+    }
+
+    // The exact target's inputs: the N rows X_j (reduce paths) or the gathered row W (gathers).
+    void set_contributions_reduce(const std::vector<Partial>& rows) {
+        rec_.contribution_rows = static_cast<int64_t>(rows.size());
+        rec_.contributions.resize(rows.size() * static_cast<size_t>(len_));
+        for (size_t j = 0; j < rows.size(); ++j)
+            std::copy(rows[j].v.begin(), rows[j].v.end(), rec_.contributions.begin() + static_cast<std::ptrdiff_t>(j * static_cast<size_t>(len_)));
+    }
+    void set_contributions_gather(const std::vector<float>& w, const std::vector<float>& first_block_absmax) {
+        rec_.contribution_rows = 1;
+        rec_.contributions.assign(w.begin(), w.end());
+        rec_.first_block_absmax.assign(first_block_absmax.begin(), first_block_absmax.end());
+    }
+
+    const PathConfig& config() const { return c_; }
+    Transport& transport() { return t_; }
+    int64_t first() const { return first_; }
+
+private:
+    void clear_provenance(Provenance& p, int64_t len) {
+        p.ids.clear();
+        p.add_abs.assign(static_cast<size_t>(len), 0.0);
+        p.add_n.assign(static_cast<size_t>(len), 0);
+        if (fp16_) {
+            p.tr_abs.assign(static_cast<size_t>(len), 0.0);
+            p.tr_n.assign(static_cast<size_t>(len), 0);
+        }
+    }
+    // A rounding that leaves the value unchanged (a partial that is already binary16) has no
+    // error, so only the roundings that moved a value enter the ledger.
+    float round_term(Partial& acc, size_t i, float t) {
+        const float r = kernels::round_f16(t);
+        if (r != t) {
+            acc.p.tr_abs[i] += std::abs(static_cast<double>(t));
+            acc.p.tr_n[i] += 1;
+        }
+        return r;
+    }
+    int32_t keep(Provenance&& p) {
+        provenance_.push_back(std::move(p));
+        return static_cast<int32_t>(provenance_.size() - 1);
+    }
+    QuantEvent& new_event() {
+        if (n_events_ == rec_.events.size()) rec_.events.emplace_back();
+        return rec_.events[n_events_++];
+    }
+    OutputRow& new_row() {
+        if (n_rows_ == rec_.outputs.size()) rec_.outputs.emplace_back();
+        return rec_.outputs[n_rows_++];
+    }
+
+    const PathConfig& c_;
+    const Inputs& in_;
+    Transport& t_;
+    int64_t first_, len_;
+    ColumnRecord& rec_;
+    bool fp16_;
+    size_t n_rows_ = 0, n_events_ = 0;
+    std::vector<Provenance> provenance_;
+};
+
+int64_t mod(int64_t a, int64_t n) { return ((a % n) + n) % n; }
+
+Contributors ring_range(int64_t first, int64_t count) {
+    Contributors c;
+    c.first = first;
+    c.count = count;
+    return c;
+}
+
+std::vector<Partial> all_inputs(Column& col, int64_t n) {
+    std::vector<Partial> x;
+    x.reserve(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; ++r) x.push_back(col.input(r));
+    return x;
+}
+
+// ring-rs / fp32-ring-rs: chunk c starts on rank c+1 with P = X_{c+1}[c]; each hop sends Q(P) (or
+// P itself, unquantized) and the receiver sets P = fl32(D(Q(P)) + X_self[c]).
+Partial ring_reduce(Column& col, const std::vector<Partial>& x, int64_t c, bool quantized) {
+    const int64_t n = col.config().ranks;
+    Transport& t = col.transport();
+    Partial p = x[static_cast<size_t>(mod(c + 1, n))];
+    for (int64_t h = 1; h < n; ++h) {
+        const int64_t from = mod(c + h, n), to = mod(c + h + 1, n);
+        Message m = quantized ? col.quantize(std::move(p), static_cast<int32_t>(h - 1), from, to, ring_range(c + 1, h))
+                              : col.raw(std::move(p));
+        t.send(from, to, std::move(m));
+        p = col.decode(t.recv(to, from));
+        col.start_sum(p);  // D(Q(P)) is the left term of this hop's sum
+        col.add(p, Partial(x[static_cast<size_t>(to)]));
+    }
+    return p;
+}
+
+// a2a-rs: every rank quantizes its block of chunk c and sends it to rank c, which sums the decoded
+// blocks in rank order.
+Partial a2a_reduce(Column& col, const std::vector<Partial>& x, int64_t c) {
+    const int64_t n = col.config().ranks;
+    Transport& t = col.transport();
+    for (int64_t j = 0; j < n; ++j)
+        t.send(j, c, col.quantize(Partial(x[static_cast<size_t>(j)]), 0, j, c, ring_range(j, 1)));
+    Partial acc = col.decode(t.recv(c, 0));
+    col.start_sum(acc);
+    for (int64_t j = 1; j < n; ++j) col.add(acc, col.decode(t.recv(c, j)));
+    return acc;
+}
+
+// a2a-hier-rs: stage 1 within node n sends chunk p to local peer l' = p mod G (the swizzle: local
+// peer l' gets shards l' + G m), which sums the G decoded blocks into U; stage 2 requantizes U and
+// sends it to rank p (same local index, on node p / G); rank p sums over nodes in order.
+Partial a2a_hier_reduce(Column& col, const std::vector<Partial>& x, int64_t p) {
+    Transport& t = col.transport();
+    const int64_t g = t.ranks_per_node(), local = p % g;
+    for (int64_t node = 0; node < t.nodes(); ++node) {
+        const std::vector<int64_t> members = t.node_group(node);
+        const int64_t peer = t.rank_of(node, local);
+        for (int64_t src : members)
+            t.send(src, peer, col.quantize(Partial(x[static_cast<size_t>(src)]), 0, src, peer, ring_range(src, 1)));
+        Partial u = col.decode(t.recv(peer, members[0]));
+        col.start_sum(u);
+        for (size_t j = 1; j < members.size(); ++j) col.add(u, col.decode(t.recv(peer, members[j])));
+        t.send(peer, p, col.quantize(std::move(u), 1, peer, p, ring_range(members[0], g)));
+    }
+    Partial acc = col.decode(t.recv(p, t.rank_of(0, local)));
+    col.start_sum(acc);
+    for (int64_t node = 1; node < t.nodes(); ++node) col.add(acc, col.decode(t.recv(p, t.rank_of(node, local))));
+    return acc;
+}
+
+// tree-rs (recursive halving): at step t with d = N / 2^(t+1), rank r and r XOR d swap the halves
+// the other keeps; for chunk c the rank whose bit d differs from c's sends Q(partial) and its
+// partner sets partial = fl32(own + D(Q(other))).
+Partial tree_reduce(Column& col, const std::vector<Partial>& x, int64_t c) {
+    const int64_t n = col.config().ranks;
+    Transport& t = col.transport();
+    std::vector<Partial> part(x);
+    std::vector<std::vector<int32_t>> who(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; ++r) who[static_cast<size_t>(r)] = {static_cast<int32_t>(r)};
+    std::vector<bool> holds(static_cast<size_t>(n), true), summed(static_cast<size_t>(n), false);
+    int32_t step = 0;
+    for (int64_t d = n / 2; d >= 1; d /= 2, ++step) {
+        std::vector<int64_t> senders;
+        for (int64_t r = 0; r < n; ++r)
+            if (holds[static_cast<size_t>(r)] && (r & d) != (c & d)) senders.push_back(r);
+        for (int64_t r : senders) {
+            Contributors cs;
+            cs.list = who[static_cast<size_t>(r)];
+            t.send(r, r ^ d, col.quantize(std::move(part[static_cast<size_t>(r)]), step, r, r ^ d, std::move(cs)));
+            holds[static_cast<size_t>(r)] = false;
+        }
+        for (int64_t r : senders) {
+            const int64_t to = r ^ d;
+            Partial& own = part[static_cast<size_t>(to)];
+            if (!summed[static_cast<size_t>(to)]) {
+                col.start_sum(own);
+                summed[static_cast<size_t>(to)] = true;
+            }
+            col.add(own, col.decode(t.recv(to, r)));
+            auto& w = who[static_cast<size_t>(to)];
+            w.insert(w.end(), who[static_cast<size_t>(r)].begin(), who[static_cast<size_t>(r)].end());
+        }
+    }
+    return std::move(part[static_cast<size_t>(c)]);
+}
+
+// A ring all-gather of one encoded block from `owner`: the codes travel owner -> owner+1 -> ...
+// unchanged; every rank (owner included) decodes them.
+void ring_broadcast_codes(Column& col, Message&& m, int64_t owner, std::vector<Partial>& held) {
+    const int64_t n = col.config().ranks;
+    Transport& t = col.transport();
+    held[static_cast<size_t>(owner)] = col.decode(m);
+    Message cur = std::move(m);
+    for (int64_t h = 1; h < n; ++h) {
+        const int64_t from = mod(owner + h - 1, n), to = mod(owner + h, n);
+        t.send(from, to, Column::forward(cur));
+        cur = t.recv(to, from);
+        held[static_cast<size_t>(to)] = col.decode(cur);
+    }
+}
+
+// The same trip without decoding at every stop (bytes only).
+void ring_forward(Column& col, const Message& m, int64_t owner) {
+    const int64_t n = col.config().ranks;
+    Transport& t = col.transport();
+    for (int64_t h = 1; h < n; ++h) {
+        const int64_t from = mod(owner + h - 1, n), to = mod(owner + h, n);
+        t.send(from, to, Column::forward(m));
+        (void)t.recv(to, from);
+    }
+}
+
+std::vector<float> block_absmax_of(const std::vector<float>& v) {
+    float a = 0;
+    for (float f : v) a = std::max(a, std::abs(f));
+    return std::vector<float>(v.size(), a);
+}
+
+void run_reduce_scatter(Column& col, PathKind path) {
+    const PathConfig& c = col.config();
+    const int64_t chunk = col.first() / c.shard();
+    const std::vector<Partial> x = all_inputs(col, c.ranks);
+    col.set_contributions_reduce(x);
+    Partial out;
+    switch (path) {
+        case PathKind::kRingRs: out = ring_reduce(col, x, chunk, true); break;
+        case PathKind::kFp32RingRs: out = ring_reduce(col, x, chunk, false); break;
+        case PathKind::kA2aRs: out = a2a_reduce(col, x, chunk); break;
+        case PathKind::kA2aHierRs: out = a2a_hier_reduce(col, x, chunk); break;
+        default: out = tree_reduce(col, x, chunk); break;
+    }
+    col.emit(chunk, out);
+}
+
+// two-shot-ar: a2a-rs, then the owner quantizes the reduced block once and it is ring-gathered.
+void run_two_shot(Column& col) {
+    const PathConfig& c = col.config();
+    const int64_t chunk = col.first() / c.shard();
+    const std::vector<Partial> x = all_inputs(col, c.ranks);
+    col.set_contributions_reduce(x);
+    Partial reduced = a2a_reduce(col, x, chunk);
+    std::vector<Partial> held(static_cast<size_t>(c.ranks));
+    ring_broadcast_codes(col, col.quantize(std::move(reduced), 1, chunk, mod(chunk + 1, c.ranks), ring_range(0, c.ranks)),
+                         chunk, held);
+    for (int64_t r = 0; r < c.ranks; ++r) col.emit(r, held[static_cast<size_t>(r)]);
+}
+
+// ring-ag: the owner encodes its shard's block once, the codes travel unchanged.
+// ring-ag-requant: every rank decodes and re-encodes before forwarding.
+void run_all_gather(Column& col, bool requant) {
+    const PathConfig& c = col.config();
+    const int64_t n = c.ranks, owner = col.first() / c.shard();
+    Transport& t = col.transport();
+    Partial w = col.input(owner);
+    col.set_contributions_gather(w.v, block_absmax_of(w.v));
+    std::vector<Partial> held(static_cast<size_t>(n));
+    Message m = col.quantize(std::move(w), 0, owner, mod(owner + 1, n), ring_range(owner, 1));
+    if (!requant) {
+        ring_broadcast_codes(col, std::move(m), owner, held);
+    } else {
+        held[static_cast<size_t>(owner)] = col.decode(m);
+        for (int64_t h = 1; h < n; ++h) {
+            const int64_t from = mod(owner + h - 1, n), to = mod(owner + h, n);
+            t.send(from, to, std::move(m));
+            Partial v = col.decode(t.recv(to, from));
+            held[static_cast<size_t>(to)] = v;
+            if (h + 1 < n) m = col.quantize(std::move(v), static_cast<int32_t>(h), to, mod(to + 1, n), ring_range(owner, 1));
+        }
+    }
+    for (int64_t r = 0; r < n; ++r) col.emit(r, held[static_cast<size_t>(r)]);
+}
+
+// hpz-ag: the forward ring-ag's blocks that overlap this secondary block give F over it; mode fp
+// keeps and sends F unquantized inside each node, mode requant re-encodes the secondary block first.
+void run_hpz(Column& col, bool requant) {
+    const PathConfig& c = col.config();
+    Transport& t = col.transport();
+    const int64_t n = c.ranks, g = c.ranks_per_node, s = c.shard(), len = col.len(), first = col.first();
+    // Forward: the primary blocks (laid within S-element chunks) that overlap [first, first+len).
+    Partial f;
+    f.v.assign(static_cast<size_t>(len), 0.0f);
+    std::vector<float> w(static_cast<size_t>(len)), first_absmax(static_cast<size_t>(len));
+    std::vector<int32_t> ids;
+    std::vector<int32_t> owners;
+    for (int64_t pos = first; pos < first + len;) {
+        const int64_t owner = pos / s, in_chunk = pos - owner * s;
+        const int64_t bfirst = owner * s + (in_chunk / c.block) * c.block;
+        const int64_t blen = std::min(c.block, owner * s + s - bfirst);
+        Partial blk = col.input_range(owner, bfirst, blen);
+        float amax = 0.0f;
+        for (float v : blk.v) amax = std::max(amax, std::abs(v));
+        const std::vector<float> wv = blk.v;
+        Message m = col.quantize(std::move(blk), 0, owner, mod(owner + 1, n), ring_range(owner, 1), first - bfirst);
+        Partial dec = col.decode(m);
+        // Every rank decodes the same codes (ring-ag), so F is one vector; the block's trip around
+        // the ring is counted once, in the column that holds its first element.
+        if (bfirst >= first) ring_forward(col, m, owner);
+        const int64_t lo = std::max(first, bfirst), hi = std::min(first + len, bfirst + blen);
+        for (int64_t q = lo; q < hi; ++q) {
+            f.v[static_cast<size_t>(q - first)] = dec.v[static_cast<size_t>(q - bfirst)];
+            w[static_cast<size_t>(q - first)] = wv[static_cast<size_t>(q - bfirst)];
+            first_absmax[static_cast<size_t>(q - first)] = amax;
+        }
+        ids.insert(ids.end(), dec.p.ids.begin(), dec.p.ids.end());
+        if (owners.empty() || owners.back() != owner) owners.push_back(static_cast<int32_t>(owner));
+        pos = bfirst + blen;
+    }
+    col.set_contributions_gather(w, first_absmax);
+    f.p.ids = ids;
+    f.p.add_abs.assign(static_cast<size_t>(len), 0.0);
+    f.p.add_n.assign(static_cast<size_t>(len), 0);
+    if (c.accum == Accum::kFp16) {
+        f.p.tr_abs.assign(static_cast<size_t>(len), 0.0);
+        f.p.tr_n.assign(static_cast<size_t>(len), 0);
+    }
+    // Backward: local rank l of every node holds the secondary shard [l M/G, (l+1) M/G) of F and
+    // gathers it around its node's ring.
+    const int64_t l = first / (c.elements / g);
+    std::vector<Partial> held(static_cast<size_t>(n));
+    for (int64_t node = 0; node < t.nodes(); ++node) {
+        const int64_t holder = t.rank_of(node, l);
+        Message m;
+        if (requant) {
+            Contributors who;
+            who.list = owners;
+            m = col.quantize(Partial(f), 1, holder, t.rank_of(node, (l + 1) % g), std::move(who));
+        } else {
+            m = col.raw(Partial(f));
+        }
+        held[static_cast<size_t>(holder)] = col.decode(m);
+        Message cur = std::move(m);
+        for (int64_t h = 1; h < g; ++h) {
+            const int64_t from = t.rank_of(node, (l + h - 1) % g), to = t.rank_of(node, (l + h) % g);
+            t.send(from, to, Column::forward(cur));
+            cur = t.recv(to, from);
+            held[static_cast<size_t>(to)] = col.decode(cur);
+        }
+    }
+    for (int64_t r = 0; r < n; ++r) col.emit(r, held[static_cast<size_t>(r)]);
+}
+
+}  // namespace
+
+Status run_column(const PathConfig& c, const Inputs& inputs, Transport& transport, int64_t first, int64_t len,
+                  ColumnRecord& out) {
+    try {
+        Column col(c, inputs, transport, first, len, out);
+        switch (c.path) {
+            case PathKind::kRingRs:
+            case PathKind::kFp32RingRs:
+            case PathKind::kA2aRs:
+            case PathKind::kA2aHierRs:
+            case PathKind::kTreeRs: run_reduce_scatter(col, c.path); break;
+            case PathKind::kTwoShotAr: run_two_shot(col); break;
+            case PathKind::kRingAg: run_all_gather(col, false); break;
+            case PathKind::kRingAgRequant: run_all_gather(col, true); break;
+            case PathKind::kHpzAgFp: run_hpz(col, false); break;
+            case PathKind::kHpzAgRequant: run_hpz(col, true); break;
+        }
+    } catch (const ColumnFailure& f) {
+        return f.error;
+    }
+    return Status::Ok();
+}
+
+namespace {
+
+// A column's inputs generated once for every path that shares the column partition.
+class ColumnCache final : public Inputs {
+public:
+    ColumnCache(const Inputs& base, int64_t ranks) : base_(base), filled_(static_cast<size_t>(ranks), false) {}
+    void set_column(int64_t first, int64_t len) {
+        first_ = first;
+        len_ = len;
+        std::fill(filled_.begin(), filled_.end(), false);
+        data_.resize(filled_.size() * static_cast<size_t>(len));
+    }
+    void fill(int64_t rank, int64_t first, int64_t len, float* out) const override {
+        if (first != first_ || len != len_) {
+            base_.fill(rank, first, len, out);
+            return;
+        }
+        float* row = data_.data() + static_cast<size_t>(rank) * static_cast<size_t>(len_);
+        if (!filled_[static_cast<size_t>(rank)]) {
+            base_.fill(rank, first, len, row);
+            filled_[static_cast<size_t>(rank)] = true;
+        }
+        std::memcpy(out, row, static_cast<size_t>(len) * sizeof(float));
+    }
+
+private:
+    const Inputs& base_;
+    int64_t first_ = -1, len_ = -1;
+    mutable std::vector<bool> filled_;
+    mutable std::vector<float> data_;
+};
+
+}  // namespace
+
+Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& inputs, int threads,
+                            const std::function<void(size_t, int, const ColumnRecord&)>& sink) {
+    if (paths.empty()) return RunTotals{};
+    for (const auto& p : paths)
+        if (auto st = validate(p); !st) return st.error();
+    const PathConfig& c0 = paths.front();
+    // Paths that share the reduce/gather column partition run column by column together; hpz-ag's
+    // secondary columns are a partition of their own.
+    int64_t columns = 0;
+    for (const auto& p : paths) columns = std::max(columns, column_count(p));
+    threads = static_cast<int>(std::clamp<int64_t>(threads, 1, std::max<int64_t>(columns, 1)));
+
+    std::vector<std::vector<ByteCounts>> bytes(static_cast<size_t>(threads), std::vector<ByteCounts>(paths.size()));
+    std::vector<Status> status(static_cast<size_t>(threads));
+    auto work = [&](int tid) {
+        ColumnCache cache(inputs, c0.ranks);
+        ColumnRecord rec;
+        std::vector<std::unique_ptr<SimTransport>> transports;
+        for (const auto& p : paths) transports.push_back(std::make_unique<SimTransport>(p.ranks, p.ranks_per_node, p.format));
+        int64_t cached_first = -1, cached_len = -1;
+        for (int64_t i = tid; i < columns; i += threads) {
+            for (size_t k = 0; k < paths.size(); ++k) {
+                if (i >= column_count(paths[k])) continue;
+                const auto [first, len] = column_at(paths[k], i);
+                if (!is_hpz(paths[k].path) && (first != cached_first || len != cached_len)) {
+                    cache.set_column(first, len);  // generated once for every path of this column
+                    cached_first = first;
+                    cached_len = len;
+                }
+                if (auto st = run_column(paths[k], cache, *transports[k], first, len, rec); !st) {
+                    status[static_cast<size_t>(tid)] = st;
+                    return;
+                }
+                sink(k, tid, rec);
+            }
+        }
+        for (size_t k = 0; k < paths.size(); ++k) bytes[static_cast<size_t>(tid)][k] = transports[k]->bytes();
+    };
+    if (threads == 1) {
+        work(0);
+    } else {
+        std::vector<std::thread> pool;
+        for (int t = 0; t < threads; ++t) pool.emplace_back(work, t);
+        for (auto& th : pool) th.join();
+    }
+    for (const auto& st : status)
+        if (!st) return st.error();
+    RunTotals totals;
+    totals.bytes.resize(paths.size());
+    for (size_t k = 0; k < paths.size(); ++k) {
+        totals.bytes[k].resize(paths[k].ranks);
+        for (int t = 0; t < threads; ++t) totals.bytes[k].merge(bytes[static_cast<size_t>(t)][k]);
+    }
+    return totals;
+}
+
+}  // namespace qtransit::collectives

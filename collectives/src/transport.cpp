@@ -1,0 +1,80 @@
+#include "qtransit/collectives/transport.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace qtransit::collectives {
+
+int64_t wire_bytes(const FormatSpec& format, const Message& m) {
+    if (!m.quantized) return m.len * m.raw_bytes_per_element;
+    return format.code_bytes(m.len) + format.metadata_bytes();
+}
+
+void ByteCounts::resize(int64_t ranks) {
+    sent.assign(static_cast<size_t>(ranks), 0);
+    cross_node.assign(static_cast<size_t>(ranks), 0);
+    fp16_equiv.assign(static_cast<size_t>(ranks), 0);
+}
+
+void ByteCounts::merge(const ByteCounts& o) {
+    if (sent.size() < o.sent.size()) {
+        sent.resize(o.sent.size());
+        cross_node.resize(o.sent.size());
+        fp16_equiv.resize(o.sent.size());
+    }
+    for (size_t r = 0; r < o.sent.size(); ++r) {
+        sent[r] += o.sent[r];
+        cross_node[r] += o.cross_node[r];
+        fp16_equiv[r] += o.fp16_equiv[r];
+    }
+}
+
+std::vector<int64_t> Transport::node_group(int64_t n) const {
+    std::vector<int64_t> g;
+    for (int64_t l = 0; l < per_node_; ++l) g.push_back(rank_of(n, l));
+    return g;
+}
+
+std::vector<int64_t> Transport::local_group(int64_t l) const {
+    std::vector<int64_t> g;
+    for (int64_t n = 0; n < nodes(); ++n) g.push_back(rank_of(n, l));
+    return g;
+}
+
+void Transport::send(int64_t from, int64_t to, Message&& m) {
+    const int64_t b = wire_bytes(format_, m);
+    bytes_.sent[static_cast<size_t>(from)] += b;
+    if (node_of(from) != node_of(to)) bytes_.cross_node[static_cast<size_t>(from)] += b;
+    bytes_.fp16_equiv[static_cast<size_t>(from)] += 2 * m.len;
+    deliver(from, to, std::move(m));
+}
+
+SimTransport::SimTransport(int64_t ranks, int64_t ranks_per_node, FormatSpec format)
+    : Transport(ranks, ranks_per_node, format), box_(static_cast<size_t>(ranks)) {}
+
+void SimTransport::deliver(int64_t from, int64_t to, Message&& m) {
+    box_[static_cast<size_t>(to)].emplace_back(from, std::move(m));
+}
+
+Message SimTransport::recv(int64_t to, int64_t from) {
+    auto& box = box_[static_cast<size_t>(to)];
+    for (auto it = box.begin(); it != box.end(); ++it) {
+        if (it->first == from) {
+            Message m = std::move(it->second);
+            box.erase(it);
+            return m;
+        }
+    }
+    // A schedule that receives what nobody sent is a bug in this program, not a user error.
+    std::fprintf(stderr, "qtransit: internal error: rank %lld waits for a message from rank %lld that was never sent\n",
+                 static_cast<long long>(to), static_cast<long long>(from));
+    std::abort();
+}
+
+bool SimTransport::idle() const {
+    for (const auto& b : box_)
+        if (!b.empty()) return false;
+    return true;
+}
+
+}  // namespace qtransit::collectives

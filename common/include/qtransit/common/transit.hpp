@@ -1,0 +1,140 @@
+// The result model of a collective path (NUMERICS.md section 3): what a path computed for one
+// *column* (one quantization block position, across every rank that contributes to it) and the
+// ledger of quantization events that reached each output. Collectives (and the plain reference
+// schedules) produce ColumnRecords; the checker in reference/ consumes them to compute exact errors
+// and bounds. Working one column at a time is what lets a simulation of hundreds of ranks hold one
+// block column of all ranks in memory instead of every rank's tensor.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qtransit/common/format.hpp"
+#include "qtransit/common/status.hpp"
+
+namespace qtransit {
+
+enum class PathKind : uint8_t {
+    kRingRs,         // quantized ring reduce-scatter
+    kA2aRs,          // qgZ one hop: all-to-all, sum of decoded contributions
+    kA2aHierRs,      // qgZ two hops: intra-node all-to-all with the swizzle, then inter-node
+    kTreeRs,         // recursive halving (N a power of two)
+    kTwoShotAr,      // all-reduce: a2a-rs, then an all-gather quantized once
+    kRingAg,         // qwZ all-gather: quantized once, codes travel unchanged
+    kRingAgRequant,  // naive ring all-gather that decodes and re-encodes at every hop
+    kHpzAgFp,        // hpZ: forward ring-ag, secondary shard kept unquantized
+    kHpzAgRequant,   // hpZ: secondary shard re-encoded before the intra-node gather
+    kFp32RingRs,     // unquantized ring reduce-scatter
+};
+
+enum class PathShape : uint8_t {
+    kReduceScatter,  // output: rank c holds chunk c of the sum
+    kAllReduce,      // output: every rank holds the whole sum
+    kAllGather,      // output: every rank holds every shard (the target is the shards themselves)
+};
+
+struct PathInfo {
+    PathKind kind;
+    const char* name;   // command-line name, e.g. "ring-rs", "hpz-ag-fp"
+    PathShape shape;
+    bool quantized;     // false only for fp32-ring-rs
+};
+
+const std::vector<PathInfo>& all_paths();
+const PathInfo& path_info(PathKind kind);
+Result<PathKind> parse_path(std::string_view name);
+std::string known_path_names();
+
+enum class Accum : uint8_t { kFp32, kFp16 };
+Result<Accum> parse_accum(std::string_view name);
+const char* to_string(Accum a);
+
+struct PathConfig {
+    PathKind path = PathKind::kRingRs;
+    FormatSpec format{};
+    int64_t block = kDefaultBlock;
+    int64_t ranks = 8;           // N
+    int64_t ranks_per_node = 8;  // G (N % G == 0)
+    int64_t elements = 0;        // M, per rank (M % N == 0)
+    Accum accum = Accum::kFp32;
+
+    int64_t shard() const { return elements / ranks; }  // S = M / N
+    int64_t nodes() const { return ranks / ranks_per_node; }
+};
+
+// Every constraint of section 3 with a message that names it: M % N, N % G, tree-rs with N a power
+// of two, block >= 1, ranks >= 1.
+Status validate(const PathConfig& c);
+
+// ---- the ledger -----------------------------------------------------------------------------------
+// Which ranks' contributions a quantized block carried: a ring range (first, first+1, ... mod N) or
+// an explicit list.
+struct Contributors {
+    int64_t first = 0, count = 0;  // used when list is empty: ranks (first + i) mod N, i < count
+    std::vector<int32_t> list;     // used when not empty
+};
+
+// One quantization event that reached an output: the block of values `x` (len of them) was encoded
+// with `scale` (and `offset` for asym) and decoded on `to_rank`; `codes` are the codes it got.
+struct QuantEvent {
+    int32_t stage = 0;              // hop or stage number within the path (0-based)
+    int64_t from_rank = 0, to_rank = 0;
+    float scale = 0, offset = 0;
+    Contributors contributors;
+    std::vector<float> x;           // the values of the whole quantized block
+    std::vector<int32_t> codes;     // their codes
+    // Column element i was quantized as x[i + column_offset]. It is 0, and x has the column's len
+    // values, for every path but hpz-ag, whose forward blocks can straddle a secondary block (when
+    // B does not divide S): then an event's block may start before the column (offset > 0) or
+    // after it (offset < 0), and only the elements it covers carry it.
+    int64_t column_offset = 0;
+};
+
+// What one rank holds for one column, and how it got there.
+struct OutputRow {
+    int64_t rank = 0;
+    std::vector<float> values;           // len values
+    // Every quantization event that reached these values, as indices into ColumnRecord::events
+    // (rows share events: every row of an all-reduce carries the same reduction events, and the
+    // rows of ring-ag-requant share a chain, so storing them once keeps a column O(N) in memory).
+    std::vector<int32_t> event_ids;
+    // The floating-point adds that produced each value: the sum of |result| over the adds, and how
+    // many there were (the a-posteriori bound adds u/(1-u) |result| per binary32 add, or the
+    // binary16 equivalent under fp16 accumulation).
+    std::vector<double> add_abs_sum;     // len
+    std::vector<int32_t> add_count;      // len
+    // fp16 accumulation only (docs/DECISIONS.md D11): every term is rounded to binary16 before it
+    // is added; the sum of |term| over those roundings and their count (0 under fp32).
+    std::vector<double> term_round_abs_sum;  // len (empty under fp32)
+    std::vector<int32_t> term_round_count;   // len (empty under fp32)
+};
+
+struct ColumnRecord {
+    int64_t first = 0;  // position of the column's first element in the M-element tensor
+    int64_t len = 0;    // elements in the column (the block size, or less for a short block)
+    // The exact target of every output value is the sum over the rows of `contributions` (reduce
+    // paths: row j is rank j's input X_j[first, first+len), N rows) or its single row (gather
+    // paths: the gathered tensor W[first, first+len)).
+    std::vector<float> contributions;    // rows * len, row-major
+    int64_t contribution_rows = 0;
+    // For gather paths: the absmax of the block each element was first quantized in (hpz's
+    // secondary blocks straddle primary blocks); empty for reduce paths, whose first quantization
+    // blocks are the rows of `contributions` themselves.
+    std::vector<float> first_block_absmax;
+    // What the ranks hold. A reduce-scatter has one row (the owner of the chunk); an all-reduce or
+    // all-gather has one row per rank (row r is rank r).
+    std::vector<OutputRow> outputs;
+    std::vector<QuantEvent> events;      // every quantization event of the column
+};
+
+// k of each contributor (0..N-1) for one output row: how many quantization events carried it.
+std::vector<int32_t> contribution_k(const ColumnRecord& column, const OutputRow& row, int64_t ranks);
+
+// The table of NUMERICS.md section 3: k of contributor j for output held by `holder` of column
+// starting at `first` (for the gather paths, the contributor is the shard's owner). Used by the
+// properties to check the ledgers.
+int32_t expected_k(const PathConfig& c, int64_t first, int64_t holder, int64_t contributor);
+
+}  // namespace qtransit

@@ -1,0 +1,161 @@
+#include "qtransit/common/transit.hpp"
+
+#include <algorithm>
+#include <bit>
+
+namespace qtransit {
+
+const std::vector<PathInfo>& all_paths() {
+    static const std::vector<PathInfo> paths{
+        {PathKind::kRingRs, "ring-rs", PathShape::kReduceScatter, true},
+        {PathKind::kA2aRs, "a2a-rs", PathShape::kReduceScatter, true},
+        {PathKind::kA2aHierRs, "a2a-hier-rs", PathShape::kReduceScatter, true},
+        {PathKind::kTreeRs, "tree-rs", PathShape::kReduceScatter, true},
+        {PathKind::kTwoShotAr, "two-shot-ar", PathShape::kAllReduce, true},
+        {PathKind::kRingAg, "ring-ag", PathShape::kAllGather, true},
+        {PathKind::kRingAgRequant, "ring-ag-requant", PathShape::kAllGather, true},
+        {PathKind::kHpzAgFp, "hpz-ag-fp", PathShape::kAllGather, true},
+        {PathKind::kHpzAgRequant, "hpz-ag-requant", PathShape::kAllGather, true},
+        {PathKind::kFp32RingRs, "fp32-ring-rs", PathShape::kReduceScatter, false},
+    };
+    return paths;
+}
+
+const PathInfo& path_info(PathKind kind) {
+    for (const auto& p : all_paths())
+        if (p.kind == kind) return p;
+    return all_paths().front();
+}
+
+std::string known_path_names() {
+    std::string s;
+    for (const auto& p : all_paths()) {
+        if (!s.empty()) s += ", ";
+        s += p.name;
+    }
+    return s;
+}
+
+Result<PathKind> parse_path(std::string_view name) {
+    for (const auto& p : all_paths())
+        if (name == p.name) return p.kind;
+    return make_error(ErrorCode::kInvalidArgument,
+                      "unknown path '" + std::string(name) + "'; known paths: " + known_path_names() + " (or all)");
+}
+
+Result<Accum> parse_accum(std::string_view name) {
+    if (name == "fp32") return Accum::kFp32;
+    if (name == "fp16") return Accum::kFp16;
+    return make_error(ErrorCode::kInvalidArgument,
+                      "unknown accumulation '" + std::string(name) + "'; known: fp32, fp16");
+}
+
+const char* to_string(Accum a) { return a == Accum::kFp32 ? "fp32" : "fp16"; }
+
+Status validate(const PathConfig& c) {
+    auto bad = [](std::string m) { return Status(make_error(ErrorCode::kInvalidArgument, std::move(m))); };
+    if (c.ranks < 1) return bad("--ranks must be at least 1, got " + std::to_string(c.ranks));
+    if (c.ranks_per_node < 1 || c.ranks % c.ranks_per_node != 0)
+        return bad("ranks per node G = " + std::to_string(c.ranks_per_node) + " does not divide N = " +
+                   std::to_string(c.ranks) + " ranks");
+    if (c.elements < 1) return bad("--elements must be at least 1, got " + std::to_string(c.elements));
+    if (c.elements % c.ranks != 0)
+        return bad("elements per rank M = " + std::to_string(c.elements) + " is not divisible by N = " +
+                   std::to_string(c.ranks) + " ranks (the shard size is M / N); try " +
+                   std::to_string((c.elements / c.ranks + 1) * c.ranks));
+    if (c.block < 1) return bad("block size must be a positive integer, got " + std::to_string(c.block));
+    if (c.path == PathKind::kTreeRs && !std::has_single_bit(static_cast<uint64_t>(c.ranks)))
+        return bad("tree-rs needs N a power of two, got N = " + std::to_string(c.ranks));
+    return Status::Ok();
+}
+
+namespace {
+
+// k of each contributor from a set of events that all cover the same elements.
+void count_events(const ColumnRecord& column, const std::vector<int32_t>& ids, int64_t ranks, std::vector<int32_t>& k) {
+    std::vector<int32_t> diff(static_cast<size_t>(ranks) + 1, 0);  // ring ranges, O(1) each
+    for (int32_t id : ids) {
+        const auto& c = column.events[static_cast<size_t>(id)].contributors;
+        if (!c.list.empty()) {
+            for (int32_t r : c.list) ++k[static_cast<size_t>(r)];
+            continue;
+        }
+        int64_t first = c.first % ranks, count = c.count;
+        if (count >= ranks) {  // the whole ring, possibly more than once
+            for (auto& v : k) v += static_cast<int32_t>(count / ranks);
+            count %= ranks;
+        }
+        const int64_t end = first + count;
+        if (end <= ranks) {
+            ++diff[static_cast<size_t>(first)];
+            --diff[static_cast<size_t>(end)];
+        } else {
+            ++diff[static_cast<size_t>(first)];
+            --diff[static_cast<size_t>(ranks)];
+            ++diff[0];
+            --diff[static_cast<size_t>(end - ranks)];
+        }
+    }
+    int32_t run = 0;
+    for (int64_t r = 0; r < ranks; ++r) {
+        run += diff[static_cast<size_t>(r)];
+        k[static_cast<size_t>(r)] += run;
+    }
+}
+
+}  // namespace
+
+std::vector<int32_t> contribution_k(const ColumnRecord& column, const OutputRow& row, int64_t ranks) {
+    std::vector<int32_t> k(static_cast<size_t>(ranks), 0);
+    bool whole = true;  // every event covers every element of the column (all paths but hpz's straddles)
+    for (int32_t id : row.event_ids) {
+        const auto& e = column.events[static_cast<size_t>(id)];
+        whole = whole && e.column_offset == 0 && static_cast<int64_t>(e.x.size()) == column.len;
+    }
+    if (whole) {
+        count_events(column, row.event_ids, ranks, k);
+        return k;
+    }
+    // Per element: the events that cover element i; a contributor's k is the most events that
+    // carried it to any one element (a column can meet two blocks of the same owner, each covering
+    // part of it: that owner's values were still quantized once each, not twice).
+    std::vector<int32_t> ids, ki(static_cast<size_t>(ranks));
+    for (int64_t i = 0; i < column.len; ++i) {
+        ids.clear();
+        for (int32_t id : row.event_ids) {
+            const auto& e = column.events[static_cast<size_t>(id)];
+            const int64_t at = i + e.column_offset;
+            if (at >= 0 && at < static_cast<int64_t>(e.x.size())) ids.push_back(id);
+        }
+        std::fill(ki.begin(), ki.end(), 0);
+        count_events(column, ids, ranks, ki);
+        for (int64_t r = 0; r < ranks; ++r) k[static_cast<size_t>(r)] = std::max(k[static_cast<size_t>(r)], ki[static_cast<size_t>(r)]);
+    }
+    return k;
+}
+
+int32_t expected_k(const PathConfig& c, int64_t first, int64_t holder, int64_t contributor) {
+    const int64_t n = c.ranks;
+    const int64_t chunk = first / c.shard();  // the chunk (reduce) or shard (gather) of the column
+    switch (c.path) {
+        case PathKind::kRingRs: {
+            const int64_t j = ((contributor - chunk) % n + n) % n;  // contributor = chunk + j
+            return j == 0 ? 0 : static_cast<int32_t>(n - j);
+        }
+        case PathKind::kA2aRs: return 1;
+        case PathKind::kA2aHierRs: return 2;
+        case PathKind::kTreeRs: return std::popcount(static_cast<uint64_t>(contributor ^ chunk));
+        case PathKind::kTwoShotAr: return 2;
+        case PathKind::kRingAg: return 1;
+        case PathKind::kRingAgRequant: {
+            const int64_t h = ((holder - contributor) % n + n) % n;
+            return h == 0 ? 1 : static_cast<int32_t>(h);
+        }
+        case PathKind::kHpzAgFp: return 1;
+        case PathKind::kHpzAgRequant: return 2;
+        case PathKind::kFp32RingRs: return 0;
+    }
+    return -1;
+}
+
+}  // namespace qtransit

@@ -1,0 +1,284 @@
+// The collective paths (NUMERICS.md sections 3 and 5): the production schedules over the sim
+// transport against the plain reference schedules, bit for bit; k from both ledgers against the
+// table of section 3; every output element inside its bounds, exactly; placement; identical bits
+// across ranks; hpZ's two modes; drift of a requantizing ring gather.
+// Replay a failure: RC_PARAMS="reproduce=..." ./collectives_property_test --gtest_filter=...
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <bit>
+#include <ostream>
+#include <cmath>
+#include <cstring>
+
+#include "generators.hpp"
+#include "qtransit/collectives/paths.hpp"
+#include "qtransit/reference/checker.hpp"
+#include "qtransit/reference/paths.hpp"
+
+namespace qtransit {
+// How RapidCheck prints a failing configuration.
+inline void showValue(const PathConfig& c, std::ostream& os) {
+    os << path_info(c.path).name << " N=" << c.ranks << " G=" << c.ranks_per_node << " M=" << c.elements
+       << " block=" << c.block << " format=" << c.format.name() << " accum=" << to_string(c.accum);
+}
+namespace kernels {
+inline void showValue(Distribution d, std::ostream& os) { os << to_string(d); }
+}  // namespace kernels
+}  // namespace qtransit
+
+namespace qt = qtransit;
+using qt::ColumnRecord;
+using qt::FormatKind;
+using qt::PathConfig;
+using qt::PathKind;
+
+namespace {
+
+std::vector<ColumnRecord> run_production(const PathConfig& c, const std::vector<float>& x) {
+    qt::collectives::ArrayInputs in(x, c.elements);
+    std::vector<std::pair<int64_t, ColumnRecord>> recs;
+    auto totals = qt::collectives::run_paths({c}, in, 1, [&](size_t, int, const ColumnRecord& r) {
+        recs.emplace_back(r.first, r);
+    });
+    RC_ASSERT(totals.ok());
+    std::vector<ColumnRecord> out;
+    for (auto& [f, r] : recs) out.push_back(std::move(r));
+    return out;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+}
+
+// A random configuration: N 1..64 (a power of two for tree-rs), G dividing N, M a small multiple of
+// N, a block that may or may not divide S, one of the formats the issue names or any built-in one.
+rc::Gen<PathConfig> config_for(PathKind path) {
+    return rc::gen::exec([path] {
+        PathConfig c;
+        c.path = path;
+        if (path == PathKind::kTreeRs) c.ranks = int64_t{1} << *rc::gen::inRange(0, 7);
+        else c.ranks = *rc::gen::weightedOneOf<int64_t>({{3, rc::gen::inRange<int64_t>(1, 17)}, {1, rc::gen::inRange<int64_t>(17, 65)}});
+        std::vector<int64_t> divisors;
+        for (int64_t g = 1; g <= c.ranks; ++g)
+            if (c.ranks % g == 0) divisors.push_back(g);
+        c.ranks_per_node = *rc::gen::elementOf(divisors);
+        const int64_t s = *rc::gen::inRange<int64_t>(1, c.ranks > 16 ? 24 : 80);
+        c.elements = s * c.ranks;
+        c.block = *rc::gen::inRange<int64_t>(1, 40);
+        c.format = *rc::gen::weightedOneOf<qt::FormatSpec>(
+            {{4, rc::gen::element(qt::FormatSpec{FormatKind::kSym, 4}, qt::FormatSpec{FormatKind::kSym, 8},
+                                  qt::FormatSpec{FormatKind::kAsym, 4}, qt::FormatSpec{FormatKind::kDs, 4})},
+             {1, rc::gen::elementOf(qt::builtin_formats())}});
+        c.accum = *rc::gen::weightedOneOf<qt::Accum>({{5, rc::gen::just(qt::Accum::kFp32)}, {1, rc::gen::just(qt::Accum::kFp16)}});
+        return c;
+    });
+}
+
+std::vector<float> inputs_for(const PathConfig& c, qt::kernels::Distribution d, uint64_t seed) {
+    std::vector<float> x(static_cast<size_t>(c.ranks * c.elements));
+    for (int64_t r = 0; r < c.ranks; ++r)
+        qt::kernels::generate_span(d, seed, static_cast<uint32_t>(r), 0,
+                                   std::span<float>(x.data() + r * c.elements, static_cast<size_t>(c.elements)));
+    // ds-int<b> refuses what overflows binary16 (D3): heavy-tailed inputs are brought inside.
+    if (c.format.kind == FormatKind::kDs || c.accum == qt::Accum::kFp16)
+        for (float& v : x) v = std::fmod(v, 1000.0f);
+    return x;
+}
+
+void check_path(PathKind path) {
+    const PathConfig c = *config_for(path);
+    const auto dist = *rc::gen::elementOf(qt::kernels::all_distributions());
+    const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+    RC_TAG(c.format.name());
+    RC_TAG(qt::kernels::to_string(dist));
+    const auto x = inputs_for(c, dist, seed);
+    const auto mine = run_production(c, x);
+    auto ref = qt::reference::run_path_plain(c, x);
+    RC_ASSERT(ref.ok());
+    RC_ASSERT(mine.size() == ref->size());
+    qt::reference::PathChecker check_mine(c), check_ref(c);
+    for (size_t i = 0; i < mine.size(); ++i) {
+        const ColumnRecord& m = mine[i];
+        const ColumnRecord& r = (*ref)[i];
+        RC_ASSERT(m.first == r.first);
+        RC_ASSERT(m.len == r.len);
+        RC_ASSERT(m.outputs.size() == r.outputs.size());
+        for (size_t row = 0; row < m.outputs.size(); ++row) {
+            RC_ASSERT(m.outputs[row].rank == r.outputs[row].rank);
+            for (int64_t e = 0; e < m.len; ++e) {
+                const float a = m.outputs[row].values[static_cast<size_t>(e)], b = r.outputs[row].values[static_cast<size_t>(e)];
+                if (qt::testing::to_bits(a) != qt::testing::to_bits(b))
+                    RC_FAIL("column first=" + std::to_string(m.first) + " row rank " + std::to_string(m.outputs[row].rank) +
+                            " element " + std::to_string(e) + ": production " + std::to_string(a) + ", reference " +
+                            std::to_string(b));
+            }
+            const auto km = qt::contribution_k(m, m.outputs[row], c.ranks);
+            const auto kr = qt::contribution_k(r, r.outputs[row], c.ranks);
+            RC_ASSERT(km == kr);
+            // Gathers carry only the shards' owners (for hpz a block may straddle two shards);
+            // every other rank must have k = 0.
+            std::vector<bool> owner(static_cast<size_t>(c.ranks), qt::path_info(c.path).shape != qt::PathShape::kAllGather);
+            if (qt::path_info(c.path).shape == qt::PathShape::kAllGather)
+                for (int64_t e = 0; e < m.len; ++e) owner[static_cast<size_t>((m.first + e) / c.shard())] = true;
+            for (int64_t j = 0; j < c.ranks; ++j) {
+                const int32_t want = owner[static_cast<size_t>(j)] ? qt::expected_k(c, m.first, m.outputs[row].rank, j) : 0;
+                RC_ASSERT(km[static_cast<size_t>(j)] == want);
+            }
+        }
+        check_mine.add(m);
+        check_ref.add(r);
+    }
+    const auto s = check_mine.stats();
+    // fp16 accumulation may overflow to inf: that is reported, not bounded (D11).
+    if (s.nonfinite_outputs == 0 && !s.bound_holds) RC_FAIL("production: " + s.first_violation + "; reference schedule: " +
+                                                           (check_ref.stats().bound_holds ? "holds" : check_ref.stats().first_violation));
+    RC_ASSERT(check_ref.stats().bound_holds == s.bound_holds);
+}
+
+}  // namespace
+
+RC_GTEST_PROP(Paths, RingRsEqualsReferenceWithinBounds, ()) { check_path(PathKind::kRingRs); }
+RC_GTEST_PROP(Paths, A2aRsEqualsReferenceWithinBounds, ()) { check_path(PathKind::kA2aRs); }
+RC_GTEST_PROP(Paths, A2aHierRsEqualsReferenceWithinBounds, ()) { check_path(PathKind::kA2aHierRs); }
+RC_GTEST_PROP(Paths, TreeRsEqualsReferenceWithinBounds, ()) { check_path(PathKind::kTreeRs); }
+RC_GTEST_PROP(Paths, TwoShotArEqualsReferenceWithinBounds, ()) { check_path(PathKind::kTwoShotAr); }
+RC_GTEST_PROP(Paths, RingAgEqualsReferenceWithinBounds, ()) { check_path(PathKind::kRingAg); }
+RC_GTEST_PROP(Paths, RingAgRequantEqualsReferenceWithinBounds, ()) { check_path(PathKind::kRingAgRequant); }
+RC_GTEST_PROP(Paths, HpzAgFpEqualsReferenceWithinBounds, ()) { check_path(PathKind::kHpzAgFp); }
+RC_GTEST_PROP(Paths, HpzAgRequantEqualsReferenceWithinBounds, ()) { check_path(PathKind::kHpzAgRequant); }
+RC_GTEST_PROP(Paths, Fp32RingRsEqualsReferenceWithinBounds, ()) { check_path(PathKind::kFp32RingRs); }
+
+// Placement, exactly: every input is 0 but one element of one rank. A zero block quantizes to
+// exact zeros and 0 + 0 = 0, so the single nonzero output must sit exactly where that element
+// belongs (reduce-scatter: on the chunk's owner, at its offset; gathers and all-reduce: at its
+// position on every rank), and everything else must be exactly 0. Any wrong swizzle, chunk or
+// rank order moves or loses it.
+RC_GTEST_PROP(Paths, PlacementIsExact, ()) {
+    const PathKind path = *rc::gen::elementOf(std::vector<PathKind>{
+        PathKind::kRingRs, PathKind::kA2aRs, PathKind::kA2aHierRs, PathKind::kTreeRs, PathKind::kTwoShotAr,
+        PathKind::kRingAg, PathKind::kRingAgRequant, PathKind::kHpzAgFp, PathKind::kHpzAgRequant, PathKind::kFp32RingRs});
+    PathConfig c = *config_for(path);
+    c.accum = qt::Accum::kFp32;
+    const int64_t j0 = *rc::gen::inRange<int64_t>(0, c.ranks);
+    // Gathers carry rank j's own shard only: put the impulse there.
+    const bool gather = qt::path_info(path).shape == qt::PathShape::kAllGather;
+    const int64_t p0 = gather ? j0 * c.shard() + *rc::gen::inRange<int64_t>(0, c.shard())
+                              : *rc::gen::inRange<int64_t>(0, c.elements);
+    std::vector<float> x(static_cast<size_t>(c.ranks * c.elements), 0.0f);
+    x[static_cast<size_t>(j0 * c.elements + p0)] = 3.0f;
+    const auto recs = run_production(c, x);
+    int64_t nonzero = 0;
+    for (const auto& rec : recs) {
+        for (const auto& row : rec.outputs) {
+            for (int64_t i = 0; i < rec.len; ++i) {
+                const float v = row.values[static_cast<size_t>(i)];
+                const int64_t pos = rec.first + i;
+                const bool here = pos == p0 && (qt::path_info(path).shape != qt::PathShape::kReduceScatter ||
+                                                row.rank == p0 / c.shard());
+                if (here) {
+                    RC_ASSERT(v != 0.0f);
+                    ++nonzero;
+                } else {
+                    RC_ASSERT(v == 0.0f);
+                }
+            }
+        }
+    }
+    RC_ASSERT(nonzero == (qt::path_info(path).shape == qt::PathShape::kReduceScatter ? 1 : c.ranks));
+}
+
+// After a gather or an all-reduce every rank holds the same bits (ring-ag-requant excepted: its
+// point is that they differ for a non-idempotent format).
+RC_GTEST_PROP(Paths, GathersAndAllReduceGiveIdenticalBitsOnEveryRank, ()) {
+    const PathKind path = *rc::gen::element(PathKind::kTwoShotAr, PathKind::kRingAg, PathKind::kHpzAgFp, PathKind::kHpzAgRequant);
+    const PathConfig c = *config_for(path);
+    const auto x = inputs_for(c, qt::kernels::Distribution::kNormal, *rc::gen::arbitrary<uint64_t>());
+    for (const auto& rec : run_production(c, x))
+        for (const auto& row : rec.outputs) RC_ASSERT(same_bits(row.values, rec.outputs[0].values));
+}
+
+// hpz-ag-fp: the backward weights are the forward weights bit for bit.
+RC_GTEST_PROP(Paths, HpzFpBackwardEqualsForward, ()) {
+    PathConfig c = *config_for(PathKind::kHpzAgFp);
+    const auto x = inputs_for(c, qt::kernels::Distribution::kMixedScale, *rc::gen::arbitrary<uint64_t>());
+    std::vector<float> fwd(static_cast<size_t>(c.elements)), bwd(static_cast<size_t>(c.elements));
+    PathConfig f = c;
+    f.path = PathKind::kRingAg;
+    for (const auto& rec : run_production(f, x))
+        std::copy(rec.outputs[0].values.begin(), rec.outputs[0].values.end(), fwd.begin() + rec.first);
+    for (const auto& rec : run_production(c, x))
+        for (const auto& row : rec.outputs)
+            for (int64_t i = 0; i < rec.len; ++i) RC_ASSERT(qt::testing::to_bits(row.values[static_cast<size_t>(i)]) ==
+                                                         qt::testing::to_bits(fwd[static_cast<size_t>(rec.first + i)]));
+    (void)bwd;
+}
+
+namespace {
+struct Spread {
+    double max_diff = 0;        // largest |requant - fp| over every element
+    bool within_bounds = true;  // every element inside its a-posteriori bound (the Δ1 + Δ2 of two events)
+};
+Spread hpz_modes(const PathConfig& base, const std::vector<float>& x) {
+    PathConfig fp = base, rq = base;
+    fp.path = PathKind::kHpzAgFp;
+    rq.path = PathKind::kHpzAgRequant;
+    const auto a = run_production(fp, x), b = run_production(rq, x);
+    Spread s;
+    qt::reference::PathChecker check(rq);
+    for (size_t i = 0; i < a.size(); ++i) {
+        for (int64_t e = 0; e < a[i].len; ++e)
+            s.max_diff = std::max(s.max_diff, std::abs(static_cast<double>(a[i].outputs[0].values[static_cast<size_t>(e)]) -
+                                                       b[i].outputs[0].values[static_cast<size_t>(e)]));
+        check.add(b[i]);
+    }
+    s.within_bounds = check.stats().bound_holds;
+    return s;
+}
+}  // namespace
+
+// hpz-ag-requant with ds-int8 (DeepSpeed's behaviour) differs from mode fp, and stays inside the
+// bound of two quantization events Δ1 + Δ2.
+TEST(Paths, HpzRequantWithDsInt8DiffersWithinTwoSteps) {
+    PathConfig c;
+    c.format = *qt::parse_format("ds-int8");
+    c.ranks = 16;
+    c.ranks_per_node = 4;
+    c.elements = 16 * 96;
+    c.block = 32;
+    std::vector<float> x(static_cast<size_t>(c.ranks * c.elements));
+    for (int64_t r = 0; r < c.ranks; ++r)
+        qt::kernels::generate_span(qt::kernels::Distribution::kNormal, 11, static_cast<uint32_t>(r), 0,
+                                   std::span<float>(x.data() + r * c.elements, static_cast<size_t>(c.elements)));
+    const Spread s = hpz_modes(c, x);
+    EXPECT_GT(s.max_diff, 0.0) << "ds-int8 requantization should move the backward weights";
+    EXPECT_TRUE(s.within_bounds);
+    std::cout << "hpz-ag-requant vs hpz-ag-fp with ds-int8: max |difference| = " << s.max_diff << "\n";
+    RecordProperty("hpz_ds_int8_max_difference", std::to_string(s.max_diff));
+}
+
+// ring-ag-requant: no drift for int<b> (idempotent: every rank holds the owner's bits), drift for
+// ds-int<b> (the clamped +absmax shrinks the step at every hop).
+TEST(Paths, RingAgRequantDriftsOnlyForDsFormats) {
+    for (const char* name : {"int8", "int4", "ds-int8", "ds-int4"}) {
+        PathConfig c;
+        c.path = PathKind::kRingAgRequant;
+        c.format = *qt::parse_format(name);
+        c.ranks = 16;
+        c.ranks_per_node = 8;
+        c.elements = 16 * 64;
+        std::vector<float> x(static_cast<size_t>(c.ranks * c.elements));
+        for (int64_t r = 0; r < c.ranks; ++r)
+            qt::kernels::generate_span(qt::kernels::Distribution::kNormal, 5, static_cast<uint32_t>(r), 0,
+                                       std::span<float>(x.data() + r * c.elements, static_cast<size_t>(c.elements)));
+        qt::collectives::ArrayInputs in(x, c.elements);
+        int64_t differing = 0;
+        auto totals = qt::collectives::run_paths({c}, in, 1, [&](size_t, int, const ColumnRecord& rec) {
+            for (const auto& row : rec.outputs) differing += !same_bits(row.values, rec.outputs[static_cast<size_t>(rec.first / c.shard())].values);
+        });
+        ASSERT_TRUE(totals.ok());
+        if (std::string(name).rfind("ds-", 0) == 0) EXPECT_GT(differing, 0) << name;
+        else EXPECT_EQ(differing, 0) << name;
+        std::cout << name << ": " << differing << " (rank, block) pairs differ from the owner's bits\n";
+    }
+}

@@ -1,0 +1,220 @@
+// Properties (RapidCheck) of SuperAcc and the path checker:
+//  * SuperAcc against reference::Exact (Boost) on random binary32 sequences with specials
+//    (subnormals, FLT_MAX, exact cancellations): the sum, its sign, its correctly rounded double,
+//    exact comparisons with arbitrary doubles, merge/sub/negate;
+//  * the checker's per-event bound (double) against reference::element_bound (exact), and e(a)
+//    against every element's exact bound;
+//  * bound_holds on columns built by a minimal correct a2a-rs / ring-rs simulation
+//    (checker_sim.hpp) for int4, int8, int4-asym and ds-int4, N = 1..16, fp32 and fp16 accumulation.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "generators.hpp"
+#include "qtransit/reference/checker.hpp"
+#include "qtransit/reference/exact.hpp"
+#include "qtransit/reference/formats.hpp"
+#include "qtransit/reference/superacc.hpp"
+#include "reference/checker_sim.hpp"
+
+namespace qtransit::reference {
+namespace {
+
+using testing::from_bits;
+
+rc::Gen<float> sum_value() {
+    return rc::gen::weightedOneOf<float>({{6, testing::any_value()},
+                                          {1, rc::gen::element(FLT_MAX, -FLT_MAX, 0x1p127f, -0x1p127f)},
+                                          {2, testing::subnormal()}});
+}
+
+double any_double() {
+    const int kind = *rc::gen::inRange(0, 4);
+    if (kind == 0) {
+        for (;;) {
+            const double v = std::bit_cast<double>(*rc::gen::arbitrary<uint64_t>());
+            if (!std::isnan(v)) return v;
+        }
+    }
+    if (kind == 1) return static_cast<double>(*sum_value());
+    // near the grid: a float plus a tiny offset
+    const double f = static_cast<double>(*sum_value());
+    const int e = *rc::gen::inRange(-200, -140);
+    return f + std::ldexp(static_cast<double>(*rc::gen::inRange(-3, 4)), e);
+}
+
+// ---- SuperAcc ----------------------------------------------------------------------------------
+
+RC_GTEST_PROP(SuperAccProps, MatchesExact, ()) {
+    const auto xs = *rc::gen::container<std::vector<float>>(sum_value());
+    SuperAcc a;
+    Exact e;
+    for (float v : xs) {
+        a.add(v);
+        e += Exact(v);
+    }
+    // Exact cancellation: add the same values negated, in reverse order, half of the time.
+    if (*rc::gen::arbitrary<bool>()) {
+        for (auto it = xs.rbegin(); it != xs.rend(); ++it) a.sub(*it);
+        e = Exact();
+    }
+    RC_ASSERT(a.to_exact() == e);
+    RC_ASSERT(a.sign() == e.sign());
+    RC_ASSERT(a.to_double() == e.to_double());  // both correctly rounded
+    const double d = any_double();
+    if (std::isfinite(d)) {
+        RC_ASSERT(a.compare(d) == (e - Exact(d)).sign());
+        RC_ASSERT(a.compare_abs(d) == (e.abs() - Exact(d)).sign());
+    }
+    RC_ASSERT(a.compare(a.to_double()) == (e - Exact(e.to_double())).sign());
+}
+
+RC_GTEST_PROP(SuperAccProps, MergeSubNegate, ()) {
+    const auto xs = *rc::gen::container<std::vector<float>>(sum_value());
+    const auto ys = *rc::gen::container<std::vector<float>>(sum_value());
+    SuperAcc a, b;
+    Exact ea, eb;
+    for (float v : xs) {
+        a.add(v);
+        ea += Exact(v);
+    }
+    for (float v : ys) {
+        b.add(v);
+        eb += Exact(v);
+    }
+    RC_ASSERT(a.compare(b) == (ea - eb).sign());
+    SuperAcc s = a;
+    s.add(b);
+    RC_ASSERT(s.to_exact() == ea + eb);
+    SuperAcc t = a;
+    t.sub(b);
+    RC_ASSERT(t.to_exact() == ea - eb);
+    t.negate();
+    RC_ASSERT(t.to_exact() == eb - ea);
+    RC_ASSERT(t.to_double() == (eb - ea).to_double());
+}
+
+RC_GTEST_PROP(SuperAccProps, GridDoublesAddExactly, ()) {
+    const float f = *sum_value();
+    const int e = *rc::gen::inRange(-149, 140);
+    const double d = std::ldexp(static_cast<double>(*rc::gen::inRange<int64_t>(-(int64_t{1} << 52), int64_t{1} << 52)), e);
+    SuperAcc a;
+    a.add(f);
+    RC_ASSERT(a.add(d));
+    RC_ASSERT(a.to_exact() == Exact(f) + Exact(d));
+}
+
+// ---- the checker's bounds against the exact reference --------------------------------------------
+
+const std::vector<FormatSpec>& checked_formats() {
+    static const std::vector<FormatSpec> f{{FormatKind::kSym, 4}, {FormatKind::kSym, 8}, {FormatKind::kSym, 2},
+                                           {FormatKind::kAsym, 4}, {FormatKind::kAsym, 8}, {FormatKind::kDs, 4},
+                                           {FormatKind::kDs, 8}};
+    return f;
+}
+
+RC_GTEST_PROP(CheckerBounds, EventBoundMirrorsElementBound, ()) {
+    const FormatSpec f = *rc::gen::elementOf(checked_formats());
+    auto x = *testing::block_values(33);
+    for (auto& v : x) {
+        if (!std::isfinite(v)) v = 1.0f;
+        if (f.kind == FormatKind::kDs && std::fabs(v) >= 65504.0f) v = std::copysign(65504.0f, v);
+        if (f.kind == FormatKind::kAsym && std::fabs(v) > 0x1p126f) v = std::ldexp(v, -2);
+    }
+    const auto q = quantize(f, x, static_cast<int64_t>(x.size()));
+    RC_PRE(q.ok());
+    QuantEvent ev;
+    ev.scale = q.value().scales[0];
+    if (!q.value().offsets.empty()) ev.offset = q.value().offsets[0];
+    ev.x = x;
+    ev.codes = q.value().codes;
+    float amax = 0;
+    for (float v : x) amax = std::max(amax, std::fabs(v));
+    const double e_of_a = event_bound_of_absmax(f, amax);
+    for (size_t i = 0; i < x.size(); ++i) {
+        const Exact exact = element_bound(q.value(), x, static_cast<int64_t>(i));
+        const double mine = event_element_bound(f, ev, static_cast<int64_t>(i));
+        RC_ASSERT(Exact(mine * (1 + 0x1p-30)) >= exact);                      // rigorous once inflated
+        RC_ASSERT(Exact(mine) <= exact * Exact(1 + 0x1p-20) + Exact(0x1p-300));  // and tight
+        RC_ASSERT(Exact(e_of_a * (1 + 0x1p-20)) >= exact);                    // e(a) dominates E
+        RC_ASSERT(e_of_a * (1 + 0x1p-20) >= mine * (1 + 0x1p-30));
+    }
+}
+
+// ---- bound_holds on simulated columns -------------------------------------------------------------
+
+// A value for a column whose magnitudes are at most 2^max_exp (exclusive): a random bit pattern
+// with its exponent field limited, mixed with zeros and subnormals, and a per-column scale so that
+// blocks look like real data (most values of one magnitude) as well as like anything at all.
+float column_value(int max_exp, int center) {
+    const int kind = *rc::gen::inRange(0, 10);
+    if (kind == 0) return *rc::gen::element(0.0f, -0.0f, 0x1p-149f, -0x1p-149f, 0x1p-126f);
+    if (kind == 1) return *testing::subnormal();
+    const int emax_field = std::min(254, 127 + max_exp - 1);
+    int ef = 0;
+    if (kind <= 3)
+        ef = *rc::gen::inRange(0, emax_field + 1);
+    else
+        ef = std::clamp(center + *rc::gen::inRange(-6, 2), 1, emax_field);
+    const uint32_t mant = *rc::gen::inRange<uint32_t>(0, 1u << 23);
+    const uint32_t sign = *rc::gen::arbitrary<bool>() ? 0x80000000u : 0u;
+    return from_bits(sign | (static_cast<uint32_t>(ef) << 23) | mant);
+}
+
+void check_simulated(Accum accum) {
+    const FormatSpec f = *rc::gen::element(FormatSpec{FormatKind::kSym, 4}, FormatSpec{FormatKind::kSym, 8},
+                                           FormatSpec{FormatKind::kAsym, 4}, FormatSpec{FormatKind::kDs, 4});
+    const PathKind path = *rc::gen::element(PathKind::kA2aRs, PathKind::kRingRs);
+    const int64_t n = *rc::gen::inRange<int64_t>(1, 17);
+    const int64_t len = *rc::gen::inRange<int64_t>(1, 9);
+    const int64_t chunk = *rc::gen::inRange<int64_t>(0, n);
+    PathConfig c;
+    c.path = path;
+    c.format = f;
+    c.block = len;
+    c.ranks = n;
+    c.ranks_per_node = 1;
+    c.elements = n * len;
+    c.accum = accum;
+    // Magnitude limits: binary32 sums of N values (with compounding ring errors) must stay finite,
+    // ds inputs below 60000 / N, binary16 accumulation below 65504 overall.
+    const int lg = std::bit_width(static_cast<uint64_t>(n));
+    int max_exp = 120 - lg;
+    if (f.kind == FormatKind::kDs || accum == Accum::kFp16) max_exp = 15 - lg - 1;  // < 2^14 / N < 60000 / N
+    const int center = 127 + *rc::gen::inRange(-140, max_exp);
+    std::vector<std::vector<float>> x(static_cast<size_t>(n), std::vector<float>(static_cast<size_t>(len)));
+    for (auto& row : x)
+        for (auto& v : row) v = column_value(max_exp, center);
+    const auto col = testing::simulate_column(c, chunk * len, x);
+    RC_PRE(col.has_value());  // a ds ring partial that overflowed binary16 is refused: no output
+    PathChecker ck(c);
+    ck.add(*col);
+    const PathStats s = ck.stats();
+    RC_LOG() << f.name() << " " << path_info(path).name << " N=" << n << " len=" << len << " " << to_string(accum)
+             << "\n";
+    RC_ASSERT_FALSE(s.first_violation.size() > 0 && s.bound_holds);
+    if (!s.bound_holds) RC_FAIL(s.first_violation);
+    RC_ASSERT(s.outputs_checked == len);
+    RC_ASSERT(s.nonfinite_outputs == 0);
+    if (path == PathKind::kA2aRs) {
+        RC_ASSERT(s.k_min == 1 && s.k_max == 1);
+    } else {
+        RC_ASSERT(s.k_min == 0 && s.k_max == static_cast<int32_t>(n - 1));
+    }
+    RC_ASSERT(s.max_a_posteriori <= s.max_a_priori);
+    RC_CLASSIFY(s.max_abs_error > 0, "non-zero error");
+    RC_CLASSIFY(s.max_error_to_a_posteriori > 0.25, "error > a_post / 4");
+}
+
+RC_GTEST_PROP(CheckerOnSimulatedPaths, BoundHoldsFp32, ()) { check_simulated(Accum::kFp32); }
+RC_GTEST_PROP(CheckerOnSimulatedPaths, BoundHoldsFp16, ()) { check_simulated(Accum::kFp16); }
+
+}  // namespace
+}  // namespace qtransit::reference

@@ -1,0 +1,379 @@
+// Unit tests of SuperAcc and the path checker: hand-made ColumnRecords whose errors and bounds are
+// known (one int8 ring hop with N = 2, a ring-ag-requant gather), detection of tampered values and
+// ledgers, non-finite outputs, merge, fit_exponent, and the checker's speed on a 384-rank ring-rs
+// column.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "qtransit/reference/checker.hpp"
+#include "qtransit/reference/exact.hpp"
+#include "qtransit/reference/formats.hpp"
+#include "qtransit/reference/superacc.hpp"
+#include "reference/checker_sim.hpp"
+
+namespace qtransit::reference {
+namespace {
+
+constexpr double kU = 0x1p-24;
+
+// ---- SuperAcc -----------------------------------------------------------------------------------
+
+TEST(SuperAcc, SmallSums) {
+    SuperAcc a;
+    EXPECT_EQ(a.sign(), 0);
+    EXPECT_EQ(a.to_double(), 0.0);
+    a.add(1.5f);
+    a.add(-0.25f);
+    EXPECT_EQ(a.to_double(), 1.25);
+    EXPECT_EQ(a.to_exact(), Exact(1.25));
+    a.sub(1.25f);
+    EXPECT_EQ(a.sign(), 0);
+    a.add(0x1p-149f);
+    EXPECT_EQ(a.sign(), 1);
+    EXPECT_EQ(a.to_double(), 0x1p-149);
+    a.negate();
+    EXPECT_EQ(a.sign(), -1);
+    EXPECT_EQ(a.to_double(), -0x1p-149);
+}
+
+TEST(SuperAcc, FullSpanAndCancellation) {
+    SuperAcc a;
+    a.add(FLT_MAX);
+    a.add(0x1p-149f);
+    a.add(-FLT_MAX);
+    EXPECT_EQ(a.to_exact(), Exact::pow2(-149));
+    // 2^31 copies of FLT_MAX would not fit a double-free sum; 10^6 do, exactly.
+    SuperAcc b;
+    for (int i = 0; i < 1000000; ++i) b.add(FLT_MAX);
+    EXPECT_EQ(b.to_exact(), Exact(FLT_MAX) * Exact::from_int(1000000));
+    for (int i = 0; i < 1000000; ++i) b.add(-FLT_MAX);
+    EXPECT_EQ(b.sign(), 0);
+    // 0.1f summed 10^7 times: exact, and the correctly rounded double of the exact sum.
+    SuperAcc c;
+    Exact e;
+    for (int i = 0; i < 10000000; ++i) c.add(0.1f);
+    e = Exact(0.1f) * Exact::from_int(10000000);
+    EXPECT_EQ(c.to_exact(), e);
+    EXPECT_EQ(c.to_double(), e.to_double());
+}
+
+TEST(SuperAcc, ToDoubleRoundsToNearestEven) {
+    // 1 + 2^-53 (a tie) rounds to 1; 1 + 2^-53 + 2^-149 rounds up; 1 + 3 * 2^-53 (a tie) rounds to even
+    // 1 + 2^-51.
+    SuperAcc a;
+    a.add(1.0f);
+    a.add(0x1p-53f);
+    EXPECT_EQ(a.to_double(), 1.0);
+    a.add(0x1p-149f);
+    EXPECT_EQ(a.to_double(), 1.0 + 0x1p-52);
+    SuperAcc b;
+    b.add(1.0f);
+    b.add(0x1p-52f);
+    b.add(0x1p-53f);
+    EXPECT_EQ(b.to_double(), 1.0 + 0x1p-51);
+    SuperAcc c;
+    c.add(-1.0f);
+    c.add(-0x1p-53f);
+    c.add(-0x1p-149f);
+    EXPECT_EQ(c.to_double(), -(1.0 + 0x1p-52));
+}
+
+TEST(SuperAcc, CompareWithDoublesExactly) {
+    SuperAcc a;
+    a.add(1.0f);
+    EXPECT_EQ(a.compare(1.0), 0);
+    EXPECT_EQ(a.compare(1.0 + 0x1p-52), -1);
+    EXPECT_EQ(a.compare(1.0 - 0x1p-53), 1);
+    EXPECT_EQ(a.compare(std::numeric_limits<double>::infinity()), -1);
+    EXPECT_EQ(a.compare(-std::numeric_limits<double>::infinity()), 1);
+    EXPECT_EQ(a.compare(0x1p300), -1);
+    SuperAcc t;  // 2^-149: a double just above or below it, off the 2^-149 grid
+    t.add(0x1p-149f);
+    EXPECT_EQ(t.compare(0x1p-149), 0);
+    EXPECT_EQ(t.compare(0x1p-149 + 0x1p-200), -1);
+    EXPECT_EQ(t.compare(0x1p-149 - 0x1p-200), 1);
+    EXPECT_EQ(t.compare(0x1p-1074), 1);
+    t.negate();
+    EXPECT_EQ(t.compare(-0x1p-149 - 0x1p-200), 1);
+    EXPECT_EQ(t.compare(-0x1p-149 + 0x1p-200), -1);
+    EXPECT_EQ(t.compare_abs(0x1p-149), 0);
+    EXPECT_EQ(t.compare_abs(0x1p-150), 1);
+    EXPECT_TRUE(SuperAcc::representable(0x1p-149));
+    EXPECT_FALSE(SuperAcc::representable(0x1p-150));
+    SuperAcc d;
+    EXPECT_TRUE(d.add(0x1p-149 * 3 + 0x1p-100));  // 49 bits: exact in double
+    EXPECT_EQ(d.to_exact(), Exact(0x1p-100) + Exact::from_int(3) * Exact::pow2(-149));
+    EXPECT_FALSE(d.add(0x1p-150));
+    EXPECT_FALSE(d.add(0x1p201));
+    EXPECT_TRUE(d.add(0.1));  // 0.1 is a multiple of 2^-56
+}
+
+TEST(SuperAcc, MergeAndNonFinite) {
+    SuperAcc a, b;
+    a.add(3.0f);
+    b.add(-0.5f);
+    a.add(b);
+    EXPECT_EQ(a.to_double(), 2.5);
+    a.sub(b);
+    EXPECT_EQ(a.to_double(), 3.0);
+    EXPECT_EQ(a.compare(b), 1);
+    EXPECT_EQ(b.compare(a), -1);
+    a.add(std::numeric_limits<float>::infinity());
+    EXPECT_TRUE(a.nonfinite());
+    EXPECT_TRUE(std::isnan(a.to_double()));
+}
+
+// ---- the checker on hand-made columns ---------------------------------------------------------
+
+FormatSpec int8() { return {FormatKind::kSym, 8}; }
+
+PathConfig ring2() {
+    PathConfig c;
+    c.path = PathKind::kRingRs;
+    c.format = int8();
+    c.block = 2;
+    c.ranks = 2;
+    c.ranks_per_node = 2;
+    c.elements = 4;  // S = 2: the column at 0 is chunk 0
+    return c;
+}
+
+// N = 2, chunk 0: P = X_1 = {127, 1.5}; int8 gives a = 127, s = fl32(127/127) = 1, codes {127, 2}
+// (rne(1.5) = 2), decoded {127, 2}; rank 0 adds X_0 = {1, 0.25}: P = {128, 2.25}. The exact sum is
+// {128, 1.75}: errors {0, 0.5}.
+ColumnRecord ring2_column() {
+    ColumnRecord col;
+    col.first = 0;
+    col.len = 2;
+    col.contribution_rows = 2;
+    col.contributions = {1.0f, 0.25f, 127.0f, 1.5f};
+    const auto q = quantize(int8(), std::vector<float>{127.0f, 1.5f}, 2);
+    EXPECT_TRUE(q.ok());
+    EXPECT_EQ(q.value().scales[0], 1.0f);
+    EXPECT_EQ(q.value().codes, (std::vector<int32_t>{127, 2}));
+    QuantEvent ev;
+    ev.stage = 0;
+    ev.from_rank = 1;
+    ev.to_rank = 0;
+    ev.scale = q.value().scales[0];
+    ev.contributors.first = 1;
+    ev.contributors.count = 1;
+    ev.x = {127.0f, 1.5f};
+    ev.codes = q.value().codes;
+    OutputRow row;
+    row.rank = 0;
+    row.values = {q.value().decoded[0] + 1.0f, q.value().decoded[1] + 0.25f};
+    EXPECT_EQ(row.values, (std::vector<float>{128.0f, 2.25f}));
+    col.events.push_back(ev);
+    row.event_ids.push_back(0);
+    row.add_abs_sum = {128.0, 2.25};
+    row.add_count = {1, 1};
+    col.outputs.push_back(row);
+    return col;
+}
+
+TEST(PathChecker, RingHopByHand) {
+    PathChecker ck(ring2());
+    ck.add(ring2_column());
+    const PathStats s = ck.stats();
+    EXPECT_TRUE(s.bound_holds) << s.first_violation;
+    EXPECT_EQ(s.violations, 0);
+    EXPECT_EQ(s.outputs_checked, 2);
+    EXPECT_EQ(s.nonfinite_outputs, 0);
+    EXPECT_EQ(s.max_abs_error, 0.5);
+    EXPECT_DOUBLE_EQ(s.rel_rms_error(), std::sqrt(0.25 / (128.0 * 128.0 + 1.75 * 1.75)));
+    EXPECT_EQ(s.k_min, 0);  // rank 0 (the owner) is never quantized
+    EXPECT_EQ(s.k_max, 1);
+    // a_post: E = s (1/2 + 2^-22 * 127) + 2^-149 for the event, plus u/(1-u) |P| for the add; the
+    // largest is element 0's (|P| = 128).
+    const double e = 0.5 + 127 * 0x1p-22 + 0x1p-149;
+    const double gamma = kU / (1 - kU);
+    EXPECT_NEAR(s.max_a_posteriori, (e + gamma * 128) * (1 + 0x1p-30), 1e-15);
+    EXPECT_NEAR(s.max_error_to_a_posteriori, 0.5 / ((e + gamma * 2.25) * (1 + 0x1p-30)), 1e-15);
+    // a_priori: e(127) = (1 + u)(1/2 + 2^-22 127)/127 * 127 + 2^-149 (c' + 1 + 127/2), then the add
+    // term u(1 + u)/(1 - u) (128 + e(127)), inflated by 1 + 2^-20.
+    const double cp = 0.5 + 127 * 0x1p-22;
+    const double e127 = (1 + kU) * cp / 127 * 127 + 0x1p-149 * (cp + 1 + 63.5);
+    const double prio = (e127 + kU * (1 + kU) / (1 - kU) * (128 + e127)) * (1 + 0x1p-20);
+    EXPECT_NEAR(s.max_a_priori, prio, 1e-12);
+    EXPECT_DOUBLE_EQ(a_priori_bound(ring2(), 0, 0, std::vector<double>{1.0, 127.0}), prio);
+    EXPECT_DOUBLE_EQ(event_bound_of_absmax(int8(), 127.0), e127);
+    EXPECT_GT(s.max_a_priori, s.max_a_posteriori);
+}
+
+TEST(PathChecker, TamperedValueIsAViolation) {
+    ColumnRecord col = ring2_column();
+    col.outputs[0].values[1] = 2.26f;  // error 0.51 > a_post ~ 0.50003
+    PathChecker ck(ring2());
+    ck.add(col);
+    const PathStats s = ck.stats();
+    EXPECT_FALSE(s.bound_holds);
+    EXPECT_EQ(s.violations, 1);
+    EXPECT_NE(s.first_violation.find("element 1"), std::string::npos) << s.first_violation;
+    EXPECT_NE(s.first_violation.find("|error| > a_posteriori"), std::string::npos) << s.first_violation;
+    EXPECT_NE(s.first_violation.find("row rank 0"), std::string::npos) << s.first_violation;
+    // One ulp off at 128 is 2^-16: still within 128 u/(1-u) + E? 128 has error 0 + 2^-16 < E: holds.
+    ColumnRecord ok = ring2_column();
+    ok.outputs[0].values[0] = std::nextafter(128.0f, 200.0f);
+    PathChecker ck2(ring2());
+    ck2.add(ok);
+    EXPECT_TRUE(ck2.stats().bound_holds) << ck2.stats().first_violation;
+}
+
+TEST(PathChecker, TamperedLedgerIsAViolation) {
+    // Without its event, the a_posteriori (add term only) cannot explain the error of 0.5.
+    ColumnRecord lost = ring2_column();
+    lost.outputs[0].event_ids.clear();
+    PathChecker a(ring2());
+    a.add(lost);
+    EXPECT_FALSE(a.stats().bound_holds);
+    EXPECT_EQ(a.stats().k_max, 0);
+    // With the event recorded twice, the a_posteriori exceeds what the path allows a priori.
+    ColumnRecord twice = ring2_column();
+    twice.outputs[0].event_ids.push_back(0);
+    PathChecker b(ring2());
+    b.add(twice);
+    EXPECT_FALSE(b.stats().bound_holds);
+    EXPECT_NE(b.stats().first_violation.find("a_posteriori > a_priori"), std::string::npos) << b.stats().first_violation;
+    EXPECT_EQ(b.stats().k_max, 2);
+}
+
+TEST(PathChecker, NonFiniteOutputs) {
+    ColumnRecord col = ring2_column();
+    col.outputs[0].values[0] = std::numeric_limits<float>::infinity();
+    col.outputs[0].values[1] = std::numeric_limits<float>::quiet_NaN();
+    PathChecker ck(ring2());
+    ck.add(col);
+    const PathStats s = ck.stats();
+    EXPECT_EQ(s.nonfinite_outputs, 2);
+    EXPECT_EQ(s.violations, 2);
+    EXPECT_FALSE(s.bound_holds);
+    EXPECT_NE(s.first_violation.find("element 0"), std::string::npos) << s.first_violation;
+}
+
+TEST(PathChecker, MalformedColumn) {
+    ColumnRecord col = ring2_column();
+    col.contribution_rows = 1;
+    PathChecker ck(ring2());
+    ck.add(col);
+    EXPECT_FALSE(ck.stats().bound_holds);
+    EXPECT_NE(ck.stats().first_violation.find("malformed"), std::string::npos);
+}
+
+TEST(PathChecker, MergeKeepsTheFirstViolation) {
+    ColumnRecord bad = ring2_column();
+    bad.outputs[0].values[1] = 3.0f;
+    ColumnRecord later = bad;
+    later.first = 2;  // chunk 1 (the owner would be rank 1; the values do not matter here)
+    later.outputs[0].rank = 1;
+    PathChecker a(ring2()), b(ring2());
+    a.add(later);
+    b.add(bad);
+    b.add(ring2_column());
+    a.merge(b);
+    const PathStats s = a.stats();
+    EXPECT_EQ(s.outputs_checked, 6);
+    EXPECT_GE(s.violations, 2);
+    EXPECT_NE(s.first_violation.find("column at 0"), std::string::npos) << s.first_violation;
+    EXPECT_EQ(s.k_min, 0);
+}
+
+// ring-ag-requant, N = 2, int8: shard 0 = W = {127, 1.5}; the owner and rank 1 (h = 1) both hold
+// D(Q(W)) = {127, 2}: error 0.5, a_post = E = 1/2 + 127 2^-22 + 2^-149, a_priori e(127).
+TEST(PathChecker, GatherByHand) {
+    PathConfig c = ring2();
+    c.path = PathKind::kRingAgRequant;
+    ColumnRecord col;
+    col.first = 0;
+    col.len = 2;
+    col.contribution_rows = 1;
+    col.contributions = {127.0f, 1.5f};
+    col.first_block_absmax = {127.0f, 127.0f};
+    for (int r = 0; r < 2; ++r) {
+        OutputRow row;
+        row.rank = r;
+        row.values = {127.0f, 2.0f};
+        QuantEvent ev;
+        ev.scale = 1.0f;
+        ev.from_rank = 0;
+        ev.to_rank = r;
+        ev.contributors.first = 0;
+        ev.contributors.count = 1;
+        ev.x = {127.0f, 1.5f};
+        ev.codes = {127, 2};
+        row.event_ids.push_back(static_cast<int32_t>(col.events.size()));
+        col.events.push_back(ev);
+        row.add_abs_sum = {0.0, 0.0};
+        row.add_count = {0, 0};
+        col.outputs.push_back(row);
+    }
+    PathChecker ck(c);
+    ck.add(col);
+    const PathStats s = ck.stats();
+    EXPECT_TRUE(s.bound_holds) << s.first_violation;
+    EXPECT_EQ(s.outputs_checked, 4);
+    EXPECT_EQ(s.max_abs_error, 0.5);
+    EXPECT_EQ(s.k_min, 1);
+    EXPECT_EQ(s.k_max, 1);
+    const double e = 0.5 + 127 * 0x1p-22 + 0x1p-149;
+    EXPECT_NEAR(s.max_a_posteriori, e * (1 + 0x1p-30), 1e-15);
+    EXPECT_NEAR(s.max_a_priori, event_bound_of_absmax(int8(), 127.0) * (1 + 0x1p-20), 1e-12);
+}
+
+TEST(PathChecker, FitExponent) {
+    const std::vector<double> n{4, 16, 64, 256};
+    std::vector<double> y;
+    for (double v : n) y.push_back(0.01 * std::pow(v, 0.54));
+    EXPECT_NEAR(fit_exponent(n, y), 0.54, 1e-12);
+    EXPECT_TRUE(std::isnan(fit_exponent(std::vector<double>{4}, std::vector<double>{1})));
+    const std::vector<double> flat{0.1, 0.1, 0.1, 0.1};
+    EXPECT_NEAR(fit_exponent(n, flat), 0.0, 1e-12);
+}
+
+// ---- speed ------------------------------------------------------------------------------------------
+
+// A 384-rank ring-rs column (32-element blocks, normal inputs): 383 events reach the output.
+// Reports ns per contribution (one element of one rank's row), for int8, int4-asym and ds-int4.
+TEST(PathCheckerSpeed, RingRs384) {
+    for (const FormatSpec f : {FormatSpec{FormatKind::kSym, 8}, FormatSpec{FormatKind::kAsym, 4},
+                               FormatSpec{FormatKind::kDs, 4}}) {
+        PathConfig c;
+        c.path = PathKind::kRingRs;
+        c.format = f;
+        c.block = 32;
+        c.ranks = 384;
+        c.ranks_per_node = 8;
+        c.elements = 384 * 32;
+        std::mt19937 rng(7);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        std::vector<std::vector<float>> x(384, std::vector<float>(32));
+        for (auto& row : x)
+            for (auto& v : row) v = nd(rng);
+        const auto col = testing::simulate_column(c, 5 * 32, x);
+        ASSERT_TRUE(col.has_value());
+        PathChecker warm(c);
+        warm.add(*col);
+        ASSERT_TRUE(warm.stats().bound_holds) << warm.stats().first_violation;
+        const int reps = 20;
+        PathChecker ck(c);
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int r = 0; r < reps; ++r) ck.add(*col);
+        const auto t1 = std::chrono::steady_clock::now();
+        const double ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / (reps * 384.0 * 32.0);
+        std::cout << "checker: " << ns << " ns per contribution (384-rank ring-rs column, " << f.name()
+                  << ", B = 32)\n";
+        RecordProperty("ns_per_contribution_" + f.name(), std::to_string(ns));
+        EXPECT_TRUE(ck.stats().bound_holds);
+    }
+}
+
+}  // namespace
+}  // namespace qtransit::reference

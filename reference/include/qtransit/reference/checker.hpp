@@ -1,0 +1,100 @@
+// The path checker (NUMERICS.md section 5): streams the ColumnRecords of one collective path and,
+// for every output value of every row, compares in exact arithmetic
+//   |error| <= a_posteriori <= a_priori,
+// where error = value - exact target (a SuperAcc sum of the contribution rows, or the gathered row),
+// a_posteriori = the sum over the row's ledger of each quantization event's E(x_i) plus the
+// floating-point add (and binary16 term) rounding terms, and a_priori = a bound from the input
+// block statistics alone (absmax of each contribution row, or first_block_absmax for gather paths),
+// derived per path in checker.cpp. Both bounds are doubles that are rigorous upper bounds of the
+// exact real quantities (see checker.cpp for the rounding argument).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "qtransit/common/format.hpp"
+#include "qtransit/common/transit.hpp"
+#include "qtransit/reference/superacc.hpp"
+
+namespace qtransit::reference {
+
+struct PathStats {
+    int64_t outputs_checked = 0;       // output values (every element of every row)
+    double max_abs_error = 0;          // max |value - target| (finite outputs)
+    double sum_sq_error = 0, sum_sq_target = 0;
+    double rel_rms_error() const;      // sqrt(sum_sq_error / sum_sq_target), 0 if the target is 0
+    double max_a_posteriori = 0, max_a_priori = 0;
+    double max_error_to_a_posteriori = 0;  // max |error| / a_posteriori
+    bool bound_holds = true;           // every |error| <= a_post <= a_priori, and no non-finite output
+    int64_t violations = 0;
+    std::string first_violation;       // which column, row rank, element and values
+    int32_t k_min = 0, k_max = 0;      // over every contributor of every output row (from the ledger)
+    int64_t nonfinite_outputs = 0;
+};
+
+namespace detail {
+// What the per-element bound of one quantization event needs, computed once per event (checker.cpp).
+struct EventBound {
+    FormatKind kind = FormatKind::kSym;
+    bool poisoned = false;  // NaN scale/offset: the decoded block is NaN
+    double sym = 0;         // int<b>: E, the same for every element of the block
+    bool asym_const = false;
+    double asym_a = 0;      // int<b>-asym: A of D9
+    bool ds_zero = false;
+    int ds_top = 0;         // ds: 2^(b-1)
+    float ds_scale = 0;
+    double ds_step = 0;
+    double at(float x, int32_t q) const;  // E(x_i) for the element x with code q
+};
+}  // namespace detail
+
+class PathChecker {
+public:
+    explicit PathChecker(const PathConfig& config);
+    void add(const ColumnRecord& column);
+    void merge(const PathChecker& other);
+    PathStats stats() const;
+
+private:
+    struct Scratch;
+    void record_violation(int64_t first, int64_t rank, int64_t element, const std::string& what);
+
+    PathConfig cfg_;
+    PathStats st_;
+    bool have_k_ = false;
+    // Position of the first violation (column start + element, then row rank): merge() keeps the
+    // lowest, so that a sharded check reports the same first violation as a sequential one.
+    int64_t first_pos_ = -1, first_rank_ = -1;
+    // Per-column scratch, kept between columns to avoid allocation.
+    std::vector<SuperAcc> acc_;
+    std::vector<double> absmax_, apost_;
+    std::vector<detail::EventBound> evb_;
+};
+
+// Least-squares slope of log(rel_rms) on log(n) (points with n <= 0 or rel_rms <= 0 or non-finite
+// are skipped; NaN if fewer than two points remain or all n are equal).
+double fit_exponent(std::span<const double> n, std::span<const double> rel_rms);
+
+// ---- the pieces, exposed for tests ------------------------------------------------------------------
+
+// The per-element bound E(x_i) of one quantization event (the checker's double mirror of
+// reference::element_bound, from the event's x, codes and scale), rounded to nearest at every step
+// but never below the exact E by more than a factor (1 - 2^-50): the checker inflates the sum of
+// these by (1 + 2^-30). ev.x and ev.codes must hold the whole block; i indexes them.
+double event_element_bound(const FormatSpec& format, const QuantEvent& ev, int64_t i);
+
+// e(a): a bound of E(x) for every element of every block (of this format) whose absmax is <= a.
+// Monotone non-decreasing in a. Rounded to nearest (not inflated).
+double event_bound_of_absmax(const FormatSpec& format, double a);
+
+// The a-priori bound (inflated by 1 + 2^-20; +inf where the binary16 accumulation can overflow) of
+// the error of an output held by `row_rank` in the column starting at `first`, from the absmax of
+// each contribution row. Reduce paths: N values, the absmax of rank j's row in the column. Gather
+// paths: absmax[0] = the absmax of the block the element was first quantized in, and optionally
+// absmax[1] = the largest such absmax over the column (hpz-ag-requant's secondary block; defaults to
+// absmax[0]).
+double a_priori_bound(const PathConfig& config, int64_t first, int64_t row_rank, std::span<const double> absmax);
+
+}  // namespace qtransit::reference

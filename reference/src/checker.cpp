@@ -1,0 +1,759 @@
+// The path checker: exact errors, a-posteriori and a-priori bounds (NUMERICS.md section 5).
+//
+// ======================================================================================================
+// 0. Notation and the rounding of the bounds themselves
+// ======================================================================================================
+// u = 2^-24 (binary32), u16 = 2^-11 (binary16), h(m) = half the binary16 spacing at m
+// (2^(max(floor(log2 m), -14) - 11), 0 at 0). "The exact E" is reference::element_bound.
+//
+// Both bounds are computed in binary64 with round-to-nearest, from non-negative quantities, with +,
+// *, / and max/min only (every subtraction below is either exact in binary64 -- shown where it is
+// used -- or computed with a directed correction, add_up()). Each such operation returns at least
+// (1 - 2^-53) times the exact result of its (computed) operands, and all are monotone, so a value
+// computed through a chain of at most d operations is >= (1 - 2^-53)^d >= 1 - d 2^-53 times the
+// exact one (no underflow: every quantity here is either 0 or >= 2^-340, far above 2^-1022; terms
+// below 2^-1074 would not matter anyway).
+//
+// a_posteriori: per output element, a sum of m terms (events + add terms, each term <= 16
+// operations deep), summed left to right: depth d <= m + 20. The result is multiplied by
+// (1 + 2^-30) (one more rounding): the final double is >= exact (1 - (d+1) 2^-53)(1 + 2^-30) >=
+// exact as long as (d+1) 2^-53 <= 2^-30 / (1 + 2^-30), i.e. d <= 2^22 (4 million terms: a ring of
+// 2^21 ranks).
+// a_priori: a recurrence over at most ~4N steps of <= 12 operations each, plus the constants
+// (<= 20 operations): d <= 48 N + 20; multiplied by (1 + 2^-20) it is >= the exact a_priori as long
+// as d <= 2^32 (N up to 2^26 ranks).
+// Why two different inflations: the check a_post <= a_priori must not be decided by rounding. The
+// computed a_post is at most exact_post (1 + 2^-30)(1 + 2^-52) (the computed sum is never more
+// than (1 + 2^-53)^(d+1) above its exact value either), and the computed a_priori is at least
+// exact_prio (1 + 2^-20)(1 - 2^-30); since exact_post <= exact_prio (proved below, term by term)
+// the computed values keep the order with a margin of ~2^-20.
+//
+// The exact error |value - T| is a SuperAcc (exact), and it is compared with the double a_post
+// exactly (SuperAcc::compare_abs).
+//
+// ======================================================================================================
+// 1. a_posteriori (NUMERICS 5): per element i of an output row
+// ======================================================================================================
+//   sum over the row's events ev of E_ev(x_ev[i], q_ev[i])        (the bound of the event's format)
+// + u/(1-u) * add_abs_sum[i]                                     (binary32 adds)
+//   or, under binary16 accumulation (D11):
+//   u16/(1-u16) * add_abs_sum[i] + u16 * term_round_abs_sum[i] + 2^-25 * term_round_count[i].
+// Rigour of the add term: a round-to-nearest add errs by at most u |fl(v)| (<= u16 |fl(v)| in
+// binary16; 0 when the sum lands in the subnormal range, where it is exact), so u/(1-u) |r| leaves a
+// slack of a factor 1/(1-u): it covers an add_abs_sum that the producer summed in binary64 with a
+// relative error up to 2^-24 (2^29 adds).
+// E_ev is reference::element_bound's formula (D6, D9, D10), evaluated from the event's x (the whole
+// block: asym's lo/hi/R and int<b>'s subnormal K need it), codes and scale; see EventBound below.
+// Column element i was quantized as x[i + column_offset]; an event counts only for the elements its
+// block covers (hpz's straddling forward blocks). Events are prepared once per column (rows share
+// them), and a row whose event ids start with the previous row's prefix resumes from a snapshot.
+//
+// ======================================================================================================
+// 2. a_priori: per-event bounds e(a) (e dominates E(x) for every element of every block of absmax <= a)
+// ======================================================================================================
+// Facts: fl32(v) <= v (1 + u) + 2^-150 for v >= 0 (relative error u in the normal range, half a
+// subnormal spacing below it), and a binary32 difference or quotient of subnormal size that is a
+// multiple of 2^-149 is exact.
+//
+// int<b> (qmax = 2^(b-1) - 1, c' = 1/2 + 2^-22 qmax): E = s c' + 2^-149 (+ K when s is subnormal).
+//   s = max(fl32(a_blk / qmax), 2^-149) <= (a / qmax)(1 + u) + 2^-149.
+//   K = max(0, a_blk - qmax s) is only added when s < 2^-126; then a_blk/qmax was in the subnormal
+//   range, fl32 erred by <= 2^-150, s >= a_blk/qmax - 2^-150, and K <= qmax 2^-150.
+//   e(a) = [(1 + u) c' / qmax] a + 2^-149 (c' + 1 + qmax / 2).             (a 0 block: E = 2^-149)
+//
+// int<b>-asym (n = 2^b - 1): R = hi - lo <= 2a; D = fl32(R) <= R (1 + u) (R < 2^-126 is exactly
+//   representable); s <= (D / n)(1 + u) + 2^-149 <= (R / n)(1 + u)^2 + 2^-149;
+//   n s >= D (1 - u) - n 2^-150 >= R (1 - u)^2 - n 2^-150, so K = max(0, R - n s) <= 2u R + n 2^-150.
+//   A = s (1/2 + 2^-150 + u n) + K + (2u + u^2) R + 2^-150
+//     <= alpha a + beta,  alpha = 2 [(1 + u)^2 (1/2 + 2^-150 + u n) / n + 4u + u^2],
+//                         beta = 2^-149 (1/2 + 2^-150 + u n) + (n + 1) 2^-150.
+//   E = A + min(A, u (|x| + A) + 2^-150) when |x| + A <= FLT_MAX, else 2A (D9). For a <= FLT_MAX / 2,
+//   A <= 0.34 a + beta, so |x| + A <= FLT_MAX and E <= (1 + u) A + u a + 2^-150:
+//   e(a) = [(1 + u) alpha + u] a + (1 + u) beta + 2^-150       for a <= FLT_MAX / 2 (1 - 2^-30),
+//   e(a) = 2 alpha a + 2 beta                                  above (>= the first piece: monotone).
+//   (a constant block has E = 0.)
+//
+// ds-int<b> (P = 2^(b-1)): y = fl16(x), a16 = fl16(a) <= a (1 + u16) + 2^-25, sigma = fl32(P / a16)
+//   (normal), Delta = fl32(1 / sigma) <= a16 (1 + u) / ((1 - u) P), |q| <= P, c <= 1 + 3u P (the
+//   clamped +absmax element costs a full step: a priori we cannot know which element it is):
+//   h(|x|) <= u16 a + 2^-25; u |y| <= u a16; (1 + 2u)(c + u|q|) Delta <= (1 + 2u)(1 + 4uP) Delta;
+//   u |q| Delta <= u a16 (1 + u)/(1 - u); h(|q| Delta (1 + u)) <= u16 a16 (1 + u)^2/(1 - u) + 2^-25.
+//   K1 = u + (1 + 2u)(1 + 4uP)(1 + u)/((1 - u) P) + u (1 + u)/(1 - u) + u16 (1 + u)^2/(1 - u),
+//   e(a) = [u16 + K1 (1 + u16)] a + 2^-24 + K1 2^-25.                (a16 == 0: E = h(|x|) <= 2^-25)
+//
+// Caps: every block that was quantized without poisoning is finite, so its absmax is <= FLT_MAX
+// (int<b>, asym) or < 65520 (ds: D3 refuses larger inputs), and e is evaluated at min(a, cap). A
+// block that was poisoned or overflowed yields a non-finite output, which is a violation anyway.
+//
+// ======================================================================================================
+// 3. a_priori: the paths. A bound pair (mag, err) of a value (every element of a column block):
+//    |exact| <= mag, |computed - exact| <= err. S_h = sum of the A_j it carries.
+// ======================================================================================================
+// Q (quantize + decode):     (mag, err) -> (mag, err + e(mag + err))
+//   the block quantized has absmax <= mag + err (err bounds every element's error, as the same
+//   recurrence holds for every element of the column), and e is monotone.
+// binary32 add of (M1,E1), (M2,E2): (M, E) = (M1 + M2, E1 + E2) -> (M, E + g (M + E)),
+//   g = u (1 + u)/(1 - u): the a_post term u/(1-u) |r| with |r| = |fl32(v)| <= (1 + u)|v|,
+//   |v| <= M + E.
+// binary16 accumulation (D11): every term t entering a sum is first rounded (a_post: u16 |t| + 2^-25,
+//   |t| <= (M + E)(1 + u16) + 2^-25 whether the producer records t before or after rounding):
+//   T: (M, E) -> (M, E + u16 ((M + E)(1 + u16) + 2^-25) + 2^-25), and an add is
+//   (M, E) -> (M, E + g16 (M + E)), g16 = u16 (1 + u16)/(1 - u16). If M + E >= 65520 the term or the
+//   sum can overflow to inf: the a_priori is then +inf (an honest "cannot bound"). T is applied to
+//   every term that may be rounded (conservatively also where the producer may not round it: an
+//   extra term only makes the a_priori larger). Under binary32 accumulation T is the identity.
+// Paths (c = the column's chunk first / S, A_j = absmax of rank j's row; indices mod N):
+//   ring-rs:      B = T(A_{c+1}); hop h = 1..N-1: B = add(T(Q(B)), T(A_{c+1+h})).
+//                 i.e. E_h = E_{h-1} + e(S_h + E_{h-1}) + g (S_{h+1} + ...): with e(a) = c_f a + d_f
+//                 this is E_h <= E_{h-1}(1 + c_f) + c_f S_h + d_f + add terms, NUMERICS 5's recurrence.
+//   fp32-ring-rs: the same without Q: B = add(B, T(A_{c+1+h})): add terms only.
+//   a2a-rs:       B = T(Q(A_0)); j = 1..N-1: B = add(B, T(Q(A_j)))  ~ sum_j e(A_j) + add terms.
+//   a2a-hier-rs:  per node n: U_n = T(Q(A_{nG})) + ... + T(Q(A_{nG+G-1})) (adds),
+//                 V_n = T(Q(U_n)) (= e(sum_j A_nj + err(U_n)) more), then V_0 + ... + V_{nodes-1}.
+//   tree-rs:      B(r, -1) = A_r; B(r, t) = add(T(B(r, t-1)), T(Q(B(r XOR d_t, t-1)))),
+//                 d_t = N / 2^(t+1); the output is B(c, log2 N - 1). (B(r, t) carries the 2^(t+1)
+//                 ranks that differ from r only in the bits d_0..d_t; contributor j is quantized
+//                 popcount(j XOR c) times.)
+//   two-shot-ar:  B1 = a2a-rs's bound (every row), then Q(B1): E1 + e(S + E1).
+//   ring-ag, hpz-ag-fp:  Q(A) = e(A), A = the absmax of the element's first block.
+//   ring-ag-requant:     holder h = rank - c (mod N) steps from the owner c: E_1 = e(A),
+//                        E_h = E_{h-1} + e(A + E_{h-1}); the owner (h = 0) holds one encoding, E_1.
+//   hpz-ag-requant:      E_F = e(A_i) (forward), then the secondary block (absmax <= max A + max E_F
+//                        <= Amax + e(Amax)) is re-encoded: E_F + e(Amax + e(Amax))  (Delta1 + Delta2).
+//
+// Proof that a_post <= a_priori (exactly, for every input, when the ledger has the path's events):
+// a_post is a sum of terms of three kinds, each dominated by its a_priori counterpart, and the
+// a_priori has at least one counterpart per a_post term (its terms for roundings a producer may skip
+// are >= 0):
+//   * an event's E_ev(x_ev[i]) <= e(absmax of x_ev's block) <= e(mag + err) of the value quantized:
+//     every element x_ev[i'] = exact + error with |exact| <= mag and |error| <= its own a_post
+//     <= err (induction over the schedule: the bound pair of each operand dominates it), and e is
+//     monotone and dominates E (section 2);
+//   * an add term u/(1-u) |r| <= g (M + E) since |r| <= (1 + u)|v| and |v| <= M + E (same
+//     induction); binary16 adds and term roundings likewise;
+//   * nothing else: a_post has no other term.
+// And |error| <= a_post: the computed value is the exact sum plus the sum of the local errors (each
+// quantization's x̂ - x and each rounding's fl(v) - v: sums propagate errors without amplification),
+// each bounded by its a_post term.
+#include "qtransit/reference/checker.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+
+#include "qtransit/reference/formats.hpp"
+
+namespace qtransit::reference {
+
+namespace {
+
+constexpr double kU = 0x1p-24;
+constexpr double kU16 = 0x1p-11;
+constexpr double kFltMax = static_cast<double>(FLT_MAX);
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kFp16Overflow = 65520.0;  // |v| >= this rounds to inf in binary16
+constexpr double kPostInflation = 1.0 + 0x1p-30;
+constexpr double kPrioInflation = 1.0 + 0x1p-20;
+
+// A double >= a + b (exact directed rounding: TwoSum gives the exact residual of the rounded sum).
+double add_up(double a, double b) {
+    const double s = a + b;
+    if (!std::isfinite(s)) return s;
+    const double bp = s - a;
+    const double ap = s - bp;
+    const double err = (a - ap) + (b - bp);  // a + b = s + err exactly
+    return err > 0 ? std::nextafter(s, kInf) : s;
+}
+
+// h(m) = half the binary16 spacing at m >= 0, as used by D10 (no overflow handling: callers cap).
+// m is 0 or a normal double (>= 2^-1022), so floor(log2 m) is its exponent field minus the bias, and
+// the result 2^k (k >= -25) is built from its bits: both exact.
+double half16(double m) {
+    if (m == 0) return 0;
+    const int64_t e = static_cast<int64_t>((std::bit_cast<uint64_t>(m) >> 52) & 0x7FF) - 1023;
+    const int64_t k = std::max<int64_t>(e, -14) - 11;
+    return std::bit_cast<double>(static_cast<uint64_t>(k + 1023) << 52);
+}
+
+float abs_max(std::span<const float> x) {
+    float a = 0;
+    for (float v : x) a = std::max(a, std::fabs(v));
+    return a;
+}
+
+}  // namespace
+
+// ---- a_posteriori: one event ------------------------------------------------------------------
+
+using detail::EventBound;
+
+double EventBound::at(float x, int32_t q) const {
+    switch (kind) {
+        case FormatKind::kSym: return sym;
+        case FormatKind::kAsym: {
+            if (asym_const) return 0;
+            const double a = asym_a;
+            const double mag = std::fabs(static_cast<double>(x)) + a;
+            // D9: 2A when |x| + A > FLT_MAX. Decided conservatively: the computed mag is within
+            // 2^-52 of the exact one, and 2A >= A + min(A, .) always.
+            if (mag >= kFltMax * (1 - 0x1p-40)) return a + a;
+            return a + std::min(a, kU * mag + 0x1p-150);
+        }
+        case FormatKind::kDs: {
+            const double ax = std::fabs(static_cast<double>(x));
+            const double hx = half16(ax);
+            if (ds_zero) return hx;
+            // |y| = |fl16(x)| <= |x| + h(|x|): a bound of D10's u |y| within u h(|x|) <= 2^-35 |x|.
+            const double y_up = ax + hx;
+            bool clamped = false;
+            if (q == ds_top - 1 && x > 0) {
+                // D10's test, exactly: rne(fl32(y * scale)) >= 2^(b-1). y (11 bits) * scale
+                // (24 bits) is exact in double; the cast rounds it to binary32 once, to nearest
+                // even. rne(w) >= P iff w >= P - 1/2 (a tie goes to P, which is even).
+                const float y = round_to_fp16(x);
+                const float w = static_cast<float>(static_cast<double>(y) * static_cast<double>(ds_scale));
+                clamped = y > 0 && static_cast<double>(w) >= ds_top - 0.5;
+            }
+            const double c = clamped ? 1.0 + 3.0 * kU * ds_top : 0.5;
+            const double aq = std::fabs(static_cast<double>(q));
+            const double qstep = aq * ds_step;
+            return hx + kU * y_up + (1 + 2 * kU) * (c + kU * aq) * ds_step + kU * qstep +
+                   half16(qstep * (1 + kU));
+        }
+    }
+    return 0;
+}
+
+namespace {
+
+EventBound prepare_event(const FormatSpec& f, const QuantEvent& ev) {
+    EventBound b;
+    b.kind = f.kind;
+    const float s = ev.scale;
+    if (std::isnan(s) || (f.kind == FormatKind::kAsym && std::isnan(ev.offset))) {
+        b.poisoned = true;
+        return b;
+    }
+    const std::span<const float> x(ev.x);
+    switch (f.kind) {
+        case FormatKind::kSym: {
+            // D6: s (1/2 + 2^-22 qmax) + 2^-149, plus K = max(0, a - qmax s) when s is subnormal.
+            // (1/2 + 2^-22 qmax has 22 significant bits and s 24: the product is exact.)
+            const int32_t qmax = f.code_max();
+            const double ds = static_cast<double>(s);
+            b.sym = ds * (0.5 + 0x1p-22 * qmax) + 0x1p-149;
+            if (s != 0 && s < 0x1p-126f) {
+                // a and qmax s are multiples of 2^-149 below 2^-118: their difference is exact.
+                const double k = static_cast<double>(abs_max(x)) - qmax * ds;
+                if (k > 0) b.sym += k;
+            }
+            break;
+        }
+        case FormatKind::kAsym: {
+            if (s == 0 || x.empty()) {
+                b.asym_const = true;  // hi == lo: every element decodes to itself
+                break;
+            }
+            float lo = x[0], hi = x[0];
+            for (float v : x) {
+                lo = std::min(lo, v);
+                hi = std::max(hi, v);
+            }
+            // R = hi - lo exactly as r + rres (TwoSum); R_up >= R.
+            const double dh = hi, dl = -static_cast<double>(lo);
+            const double r = dh + dl;
+            const double bp = r - dh, ap = r - bp;
+            const double rres = (dh - ap) + (dl - bp);
+            const double r_up = add_up(r, rres);
+            const int32_t n = f.code_max();
+            const double ds = static_cast<double>(s);
+            const double ns = n * ds;  // exact (<= 32 bits)
+            // K = max(0, R - n s) <= max(0, (r - ns) + rres), each step rounded upwards.
+            const double k = std::max(0.0, add_up(add_up(r, -ns), rres));
+            b.asym_a = ds * 0.5 + k + (2 * kU + kU * kU) * r_up + ds * 0x1p-150 + kU * ns + 0x1p-150;
+            break;
+        }
+        case FormatKind::kDs: {
+            const float a16 = round_to_fp16(abs_max(x));  // fl16 is monotone: max |fl16(x)| = fl16(max |x|)
+            b.ds_top = 1 << (f.bits - 1);
+            b.ds_zero = a16 == 0;
+            if (!b.ds_zero) b.ds_scale = static_cast<float>(1 << f.bits) / (2.0f * a16);  // fl32(2^b / fl32(2a))
+            b.ds_step = static_cast<double>(s);
+            break;
+        }
+    }
+    return b;
+}
+
+// ---- a_priori --------------------------------------------------------------------------------------
+struct Bnd {
+    double mag = 0, err = 0;
+};
+
+class Prior {
+public:
+    explicit Prior(const PathConfig& c) : fp16_(c.accum == Accum::kFp16), kind_(c.format.kind) {
+        const double u = kU;
+        switch (kind_) {
+            case FormatKind::kSym: {
+                const double qmax = c.format.code_max();
+                const double cp = 0.5 + 0x1p-22 * qmax;
+                c1_ = (1 + u) * cp / qmax;
+                d1_ = 0x1p-149 * (cp + 1 + qmax / 2);
+                cap_ = kFltMax;
+                break;
+            }
+            case FormatKind::kAsym: {
+                const double n = c.format.code_max();
+                const double k = 0.5 + 0x1p-150 + u * n;
+                const double alpha = 2 * ((1 + u) * (1 + u) * k / n + 4 * u + u * u);
+                const double beta = 0x1p-149 * k + (n + 1) * 0x1p-150;
+                c1_ = (1 + u) * alpha + u;
+                d1_ = (1 + u) * beta + 0x1p-150;
+                c2_ = 2 * alpha;
+                d2_ = 2 * beta;
+                cap_ = kFltMax;
+                break;
+            }
+            case FormatKind::kDs: {
+                const double p = static_cast<double>(1 << (c.format.bits - 1));
+                const double k1 = u + (1 + 2 * u) * (1 + 4 * u * p) * (1 + u) / ((1 - u) * p) +
+                                  u * (1 + u) / (1 - u) + kU16 * (1 + u) * (1 + u) / (1 - u);
+                c1_ = kU16 + k1 * (1 + kU16);
+                d1_ = 0x1p-24 + k1 * 0x1p-25;
+                cap_ = kFp16Overflow;
+                break;
+            }
+        }
+        g32_ = u * (1 + u) / (1 - u);
+        g16_ = kU16 * (1 + kU16) / (1 - kU16);
+    }
+
+    double e(double a) const {
+        a = std::min(a, cap_);
+        if (kind_ == FormatKind::kAsym && a > kFltMax * 0.5 * (1 - 0x1p-30)) return c2_ * a + d2_;
+        return c1_ * a + d1_;
+    }
+    Bnd q(Bnd b) const { return {b.mag, b.err + e(b.mag + b.err)}; }
+    Bnd t(Bnd b) const {
+        if (!fp16_) return b;
+        const double me = b.mag + b.err;
+        if (!(me < kFp16Overflow)) return {b.mag, kInf};
+        return {b.mag, b.err + kU16 * (me * (1 + kU16) + 0x1p-25) + 0x1p-25};
+    }
+    Bnd add(Bnd x, Bnd y) const {
+        const double m = x.mag + y.mag, e = x.err + y.err;
+        if (!fp16_) return {m, e + g32_ * (m + e)};
+        if (!(m + e < kFp16Overflow)) return {m, kInf};
+        return {m, e + g16_ * (m + e)};
+    }
+
+private:
+    bool fp16_;
+    FormatKind kind_;
+    double c1_ = 0, d1_ = 0, c2_ = 0, d2_ = 0, cap_ = kFltMax, g32_ = 0, g16_ = 0;
+};
+
+int64_t chunk_of(const PathConfig& c, int64_t first) {
+    const int64_t s = c.shard();
+    if (s <= 0 || c.ranks <= 0) return 0;
+    return std::clamp<int64_t>(first / s, 0, c.ranks - 1);
+}
+
+Bnd a2a_bound(const Prior& p, std::span<const double> a, int64_t from, int64_t count) {
+    Bnd b = p.t(p.q({a[from], 0}));
+    for (int64_t j = 1; j < count; ++j) b = p.add(b, p.t(p.q({a[from + j], 0})));
+    return b;
+}
+
+Bnd tree_bound(const Prior& p, std::span<const double> a, int64_t n, int64_t r, int t) {
+    if (t < 0) return {a[r], 0};
+    const int64_t d = n >> (t + 1);
+    const Bnd own = tree_bound(p, a, n, r, t - 1);
+    const Bnd other = tree_bound(p, a, n, r ^ d, t - 1);
+    return p.add(p.t(own), p.t(p.q(other)));
+}
+
+// Reduce paths: the same bound for every element and every row of the column.
+double reduce_prior(const PathConfig& c, const Prior& p, int64_t first, std::span<const double> a) {
+    const int64_t n = c.ranks;
+    const int64_t ch = chunk_of(c, first);
+    switch (c.path) {
+        case PathKind::kRingRs:
+        case PathKind::kFp32RingRs: {
+            const bool quant = c.path == PathKind::kRingRs;
+            Bnd b = p.t({a[(ch + 1) % n], 0});
+            for (int64_t h = 1; h < n; ++h) {
+                const Bnd sent = quant ? p.t(p.q(b)) : b;
+                b = p.add(sent, p.t({a[(ch + 1 + h) % n], 0}));
+            }
+            return b.err;
+        }
+        case PathKind::kA2aRs: return a2a_bound(p, a, 0, n).err;
+        case PathKind::kA2aHierRs: {
+            const int64_t g = std::max<int64_t>(c.ranks_per_node, 1), nodes = n / g;
+            Bnd total;
+            for (int64_t nd = 0; nd < nodes; ++nd) {
+                const Bnd v = p.t(p.q(a2a_bound(p, a, nd * g, g)));
+                total = nd == 0 ? v : p.add(total, v);
+            }
+            return total.err;
+        }
+        case PathKind::kTreeRs: {
+            const int levels = std::bit_width(static_cast<uint64_t>(n)) - 1;  // n is a power of two
+            return tree_bound(p, a, n, ch, levels - 1).err;
+        }
+        case PathKind::kTwoShotAr: return p.q(a2a_bound(p, a, 0, n)).err;
+        default: break;
+    }
+    return kInf;
+}
+
+// Gather paths: per element, from the absmax ai of the element's first block (and amax, the largest
+// over the column, for hpz-ag-requant's secondary block).
+double gather_prior(const PathConfig& c, const Prior& p, int64_t first, int64_t row_rank, double ai, double amax) {
+    switch (c.path) {
+        case PathKind::kRingAg:
+        case PathKind::kHpzAgFp: return p.q({ai, 0}).err;
+        case PathKind::kRingAgRequant: {
+            const int64_t n = std::max<int64_t>(c.ranks, 1);
+            const int64_t h = ((row_rank - chunk_of(c, first)) % n + n) % n;
+            Bnd b{ai, 0};
+            for (int64_t k = 0; k < std::max<int64_t>(h, 1); ++k) b = p.q(b);
+            return b.err;
+        }
+        case PathKind::kHpzAgRequant: {
+            const Bnd f = p.q({std::max(ai, amax), 0});
+            return p.e(ai) + p.e(f.mag + f.err);
+        }
+        default: break;
+    }
+    return kInf;
+}
+
+bool is_gather(PathKind k) { return path_info(k).shape == PathShape::kAllGather; }
+
+std::string fmt_double(double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    return buf;
+}
+
+}  // namespace
+
+// ---- exposed pieces ----------------------------------------------------------------------------------
+
+double event_element_bound(const FormatSpec& format, const QuantEvent& ev, int64_t i) {
+    const EventBound b = prepare_event(format, ev);
+    if (b.poisoned) return kInf;
+    return b.at(ev.x[static_cast<size_t>(i)], ev.codes[static_cast<size_t>(i)]);
+}
+
+double event_bound_of_absmax(const FormatSpec& format, double a) {
+    PathConfig c;
+    c.format = format;
+    return Prior(c).e(a);
+}
+
+double a_priori_bound(const PathConfig& config, int64_t first, int64_t row_rank, std::span<const double> absmax) {
+    const Prior p(config);
+    double r = kInf;
+    if (!is_gather(config.path)) {
+        if (static_cast<int64_t>(absmax.size()) < config.ranks || config.ranks < 1) return kInf;
+        r = reduce_prior(config, p, first, absmax);
+    } else {
+        if (absmax.empty()) return kInf;
+        const double amax = absmax.size() > 1 ? absmax[1] : absmax[0];
+        r = gather_prior(config, p, first, row_rank, absmax[0], amax);
+    }
+    return r * kPrioInflation;
+}
+
+// ---- PathStats ----------------------------------------------------------------------------------------
+
+double PathStats::rel_rms_error() const {
+    if (!(sum_sq_target > 0)) return 0;
+    return std::sqrt(sum_sq_error / sum_sq_target);
+}
+
+// ---- PathChecker --------------------------------------------------------------------------------------
+
+PathChecker::PathChecker(const PathConfig& config) : cfg_(config) {}
+
+void PathChecker::record_violation(int64_t first, int64_t rank, int64_t element, const std::string& what) {
+    ++st_.violations;
+    st_.bound_holds = false;
+    const int64_t pos = first + std::max<int64_t>(element, 0);
+    if (first_pos_ < 0 || pos < first_pos_ || (pos == first_pos_ && rank < first_rank_)) {
+        first_pos_ = pos;
+        first_rank_ = rank;
+        st_.first_violation = path_info(cfg_.path).name + std::string(" ") + cfg_.format.name() + ", column at " +
+                              std::to_string(first) + " (chunk " + std::to_string(chunk_of(cfg_, first)) +
+                              "), row rank " + std::to_string(rank) + ", element " + std::to_string(element) +
+                              " (tensor index " + std::to_string(pos) + "): " + what;
+    }
+}
+
+void PathChecker::add(const ColumnRecord& col) {
+    const int64_t len = col.len;
+    const int64_t n = cfg_.ranks;
+    const bool gather = is_gather(cfg_.path);
+    const int64_t want_rows = gather ? 1 : n;
+    if (len < 0 || col.contribution_rows != want_rows ||
+        static_cast<int64_t>(col.contributions.size()) != col.contribution_rows * len ||
+        (gather && !col.first_block_absmax.empty() && static_cast<int64_t>(col.first_block_absmax.size()) != len)) {
+        record_violation(col.first, -1, 0,
+                         "malformed column: " + std::to_string(col.contribution_rows) + " contribution rows (want " +
+                             std::to_string(want_rows) + "), " + std::to_string(col.contributions.size()) +
+                             " contribution values for len " + std::to_string(len));
+        return;
+    }
+    const size_t ulen = static_cast<size_t>(len);
+
+    // Exact targets and the absmax of every contribution row.
+    acc_.assign(ulen, SuperAcc());
+    absmax_.assign(static_cast<size_t>(col.contribution_rows), 0.0);
+    bool finite_inputs = true;
+    for (int64_t r = 0; r < col.contribution_rows; ++r) {
+        const float* x = col.contributions.data() + r * len;
+        float a = 0;
+        bool finite = true;
+        for (size_t i = 0; i < ulen; ++i) {
+            acc_[i].add(x[i]);
+            a = std::max(a, std::fabs(x[i]));
+            finite = finite && std::isfinite(x[i]);
+        }
+        if (!finite) finite_inputs = false;
+        absmax_[static_cast<size_t>(r)] = a;
+    }
+    std::vector<double> target(ulen);
+    for (size_t i = 0; i < ulen; ++i) target[i] = acc_[i].to_double();
+
+    // A priori, per column (reduce paths) or per element (gather paths; see a_priori_bound).
+    const Prior prior(cfg_);
+    double col_prior = kInf;
+    if (!gather) col_prior = reduce_prior(cfg_, prior, col.first, absmax_) * kPrioInflation;
+    double gather_amax = 0;
+    if (gather) {
+        if (col.first_block_absmax.empty()) {
+            gather_amax = absmax_.empty() ? 0 : absmax_[0];
+        } else {
+            for (float v : col.first_block_absmax) gather_amax = std::max(gather_amax, static_cast<double>(std::fabs(v)));
+        }
+    }
+    // ring-ag-requant: the table E_h for the column's A, cached (A is the same for every element
+    // when the column is the element's first block, as it is for this path).
+    double table_a = -1;
+    std::vector<double> table;
+
+    // Every event's block statistics, once per column (rows share events).
+    const size_t nev = col.events.size();
+    evb_.resize(nev);
+    std::vector<uint8_t> ev_ok(nev, 0);
+    for (size_t e = 0; e < nev; ++e) {
+        const QuantEvent& ev = col.events[e];
+        ev_ok[e] = ev.codes.size() == ev.x.size();
+        if (ev_ok[e]) evb_[e] = prepare_event(cfg_.format, ev);
+    }
+    const std::vector<int32_t>* prev_ids = nullptr;
+    std::vector<double> snap;
+    size_t snap_len = 0;
+
+    const double gamma = cfg_.accum == Accum::kFp16 ? kU16 / (1 - kU16) : kU / (1 - kU);
+    const int64_t shard = cfg_.shard();
+    for (const OutputRow& row : col.outputs) {
+        // k from the ledger.
+        if (n >= 1) {
+            const std::vector<int32_t> ks = contribution_k(col, row, n);
+            int64_t lo = 0, hi = n - 1;
+            if (gather && shard > 0 && len > 0) {
+                lo = std::clamp<int64_t>(col.first / shard, 0, n - 1);
+                hi = std::clamp<int64_t>((col.first + len - 1) / shard, 0, n - 1);
+            }
+            for (int64_t j = lo; j <= hi; ++j) {
+                const int32_t k = ks[static_cast<size_t>(j)];
+                if (!have_k_) {
+                    st_.k_min = st_.k_max = k;
+                    have_k_ = true;
+                } else {
+                    st_.k_min = std::min(st_.k_min, k);
+                    st_.k_max = std::max(st_.k_max, k);
+                }
+            }
+        }
+        if (static_cast<int64_t>(row.values.size()) != len) {
+            record_violation(col.first, row.rank, 0,
+                             "malformed row: " + std::to_string(row.values.size()) + " values for len " +
+                                 std::to_string(len));
+            continue;
+        }
+
+        // A posteriori: the events' part, resumed from the snapshot of the previous row's prefix
+        // when this row's event ids start with it (rows of an all-reduce share the reduction events,
+        // rows of ring-ag-requant extend a chain), so that N rows do not cost N^2 events.
+        const std::vector<int32_t>& ids = row.event_ids;
+        bool malformed = false;
+        for (int32_t id : ids)
+            if (id < 0 || static_cast<size_t>(id) >= nev || !ev_ok[static_cast<size_t>(id)]) malformed = true;
+        if (malformed) {
+            record_violation(col.first, row.rank, 0,
+                             "malformed ledger: an event id is out of range, or an event's codes and x differ in "
+                             "length");
+            prev_ids = nullptr;
+            continue;
+        }
+        size_t pos = 0;
+        if (prev_ids != nullptr && snap_len <= ids.size() &&
+            std::equal(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(snap_len), prev_ids->begin())) {
+            apost_ = snap;
+            pos = snap_len;
+        } else {
+            apost_.assign(ulen, 0.0);
+        }
+        for (; pos <= ids.size(); ++pos) {
+            if (pos + 1 == ids.size() || ids.empty()) {
+                snap = apost_;  // the state before this row's last event: the next row's likely prefix
+                snap_len = ids.empty() ? 0 : pos;
+            }
+            if (pos == ids.size()) break;
+            const QuantEvent& ev = col.events[static_cast<size_t>(ids[pos])];
+            const EventBound& b = evb_[static_cast<size_t>(ids[pos])];
+            // Element i was quantized as x[i + off]; only the elements the block covers carry it.
+            const int64_t off = ev.column_offset;
+            const int64_t lo = std::max<int64_t>(0, -off);
+            const int64_t hi = std::min<int64_t>(len, static_cast<int64_t>(ev.x.size()) - off);
+            if (b.poisoned) {
+                for (int64_t i = lo; i < hi; ++i) apost_[static_cast<size_t>(i)] = kInf;
+            } else if (b.kind == FormatKind::kSym) {
+                for (int64_t i = lo; i < hi; ++i) apost_[static_cast<size_t>(i)] += b.sym;
+            } else {
+                for (int64_t i = lo; i < hi; ++i)
+                    apost_[static_cast<size_t>(i)] +=
+                        b.at(ev.x[static_cast<size_t>(i + off)], ev.codes[static_cast<size_t>(i + off)]);
+            }
+        }
+        prev_ids = &ids;
+        if (row.add_abs_sum.size() == ulen)
+            for (size_t i = 0; i < ulen; ++i) apost_[i] += gamma * row.add_abs_sum[i];
+        if (row.term_round_abs_sum.size() == ulen)
+            for (size_t i = 0; i < ulen; ++i) apost_[i] += kU16 * row.term_round_abs_sum[i];
+        if (row.term_round_count.size() == ulen)
+            for (size_t i = 0; i < ulen; ++i) apost_[i] += 0x1p-25 * row.term_round_count[i];
+
+        for (size_t i = 0; i < ulen; ++i) {
+            const double post = apost_[i] * kPostInflation;
+            double prio = col_prior;
+            if (gather) {
+                const double ai = col.first_block_absmax.empty() ? absmax_[0]
+                                                                 : std::fabs(static_cast<double>(col.first_block_absmax[i]));
+                if (cfg_.path == PathKind::kRingAgRequant) {
+                    if (ai != table_a) {
+                        // table[h]: h encodings (h >= 1); the owner (h = 0) holds one.
+                        table_a = ai;
+                        table.assign(static_cast<size_t>(std::max<int64_t>(n, 1)), 0.0);
+                        Bnd b = prior.q({ai, 0});
+                        table[0] = b.err;
+                        if (n > 1) table[1] = b.err;
+                        for (int64_t h = 2; h < n; ++h) {
+                            b = prior.q(b);
+                            table[static_cast<size_t>(h)] = b.err;
+                        }
+                    }
+                    const int64_t h = ((row.rank - chunk_of(cfg_, col.first)) % n + n) % n;
+                    prio = table[static_cast<size_t>(h)] * kPrioInflation;
+                } else {
+                    prio = gather_prior(cfg_, prior, col.first, row.rank, ai, gather_amax) * kPrioInflation;
+                }
+            }
+            ++st_.outputs_checked;
+            const float v = row.values[i];
+            if (!std::isfinite(v)) {
+                ++st_.nonfinite_outputs;
+                record_violation(col.first, row.rank, static_cast<int64_t>(i),
+                                 "non-finite output " + fmt_double(v) + " (target " + fmt_double(target[i]) + ")");
+                continue;
+            }
+            if (!finite_inputs) {
+                record_violation(col.first, row.rank, static_cast<int64_t>(i), "non-finite contribution in the column");
+                continue;
+            }
+            SuperAcc err = acc_[i];
+            err.negate();
+            err.add(v);  // value - T, exactly
+            const double errd = err.to_double();
+            const double aerr = std::fabs(errd);
+            st_.max_abs_error = std::max(st_.max_abs_error, aerr);
+            st_.sum_sq_error += errd * errd;
+            st_.sum_sq_target += target[i] * target[i];
+            st_.max_a_posteriori = std::max(st_.max_a_posteriori, post);
+            st_.max_a_priori = std::max(st_.max_a_priori, prio);
+            if (aerr > 0) st_.max_error_to_a_posteriori = std::max(st_.max_error_to_a_posteriori, post > 0 ? aerr / post : kInf);
+            const bool post_ok = err.compare_abs(post) <= 0;
+            const bool prio_ok = post <= prio;
+            if (!post_ok || !prio_ok) {
+                record_violation(col.first, row.rank, static_cast<int64_t>(i),
+                                 std::string(!post_ok ? "|error| > a_posteriori" : "a_posteriori > a_priori") +
+                                     ": value " + fmt_double(v) + ", target " + fmt_double(target[i]) + ", error " +
+                                     fmt_double(errd) + ", a_posteriori " + fmt_double(post) + ", a_priori " +
+                                     fmt_double(prio) + ", " + std::to_string(row.event_ids.size()) + " events");
+            }
+        }
+    }
+}
+
+void PathChecker::merge(const PathChecker& o) {
+    const PathStats& b = o.st_;
+    st_.outputs_checked += b.outputs_checked;
+    st_.max_abs_error = std::max(st_.max_abs_error, b.max_abs_error);
+    st_.sum_sq_error += b.sum_sq_error;
+    st_.sum_sq_target += b.sum_sq_target;
+    st_.max_a_posteriori = std::max(st_.max_a_posteriori, b.max_a_posteriori);
+    st_.max_a_priori = std::max(st_.max_a_priori, b.max_a_priori);
+    st_.max_error_to_a_posteriori = std::max(st_.max_error_to_a_posteriori, b.max_error_to_a_posteriori);
+    st_.bound_holds = st_.bound_holds && b.bound_holds;
+    st_.violations += b.violations;
+    st_.nonfinite_outputs += b.nonfinite_outputs;
+    if (o.first_pos_ >= 0 &&
+        (first_pos_ < 0 || o.first_pos_ < first_pos_ || (o.first_pos_ == first_pos_ && o.first_rank_ < first_rank_))) {
+        first_pos_ = o.first_pos_;
+        first_rank_ = o.first_rank_;
+        st_.first_violation = b.first_violation;
+    }
+    if (o.have_k_) {
+        if (!have_k_) {
+            st_.k_min = b.k_min;
+            st_.k_max = b.k_max;
+            have_k_ = true;
+        } else {
+            st_.k_min = std::min(st_.k_min, b.k_min);
+            st_.k_max = std::max(st_.k_max, b.k_max);
+        }
+    }
+}
+
+PathStats PathChecker::stats() const { return st_; }
+
+double fit_exponent(std::span<const double> n, std::span<const double> rel_rms) {
+    const size_t m = std::min(n.size(), rel_rms.size());
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    int64_t cnt = 0;
+    for (size_t i = 0; i < m; ++i) {
+        if (!(n[i] > 0) || !(rel_rms[i] > 0) || !std::isfinite(n[i]) || !std::isfinite(rel_rms[i])) continue;
+        const double x = std::log(n[i]), y = std::log(rel_rms[i]);
+        sx += x;
+        sy += y;
+        sxx += x * x;
+        sxy += x * y;
+        ++cnt;
+    }
+    if (cnt < 2) return std::numeric_limits<double>::quiet_NaN();
+    const double den = cnt * sxx - sx * sx;
+    if (!(std::fabs(den) > 0)) return std::numeric_limits<double>::quiet_NaN();
+    return (cnt * sxy - sx * sy) / den;
+}
+
+}  // namespace qtransit::reference

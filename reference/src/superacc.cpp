@@ -1,0 +1,164 @@
+// Neal's small superaccumulator (see superacc.hpp): the parts off the hot path.
+#include "qtransit/reference/superacc.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace qtransit::reference {
+
+namespace {
+using u128 = unsigned __int128;
+constexpr int64_t kLow32 = 0xFFFFFFFFLL;
+}  // namespace
+
+void SuperAcc::normalize() const {
+    for (int i = 0; i + 1 < kChunks; ++i) {
+        const int64_t carry = c_[i] >> 32;  // floor division by 2^32
+        c_[i] &= kLow32;                    // c_[i] - carry * 2^32, in [0, 2^32)
+        c_[i + 1] += carry;
+    }
+    pending_ = 0;
+}
+
+bool SuperAcc::representable(double v) {
+    if (!std::isfinite(v)) return false;
+    if (v == 0) return true;
+    if (!(std::fabs(v) < 0x1p200)) return false;
+    // v is a multiple of 2^-149 iff v * 2^149 (exact: a power-of-two scaling, no overflow) is an
+    // integer.
+    const double s = std::ldexp(v, 149);
+    return std::floor(s) == s;
+}
+
+bool SuperAcc::add(double v) {
+    if (!representable(v)) return false;
+    if (v == 0) return true;
+    int exp = 0;
+    const double mant = std::frexp(std::fabs(v), &exp);  // |v| = mant * 2^exp, mant in [0.5, 1)
+    uint64_t m = static_cast<uint64_t>(std::ldexp(mant, 53));  // exact: 53 bits
+    int e = exp - 53;
+    const int tz = std::countr_zero(m);
+    m >>= tz;
+    e += tz;
+    // representable() guarantees e >= -149 once the trailing zeros are gone.
+    const int p = e - kLsbExp;
+    assert(p >= 0);
+    const int idx = p >> 5;
+    const u128 full = static_cast<u128>(m) << (p & 31);  // < 2^84
+    const int64_t pieces[3] = {static_cast<int64_t>(full & kLow32), static_cast<int64_t>((full >> 32) & kLow32),
+                               static_cast<int64_t>(full >> 64)};
+    for (int k = 0; k < 3; ++k) {
+        if (pieces[k] == 0) continue;
+        assert(idx + k < kChunks);  // |v| < 2^200: its top bit is at position <= 348, chunk 10
+        c_[idx + k] += v < 0 ? -pieces[k] : pieces[k];
+    }
+    if (++pending_ >= kMaxPending) normalize();
+    return true;
+}
+
+void SuperAcc::add(const SuperAcc& o) {
+    normalize();
+    o.normalize();
+    for (int i = 0; i < kChunks; ++i) c_[i] += o.c_[i];
+    pending_ = 1;  // every chunk below the top is now < 2 * 2^32
+    nonfinite_ = nonfinite_ || o.nonfinite_;
+}
+
+void SuperAcc::sub(const SuperAcc& o) {
+    normalize();
+    o.normalize();
+    for (int i = 0; i < kChunks; ++i) c_[i] -= o.c_[i];
+    pending_ = 1;
+    nonfinite_ = nonfinite_ || o.nonfinite_;
+}
+
+void SuperAcc::negate() {
+    for (auto& c : c_) c = -c;  // magnitudes unchanged: the invariant still holds
+}
+
+int SuperAcc::sign() const {
+    normalize();
+    const int64_t top = c_[kChunks - 1];
+    if (top != 0) return top > 0 ? 1 : -1;
+    for (int i = kChunks - 2; i >= 0; --i)
+        if (c_[i] != 0) return 1;  // the lower chunks are non-negative after normalize()
+    return 0;
+}
+
+int SuperAcc::compare(const SuperAcc& o) const {
+    SuperAcc t = *this;
+    t.sub(o);
+    return t.sign();
+}
+
+int SuperAcc::compare(double d) const {
+    assert(!std::isnan(d));
+    if (std::isnan(d)) return 0;
+    if (std::isinf(d)) return d > 0 ? -1 : 1;
+    if (std::fabs(d) >= 0x1p200) {  // rare: beyond the fast path, compare exactly with Boost
+        const Exact diff = to_exact() - Exact(d);
+        return diff.sign();
+    }
+    SuperAcc t = *this;
+    if (t.add(-d)) return t.sign();
+    // d is not on the 2^-149 grid: g = the grid point just below d (exact: power-of-two scalings
+    // and floor of a double are exact), g < d < g + 2^-149, and *this is on the grid, so
+    // *this > d iff *this > g, and *this <= g implies *this < d.
+    const double g = std::ldexp(std::floor(std::ldexp(d, 149)), -149);
+    const bool ok = t.add(-g);
+    assert(ok);
+    (void)ok;
+    const int s = t.sign();
+    return s > 0 ? 1 : -1;
+}
+
+int SuperAcc::compare_abs(double d) const {
+    if (sign() >= 0) return compare(d);
+    SuperAcc t = *this;
+    t.negate();
+    return t.compare(d);
+}
+
+double SuperAcc::to_double() const {
+    if (nonfinite_) return std::numeric_limits<double>::quiet_NaN();
+    const int s = sign();  // normalizes
+    if (s == 0) return 0.0;
+    SuperAcc mag = *this;
+    if (s < 0) {
+        mag.negate();
+        mag.normalize();
+    }
+    const auto& c = mag.c_;  // every chunk non-negative now, the lower ones below 2^32
+    int t = kChunks - 1;
+    while (c[t] == 0) --t;
+    // m = the top (up to) three chunks, as an integer with weight 2^base; sticky = anything below.
+    u128 m = 0;
+    for (int k = t; k >= t - 2 && k >= 0; --k) m = (m << 32) | static_cast<u128>(c[k]);
+    const int low = t - 2 >= 0 ? t - 2 : 0;
+    const int base = 32 * low + kLsbExp;
+    bool sticky = false;
+    for (int k = 0; k < low; ++k) sticky = sticky || c[k] != 0;
+    const uint64_t hi64 = static_cast<uint64_t>(m >> 64);
+    const int nbits = hi64 != 0 ? 128 - std::countl_zero(hi64) : 64 - std::countl_zero(static_cast<uint64_t>(m));
+    const int shift = nbits - 53;
+    double r = 0;
+    if (shift <= 0) {
+        r = std::ldexp(static_cast<double>(static_cast<uint64_t>(m)), base);  // exact: <= 53 bits, no sticky
+    } else {
+        uint64_t kept = static_cast<uint64_t>(m >> shift);
+        const u128 rest = m & ((static_cast<u128>(1) << shift) - 1);
+        const u128 half = static_cast<u128>(1) << (shift - 1);
+        if (rest > half || (rest == half && (sticky || (kept & 1u)))) ++kept;  // <= 2^53: exact
+        r = std::ldexp(static_cast<double>(kept), base + shift);
+    }
+    return s < 0 ? -r : r;
+}
+
+Exact SuperAcc::to_exact() const {
+    Exact r;
+    for (int i = 0; i < kChunks; ++i)
+        if (c_[i] != 0) r += Exact::from_int(c_[i]) * Exact::pow2(32 * i + kLsbExp);
+    return r;
+}
+
+}  // namespace qtransit::reference
