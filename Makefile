@@ -15,7 +15,7 @@ PACKAGES := g++ cmake ninja-build libgtest-dev libgmock-dev librapidcheck-dev li
 .PHONY: help deps build build-asan run test bench clean
 
 help:
-	@echo "make run    build and run the default job (qtransit survey), report in $(REPORT_DIR)/"
+	@echo "make run    build and run the default job (qtransit survey and simulate), reports in $(REPORT_DIR)/"
 	@echo "make test   build (Release and ASan+UBSan) and run the whole test suite"
 	@echo "make bench  encode/decode throughput against memcpy"
 
@@ -37,9 +37,16 @@ build-asan: deps
 	cmake --preset asan
 	cmake --build --preset asan -j $(JOBS)
 
+# Until the numerics gate exists, the default job is the survey of every format (kernels against
+# the reference, bounds in exact arithmetic) and a simulation of every collective path at 8 and 64
+# ranks with its exact checking; reports land in $(REPORT_DIR)/.
+SIM_ARGS := --path all --ranks 8,64 --elements 65536 --format int4
 run: build
 	./build/release/cli/qtransit info
 	./build/release/cli/qtransit survey --report-dir $(REPORT_DIR)
+	./build/release/cli/qtransit simulate $(SIM_ARGS) --json > $(REPORT_DIR)/simulate.json
+	./build/release/cli/qtransit simulate $(SIM_ARGS)
+	@echo "reports: $(REPORT_DIR)/survey.md $(REPORT_DIR)/survey.json $(REPORT_DIR)/simulate.json"
 
 test: build build-asan
 	ctest --preset release -j $(JOBS)

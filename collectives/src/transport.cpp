@@ -42,6 +42,10 @@ std::vector<int64_t> Transport::local_group(int64_t l) const {
 }
 
 void Transport::send(int64_t from, int64_t to, Message&& m) {
+    if (from == to) {  // a rank's own share (a2a's own chunk) is a local copy: nothing on the wire
+        deliver(from, to, std::move(m));
+        return;
+    }
     const int64_t b = wire_bytes(format_, m);
     bytes_.sent[static_cast<size_t>(from)] += b;
     if (node_of(from) != node_of(to)) bytes_.cross_node[static_cast<size_t>(from)] += b;

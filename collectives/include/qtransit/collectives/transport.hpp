@@ -53,7 +53,8 @@ public:
     std::vector<int64_t> node_group(int64_t n) const;
     std::vector<int64_t> local_group(int64_t l) const;
 
-    // Sends count their bytes here, then hand the message to the transport.
+    // Sends count their bytes here (a send to oneself is a local copy and counts nothing), then
+    // hand the message to the transport.
     void send(int64_t from, int64_t to, Message&& m);
     virtual Message recv(int64_t to, int64_t from) = 0;
     const ByteCounts& bytes() const { return bytes_; }
