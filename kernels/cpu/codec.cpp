@@ -303,6 +303,18 @@ EncodedSizes encoded_sizes(const FormatSpec& format, int64_t elements, int64_t b
     return s;
 }
 
+EncodedTensor sized_encoded(const FormatSpec& format, int64_t elements, int64_t block) {
+    EncodedTensor t;
+    t.format = format;
+    t.block = block;
+    t.elements = elements;
+    const EncodedSizes sz = encoded_sizes(format, elements, block);
+    t.codes.resize(static_cast<size_t>(sz.code_bytes));
+    t.scales.resize(static_cast<size_t>(sz.blocks));
+    t.offsets.resize(static_cast<size_t>(sz.offsets));
+    return t;
+}
+
 Status encode_into(const FormatSpec& format, std::span<const float> x, int64_t block, std::span<uint8_t> codes,
                    std::span<float> scales, std::span<float> offsets, const CodecOptions& options) {
     if (auto st = validate_block(block); !st) return st;
@@ -351,14 +363,7 @@ Status encode_block(const FormatSpec& format, const float* x, int64_t len, uint8
 Result<EncodedTensor> encode(const FormatSpec& format, std::span<const float> x, int64_t block,
                              const CodecOptions& options) {
     if (auto st = validate_block(block); !st) return st.error();
-    EncodedTensor t;
-    t.format = format;
-    t.block = block;
-    t.elements = static_cast<int64_t>(x.size());
-    const EncodedSizes sz = encoded_sizes(format, t.elements, block);
-    t.codes.resize(static_cast<size_t>(sz.code_bytes));
-    t.scales.resize(static_cast<size_t>(sz.blocks));
-    t.offsets.resize(static_cast<size_t>(sz.offsets));
+    EncodedTensor t = sized_encoded(format, static_cast<int64_t>(x.size()), block);
     if (auto st = encode_into(format, x, block, t.codes, t.scales, t.offsets, options); !st) return st.error();
     return t;
 }

@@ -158,14 +158,7 @@ struct DeviceBuffer {
 Result<EncodedTensor> encode(const FormatSpec& format, std::span<const float> x, int64_t block,
                              const CodecOptions& options) {
     if (auto st = validate_block(block); !st) return st.error();
-    EncodedTensor t;
-    t.format = format;
-    t.block = block;
-    t.elements = static_cast<int64_t>(x.size());
-    const EncodedSizes sz = encoded_sizes(format, t.elements, block);
-    t.codes.resize(static_cast<size_t>(sz.code_bytes));
-    t.scales.resize(static_cast<size_t>(sz.blocks));
-    t.offsets.resize(static_cast<size_t>(sz.offsets));
+    EncodedTensor t = sized_encoded(format, static_cast<int64_t>(x.size()), block);
     DeviceBuffer<float> dx, ds, doff;
     DeviceBuffer<uint8_t> dc;
     if (auto st = dx.alloc(x.size()); !st) return st.error();

@@ -34,6 +34,8 @@ struct EncodedSizes {
     int64_t blocks = 0, code_bytes = 0, offsets = 0;
 };
 EncodedSizes encoded_sizes(const FormatSpec& format, int64_t elements, int64_t block);
+// An EncodedTensor with its buffers sized for `elements` values (what every backend's encode fills).
+EncodedTensor sized_encoded(const FormatSpec& format, int64_t elements, int64_t block);
 
 struct CodecOptions {
     Nonfinite policy = Nonfinite::kError;
