@@ -1,0 +1,70 @@
+// The simulation core shared by `qtransit simulate` and the numerics gate: a set of paths run at
+// one or more N on shared inputs, every output checked exactly, relative RMS error fitted against
+// N. No printing here: callers decide how to show progress and results.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "qtransit/common/transit.hpp"
+#include "qtransit/kernels/inputs.hpp"
+#include "qtransit/kernels/npy.hpp"
+#include "qtransit/reference/checker.hpp"
+
+namespace qtransit::cli {
+
+struct SweepSpec {
+    std::vector<PathKind> paths;
+    std::vector<int64_t> ranks;          // one run of every path per N
+    int64_t ranks_per_node = 0;          // 0: 8 when 8 divides N, else N (one node)
+    int64_t elements = 0;                // M per rank
+    FormatSpec format{};
+    int64_t block = kDefaultBlock;
+    Accum accum = Accum::kFp32;
+    kernels::Distribution dist = kernels::Distribution::kNormal;
+    uint64_t seed = 1;
+    const kernels::NpyArray* file = nullptr;  // inputs [N, M] instead of the generator (one N)
+    int threads = 0;                     // 0: every hardware thread
+    // When set (one path, one N): every output row written here, [N, S] for a reduce-scatter or
+    // [N, M] for the others, and its shape.
+    std::vector<float>* dump = nullptr;
+    std::vector<int64_t>* dump_shape = nullptr;
+    // Called before each N's group of paths starts: (group index, groups, N).
+    std::function<void(size_t, size_t, int64_t)> on_group;
+};
+
+struct RunRow {
+    PathConfig config;
+    reference::PathStats stats;
+    double bytes_per_rank = 0;             // the busiest rank's payload bytes
+    double cross_node_bytes_per_rank = 0;  // the busiest rank's bytes to other nodes
+    double fp16_path_bytes_per_rank = 0;   // the same messages as binary16 values
+    double fp16_ring_rs = 0;               // the ZeRO baseline: a binary16 ring reduce-scatter
+};
+
+struct FitRow {
+    PathKind path;
+    double exponent = 0;                               // least squares of log rel_rms on log N
+    std::vector<std::pair<int64_t, double>> points;    // (N, rel_rms_error)
+};
+
+struct SweepResult {
+    std::vector<RunRow> runs;
+    std::vector<FitRow> fits;  // paths run at two or more N with a non-zero error
+};
+
+int64_t default_ranks_per_node(int64_t n);
+
+// Validates every configuration before any work (an Error names the path and the constraint).
+Result<SweepResult> run_sweep(const SweepSpec& spec);
+
+// One run as the JSON object `qtransit simulate --json` prints (dist: the distribution's name or
+// "file:<path>").
+nlohmann::json run_json(const RunRow& r, const std::string& dist, uint64_t seed);
+nlohmann::json fit_json(const FitRow& f);
+
+}  // namespace qtransit::cli
