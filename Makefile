@@ -10,12 +10,12 @@ REPORT_DIR ?= qtransit-report
 # Debian packages the build and tests need. The CUDA toolkit is optional (QTRANSIT_CUDA=AUTO):
 # it is not a Debian package here; when /usr/local/cuda is present the CUDA backend is built too.
 PACKAGES := g++ cmake ninja-build libgtest-dev libgmock-dev librapidcheck-dev libboost-dev \
-            libbenchmark-dev libcli11-dev nlohmann-json3-dev
+            libbenchmark-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
 
 .PHONY: help deps build build-asan run test bench clean
 
 help:
-	@echo "make run    build and run the default job (qtransit survey and simulate), reports in $(REPORT_DIR)/"
+	@echo "make run    build and run the default job (qtransit check: the numerics gate), reports in $(REPORT_DIR)/"
 	@echo "make test   build (Release and ASan+UBSan) and run the whole test suite"
 	@echo "make bench  encode/decode throughput against memcpy"
 
@@ -37,16 +37,13 @@ build-asan: deps
 	cmake --preset asan
 	cmake --build --preset asan -j $(JOBS)
 
-# Until the numerics gate exists, the default job is the survey of every format (kernels against
-# the reference, bounds in exact arithmetic) and a simulation of every collective path at 8 and 64
-# ranks with its exact checking; reports land in $(REPORT_DIR)/.
-SIM_ARGS := --path all --ranks 8,64 --elements 65536 --format int4
+# The default job is the numerics gate (`qtransit check` with its embedded default config: every
+# format, every path, N = 8, 64, 384, four distributions); its reports land in $(REPORT_DIR)/.
+# It exits 1 when a verdict fails, and `make run` with it.
 run: build
 	./build/release/cli/qtransit info
-	./build/release/cli/qtransit survey --report-dir $(REPORT_DIR)
-	./build/release/cli/qtransit simulate $(SIM_ARGS) --json > $(REPORT_DIR)/simulate.json
-	./build/release/cli/qtransit simulate $(SIM_ARGS)
-	@echo "reports: $(REPORT_DIR)/survey.md $(REPORT_DIR)/survey.json $(REPORT_DIR)/simulate.json"
+	./build/release/cli/qtransit check --report-dir $(REPORT_DIR)
+	@echo "open $(REPORT_DIR)/report.html (summary: $(REPORT_DIR)/report.md)"
 
 test: build build-asan
 	ctest --preset release -j $(JOBS)

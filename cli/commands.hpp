@@ -68,4 +68,12 @@ struct SimulateArgs {
 };
 int run_simulate(const SimulateArgs& a);
 
+struct CheckArgs {
+    std::string config;                      // empty: the embedded default gate
+    std::string report_dir = "qtransit-report";
+    std::string baseline, junit;
+    bool update_baseline = false;
+};
+int run_check(const CheckArgs& a);
+
 }  // namespace qtransit::cli

@@ -33,7 +33,8 @@ int run_info(bool json) {
         nlohmann::json j;
         j["version"] = QTRANSIT_VERSION;
         j["cpu"] = {{"variant", cpu_variant()}, {"hardware_threads", std::thread::hardware_concurrency()}};
-        j["cuda"] = {{"compiled", b.cuda}, {"archs", b.cuda_archs}, {"toolkit_version", b.cuda_toolkit_version}};
+        j["cuda"] = {{"compiled", b.cuda}, {"archs", b.cuda_archs}, {"toolkit_version", b.cuda_toolkit_version},
+                     {"kernels", b.kernels}};
         j["nccl"] = {{"linked", b.nccl}, {"version", b.nccl_version}};
         nlohmann::json devs = nlohmann::json::array();
         for (const auto& d : q.devices)
@@ -50,6 +51,9 @@ int run_info(bool json) {
     if (b.cuda) {
         std::printf("CUDA backend  compiled for sm_%s (toolkit %d.%d), no FMA contraction, IEEE div/sqrt\n",
                     b.cuda_archs.c_str(), b.cuda_toolkit_version / 1000, (b.cuda_toolkit_version % 1000) / 10);
+        std::string ks;
+        for (const auto& k : b.kernels) ks += (ks.empty() ? "" : ", ") + k;
+        std::printf("CUDA kernels  %s\n", ks.c_str());
     } else {
         std::printf("CUDA backend  not compiled\n");
     }

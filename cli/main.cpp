@@ -78,6 +78,16 @@ int main(int argc, char** argv) {
     simulate->add_option("--threads", ma.threads, "Worker threads (0: all)")->capture_default_str();
     simulate->add_flag("--json", ma.json, "Print {\"runs\": [...], \"fits\": [...]}");
 
+    CheckArgs ca;
+    auto* check = app.add_subcommand(
+        "check", "The numerics gate: every format, path, N and distribution of the gate checked exactly; named "
+                 "verdicts; reports (report.json, report.md, junit.xml, report.html). Exit 0 all pass, 1 one failed");
+    check->add_option("--config", ca.config, "Gate config (TOML; default: the embedded default gate)");
+    check->add_option("--report-dir", ca.report_dir, "Where the reports go")->capture_default_str();
+    check->add_option("--baseline", ca.baseline, "A previous report.json: fail on a metric worse than it by more than the margin");
+    check->add_flag("--update-baseline", ca.update_baseline, "Write this run's report.json to --baseline");
+    check->add_option("--junit", ca.junit, "Also write the JUnit XML here");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -97,5 +107,6 @@ int main(int argc, char** argv) {
     if (*bench) return run_bench(ba);
     if (*survey) return run_survey(sa);
     if (*simulate) return run_simulate(ma);
+    if (*check) return run_check(ca);
     return kExitUsage;
 }

@@ -62,8 +62,35 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
             if (spec.dump_shape) *spec.dump_shape = {n, dump_cols};
         }
         std::mutex dump_mu;
+        std::vector<std::vector<std::pair<int64_t, int64_t>>> kcount(  // per path, per thread: (checked, wrong)
+            g.size(), std::vector<std::pair<int64_t, int64_t>>(static_cast<size_t>(threads)));
+        std::vector<std::string> kfirst(g.size());
         auto sink = [&](size_t k, int tid, const ColumnRecord& rec) {
             checkers[k][static_cast<size_t>(tid)].add(rec);
+            if (spec.check_k) {
+                auto& kc = kcount[k][static_cast<size_t>(tid)];
+                // Reduce paths: every rank contributes. Gather paths: the owners of the column's
+                // elements do (hpz's columns can straddle two shards); every other rank has k = 0.
+                const bool gather = path_info(g[k].path).shape == PathShape::kAllGather;
+                std::vector<bool> owner(static_cast<size_t>(n), !gather);
+                if (gather)
+                    for (int64_t e = 0; e < rec.len; ++e) owner[static_cast<size_t>((rec.first + e) / g[k].shard())] = true;
+                for (const auto& row : rec.outputs) {
+                    const auto got = contribution_k(rec, row, n);
+                    for (int64_t j = 0; j < n; ++j) {
+                        const int32_t want = owner[static_cast<size_t>(j)] ? expected_k(g[k], rec.first, row.rank, j) : 0;
+                        ++kc.first;
+                        if (got[static_cast<size_t>(j)] == want) continue;
+                        if (kc.second++ == 0) {
+                            std::lock_guard<std::mutex> lock(dump_mu);
+                            if (kfirst[k].empty())
+                                kfirst[k] = "column " + std::to_string(rec.first) + " holder " + std::to_string(row.rank) +
+                                            " contributor " + std::to_string(j) + ": k " + std::to_string(got[static_cast<size_t>(j)]) +
+                                            ", expected " + std::to_string(want);
+                        }
+                    }
+                }
+            }
             if (!spec.dump) return;
             std::lock_guard<std::mutex> lock(dump_mu);
             const bool rs = path_info(g[k].path).shape == PathShape::kReduceScatter;
@@ -86,6 +113,11 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
             r.cross_node_bytes_per_rank = max_of(b.cross_node);
             r.fp16_path_bytes_per_rank = max_of(b.fp16_equiv);
             r.fp16_ring_rs = static_cast<double>((n - 1) * g[k].shard() * 2);
+            for (const auto& [checked, wrong] : kcount[k]) {
+                r.k_checked += checked;
+                r.k_mismatches += wrong;
+            }
+            r.first_k_mismatch = kfirst[k];
             out.runs.push_back(std::move(r));
         }
     }

@@ -35,6 +35,9 @@ struct SweepSpec {
     std::vector<int64_t>* dump_shape = nullptr;
     // Called before each N's group of paths starts: (group index, groups, N).
     std::function<void(size_t, size_t, int64_t)> on_group;
+    // When set: every output row's k per contributor (contribution_k, from the ledger) is compared
+    // with NUMERICS.md section 3's table (expected_k); RunRow::k_mismatches counts the differences.
+    bool check_k = false;
 };
 
 struct RunRow {
@@ -44,6 +47,8 @@ struct RunRow {
     double cross_node_bytes_per_rank = 0;  // the busiest rank's bytes to other nodes
     double fp16_path_bytes_per_rank = 0;   // the same messages as binary16 values
     double fp16_ring_rs = 0;               // the ZeRO baseline: a binary16 ring reduce-scatter
+    int64_t k_checked = 0, k_mismatches = 0;  // (row, contributor) pairs, with SweepSpec::check_k
+    std::string first_k_mismatch;
 };
 
 struct FitRow {

@@ -27,7 +27,7 @@ inline Status cuda_status(cudaError_t e, const char* what, const char* file, int
 // After a launch: a configuration error shows up in cudaGetLastError, named after the kernel.
 #define QT_CUDA_LAUNCH_CHECK(kernel_name)                                                                     \
     do {                                                                                                      \
-        if (auto qt_st_ = ::qtransit::kernels::gpu::cuda_status(cudaGetLastError(), "launch of " kernel_name, \
+        if (auto qt_st_ = ::qtransit::kernels::gpu::cuda_status(cudaGetLastError(), (std::string("launch of ") + (kernel_name)).c_str(), \
                                                                 __FILE__, __LINE__);                          \
             !qt_st_)                                                                                          \
             return qt_st_.error();                                                                            \

@@ -1,10 +1,23 @@
-// CUDA backend of the quantizer: the same block arithmetic as the CPU backend (block_math.hpp),
-// one thread per quantization block for encode (any block size, no size limit: grid-stride loops
-// cover any number of blocks) and one thread per element for decode. Issue #4 tunes these for
-// bandwidth; this file keeps them correct for every size first.
+// CUDA backend of the quantizer and of the composite steps (gpu.hpp), with the block arithmetic of
+// block_math.hpp, so that every result equals the CPU backend's bit for bit (the device build uses
+// --fmad=false and the _rn intrinsics; nothing is contracted or reassociated).
+//
+// Work unit: a thread takes 8 consecutive elements of a quantization block. 8 codes of b bits are
+// exactly b bytes, so each thread owns whole output bytes for every width 2..8 (no atomics, no
+// read-modify-write across threads), and its 8 inputs are two 16-byte loads when the block start is
+// 16-byte aligned (a scalar tail otherwise, and for the last short piece of a block).
+//   - encode (and the swizzled stage-1 encode, and the fused reduce-requantize, which only differ
+//     in where the 8 values come from): a group of T = 1..32 lanes of one warp per quantization
+//     block (T the smallest power of two covering the block in 8-element pieces, at most 32), the
+//     block statistics reduced with shuffles inside the group; blocks longer than 32 x 8 x 16
+//     elements go to a kernel with one CTA of 256 threads per block (shuffles, then shared memory),
+//     any length. Both loop over blocks grid-stride: no size limit, never a silent no-launch.
+//   - decode and decode-add: one thread per 8-element piece, grid-stride.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "check.hpp"
@@ -14,91 +27,429 @@
 namespace qtransit::kernels::gpu {
 namespace {
 
-__device__ void pack_one(Kind kind, int bits, uint8_t* out, int64_t i, int32_t q) {
-    // Each thread owns its block's bytes, so plain read-modify-writes are race-free.
-    if (bits == 8) {
-        out[i] = static_cast<uint8_t>(q);
-    } else if (bits == 4) {
-        const bool high = (kind == Kind::kDs) ? !(i & 1) : (i & 1);
-        const uint8_t nib = static_cast<uint8_t>(q & 0xF);
-        out[i >> 1] = static_cast<uint8_t>(high ? (out[i >> 1] | (nib << 4)) : (out[i >> 1] | nib));
+constexpr int kPiece = 8;              // elements per thread step
+constexpr int kCtaThreads = 256;       // threads of the one-CTA-per-block encode
+constexpr int kGroupMaxIters = 16;     // a warp group loops at most this often over its block
+
+struct Fmt {
+    Kind kind;
+    int bits;
+    int32_t qmax, levels, cmin, cmax;
+};
+Fmt fmt_of(const FormatSpec& f) {
+    return Fmt{kind_of(f), f.bits, sym_qmax(f.bits), asym_levels(f.bits), -(1 << (f.bits - 1)), (1 << (f.bits - 1)) - 1};
+}
+
+// What a block's statistics decide (the CPU's plan_block, same functions, same order).
+enum : int { kQuantize = 0, kAllZero = 1, kPoisoned = 2 };
+struct Plan {
+    float scale, lo, dscale;
+    int state;
+};
+__device__ Plan plan_of(const Fmt& f, uint32_t amax, uint32_t kmin, uint32_t kmax) {
+    Plan p{0.0f, 0.0f, 0.0f, kQuantize};
+    if (amax >= kInfBits) {
+        p.state = kPoisoned;
+    } else if (f.kind == Kind::kSym) {
+        p.scale = sym_scale(bits_f32(amax), f.bits);
+        if (p.scale == 0.0f) p.state = kAllZero;
+    } else if (f.kind == Kind::kAsym) {
+        p.lo = from_order_key(kmin);
+        p.scale = asym_scale(p.lo, from_order_key(kmax), f.bits);
+        if (f32_bits(p.scale) == kInfBits) p.state = kPoisoned;
+        else if (p.scale == 0.0f) p.state = kAllZero;
     } else {
-        const int64_t bit = i * bits;
-        const uint32_t v = (static_cast<uint32_t>(q) & ((1u << bits) - 1u)) << (bit & 7);
-        out[bit >> 3] = static_cast<uint8_t>(out[bit >> 3] | (v & 0xFFu));
-        if ((bit & 7) + bits > 8) out[(bit >> 3) + 1] = static_cast<uint8_t>(out[(bit >> 3) + 1] | (v >> 8));
+        const float a16 = ds_absmax(bits_f32(amax));
+        if (f32_bits(a16) == kInfBits) {
+            p.state = kPoisoned;
+        } else {
+            p.scale = ds_step(a16, f.bits);
+            if (a16 == 0.0f) p.state = kAllZero;
+            else p.dscale = ds_scale(a16, f.bits);
+        }
+    }
+    if (p.state == kPoisoned) {
+        p.scale = bits_f32(kQuietNanBits);
+        p.lo = bits_f32(kQuietNanBits);
+    }
+    return p;
+}
+
+__device__ __forceinline__ int32_t code_of(const Fmt& f, const Plan& p, float x) {
+    if (f.kind == Kind::kSym) return sym_code(x, p.scale, f.qmax);
+    if (f.kind == Kind::kAsym) return asym_code(x, p.lo, p.scale, f.levels);
+    return ds_code(x, p.dscale, f.cmin, f.cmax);
+}
+
+// 8 codes as one LSB-first bit stream of 8 * bits bits (canonical int4 and int8 are that stream;
+// ds-int4 puts the even element in the high nibble, so its nibbles are swapped afterwards).
+__device__ __forceinline__ uint64_t pack8(const Fmt& f, const int32_t (&q)[kPiece]) {
+    const uint64_t mask = (1ull << f.bits) - 1ull;
+    uint64_t v = 0;
+#pragma unroll
+    for (int k = 0; k < kPiece; ++k) v |= (static_cast<uint64_t>(static_cast<uint32_t>(q[k])) & mask) << (k * f.bits);
+    if (f.kind == Kind::kDs && f.bits == 4) v = ((v & 0x0F0F0F0F0F0F0F0Full) << 4) | ((v >> 4) & 0x0F0F0F0F0F0F0F0Full);
+    return v;
+}
+__device__ __forceinline__ void unpack8(const Fmt& f, uint64_t v, int32_t (&q)[kPiece]) {
+    if (f.kind == Kind::kDs && f.bits == 4) v = ((v & 0x0F0F0F0F0F0F0F0Full) << 4) | ((v >> 4) & 0x0F0F0F0F0F0F0F0Full);
+    const uint64_t mask = (1ull << f.bits) - 1ull;
+#pragma unroll
+    for (int k = 0; k < kPiece; ++k) {
+        const uint32_t raw = static_cast<uint32_t>((v >> (k * f.bits)) & mask);
+        q[k] = f.kind == Kind::kAsym ? static_cast<int32_t>(raw) : sign_extend(raw, f.bits);
     }
 }
 
-__global__ void encode_kernel(Kind kind, int bits, const float* __restrict__ x, int64_t n, int64_t block,
-                              int64_t block_bytes, uint8_t* __restrict__ codes, float* __restrict__ scales,
-                              float* __restrict__ offsets, bool error_policy, unsigned long long* first_bad) {
-    const int64_t blocks = (n + block - 1) / block;
-    for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < blocks;
-         j += int64_t{gridDim.x} * blockDim.x) {
-        const int64_t first = j * block, len = min(block, n - first);
-        const float* xb = x + first;
-        uint8_t* out = codes + j * block_bytes;
-        const int64_t nbytes = (len * bits + 7) / 8;
-        for (int64_t b = 0; b < nbytes; ++b) out[b] = 0;
-        uint32_t amax = 0, kmin = 0xffffffffu, kmax = 0;
-        for (int64_t i = 0; i < len; ++i) {
-            const uint32_t u = f32_bits(xb[i]);
-            amax = max(amax, u & 0x7fffffffu);
-            const uint32_t k = order_key(xb[i]);
-            kmin = min(kmin, k);
-            kmax = max(kmax, k);
+// nbytes (1..8) little-endian bytes: one wide access when the address allows it.
+__device__ __forceinline__ void store_bytes(uint8_t* dst, uint64_t v, int nbytes) {
+    const auto a = reinterpret_cast<uintptr_t>(dst);
+    if (nbytes == 8 && (a & 7) == 0) {
+        *reinterpret_cast<uint64_t*>(dst) = v;
+    } else if (nbytes == 4 && (a & 3) == 0) {
+        *reinterpret_cast<uint32_t*>(dst) = static_cast<uint32_t>(v);
+    } else if (nbytes == 2 && (a & 1) == 0) {
+        *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(v);
+    } else {
+        for (int b = 0; b < nbytes; ++b) dst[b] = static_cast<uint8_t>(v >> (8 * b));
+    }
+}
+__device__ __forceinline__ uint64_t load_bytes(const uint8_t* src, int nbytes) {
+    const auto a = reinterpret_cast<uintptr_t>(src);
+    if (nbytes == 8 && (a & 7) == 0) return *reinterpret_cast<const uint64_t*>(src);
+    if (nbytes == 4 && (a & 3) == 0) return *reinterpret_cast<const uint32_t*>(src);
+    if (nbytes == 2 && (a & 1) == 0) return *reinterpret_cast<const uint16_t*>(src);
+    uint64_t v = 0;
+    for (int b = 0; b < nbytes; ++b) v |= static_cast<uint64_t>(src[b]) << (8 * b);
+    return v;
+}
+// Elements left in the piece that starts `rem` elements before the end of its block: 0..8.
+__device__ __forceinline__ int piece_count(int64_t rem) {
+    return rem <= 0 ? 0 : (rem >= kPiece ? kPiece : static_cast<int>(rem));
+}
+__device__ __forceinline__ void load8(const float* p, int cnt, float (&v)[kPiece]) {
+    if (cnt == kPiece && (reinterpret_cast<uintptr_t>(p) & 15) == 0) {
+        const float4 a = __ldg(reinterpret_cast<const float4*>(p));
+        const float4 b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+        v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+        v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+    } else {
+#pragma unroll
+        for (int k = 0; k < kPiece; ++k) v[k] = k < cnt ? p[k] : 0.0f;
+    }
+}
+__device__ __forceinline__ void store8(float* p, int cnt, const float (&v)[kPiece]) {
+    if (cnt == kPiece && (reinterpret_cast<uintptr_t>(p) & 15) == 0) {
+        reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+        reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+    } else {
+#pragma unroll
+        for (int k = 0; k < kPiece; ++k)
+            if (k < cnt) p[k] = v[k];
+    }
+}
+
+// Where output block j of an encode lives and which inputs it reads: a plain tensor (swz_g == 0),
+// or the stage-1 swizzle (slot k = l' nodes + m holds chunk l' + G m).
+struct Layout {
+    int64_t n_blocks;      // output blocks
+    int64_t chunk_elems;   // S (the whole tensor when plain)
+    int64_t chunk_blocks;  // blocks per chunk
+    int64_t chunk_code_bytes;
+    int64_t swz_g, swz_nodes;
+    int64_t block, block_bytes;
+    __host__ __device__ void map(int64_t j, int64_t& first, int64_t& len, int64_t& code_off) const {
+        if (swz_g == 0) {
+            first = j * block;
+            len = chunk_elems - first < block ? chunk_elems - first : block;
+            code_off = j * block_bytes;
+            return;
         }
-        bool poisoned = amax >= kInfBits;
-        float scale = 0.0f, lo = 0.0f, a16 = 0.0f;
-        if (!poisoned) {
-            if (kind == Kind::kSym) {
-                scale = sym_scale(bits_f32(amax), bits);
-            } else if (kind == Kind::kAsym) {
-                lo = from_order_key(kmin);
-                scale = asym_scale(lo, from_order_key(kmax), bits);
-                poisoned = f32_bits(scale) == kInfBits;
-            } else {
-                a16 = ds_absmax(bits_f32(amax));
-                poisoned = f32_bits(a16) == kInfBits;
-                scale = poisoned ? 0.0f : ds_step(a16, bits);
+        const int64_t k = j / chunk_blocks, b = j - k * chunk_blocks;
+        const int64_t lp = k / swz_nodes, m = k - lp * swz_nodes;
+        const int64_t chunk = lp + swz_g * m;
+        const int64_t in_chunk = b * block;
+        first = chunk * chunk_elems + in_chunk;
+        len = chunk_elems - in_chunk < block ? chunk_elems - in_chunk : block;
+        code_off = k * chunk_code_bytes + b * block_bytes;
+    }
+};
+
+// Sources of the values an encode quantizes: (output block j, element e0 of the block, tensor
+// index `first` of that element, count) -> up to 8 values.
+struct ArraySource {
+    const float* x;
+    __device__ __forceinline__ void load(const Fmt&, int64_t, int64_t, int64_t first, int cnt,
+                                         float (&v)[kPiece]) const {
+        load8(x + first, cnt, v);
+    }
+};
+// The fused stage 2: the values are the sum of G decoded inputs, left to right.
+struct ReduceInputs {
+    const uint8_t* codes[kMaxReduceInputs];
+    const float* scales[kMaxReduceInputs];
+    const float* offsets[kMaxReduceInputs];
+};
+struct ReduceSource {
+    ReduceInputs in;
+    int count;
+    bool fp16;
+    int64_t block_bytes;
+    __device__ __forceinline__ void load(const Fmt& f, int64_t j, int64_t e0, int64_t, int cnt,
+                                         float (&v)[kPiece]) const {
+        const int nbytes = (cnt * f.bits + 7) / 8;
+        const int64_t off = j * block_bytes + (e0 / kPiece) * f.bits;
+        for (int g = 0; g < count; ++g) {
+            int32_t q[kPiece];
+            unpack8(f, load_bytes(in.codes[g] + off, nbytes), q);
+            const float s = in.scales[g][j];
+            const float lo = f.kind == Kind::kAsym ? in.offsets[g][j] : 0.0f;
+#pragma unroll
+            for (int k = 0; k < kPiece; ++k) {
+                const float d = decode_one(f.kind, q[k], s, lo);
+                v[k] = g == 0 ? accum_first(d, fp16) : accum_add(v[k], d, fp16);
             }
         }
-        if (poisoned) {
-            if (error_policy) atomicMin(first_bad, static_cast<unsigned long long>(j));
-            scales[j] = bits_f32(kQuietNanBits);
-            if (kind == Kind::kAsym) offsets[j] = bits_f32(kQuietNanBits);
-            continue;
-        }
-        scales[j] = scale;
-        if (kind == Kind::kAsym) offsets[j] = lo;
-        if (kind == Kind::kDs ? a16 == 0.0f : scale == 0.0f) continue;  // codes stay 0
-        const int32_t qmax = sym_qmax(bits), levels = asym_levels(bits);
-        const float dsc = kind == Kind::kDs ? ds_scale(a16, bits) : 0.0f;
-        const int32_t cmin = -(1 << (bits - 1)), cmax = (1 << (bits - 1)) - 1;
-        for (int64_t i = 0; i < len; ++i) {
-            int32_t q;
-            if (kind == Kind::kSym) q = sym_code(xb[i], scale, qmax);
-            else if (kind == Kind::kAsym) q = asym_code(xb[i], lo, scale, levels);
-            else q = ds_code(xb[i], dsc, cmin, cmax);
-            pack_one(kind, bits, out, i, q);
+    }
+};
+
+struct EncodeOut {
+    uint8_t* codes;
+    float* scales;
+    float* offsets;
+    bool error_policy;
+    unsigned long long* first_bad;  // lowest refused block (error policy)
+};
+
+__device__ __forceinline__ void accumulate_stats(const Fmt& f, const float (&v)[kPiece], int cnt, uint32_t& amax,
+                                                 uint32_t& kmin, uint32_t& kmax) {
+#pragma unroll
+    for (int k = 0; k < kPiece; ++k) {
+        if (k < cnt) {
+            amax = max(amax, f32_bits(v[k]) & 0x7fffffffu);
+            if (f.kind == Kind::kAsym) {
+                const uint32_t key = order_key(v[k]);
+                kmin = min(kmin, key);
+                kmax = max(kmax, key);
+            }
         }
     }
 }
 
-__global__ void decode_kernel(Kind kind, int bits, int64_t block, int64_t block_bytes, const uint8_t* __restrict__ codes,
-                              const float* __restrict__ scales, const float* __restrict__ offsets,
-                              float* __restrict__ out, int64_t n) {
-    for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-        const int64_t j = i / block;
-        const int32_t q = unpack_one(kind, bits, codes + j * block_bytes, i - j * block);
-        out[i] = decode_one(kind, q, scales[j], kind == Kind::kAsym ? offsets[j] : 0.0f);
+__device__ __forceinline__ void write_piece(const Fmt& f, const Plan& p, const float (&v)[kPiece], int cnt,
+                                            uint8_t* dst) {
+    int32_t q[kPiece];
+#pragma unroll
+    for (int k = 0; k < kPiece; ++k) q[k] = (p.state == kQuantize && k < cnt) ? code_of(f, p, v[k]) : 0;
+    store_bytes(dst, pack8(f, q), (cnt * f.bits + 7) / 8);
+}
+
+__device__ __forceinline__ void write_meta(const Fmt& f, const Plan& p, int64_t j, const EncodeOut& o) {
+    o.scales[j] = p.scale;
+    if (f.kind == Kind::kAsym) o.offsets[j] = p.lo;
+    if (p.state == kPoisoned && o.error_policy) atomicMin(o.first_bad, static_cast<unsigned long long>(j));
+}
+
+// A group of `group` lanes (a power of two <= 32) per quantization block; `iters` pieces per lane
+// cover the longest block. When one piece per lane covers it, the values stay in registers between
+// the statistics and the codes; otherwise the second pass reads (or recomputes) them again.
+template <class Src>
+__global__ void __launch_bounds__(256) encode_group_kernel(Fmt f, Src src, Layout L, int group, int iters,
+                                                           EncodeOut o) {
+    const int lane = static_cast<int>(threadIdx.x & 31u);
+    const int gl = lane & (group - 1);
+    const int groups_per_warp = 32 / group;
+    const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+    const int64_t warps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
+    // The loop bound is the same for every lane of a warp, so the shuffles see the whole warp.
+    for (int64_t jb = warp * groups_per_warp; jb < L.n_blocks; jb += warps * groups_per_warp) {
+        const int64_t j = jb + lane / group;
+        const bool active = j < L.n_blocks;
+        int64_t first = 0, len = 0, coff = 0;
+        if (active) L.map(j, first, len, coff);
+        uint32_t amax = 0, kmin = 0xffffffffu, kmax = 0;
+        float v[kPiece];
+#pragma unroll
+        for (int k = 0; k < kPiece; ++k) v[k] = 0.0f;
+        for (int it = 0; it < iters; ++it) {
+            const int64_t e0 = (static_cast<int64_t>(it) * group + gl) * kPiece;
+            const int cnt = piece_count(len - e0);
+            if (cnt > 0) {
+                src.load(f, j, e0, first + e0, cnt, v);
+                accumulate_stats(f, v, cnt, amax, kmin, kmax);
+            }
+        }
+        for (int off = group >> 1; off > 0; off >>= 1) {
+            amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+            kmin = min(kmin, __shfl_xor_sync(0xffffffffu, kmin, off));
+            kmax = max(kmax, __shfl_xor_sync(0xffffffffu, kmax, off));
+        }
+        if (!active) continue;
+        const Plan p = plan_of(f, amax, kmin, kmax);
+        if (gl == 0) write_meta(f, p, j, o);
+        for (int it = 0; it < iters; ++it) {
+            const int64_t e0 = (static_cast<int64_t>(it) * group + gl) * kPiece;
+            const int cnt = piece_count(len - e0);
+            if (cnt <= 0) continue;
+            if (iters > 1 && p.state == kQuantize) src.load(f, j, e0, first + e0, cnt, v);
+            write_piece(f, p, v, cnt, o.codes + coff + (e0 / kPiece) * f.bits);
+        }
     }
 }
 
-int grid_for(int64_t work, int threads) {
-    // Grid-stride loops: enough blocks to fill an H200 many times over, never a silent no-launch.
-    return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((work + threads - 1) / threads, 65535 * 8)));
+// One CTA per quantization block, for blocks of any length (2^20 elements and beyond).
+template <class Src>
+__global__ void __launch_bounds__(kCtaThreads) encode_cta_kernel(Fmt f, Src src, Layout L, EncodeOut o) {
+    __shared__ uint32_t s_amax[kCtaThreads / 32], s_kmin[kCtaThreads / 32], s_kmax[kCtaThreads / 32];
+    const int t = static_cast<int>(threadIdx.x), lane = t & 31, w = t >> 5;
+    for (int64_t j = blockIdx.x; j < L.n_blocks; j += gridDim.x) {
+        int64_t first, len, coff;
+        L.map(j, first, len, coff);
+        uint32_t amax = 0, kmin = 0xffffffffu, kmax = 0;
+        float v[kPiece];
+        for (int64_t e0 = static_cast<int64_t>(t) * kPiece; e0 < len; e0 += static_cast<int64_t>(kCtaThreads) * kPiece) {
+            const int cnt = piece_count(len - e0);
+            src.load(f, j, e0, first + e0, cnt, v);
+            accumulate_stats(f, v, cnt, amax, kmin, kmax);
+        }
+        for (int off = 16; off > 0; off >>= 1) {
+            amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+            kmin = min(kmin, __shfl_xor_sync(0xffffffffu, kmin, off));
+            kmax = max(kmax, __shfl_xor_sync(0xffffffffu, kmax, off));
+        }
+        if (lane == 0) {
+            s_amax[w] = amax;
+            s_kmin[w] = kmin;
+            s_kmax[w] = kmax;
+        }
+        __syncthreads();
+        amax = s_amax[0];
+        kmin = s_kmin[0];
+        kmax = s_kmax[0];
+        for (int k = 1; k < kCtaThreads / 32; ++k) {
+            amax = max(amax, s_amax[k]);
+            kmin = min(kmin, s_kmin[k]);
+            kmax = max(kmax, s_kmax[k]);
+        }
+        __syncthreads();  // the next block's statistics reuse the shared slots
+        const Plan p = plan_of(f, amax, kmin, kmax);
+        if (t == 0) write_meta(f, p, j, o);
+        for (int64_t e0 = static_cast<int64_t>(t) * kPiece; e0 < len; e0 += static_cast<int64_t>(kCtaThreads) * kPiece) {
+            const int cnt = piece_count(len - e0);
+            if (p.state == kQuantize) src.load(f, j, e0, first + e0, cnt, v);
+            write_piece(f, p, v, cnt, o.codes + coff + (e0 / kPiece) * f.bits);
+        }
+    }
+}
+
+// Decode (own == nullptr) or decode-and-add of a plain encoded tensor, one thread per piece.
+__global__ void __launch_bounds__(256) decode_kernel(Fmt f, int64_t n, int64_t block, int64_t block_bytes,
+                                                     int64_t pieces_per_block, int ppb_shift,
+                                                     const uint8_t* __restrict__ codes,
+                                                     const float* __restrict__ scales,
+                                                     const float* __restrict__ offsets, const float* own,
+                                                     bool fp16, float* out) {
+    const int64_t blocks = (n + block - 1) / block;
+    const int64_t pieces = blocks * pieces_per_block;
+    for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < pieces;
+         c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t j = ppb_shift >= 0 ? (c >> ppb_shift) : c / pieces_per_block;
+        const int64_t e0 = (c - j * pieces_per_block) * kPiece;
+        const int64_t first = j * block;
+        const int64_t len = min(block, n - first);
+        if (e0 >= len) continue;
+        const int cnt = piece_count(len - e0);
+        int32_t q[kPiece];
+        unpack8(f, load_bytes(codes + j * block_bytes + (e0 / kPiece) * f.bits, (cnt * f.bits + 7) / 8), q);
+        const float s = scales[j];
+        const float lo = f.kind == Kind::kAsym ? offsets[j] : 0.0f;
+        float v[kPiece];
+#pragma unroll
+        for (int k = 0; k < kPiece; ++k) v[k] = decode_one(f.kind, q[k], s, lo);
+        if (own) {
+            float w[kPiece];
+            load8(own + first + e0, cnt, w);
+#pragma unroll
+            for (int k = 0; k < kPiece; ++k) v[k] = accum_add(accum_first(v[k], fp16), w[k], fp16);
+        }
+        store8(out + first + e0, cnt, v);
+    }
+}
+
+int sm_count() {
+    static std::once_flag once;
+    static int sms = 132;
+    std::call_once(once, [] {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0)
+            sms = v;
+    });
+    return sms;
+}
+// Grid-stride loops: enough CTAs to fill the GPU several times over; never zero.
+int grid_for(int64_t threads_wanted, int threads_per_cta) {
+    const int64_t want = (threads_wanted + threads_per_cta - 1) / threads_per_cta;
+    return static_cast<int>(std::clamp<int64_t>(want, 1, int64_t{sm_count()} * 32));
+}
+int pow2_at_least(int64_t v) {
+    int p = 1;
+    while (p < v && p < 32) p <<= 1;
+    return p;
+}
+int log2_exact(int64_t v) {
+    if (v <= 0 || (v & (v - 1)) != 0) return -1;
+    int s = 0;
+    while ((int64_t{1} << s) < v) ++s;
+    return s;
+}
+
+// Launch the encode of `L` from `src`, then turn a refused block into the CPU's Error (the caller
+// supplies how to get the refused block's values back on the host).
+template <class Src, class Describe>
+Status launch_encode(const FormatSpec& format, const Src& src, const Layout& L, DeviceEncodedOut out,
+                     const CodecOptions& options, cudaStream_t stream, const char* name_group, const char* name_cta,
+                     Describe&& describe) {
+    if (L.n_blocks == 0) return Status::Ok();
+    const Fmt f = fmt_of(format);
+    const bool error_policy = options.policy == Nonfinite::kError;
+    unsigned long long* d_bad = nullptr;
+    if (error_policy) {
+        QT_CUDA_CHECK(cudaMallocAsync(&d_bad, sizeof(unsigned long long), stream));
+        QT_CUDA_CHECK(cudaMemsetAsync(d_bad, 0xff, sizeof(unsigned long long), stream));
+    }
+    const EncodeOut o{out.codes, out.scales, out.offsets, error_policy, d_bad};
+    const int64_t pieces = (L.block + kPiece - 1) / kPiece;
+    const int group = pow2_at_least(pieces);
+    const int64_t iters = (pieces + group - 1) / group;
+    if (iters <= kGroupMaxIters) {
+        const int64_t groups_per_warp = 32 / group;
+        const int64_t warps = (L.n_blocks + groups_per_warp - 1) / groups_per_warp;
+        encode_group_kernel<Src><<<grid_for(warps * 32, 256), 256, 0, stream>>>(f, src, L, group,
+                                                                                  static_cast<int>(iters), o);
+        QT_CUDA_LAUNCH_CHECK(name_group);
+    } else {
+        encode_cta_kernel<Src><<<grid_for(L.n_blocks * kCtaThreads, kCtaThreads), kCtaThreads, 0, stream>>>(f, src, L, o);
+        QT_CUDA_LAUNCH_CHECK(name_cta);
+    }
+    if (!error_policy) return Status::Ok();
+    unsigned long long bad = 0;
+    QT_CUDA_CHECK(cudaMemcpyAsync(&bad, d_bad, sizeof bad, cudaMemcpyDeviceToHost, stream));
+    QT_CUDA_CHECK(cudaFreeAsync(d_bad, stream));
+    QT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (bad != ~0ull) return describe(static_cast<int64_t>(bad));
+    return Status::Ok();
+}
+
+Layout plain_layout(const FormatSpec& format, int64_t n, int64_t block) {
+    return Layout{(n + block - 1) / block, n, (n + block - 1) / block, 0, 0, 1, block, format.code_bytes(block)};
+}
+
+// The values of one refused block, copied back, for the CPU's message.
+Status describe_from_device(const FormatSpec& format, const float* d_x, int64_t first, int64_t len,
+                            const Site& site) {
+    std::vector<float> values(static_cast<size_t>(len));
+    QT_CUDA_CHECK(cudaMemcpy(values.data(), d_x + first, sizeof(float) * values.size(), cudaMemcpyDeviceToHost));
+    return describe_block_error(format, values.data(), len, first, site);
 }
 
 }  // namespace
@@ -107,38 +458,131 @@ Status encode_device(const FormatSpec& format, const float* d_x, int64_t n, int6
                      float* d_scales, float* d_offsets, const CodecOptions& options, void* stream_ptr) {
     if (auto st = validate_block(block); !st) return st;
     if (n == 0) return Status::Ok();
-    auto stream = static_cast<cudaStream_t>(stream_ptr);
-    const bool error_policy = options.policy == Nonfinite::kError;
-    unsigned long long* d_bad = nullptr;
-    QT_CUDA_CHECK(cudaMallocAsync(&d_bad, sizeof(unsigned long long), stream));
-    QT_CUDA_CHECK(cudaMemsetAsync(d_bad, 0xff, sizeof(unsigned long long), stream));
-    const int64_t blocks = (n + block - 1) / block;
-    constexpr int kThreads = 128;
-    encode_kernel<<<grid_for(blocks, kThreads), kThreads, 0, stream>>>(
-        kind_of(format), format.bits, d_x, n, block, format.code_bytes(block), d_codes, d_scales, d_offsets,
-        error_policy, d_bad);
-    QT_CUDA_LAUNCH_CHECK("qtransit::encode_kernel");
-    unsigned long long bad = 0;
-    QT_CUDA_CHECK(cudaMemcpyAsync(&bad, d_bad, sizeof bad, cudaMemcpyDeviceToHost, stream));
-    QT_CUDA_CHECK(cudaFreeAsync(d_bad, stream));
-    QT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    if (error_policy && bad != ~0ull) {
-        const int64_t first = static_cast<int64_t>(bad) * block, len = std::min(block, n - first);
-        std::vector<float> values(static_cast<size_t>(len));
-        QT_CUDA_CHECK(cudaMemcpy(values.data(), d_x + first, sizeof(float) * values.size(), cudaMemcpyDeviceToHost));
-        return describe_block_error(format, values.data(), len, first, options.site);
+    const Layout L = plain_layout(format, n, block);
+    return launch_encode(format, ArraySource{d_x}, L, DeviceEncodedOut{d_codes, d_scales, d_offsets}, options,
+                         static_cast<cudaStream_t>(stream_ptr), "qtransit::encode_group_kernel",
+                         "qtransit::encode_cta_kernel", [&](int64_t bad) {
+                             const int64_t first = bad * block;
+                             return describe_from_device(format, d_x, first, std::min(block, n - first), options.site);
+                         });
+}
+
+Status encode_swizzled_device(const FormatSpec& format, const SwizzleLayout& sl, const float* d_x, int64_t block,
+                              DeviceEncodedOut out, const CodecOptions& options, void* stream_ptr) {
+    if (auto st = validate_block(block); !st) return st;
+    if (sl.ranks < 1 || sl.ranks_per_node < 1 || sl.ranks % sl.ranks_per_node != 0 ||
+        sl.chunk_elements * sl.ranks != sl.elements)
+        return make_error(ErrorCode::kInvalidArgument, "encode_swizzled_device: the layout is not one of swizzle_layout()");
+    if (sl.chunk_elements == 0) return Status::Ok();
+    const Layout L{sl.total_blocks(), sl.chunk_elements, sl.chunk_blocks, sl.chunk_code_bytes, sl.ranks_per_node,
+                   sl.nodes(), block, format.code_bytes(block)};
+    return launch_encode(format, ArraySource{d_x}, L, out, options, static_cast<cudaStream_t>(stream_ptr),
+                         "qtransit::encode_group_kernel (swizzled)", "qtransit::encode_cta_kernel (swizzled)",
+                         [&](int64_t bad) {
+                             int64_t first, len, coff;
+                             L.map(bad, first, len, coff);
+                             return describe_from_device(format, d_x, first, len, options.site);
+                         });
+}
+
+Status reduce_requantize_device(const FormatSpec& format, int64_t block, std::span<const DeviceEncoded> inputs,
+                                int64_t n, Accum accum, DeviceEncodedOut out, const CodecOptions& options,
+                                void* stream_ptr) {
+    if (auto st = validate_block(block); !st) return st;
+    if (inputs.empty() || inputs.size() > static_cast<size_t>(kMaxReduceInputs))
+        return make_error(ErrorCode::kInvalidArgument, "reduce_requantize_device: between 1 and " +
+                                                           std::to_string(kMaxReduceInputs) + " inputs, got " +
+                                                           std::to_string(inputs.size()));
+    if (n == 0) return Status::Ok();
+    ReduceSource src{};
+    src.count = static_cast<int>(inputs.size());
+    src.fp16 = accum == Accum::kFp16;
+    src.block_bytes = format.code_bytes(block);
+    for (size_t g = 0; g < inputs.size(); ++g) {
+        src.in.codes[g] = inputs[g].codes;
+        src.in.scales[g] = inputs[g].scales;
+        src.in.offsets[g] = inputs[g].offsets;
     }
+    const Layout L = plain_layout(format, n, block);
+    auto stream = static_cast<cudaStream_t>(stream_ptr);
+    return launch_encode(format, src, L, out, options, stream, "qtransit::encode_group_kernel (reduce)",
+                         "qtransit::encode_cta_kernel (reduce)", [&](int64_t bad) -> Status {
+                             // Rebuild the refused block's sum on the host with the same arithmetic.
+                             const int64_t first = bad * block, len = std::min(block, n - first);
+                             const int64_t cb = format.code_bytes(len);
+                             const bool fp16 = accum == Accum::kFp16;
+                             std::vector<float> sum(static_cast<size_t>(len)), term(static_cast<size_t>(len));
+                             std::vector<uint8_t> codes(static_cast<size_t>(cb));
+                             for (size_t g = 0; g < inputs.size(); ++g) {
+                                 float s = 0, lo = 0;
+                                 QT_CUDA_CHECK(cudaMemcpy(codes.data(), inputs[g].codes + bad * src.block_bytes,
+                                                          codes.size(), cudaMemcpyDeviceToHost));
+                                 QT_CUDA_CHECK(cudaMemcpy(&s, inputs[g].scales + bad, sizeof s, cudaMemcpyDeviceToHost));
+                                 if (format.kind == FormatKind::kAsym)
+                                     QT_CUDA_CHECK(cudaMemcpy(&lo, inputs[g].offsets + bad, sizeof lo, cudaMemcpyDeviceToHost));
+                                 decode_block(format, codes.data(), len, s, lo, term.data());
+                                 for (size_t i = 0; i < sum.size(); ++i)
+                                     sum[i] = g == 0 ? accum_first(term[i], fp16) : accum_add(sum[i], term[i], fp16);
+                             }
+                             Site site = options.site;
+                             if (site.tensor == "input") site.tensor = "reduced sum";
+                             return describe_block_error(format, sum.data(), len, first, site);
+                         });
+}
+
+namespace {
+Status launch_decode(const FormatSpec& format, int64_t block, DeviceEncoded in, const float* d_own, float* d_out,
+                     int64_t n, Accum accum, cudaStream_t stream, const char* name) {
+    const int64_t ppb = (block + kPiece - 1) / kPiece;
+    const int64_t pieces = ((n + block - 1) / block) * ppb;
+    decode_kernel<<<grid_for(pieces, 256), 256, 0, stream>>>(fmt_of(format), n, block, format.code_bytes(block), ppb,
+                                                             log2_exact(ppb), in.codes, in.scales, in.offsets, d_own,
+                                                             accum == Accum::kFp16, d_out);
+    QT_CUDA_LAUNCH_CHECK(name);
     return Status::Ok();
 }
+}  // namespace
 
 Status decode_device(const FormatSpec& format, int64_t block, const uint8_t* d_codes, const float* d_scales,
                      const float* d_offsets, float* d_out, int64_t n, void* stream_ptr) {
     if (auto st = validate_block(block); !st) return st;
     if (n == 0) return Status::Ok();
-    constexpr int kThreads = 256;
-    decode_kernel<<<grid_for(n, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream_ptr)>>>(
-        kind_of(format), format.bits, block, format.code_bytes(block), d_codes, d_scales, d_offsets, d_out, n);
-    QT_CUDA_LAUNCH_CHECK("qtransit::decode_kernel");
+    return launch_decode(format, block, DeviceEncoded{d_codes, d_scales, d_offsets}, nullptr, d_out, n, Accum::kFp32,
+                         static_cast<cudaStream_t>(stream_ptr), "qtransit::decode_kernel");
+}
+
+Status decode_add_device(const FormatSpec& format, int64_t block, DeviceEncoded in, const float* d_own, float* d_out,
+                         int64_t n, Accum accum, void* stream_ptr) {
+    if (auto st = validate_block(block); !st) return st;
+    if (n == 0) return Status::Ok();
+    if (!d_own) return make_error(ErrorCode::kInvalidArgument, "decode_add_device: no own values");
+    return launch_decode(format, block, in, d_own, d_out, n, accum, static_cast<cudaStream_t>(stream_ptr),
+                         "qtransit::decode_kernel (decode-add)");
+}
+
+// ---- device memory --------------------------------------------------------------------------------
+Result<void*> device_alloc(size_t bytes) {
+    void* p = nullptr;
+    QT_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 1)));
+    return p;
+}
+void device_free(void* p) {
+    if (p) cudaFree(p);
+}
+Status copy_to_device(void* d_dst, const void* src, size_t bytes) {
+    if (bytes) QT_CUDA_CHECK(cudaMemcpy(d_dst, src, bytes, cudaMemcpyHostToDevice));
+    return Status::Ok();
+}
+Status copy_to_host(void* dst, const void* d_src, size_t bytes) {
+    if (bytes) QT_CUDA_CHECK(cudaMemcpy(dst, d_src, bytes, cudaMemcpyDeviceToHost));
+    return Status::Ok();
+}
+Status device_fill(void* d_dst, int byte, size_t bytes) {
+    if (bytes) QT_CUDA_CHECK(cudaMemset(d_dst, byte, bytes));
+    return Status::Ok();
+}
+Status device_synchronize() {
+    QT_CUDA_CHECK(cudaDeviceSynchronize());
     return Status::Ok();
 }
 
@@ -147,11 +591,30 @@ namespace {
 template <class T>
 struct DeviceBuffer {
     T* ptr = nullptr;
+    DeviceBuffer() = default;
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer(DeviceBuffer&& o) noexcept : ptr(o.ptr) { o.ptr = nullptr; }
     ~DeviceBuffer() { if (ptr) cudaFree(ptr); }
     Status alloc(size_t count) {
         QT_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(count, 1) * sizeof(T)));
         return Status::Ok();
     }
+    template <class V>
+    Status upload(const V& v) {
+        if (auto st = alloc(v.size()); !st) return st;
+        if (!v.empty()) QT_CUDA_CHECK(cudaMemcpy(ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+        return Status::Ok();
+    }
+};
+struct DeviceTensor {
+    DeviceBuffer<uint8_t> codes;
+    DeviceBuffer<float> scales, offsets;
+    Status upload(const EncodedTensor& t) {
+        if (auto st = codes.upload(t.codes); !st) return st;
+        if (auto st = scales.upload(t.scales); !st) return st;
+        return offsets.upload(t.offsets);
+    }
+    DeviceEncoded view() const { return {codes.ptr, scales.ptr, offsets.ptr}; }
 };
 }  // namespace
 
@@ -161,11 +624,10 @@ Result<EncodedTensor> encode(const FormatSpec& format, std::span<const float> x,
     EncodedTensor t = sized_encoded(format, static_cast<int64_t>(x.size()), block);
     DeviceBuffer<float> dx, ds, doff;
     DeviceBuffer<uint8_t> dc;
-    if (auto st = dx.alloc(x.size()); !st) return st.error();
+    if (auto st = dx.upload(x); !st) return st.error();
     if (auto st = dc.alloc(t.codes.size()); !st) return st.error();
     if (auto st = ds.alloc(t.scales.size()); !st) return st.error();
     if (auto st = doff.alloc(t.offsets.size()); !st) return st.error();
-    QT_CUDA_CHECK(cudaMemcpy(dx.ptr, x.data(), x.size_bytes(), cudaMemcpyHostToDevice));
     if (auto st = encode_device(format, dx.ptr, t.elements, block, dc.ptr, ds.ptr, doff.ptr, options); !st)
         return st.error();
     QT_CUDA_CHECK(cudaMemcpy(t.codes.data(), dc.ptr, t.codes.size(), cudaMemcpyDeviceToHost));
@@ -176,16 +638,55 @@ Result<EncodedTensor> encode(const FormatSpec& format, std::span<const float> x,
 
 Result<std::vector<float>> decode(const EncodedTensor& t) {
     std::vector<float> out(static_cast<size_t>(t.elements));
-    DeviceBuffer<float> ds, doff, dout;
-    DeviceBuffer<uint8_t> dc;
-    if (auto st = dc.alloc(t.codes.size()); !st) return st.error();
-    if (auto st = ds.alloc(t.scales.size()); !st) return st.error();
-    if (auto st = doff.alloc(t.offsets.size()); !st) return st.error();
+    DeviceTensor dt;
+    DeviceBuffer<float> dout;
+    if (auto st = dt.upload(t); !st) return st.error();
     if (auto st = dout.alloc(out.size()); !st) return st.error();
-    QT_CUDA_CHECK(cudaMemcpy(dc.ptr, t.codes.data(), t.codes.size(), cudaMemcpyHostToDevice));
-    QT_CUDA_CHECK(cudaMemcpy(ds.ptr, t.scales.data(), t.scales.size() * sizeof(float), cudaMemcpyHostToDevice));
-    QT_CUDA_CHECK(cudaMemcpy(doff.ptr, t.offsets.data(), t.offsets.size() * sizeof(float), cudaMemcpyHostToDevice));
-    if (auto st = decode_device(t.format, t.block, dc.ptr, ds.ptr, doff.ptr, dout.ptr, t.elements); !st)
+    if (auto st = decode_device(t.format, t.block, dt.codes.ptr, dt.scales.ptr, dt.offsets.ptr, dout.ptr, t.elements);
+        !st)
+        return st.error();
+    QT_CUDA_CHECK(cudaMemcpy(out.data(), dout.ptr, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    return out;
+}
+
+Result<EncodedTensor> reduce_requantize(std::span<const EncodedTensor> inputs, Accum accum,
+                                        const CodecOptions& options) {
+    if (inputs.empty()) return make_error(ErrorCode::kInvalidArgument, "reduce: no inputs");
+    const EncodedTensor& a = inputs.front();
+    for (const auto& t : inputs)
+        if (t.format.name() != a.format.name() || t.block != a.block || t.elements != a.elements)
+            return make_error(ErrorCode::kInvalidArgument, "reduce: inputs differ in format, block or length");
+    std::vector<DeviceTensor> din(inputs.size());
+    std::vector<DeviceEncoded> views;
+    for (size_t g = 0; g < inputs.size(); ++g) {
+        if (auto st = din[g].upload(inputs[g]); !st) return st.error();
+        views.push_back(din[g].view());
+    }
+    EncodedTensor t = sized_encoded(a.format, a.elements, a.block);
+    DeviceTensor dout;
+    if (auto st = dout.codes.alloc(t.codes.size()); !st) return st.error();
+    if (auto st = dout.scales.alloc(t.scales.size()); !st) return st.error();
+    if (auto st = dout.offsets.alloc(t.offsets.size()); !st) return st.error();
+    if (auto st = reduce_requantize_device(a.format, a.block, views, a.elements, accum,
+                                           DeviceEncodedOut{dout.codes.ptr, dout.scales.ptr, dout.offsets.ptr}, options);
+        !st)
+        return st.error();
+    QT_CUDA_CHECK(cudaMemcpy(t.codes.data(), dout.codes.ptr, t.codes.size(), cudaMemcpyDeviceToHost));
+    QT_CUDA_CHECK(cudaMemcpy(t.scales.data(), dout.scales.ptr, t.scales.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    QT_CUDA_CHECK(cudaMemcpy(t.offsets.data(), dout.offsets.ptr, t.offsets.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    return t;
+}
+
+Result<std::vector<float>> decode_add(const EncodedTensor& in, std::span<const float> own, Accum accum) {
+    if (static_cast<int64_t>(own.size()) != in.elements)
+        return make_error(ErrorCode::kInvalidArgument, "decode_add: own must have the tensor's length");
+    std::vector<float> out(static_cast<size_t>(in.elements));
+    DeviceTensor dt;
+    DeviceBuffer<float> down, dout;
+    if (auto st = dt.upload(in); !st) return st.error();
+    if (auto st = down.upload(own); !st) return st.error();
+    if (auto st = dout.alloc(out.size()); !st) return st.error();
+    if (auto st = decode_add_device(in.format, in.block, dt.view(), down.ptr, dout.ptr, in.elements, accum); !st)
         return st.error();
     QT_CUDA_CHECK(cudaMemcpy(out.data(), dout.ptr, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
     return out;

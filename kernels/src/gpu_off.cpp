@@ -24,4 +24,26 @@ Result<EncodedTensor> encode(const FormatSpec&, std::span<const float>, int64_t,
 }
 Result<std::vector<float>> decode(const EncodedTensor&) { return not_built(); }
 
+Status encode_swizzled_device(const FormatSpec&, const SwizzleLayout&, const float*, int64_t, DeviceEncodedOut,
+                              const CodecOptions&, void*) {
+    return not_built();
+}
+Status reduce_requantize_device(const FormatSpec&, int64_t, std::span<const DeviceEncoded>, int64_t, Accum,
+                                DeviceEncodedOut, const CodecOptions&, void*) {
+    return not_built();
+}
+Status decode_add_device(const FormatSpec&, int64_t, DeviceEncoded, const float*, float*, int64_t, Accum, void*) {
+    return not_built();
+}
+Result<void*> device_alloc(size_t) { return not_built(); }
+void device_free(void*) {}
+Status copy_to_device(void*, const void*, size_t) { return not_built(); }
+Status copy_to_host(void*, const void*, size_t) { return not_built(); }
+Status device_fill(void*, int, size_t) { return not_built(); }
+Status device_synchronize() { return not_built(); }
+Result<EncodedTensor> reduce_requantize(std::span<const EncodedTensor>, Accum, const CodecOptions&) {
+    return not_built();
+}
+Result<std::vector<float>> decode_add(const EncodedTensor&, std::span<const float>, Accum) { return not_built(); }
+
 }  // namespace qtransit::kernels::gpu

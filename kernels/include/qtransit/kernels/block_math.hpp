@@ -138,6 +138,15 @@ QT_HD float decode_one(Kind kind, int32_t q, float scale, float lo) {
     }
 }
 
+// ---- sums (NUMERICS 3 with docs/DECISIONS.md D11) ------------------------------------------------
+// A sum starts from its first term; every later term is added with the running sum as the left
+// operand. fp32: fl32(acc + t). fp16: every term is rounded to binary16 first, and each add is
+// fl16(fl32(a + b)), the correctly rounded binary16 sum of two binary16 values.
+QT_HD float accum_first(float t, bool fp16) { return fp16 ? round_f16(t) : t; }
+QT_HD float accum_add(float acc, float t, bool fp16) {
+    return fp16 ? round_f16(add_rn(acc, round_f16(t))) : add_rn(acc, t);
+}
+
 // ---- packing (NUMERICS 1.3, 1.4) -----------------------------------------------------------------
 // Codes of one block occupy ceil(len * bits / 8) bytes; packing restarts at every block.
 // 8 bits: one byte per code. 4 bits: canonical puts element 2j in the low nibble; ds-int4 in the

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "qtransit/common/status.hpp"
+#include "qtransit/common/transit.hpp"
 #include "qtransit/kernels/codec.hpp"
+#include "qtransit/kernels/fused.hpp"
 
 namespace qtransit::kernels::gpu {
 
@@ -19,6 +21,7 @@ struct BuildInfo {
     int cuda_toolkit_version = 0; // CUDART_VERSION at build time, e.g. 13000
     bool nccl = false;            // NCCL was found and linked
     std::string nccl_version;     // e.g. "2.27.7"
+    std::vector<std::string> kernels;  // the CUDA kernels compiled in
 };
 BuildInfo build_info();
 
@@ -46,5 +49,45 @@ Status decode_device(const FormatSpec& format, int64_t block, const uint8_t* d_c
 Result<EncodedTensor> encode(const FormatSpec& format, std::span<const float> x, int64_t block,
                              const CodecOptions& options = {});
 Result<std::vector<float>> decode(const EncodedTensor& t);
+
+// ---- the composite steps on the device (fused.hpp has their CPU versions) ----------------------
+// An encoded tensor in device memory (offsets: asym only, else may be null).
+struct DeviceEncoded {
+    const uint8_t* codes = nullptr;
+    const float* scales = nullptr;
+    const float* offsets = nullptr;
+};
+struct DeviceEncodedOut {
+    uint8_t* codes = nullptr;
+    float* scales = nullptr;
+    float* offsets = nullptr;
+};
+// The fused kernel takes its inputs as one kernel argument: at most this many (G ranks per node).
+inline constexpr int kMaxReduceInputs = 64;
+
+// qgZ stage 1: the swizzled chunk-by-chunk encode of one rank's M elements (fused.hpp's layout).
+Status encode_swizzled_device(const FormatSpec& format, const SwizzleLayout& layout, const float* d_x, int64_t block,
+                              DeviceEncodedOut out, const CodecOptions& options, void* stream = nullptr);
+// qgZ stage 2 fused: G encoded inputs of `elements` values -> decode, sum in input order (fp32 or
+// fp16, D11), requantize into `out`. The sum never goes through device memory.
+Status reduce_requantize_device(const FormatSpec& format, int64_t block, std::span<const DeviceEncoded> inputs,
+                                int64_t elements, Accum accum, DeviceEncodedOut out, const CodecOptions& options,
+                                void* stream = nullptr);
+// A ring hop: d_out = accum_add(accum_first(D(in)), d_own) element-wise (d_out may equal d_own).
+Status decode_add_device(const FormatSpec& format, int64_t block, DeviceEncoded in, const float* d_own, float* d_out,
+                         int64_t elements, Accum accum, void* stream = nullptr);
+
+// Device memory without CUDA headers (tests, the device transport, the benchmark).
+Result<void*> device_alloc(size_t bytes);
+void device_free(void* p);
+Status copy_to_device(void* d_dst, const void* src, size_t bytes);
+Status copy_to_host(void* dst, const void* d_src, size_t bytes);
+Status device_fill(void* d_dst, int byte, size_t bytes);
+Status device_synchronize();
+
+// Host-memory conveniences for the composite steps.
+Result<EncodedTensor> reduce_requantize(std::span<const EncodedTensor> inputs, Accum accum,
+                                        const CodecOptions& options = {});
+Result<std::vector<float>> decode_add(const EncodedTensor& in, std::span<const float> own, Accum accum);
 
 }  // namespace qtransit::kernels::gpu

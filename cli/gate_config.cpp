@@ -1,0 +1,493 @@
+// The gate's TOML configuration: the embedded default, and a user's file applied on top of it.
+// Every error names the file, the line and the key (toml++ keeps source positions).
+#include <algorithm>
+#include <bit>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#define TOML_EXCEPTIONS 1
+#include <toml++/toml.h>
+
+#include "gate.hpp"
+#include "sweep.hpp"
+
+namespace qtransit::cli {
+
+const char* default_gate_toml() {
+    return R"(# The default numerics gate: what `qtransit check` and `make run` run.
+[gate]
+formats = ["all"]                 # every built-in format
+paths = ["all"]
+distributions = ["normal", "heavy", "mixed-scale", "correlated"]
+ranks = [8, 64, 384]              # tree-rs needs powers of two: it runs at 8, 64, 256 (tree_ranks)
+ranks_per_node = 8
+elements = 12288                  # M per rank: 384 * 32, divisible by every N above and by 256
+block = 32
+seed = 1
+
+[baseline]
+margin = 0.10                     # a metric may be 10% worse than the baseline's
+metrics = ["rel_rms_error", "max_abs_error"]
+
+# Scaling laws of NUMERICS.md section 5, for normal inputs (fitted over the gate's N).
+[[scaling]]
+path = "a2a-rs"
+formats = ["int2", "int3", "int4", "int5", "int6", "int7", "int8",
+           "int2-asym", "int3-asym", "int4-asym", "int5-asym", "int6-asym", "int7-asym", "int8-asym"]
+distributions = ["normal"]
+min = -0.05
+max = 0.05
+why = "NUMERICS 5: qgZ's one-hop all-to-all quantizes every contribution once, so its relative error stays flat"
+
+[[scaling]]
+path = "a2a-hier-rs"
+formats = ["int2", "int3", "int4", "int5", "int6", "int7", "int8",
+           "int2-asym", "int3-asym", "int4-asym", "int5-asym", "int6-asym", "int7-asym", "int8-asym"]
+distributions = ["normal"]
+min = -0.05
+max = 0.05
+why = "NUMERICS 5: two hops, k = 2 whatever N, so flat"
+
+[[scaling]]
+path = "a2a-rs"
+formats = ["ds-int4", "ds-int8"]
+distributions = ["normal"]
+min = -0.05
+max = 0.2
+why = "ds-int<b> is not flat: measured 0.08 to 0.12 over N = 8, 64, 384. It clamps the positive absmax of every block a full step down, a bias on about one element in B of every contribution; those biases add linearly over ranks while the unbiased errors add like sqrt(N) (measured: mean error -1.53 against RMS 2.13 for ds-int4 at N = 256, 0.006 for int4). The gate holds it to at most 0.2"
+
+[[scaling]]
+path = "a2a-hier-rs"
+formats = ["ds-int4", "ds-int8"]
+distributions = ["normal"]
+min = -0.05
+max = 0.2
+why = "as for a2a-rs: measured 0.08 to 0.11"
+
+[[scaling]]
+path = "ring-rs"
+distributions = ["normal"]
+min = 0.4
+max = 1.0
+why = "NUMERICS 5: the ring's error compounds with N - 1 hops, about sqrt(N) or faster; measured 0.51 to 0.73 over N = 8, 64, 384"
+
+[[scaling]]
+path = "tree-rs"
+distributions = ["normal"]
+min = 0.05
+max = 0.35
+why = "NUMERICS 5: recursive halving grows slowly (k <= log2 N; INT4 about 0.16); measured 0.13 to 0.22 over N = 8, 64, 256"
+
+# A user budget: qgZ's two-hop reduce-scatter with INT4 keeps relative RMS error at most 0.2.
+[[budget]]
+name = "a2a-hier-rs-int4-normal"
+path = "a2a-hier-rs"
+format = "int4"
+dist = "normal"
+metric = "rel_rms_error"
+max = 0.2
+)";
+}
+
+namespace {
+
+struct Ctx {
+    std::string source;
+    Error err(const toml::source_region& at, const std::string& key, const std::string& what) const {
+        return make_error(ErrorCode::kInvalidArgument,
+                          source + ":" + std::to_string(at.begin.line) + ": " + key + ": " + what);
+    }
+};
+
+const char* type_name(const toml::node& n) {
+    switch (n.type()) {
+        case toml::node_type::string: return "a string";
+        case toml::node_type::integer: return "an integer";
+        case toml::node_type::floating_point: return "a float";
+        case toml::node_type::boolean: return "a boolean";
+        case toml::node_type::array: return "an array";
+        case toml::node_type::table: return "a table";
+        default: return "a date or time";
+    }
+}
+
+// Where each key of the effective config was set (line 0 in the default).
+struct Lines {
+    std::map<std::string, toml::source_region> at;
+    std::string source_of(const std::string& k, const Ctx& user) const { return at.count(k) ? user.source : "default gate"; }
+};
+
+Status want(const Ctx& c, const toml::node& n, toml::node_type t, const std::string& key, const std::string& what) {
+    if (n.type() == t) return {};
+    return c.err(n.source(), key, "expected " + what + ", got " + type_name(n));
+}
+
+Result<int64_t> get_int(const Ctx& c, const toml::node& n, const std::string& key) {
+    if (auto st = want(c, n, toml::node_type::integer, key, "an integer"); !st) return st.error();
+    return n.as_integer()->get();
+}
+Result<double> get_num(const Ctx& c, const toml::node& n, const std::string& key) {
+    if (n.is_integer()) return static_cast<double>(n.as_integer()->get());
+    if (auto st = want(c, n, toml::node_type::floating_point, key, "a number"); !st) return st.error();
+    return n.as_floating_point()->get();
+}
+Result<std::string> get_str(const Ctx& c, const toml::node& n, const std::string& key) {
+    if (auto st = want(c, n, toml::node_type::string, key, "a string"); !st) return st.error();
+    return n.as_string()->get();
+}
+Result<bool> get_bool(const Ctx& c, const toml::node& n, const std::string& key) {
+    if (auto st = want(c, n, toml::node_type::boolean, key, "a boolean"); !st) return st.error();
+    return n.as_boolean()->get();
+}
+Result<std::vector<std::string>> get_strs(const Ctx& c, const toml::node& n, const std::string& key) {
+    if (auto st = want(c, n, toml::node_type::array, key, "an array of strings"); !st) return st.error();
+    std::vector<std::string> out;
+    size_t i = 0;
+    for (const auto& e : *n.as_array()) {
+        auto s = get_str(c, e, key + "[" + std::to_string(i++) + "]");
+        if (!s) return s.error();
+        out.push_back(*s);
+    }
+    if (out.empty()) return c.err(n.source(), key, "is empty");
+    return out;
+}
+Result<std::vector<int64_t>> get_ints(const Ctx& c, const toml::node& n, const std::string& key) {
+    if (auto st = want(c, n, toml::node_type::array, key, "an array of integers"); !st) return st.error();
+    std::vector<int64_t> out;
+    size_t i = 0;
+    for (const auto& e : *n.as_array()) {
+        auto s = get_int(c, e, key + "[" + std::to_string(i++) + "]");
+        if (!s) return s.error();
+        out.push_back(*s);
+    }
+    if (out.empty()) return c.err(n.source(), key, "is empty");
+    return out;
+}
+
+Result<std::vector<FormatSpec>> formats_of(const Ctx& c, const toml::node& n, const std::string& key) {
+    auto names = get_strs(c, n, key);
+    if (!names) return names.error();
+    std::vector<FormatSpec> out;
+    for (const auto& s : *names) {
+        if (s == "all") {
+            for (const auto& f : builtin_formats()) out.push_back(f);
+            continue;
+        }
+        auto f = parse_format(s);
+        if (!f) return c.err(n.source(), key, f.error().message);
+        out.push_back(*f);
+    }
+    return out;
+}
+Result<PathKind> path_of(const Ctx& c, const toml::node& n, const std::string& key) {
+    auto s = get_str(c, n, key);
+    if (!s) return s.error();
+    auto p = parse_path(*s);
+    if (!p) return c.err(n.source(), key, p.error().message);
+    return *p;
+}
+Result<std::vector<kernels::Distribution>> dists_of(const Ctx& c, const toml::node& n, const std::string& key) {
+    auto names = get_strs(c, n, key);
+    if (!names) return names.error();
+    std::vector<kernels::Distribution> out;
+    for (const auto& s : *names) {
+        auto d = kernels::parse_distribution(s);
+        if (!d) return c.err(n.source(), key, d.error().message);
+        out.push_back(*d);
+    }
+    return out;
+}
+
+const std::set<std::string> kMetrics{"rel_rms_error", "max_abs_error", "rms_error", "max_error_to_a_posteriori"};
+
+Status unknown(const Ctx& c, const toml::key& k, const std::string& prefix, const std::vector<std::string>& known) {
+    std::string list;
+    for (const auto& s : known) list += (list.empty() ? "" : ", ") + s;
+    return c.err(k.source(), prefix + std::string(k.str()), "unknown key (known: " + list + ")");
+}
+
+// Applies one parsed document to cfg. `lines` records where the size keys were set.
+Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines) {
+    for (auto&& [k, v] : doc) {
+        const std::string key(k.str());
+        if (key == "gate") {
+            if (auto st = want(c, v, toml::node_type::table, "gate", "a table"); !st) return st;
+            for (auto&& [gk, gv] : *v.as_table()) {
+                const std::string name = "gate." + std::string(gk.str());
+                const std::string g(gk.str());
+                lines.at[name] = gv.source();
+                if (g == "formats") {
+                    auto f = formats_of(c, gv, name);
+                    if (!f) return f.error();
+                    cfg.formats = *f;
+                } else if (g == "paths") {
+                    auto names = get_strs(c, gv, name);
+                    if (!names) return names.error();
+                    cfg.paths.clear();
+                    for (const auto& s : *names) {
+                        if (s == "all") {
+                            for (const auto& p : all_paths()) cfg.paths.push_back(p.kind);
+                            continue;
+                        }
+                        auto p = parse_path(s);
+                        if (!p) return c.err(gv.source(), name, p.error().message);
+                        cfg.paths.push_back(*p);
+                    }
+                } else if (g == "distributions") {
+                    auto d = dists_of(c, gv, name);
+                    if (!d) return d.error();
+                    cfg.dists = *d;
+                } else if (g == "ranks" || g == "tree_ranks") {
+                    auto r = get_ints(c, gv, name);
+                    if (!r) return r.error();
+                    for (int64_t n : *r)
+                        if (n < 1) return c.err(gv.source(), name, "N = " + std::to_string(n) + " is not a number of ranks (>= 1)");
+                    if (g == "ranks") {
+                        cfg.ranks = *r;
+                    } else {
+                        cfg.tree_ranks = *r;
+                        cfg.tree_ranks_derived = false;
+                    }
+                } else if (g == "ranks_per_node" || g == "elements" || g == "block" || g == "seed" || g == "threads") {
+                    auto i = get_int(c, gv, name);
+                    if (!i) return i.error();
+                    const int64_t lo = g == "ranks_per_node" || g == "seed" || g == "threads" ? 0 : 1;
+                    if (*i < lo) return c.err(gv.source(), name, "must be >= " + std::to_string(lo) + ", got " + std::to_string(*i));
+                    if (g == "elements" && *i > (int64_t{1} << 30)) return c.err(gv.source(), name, "at most 2^30 elements per rank");
+                    if (g == "ranks_per_node") cfg.ranks_per_node = *i;
+                    else if (g == "elements") cfg.elements = *i;
+                    else if (g == "block") cfg.block = *i;
+                    else if (g == "seed") cfg.seed = static_cast<uint64_t>(*i);
+                    else cfg.threads = static_cast<int>(*i);
+                } else if (g == "gpu") {
+                    auto b = get_bool(c, gv, name);
+                    if (!b) return b.error();
+                    cfg.gpu = *b;
+                } else {
+                    return unknown(c, gk, "gate.", {"formats", "paths", "distributions", "ranks", "tree_ranks", "ranks_per_node",
+                                                    "elements", "block", "seed", "threads", "gpu"});
+                }
+            }
+        } else if (key == "baseline") {
+            if (auto st = want(c, v, toml::node_type::table, "baseline", "a table"); !st) return st;
+            for (auto&& [bk, bv] : *v.as_table()) {
+                const std::string b(bk.str()), name = "baseline." + b;
+                if (b == "margin") {
+                    auto m = get_num(c, bv, name);
+                    if (!m) return m.error();
+                    if (!(*m >= 0)) return c.err(bv.source(), name, "must be >= 0 (0.10: 10% worse allowed)");
+                    cfg.baseline_margin = *m;
+                } else if (b == "metrics") {
+                    auto m = get_strs(c, bv, name);
+                    if (!m) return m.error();
+                    for (const auto& s : *m)
+                        if (!kMetrics.count(s))
+                            return c.err(bv.source(), name, "unknown metric '" + s + "' (rel_rms_error, max_abs_error, rms_error, max_error_to_a_posteriori)");
+                    cfg.baseline_metrics = *m;
+                } else {
+                    return unknown(c, bk, "baseline.", {"margin", "metrics"});
+                }
+            }
+        } else if (key == "scaling" || key == "budget") {
+            if (auto st = want(c, v, toml::node_type::array, key, "an array of tables ([[" + key + "]])"); !st) return st;
+            if (key == "scaling") cfg.scaling.clear();
+            else cfg.budgets.clear();
+            size_t idx = 0;
+            for (const auto& e : *v.as_array()) {
+                const std::string at = key + "[" + std::to_string(idx++) + "]";
+                if (auto st = want(c, e, toml::node_type::table, at, "a table"); !st) return st;
+                const auto& t = *e.as_table();
+                if (key == "scaling") {
+                    ScalingRule r;
+                    bool have_path = false;
+                    for (auto&& [sk, sv] : t) {
+                        const std::string s(sk.str()), name = at + "." + s;
+                        if (s == "path") {
+                            auto p = path_of(c, sv, name);
+                            if (!p) return p.error();
+                            r.path = *p;
+                            have_path = true;
+                        } else if (s == "formats") {
+                            auto f = formats_of(c, sv, name);
+                            if (!f) return f.error();
+                            r.formats = *f;
+                        } else if (s == "distributions") {
+                            auto d = dists_of(c, sv, name);
+                            if (!d) return d.error();
+                            r.dists = *d;
+                        } else if (s == "min" || s == "max") {
+                            auto x = get_num(c, sv, name);
+                            if (!x) return x.error();
+                            (s == "min" ? r.min : r.max) = *x;
+                        } else if (s == "why") {
+                            auto w = get_str(c, sv, name);
+                            if (!w) return w.error();
+                            r.why = *w;
+                        } else {
+                            return unknown(c, sk, at + ".", {"path", "formats", "distributions", "min", "max", "why"});
+                        }
+                    }
+                    if (!have_path) return c.err(e.source(), at + ".path", "is required");
+                    if (r.min > r.max) return c.err(e.source(), at + ".min", "is greater than max");
+                    cfg.scaling.push_back(std::move(r));
+                } else {
+                    Budget b;
+                    bool have_path = false, have_format = false, have_max = false, have_name = false;
+                    for (auto&& [sk, sv] : t) {
+                        const std::string s(sk.str()), name = at + "." + s;
+                        if (s == "name") {
+                            auto x = get_str(c, sv, name);
+                            if (!x) return x.error();
+                            b.name = *x;
+                            have_name = true;
+                        } else if (s == "path") {
+                            auto p = path_of(c, sv, name);
+                            if (!p) return p.error();
+                            b.path = *p;
+                            have_path = true;
+                        } else if (s == "format") {
+                            auto x = get_str(c, sv, name);
+                            if (!x) return x.error();
+                            auto f = parse_format(*x);
+                            if (!f) return c.err(sv.source(), name, f.error().message);
+                            b.format = *f;
+                            have_format = true;
+                        } else if (s == "dist") {
+                            auto x = get_str(c, sv, name);
+                            if (!x) return x.error();
+                            if (auto d = kernels::parse_distribution(*x); !d) return c.err(sv.source(), name, d.error().message);
+                            b.dist = *x;
+                        } else if (s == "ranks") {
+                            auto x = get_int(c, sv, name);
+                            if (!x) return x.error();
+                            b.ranks = *x;
+                            lines.at[name] = sv.source();
+                        } else if (s == "metric") {
+                            auto x = get_str(c, sv, name);
+                            if (!x) return x.error();
+                            if (!kMetrics.count(*x))
+                                return c.err(sv.source(), name, "unknown metric '" + *x + "' (rel_rms_error, max_abs_error, rms_error, max_error_to_a_posteriori)");
+                            b.metric = *x;
+                        } else if (s == "max") {
+                            auto x = get_num(c, sv, name);
+                            if (!x) return x.error();
+                            b.max = *x;
+                            have_max = true;
+                        } else {
+                            return unknown(c, sk, at + ".", {"name", "path", "format", "dist", "ranks", "metric", "max"});
+                        }
+                    }
+                    for (auto [have, what] : {std::pair{have_path, "path"}, {have_format, "format"}, {have_max, "max"}})
+                        if (!have) return c.err(e.source(), at + "." + what, "is required");
+                    if (!have_name)
+                        b.name = std::string(path_info(b.path).name) + "-" + b.format.name() + (b.dist.empty() ? "" : "-" + b.dist) +
+                                 "-" + b.metric;
+                    cfg.budgets.push_back(std::move(b));
+                }
+            }
+        } else {
+            return unknown(c, k, "", {"gate", "baseline", "scaling", "budget"});
+        }
+    }
+    return {};
+}
+
+// The constraints between keys: M divisible by every N, G dividing every N, tree-rs at powers of
+// two, budgets that name what the gate runs.
+Status validate(const Ctx& user, GateConfig& cfg, const Lines& lines) {
+    auto at = [&](const std::string& k) {
+        auto it = lines.at.find(k);
+        return it != lines.at.end() ? user.err(it->second, k, "") : make_error(ErrorCode::kInvalidArgument, "default gate: " + k + ": ");
+    };
+    auto err = [&](const std::string& k, const std::string& what) {
+        auto e = at(k);
+        e.message += what;
+        return e;
+    };
+    const bool tree = std::find(cfg.paths.begin(), cfg.paths.end(), PathKind::kTreeRs) != cfg.paths.end();
+    if (cfg.tree_ranks_derived) {
+        cfg.tree_ranks.clear();
+        for (int64_t n : cfg.ranks) {
+            const int64_t p = std::bit_floor(static_cast<uint64_t>(n));
+            if (std::find(cfg.tree_ranks.begin(), cfg.tree_ranks.end(), p) == cfg.tree_ranks.end()) cfg.tree_ranks.push_back(p);
+        }
+    }
+    auto check_ns = [&](const std::vector<int64_t>& ns, const std::string& key, bool pow2) -> Status {
+        const std::string nk = lines.at.count(key) ? key : lines.at.count("gate.elements") ? "gate.elements" : key;
+        for (int64_t n : ns) {
+            if (cfg.elements % n != 0)
+                return err(nk, "M = gate.elements = " + std::to_string(cfg.elements) + " is not divisible by N = " +
+                                   std::to_string(n) + " (from " + key + "): every N must divide M");
+            const int64_t g = cfg.ranks_per_node > 0 ? cfg.ranks_per_node : default_ranks_per_node(n);
+            if (n % g != 0)
+                return err(lines.at.count("gate.ranks_per_node") ? "gate.ranks_per_node" : key,
+                           "G = " + std::to_string(g) + " ranks per node does not divide N = " + std::to_string(n) + " (from " + key + ")");
+            if (pow2 && !std::has_single_bit(static_cast<uint64_t>(n)))
+                return err(key, "tree-rs needs N a power of two, got " + std::to_string(n));
+        }
+        return {};
+    };
+    if (cfg.ranks.empty()) return err("gate.ranks", "is empty");
+    if (auto st = check_ns(cfg.ranks, "gate.ranks", false); !st) return st;
+    if (tree)
+        if (auto st = check_ns(cfg.tree_ranks, "gate.tree_ranks", true); !st) return st;
+    for (size_t i = 0; i < cfg.budgets.size(); ++i) {
+        const auto& b = cfg.budgets[i];
+        const std::string k = "budget[" + std::to_string(i) + "]";
+        if (std::find(cfg.paths.begin(), cfg.paths.end(), b.path) == cfg.paths.end())
+            return err(k, std::string("path ") + path_info(b.path).name + " is not in gate.paths");
+        if (std::find(cfg.formats.begin(), cfg.formats.end(), b.format) == cfg.formats.end())
+            return err(k, "format " + b.format.name() + " is not in gate.formats");
+        if (!b.dist.empty()) {
+            bool found = false;
+            for (auto d : cfg.dists) found = found || b.dist == kernels::to_string(d);
+            if (!found) return err(k, "dist " + b.dist + " is not in gate.distributions");
+        }
+        if (b.ranks != 0) {
+            const auto& ns = b.path == PathKind::kTreeRs ? cfg.tree_ranks : cfg.ranks;
+            if (std::find(ns.begin(), ns.end(), b.ranks) == ns.end())
+                return err(lines.at.count(k + ".ranks") ? k + ".ranks" : k,
+                           "N = " + std::to_string(b.ranks) + " is not one the gate runs " + path_info(b.path).name + " at");
+        }
+    }
+    return {};
+}
+
+Result<toml::table> parse_doc(const std::string& text, const std::string& source) {
+    try {
+        return toml::parse(text, source);
+    } catch (const toml::parse_error& e) {
+        return make_error(ErrorCode::kInvalidArgument, source + ":" + std::to_string(e.source().begin.line) + ": " +
+                                                           std::string(e.description()));
+    }
+}
+
+}  // namespace
+
+Result<GateConfig> parse_gate_config(const std::string& toml, const std::string& source) {
+    GateConfig cfg;
+    Lines none, lines;
+    const Ctx def{"default gate"}, user{source};
+    auto d = parse_doc(default_gate_toml(), "default gate");
+    if (!d) return d.error();
+    if (auto st = apply(def, *d, cfg, none); !st) return st.error();
+    if (source != "default") {
+        auto u = parse_doc(toml, source);
+        if (!u) return u.error();
+        if (auto st = apply(user, *u, cfg, lines); !st) return st.error();
+        cfg.source = source;
+    }
+    if (auto st = validate(user, cfg, lines); !st) return st.error();
+    return cfg;
+}
+
+Result<GateConfig> load_gate_config(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return make_error(ErrorCode::kBadFile, path + ": cannot read the config file");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return parse_gate_config(ss.str(), path);
+}
+
+}  // namespace qtransit::cli

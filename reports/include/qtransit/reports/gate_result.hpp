@@ -1,0 +1,120 @@
+// The result model of the numerics gate (`qtransit check`) and its writers. Plain structs: the
+// gate in cli/ fills them from the simulation, the kernels and the reference; this module knows
+// nothing of those, only of these structs (docs/REPORT.md documents the JSON schema).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "qtransit/common/status.hpp"
+
+namespace qtransit::reports {
+
+inline constexpr int kSchemaVersion = 1;
+
+// One collective path run at one N on one input distribution, checked exactly.
+struct GateRun {
+    std::string path, format, dist;
+    std::string shape;               // "reduce-scatter", "all-reduce" or "all-gather"
+    bool quantized = true;           // false for fp32-ring-rs
+    int64_t ranks = 0, ranks_per_node = 0, elements = 0, block = 0;
+    uint64_t seed = 0;
+    int32_t k_min = 0, k_max = 0;    // from the ledger
+    int64_t k_checked = 0, k_mismatches = 0;  // (output row, contributor) pairs against NUMERICS 3
+    std::string first_k_mismatch;
+    double max_abs_error = 0, rms_error = 0, rel_rms_error = 0;
+    double max_a_posteriori = 0, max_a_priori = 0, max_error_to_a_posteriori = 0;
+    bool bound_holds = true;
+    int64_t violations = 0, nonfinite_outputs = 0, outputs_checked = 0;
+    std::string first_violation;
+    double bytes_per_rank = 0, cross_node_bytes_per_rank = 0, fp16_bytes_per_rank = 0, fp16_ring_rs_bytes_per_rank = 0;
+    // The busiest rank's payload in bits per element of its M-element tensor.
+    double wire_bits_per_element() const { return elements > 0 ? bytes_per_rank * 8.0 / static_cast<double>(elements) : 0.0; }
+    // The key a baseline matches runs by.
+    std::string key() const;
+};
+
+// A (path, format, dist) run group that could not run: ds-int<b> refuses inputs beyond binary16.
+struct GateRefusal {
+    std::string format, dist, what;  // what: the library's one-line message
+};
+
+// Fitted exponent of relative RMS error against N for one (path, format, dist).
+struct GateFit {
+    std::string path, format, dist;
+    double exponent = 0;
+    std::vector<std::pair<int64_t, double>> points;  // (N, rel_rms_error)
+};
+
+// One quantization of one distribution's input by the production kernels, checked against the
+// reference bit for bit (CPU, and GPU when one answers) and against its bound in exact arithmetic.
+struct FormatCheck {
+    std::string format, dist;
+    int64_t elements = 0, block = 0;
+    std::string refused;             // non-empty: the kernel refused the input (no other field set)
+    bool cpu_matches_reference = false;
+    std::string cpu_mismatch;
+    bool bound_holds = false;
+    double max_error_to_bound = 0;
+    std::string gpu;                 // "match", "differ: <what>", or "not run: <why>"
+};
+
+enum class VerdictStatus : uint8_t { kPass, kFail, kSkip };
+const char* to_string(VerdictStatus s);
+
+// One named check with its outcome: "bounds/int4/ring-rs", "budget/<name>", ...
+struct Verdict {
+    std::string name;
+    std::string category;            // the name's first component
+    VerdictStatus status = VerdictStatus::kPass;
+    std::string message;             // what was measured against what; for a failure, why
+    std::optional<double> value, limit;
+};
+
+struct GateResult {
+    int schema_version = kSchemaVersion;
+    std::string version;             // qtransit's
+    std::string config_source;       // "default" or the config file's path
+    std::string started_at;          // UTC, ISO 8601
+    double wall_seconds = 0;
+    // What ran.
+    std::vector<std::string> formats, paths, dists;
+    std::vector<int64_t> ranks, tree_ranks;
+    int64_t ranks_per_node = 0, elements = 0, block = 0;
+    uint64_t seed = 0;
+    bool gpu_available = false;
+    std::string baseline;            // the baseline file compared against, if any
+    std::vector<std::string> notes;  // e.g. why tree-rs ran at other N
+    std::vector<GateRun> runs;
+    std::vector<GateRefusal> refusals;
+    std::vector<GateFit> fits;
+    std::vector<FormatCheck> format_checks;
+    std::vector<Verdict> verdicts;
+
+    int64_t count(VerdictStatus s) const;
+    bool passed() const { return count(VerdictStatus::kFail) == 0; }
+};
+
+// ---- writers (json.cpp, markdown.cpp, junit.cpp, html.cpp) ----------------------------------------
+nlohmann::json to_json(const GateResult& r);
+// The runs of a report.json (for baselines): an Error names what is missing or has the wrong type.
+Result<std::vector<GateRun>> runs_from_json(const nlohmann::json& j);
+
+// The summary: verdicts per category, then the relative RMS error at the largest N per format and
+// path; then every failed verdict. Fit for a CI job summary or a pull-request comment.
+std::string to_markdown(const GateResult& r);
+// The same summary table as plain text for a terminal.
+std::string summary_text(const GateResult& r);
+std::string to_junit(const GateResult& r);
+// One self-contained HTML file with inline SVG plots (ids plot-*), no script, no network.
+std::string to_html(const GateResult& r);
+
+// Escapes for XML/HTML text and attributes.
+std::string xml_escape(const std::string& s);
+
+}  // namespace qtransit::reports

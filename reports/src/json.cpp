@@ -1,0 +1,180 @@
+// report.json (schema in docs/REPORT.md) and reading a previous one's runs back for a baseline.
+#include <cmath>
+
+#include "qtransit/reports/gate_result.hpp"
+
+namespace qtransit::reports {
+namespace {
+
+// JSON has no inf or NaN: such a number is null.
+nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+}  // namespace
+
+const char* to_string(VerdictStatus s) {
+    switch (s) {
+        case VerdictStatus::kPass: return "pass";
+        case VerdictStatus::kFail: return "fail";
+        case VerdictStatus::kSkip: return "skip";
+    }
+    return "?";
+}
+
+int64_t GateResult::count(VerdictStatus s) const {
+    int64_t c = 0;
+    for (const auto& v : verdicts) c += v.status == s;
+    return c;
+}
+
+std::string GateRun::key() const {
+    return path + "/" + format + "/" + dist + "/N=" + std::to_string(ranks) + "/G=" + std::to_string(ranks_per_node) +
+           "/M=" + std::to_string(elements) + "/B=" + std::to_string(block) + "/seed=" + std::to_string(seed);
+}
+
+nlohmann::json to_json(const GateResult& r) {
+    nlohmann::json runs = nlohmann::json::array();
+    for (const auto& x : r.runs) {
+        nlohmann::json j{{"path", x.path},
+                         {"format", x.format},
+                         {"dist", x.dist},
+                         {"shape", x.shape},
+                         {"quantized", x.quantized},
+                         {"ranks", x.ranks},
+                         {"ranks_per_node", x.ranks_per_node},
+                         {"elements", x.elements},
+                         {"block", x.block},
+                         {"seed", x.seed},
+                         {"k_min", x.k_min},
+                         {"k_max", x.k_max},
+                         {"k_checked", x.k_checked},
+                         {"k_mismatches", x.k_mismatches},
+                         {"max_abs_error", num(x.max_abs_error)},
+                         {"rms_error", num(x.rms_error)},
+                         {"rel_rms_error", num(x.rel_rms_error)},
+                         {"max_a_posteriori", num(x.max_a_posteriori)},
+                         {"max_a_priori", num(x.max_a_priori)},
+                         {"max_error_to_a_posteriori", num(x.max_error_to_a_posteriori)},
+                         {"bound_holds", x.bound_holds},
+                         {"violations", x.violations},
+                         {"nonfinite_outputs", x.nonfinite_outputs},
+                         {"outputs_checked", x.outputs_checked},
+                         {"bytes_per_rank", x.bytes_per_rank},
+                         {"cross_node_bytes_per_rank", x.cross_node_bytes_per_rank},
+                         {"fp16_bytes_per_rank", x.fp16_bytes_per_rank},
+                         {"fp16_ring_rs_bytes_per_rank", x.fp16_ring_rs_bytes_per_rank},
+                         {"wire_bits_per_element", x.wire_bits_per_element()}};
+        if (!x.first_violation.empty()) j["first_violation"] = x.first_violation;
+        if (!x.first_k_mismatch.empty()) j["first_k_mismatch"] = x.first_k_mismatch;
+        runs.push_back(std::move(j));
+    }
+    nlohmann::json refusals = nlohmann::json::array();
+    for (const auto& x : r.refusals) refusals.push_back({{"format", x.format}, {"dist", x.dist}, {"what", x.what}});
+    nlohmann::json fits = nlohmann::json::array();
+    for (const auto& f : r.fits) {
+        nlohmann::json pts = nlohmann::json::array();
+        for (const auto& [n, e] : f.points) pts.push_back({{"ranks", n}, {"rel_rms_error", num(e)}});
+        fits.push_back({{"path", f.path}, {"format", f.format}, {"dist", f.dist}, {"exponent", num(f.exponent)}, {"points", pts}});
+    }
+    nlohmann::json checks = nlohmann::json::array();
+    for (const auto& c : r.format_checks) {
+        nlohmann::json j{{"format", c.format}, {"dist", c.dist}, {"elements", c.elements}, {"block", c.block}};
+        if (!c.refused.empty()) {
+            j["refused"] = c.refused;
+        } else {
+            j["cpu_matches_reference"] = c.cpu_matches_reference;
+            if (!c.cpu_mismatch.empty()) j["cpu_mismatch"] = c.cpu_mismatch;
+            j["bound_holds"] = c.bound_holds;
+            j["max_error_to_bound"] = num(c.max_error_to_bound);
+            j["gpu"] = c.gpu;
+        }
+        checks.push_back(std::move(j));
+    }
+    nlohmann::json verdicts = nlohmann::json::array();
+    for (const auto& v : r.verdicts) {
+        nlohmann::json j{{"name", v.name}, {"category", v.category}, {"status", to_string(v.status)}, {"message", v.message}};
+        if (v.value) j["value"] = num(*v.value);
+        if (v.limit) j["limit"] = num(*v.limit);
+        verdicts.push_back(std::move(j));
+    }
+    return {{"schema_version", r.schema_version},
+            {"tool", "qtransit check"},
+            {"version", r.version},
+            {"config", r.config_source},
+            {"started_at", r.started_at},
+            {"wall_seconds", r.wall_seconds},
+            {"gate",
+             {{"formats", r.formats},
+              {"paths", r.paths},
+              {"distributions", r.dists},
+              {"ranks", r.ranks},
+              {"tree_ranks", r.tree_ranks},
+              {"ranks_per_node", r.ranks_per_node},
+              {"elements", r.elements},
+              {"block", r.block},
+              {"seed", r.seed}}},
+            {"gpu_available", r.gpu_available},
+            {"baseline", r.baseline},
+            {"notes", r.notes},
+            {"summary",
+             {{"verdicts", r.verdicts.size()},
+              {"passed", r.count(VerdictStatus::kPass)},
+              {"failed", r.count(VerdictStatus::kFail)},
+              {"skipped", r.count(VerdictStatus::kSkip)},
+              {"runs", r.runs.size()},
+              {"pass", r.passed()}}},
+            {"runs", runs},
+            {"refusals", refusals},
+            {"fits", fits},
+            {"format_checks", checks},
+            {"verdicts", verdicts}};
+}
+
+Result<std::vector<GateRun>> runs_from_json(const nlohmann::json& j) {
+    auto bad = [](const std::string& what) { return make_error(ErrorCode::kBadFile, what); };
+    if (!j.is_object()) return bad("not a JSON object");
+    if (!j.contains("schema_version") || !j["schema_version"].is_number_integer())
+        return bad("no integer \"schema_version\" (not a qtransit check report.json?)");
+    if (j["schema_version"].get<int>() != kSchemaVersion)
+        return bad("schema_version " + std::to_string(j["schema_version"].get<int>()) + ", this qtransit reads " +
+                   std::to_string(kSchemaVersion));
+    if (!j.contains("runs") || !j["runs"].is_array()) return bad("no \"runs\" array");
+    std::vector<GateRun> out;
+    size_t i = 0;
+    for (const auto& x : j["runs"]) {
+        const std::string at = "runs[" + std::to_string(i++) + "]";
+        if (!x.is_object()) return bad(at + ": not an object");
+        GateRun r;
+        auto str = [&](const char* k, std::string& dst) -> bool {
+            if (!x.contains(k) || !x[k].is_string()) return false;
+            dst = x[k].get<std::string>();
+            return true;
+        };
+        auto integer = [&](const char* k, auto& dst) -> bool {
+            if (!x.contains(k) || !x[k].is_number_integer()) return false;
+            dst = x[k].get<std::decay_t<decltype(dst)>>();
+            return true;
+        };
+        // Metrics may be null (non-finite): read as NaN, which never compares worse.
+        auto metric = [&](const char* k, double& dst) -> bool {
+            if (!x.contains(k)) return false;
+            if (x[k].is_null()) { dst = std::nan(""); return true; }
+            if (!x[k].is_number()) return false;
+            dst = x[k].get<double>();
+            return true;
+        };
+        for (auto [k, d] : {std::pair<const char*, std::string*>{"path", &r.path}, {"format", &r.format}, {"dist", &r.dist}})
+            if (!str(k, *d)) return bad(at + ": \"" + k + "\" missing or not a string");
+        if (!integer("ranks", r.ranks) || !integer("ranks_per_node", r.ranks_per_node) || !integer("elements", r.elements) ||
+            !integer("block", r.block) || !integer("seed", r.seed))
+            return bad(at + ": ranks, ranks_per_node, elements, block and seed must be integers");
+        if (!metric("max_abs_error", r.max_abs_error) || !metric("rel_rms_error", r.rel_rms_error) ||
+            !metric("max_error_to_a_posteriori", r.max_error_to_a_posteriori))
+            return bad(at + ": max_abs_error, rel_rms_error and max_error_to_a_posteriori must be numbers");
+        metric("rms_error", r.rms_error);
+        metric("max_a_posteriori", r.max_a_posteriori);
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
+}  // namespace qtransit::reports

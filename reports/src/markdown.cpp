@@ -1,0 +1,161 @@
+// report.md and the terminal summary: verdicts per category, relative RMS error at the largest N
+// per format and path, and every failed verdict.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "tables.hpp"
+
+namespace qtransit::reports {
+namespace detail {
+
+std::string fmt_g(double v, int digits) {
+    if (std::isnan(v)) return "n/a";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    char b[32];
+    std::snprintf(b, sizeof b, "%.*g", digits, v);
+    return b;
+}
+
+// Verdict counts by category, in first-seen order.
+Table category_table(const GateResult& r) {
+    std::vector<std::string> order;
+    std::map<std::string, std::array<int64_t, 3>> n;
+    for (const auto& v : r.verdicts) {
+        if (!n.count(v.category)) order.push_back(v.category);
+        ++n[v.category][static_cast<size_t>(v.status)];
+    }
+    Table t{{"check", "verdicts", "passed", "failed", "skipped"}, {}};
+    for (const auto& c : order) {
+        const auto& a = n[c];
+        t.rows.push_back({c, std::to_string(a[0] + a[1] + a[2]), std::to_string(a[0]), std::to_string(a[1]), std::to_string(a[2])});
+    }
+    t.rows.push_back({"all", std::to_string(r.verdicts.size()), std::to_string(r.count(VerdictStatus::kPass)),
+                      std::to_string(r.count(VerdictStatus::kFail)), std::to_string(r.count(VerdictStatus::kSkip))});
+    return t;
+}
+
+// Relative RMS error at each path's largest N, first distribution (normal in the default gate).
+Table error_table(const GateResult& r) {
+    Table t;
+    if (r.dists.empty()) return t;
+    const std::string& dist = r.dists.front();
+    std::map<std::string, int64_t> nmax;
+    for (const auto& x : r.runs)
+        if (x.dist == dist) nmax[x.path] = std::max(nmax[x.path], x.ranks);
+    t.header.push_back("format \\ path (" + dist + ")");
+    for (const auto& p : r.paths) t.header.push_back(p + " N=" + std::to_string(nmax[p]));
+    for (const auto& f : r.formats) {
+        std::vector<std::string> row{f};
+        for (const auto& p : r.paths) {
+            std::string cell = "-";
+            for (const auto& x : r.runs)
+                if (x.path == p && x.format == f && x.dist == dist && x.ranks == nmax[p])
+                    cell = fmt_g(x.rel_rms_error) + (x.bound_holds && x.k_mismatches == 0 ? "" : " FAIL");
+            row.push_back(cell);
+        }
+        t.rows.push_back(std::move(row));
+    }
+    return t;
+}
+
+}  // namespace detail
+
+namespace {
+using detail::Table;
+using detail::category_table;
+using detail::error_table;
+using detail::fmt_g;
+
+std::string md(const Table& t) {
+    std::ostringstream o;
+    o << "|";
+    for (const auto& h : t.header) o << " " << h << " |";
+    o << "\n|";
+    for (size_t i = 0; i < t.header.size(); ++i) o << (i ? "---:|" : "---|");
+    o << "\n";
+    for (const auto& row : t.rows) {
+        o << "|";
+        for (const auto& c : row) o << " " << c << " |";
+        o << "\n";
+    }
+    return o.str();
+}
+
+std::string text(const Table& t) {
+    std::vector<size_t> w(t.header.size(), 0);
+    for (size_t i = 0; i < t.header.size(); ++i) w[i] = t.header[i].size();
+    for (const auto& row : t.rows)
+        for (size_t i = 0; i < row.size() && i < w.size(); ++i) w[i] = std::max(w[i], row[i].size());
+    std::ostringstream o;
+    auto line = [&](const std::vector<std::string>& cells) {
+        for (size_t i = 0; i < cells.size(); ++i) {
+            const std::string pad(w[i] - std::min(w[i], cells[i].size()), ' ');
+            o << (i ? "  " : "") << (i ? pad + cells[i] : cells[i] + pad);
+        }
+        o << "\n";
+    };
+    line(t.header);
+    for (const auto& row : t.rows) line(row);
+    return o.str();
+}
+
+std::string what_ran(const GateResult& r) {
+    std::ostringstream o;
+    o << r.formats.size() << " formats x " << r.paths.size() << " paths x " << r.dists.size() << " distributions, N =";
+    for (size_t i = 0; i < r.ranks.size(); ++i) o << (i ? ", " : " ") << r.ranks[i];
+    o << " (" << r.ranks_per_node << " ranks per node), M = " << r.elements << " elements per rank, block " << r.block
+      << ", seed " << r.seed << "; " << r.runs.size() << " runs, " << fmt_g(r.wall_seconds, 3) << " s";
+    return o.str();
+}
+
+}  // namespace
+
+std::string to_markdown(const GateResult& r) {
+    std::ostringstream o;
+    o << "# qtransit numerics gate: " << (r.passed() ? "PASS" : "FAIL") << "\n\n";
+    o << what_ran(r) << ". Config: " << r.config_source << ". qtransit " << r.version << ", " << r.started_at << ".\n\n";
+    for (const auto& n : r.notes) o << "- " << n << "\n";
+    if (!r.notes.empty()) o << "\n";
+    o << "## Verdicts\n\n" << md(category_table(r)) << "\n";
+    if (!r.passed()) {
+        o << "## Failed verdicts\n\n";
+        for (const auto& v : r.verdicts)
+            if (v.status == VerdictStatus::kFail) o << "- `" << v.name << "`: " << v.message << "\n";
+        o << "\n";
+    }
+    const Table e = error_table(r);
+    if (!e.rows.empty())
+        o << "## Relative RMS error at the largest N\n\n" << md(e)
+          << "\n(FAIL: a bound or the k ledger check failed in that run.)\n\n";
+    if (!r.refusals.empty()) {
+        o << "## Refused inputs\n\n";
+        for (const auto& x : r.refusals) o << "- " << x.format << " on " << x.dist << ": " << x.what << "\n";
+        o << "\n";
+    }
+    int64_t skipped = r.count(VerdictStatus::kSkip);
+    if (skipped) {
+        o << "## Skipped verdicts\n\n";
+        for (const auto& v : r.verdicts)
+            if (v.status == VerdictStatus::kSkip) o << "- `" << v.name << "`: " << v.message << "\n";
+        o << "\n";
+    }
+    return o.str();
+}
+
+std::string summary_text(const GateResult& r) {
+    std::ostringstream o;
+    o << "qtransit check: " << what_ran(r) << "\n\n" << text(category_table(r)) << "\n";
+    const Table e = error_table(r);
+    if (!e.rows.empty()) o << "relative RMS error at the largest N:\n" << text(e) << "\n";
+    for (const auto& v : r.verdicts)
+        if (v.status == VerdictStatus::kFail) o << "FAILED " << v.name << ": " << v.message << "\n";
+    o << "gate: " << (r.passed() ? "PASS" : "FAIL") << " (" << r.count(VerdictStatus::kPass) << " passed, "
+      << r.count(VerdictStatus::kFail) << " failed, " << r.count(VerdictStatus::kSkip) << " skipped)\n";
+    return o.str();
+}
+
+}  // namespace qtransit::reports
