@@ -65,6 +65,7 @@ struct SimulateArgs {
     std::string in, dump;
     bool json = false;
     int threads = 0;
+    std::string backend = "cpu";  // cpu, device (N ranks on one GPU), nccl (one rank per GPU)
 };
 int run_simulate(const SimulateArgs& a);
 

@@ -76,6 +76,10 @@ int main(int argc, char** argv) {
     simulate->add_option("--in", ma.in, "Inputs from a binary32 .npy of shape [N, M], one row per rank");
     simulate->add_option("--dump", ma.dump, "Write the result (one path, one N) as .npy: [N, S] or [N, M]");
     simulate->add_option("--threads", ma.threads, "Worker threads (0: all)")->capture_default_str();
+    simulate->add_option("--backend", ma.backend,
+                         "Where the values are computed and the messages travel: cpu (in process), device (every rank "
+                         "on one GPU), nccl (one rank per GPU)")
+        ->capture_default_str();
     simulate->add_flag("--json", ma.json, "Print {\"runs\": [...], \"fits\": [...]}");
 
     CheckArgs ca;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "commands.hpp"
+#include "qtransit/kernels/gpu.hpp"
 #include "sweep.hpp"
 
 namespace qtransit::cli {
@@ -36,6 +37,18 @@ int run_simulate(const SimulateArgs& a) {
     spec.ranks_per_node = a.ranks_per_node;
     spec.threads = a.threads;
     spec.ranks = a.ranks;
+    auto backend = collectives::parse_backend(a.backend);
+    if (!backend) return fail(backend.error());
+    spec.backend = *backend;
+    if (spec.backend != collectives::Backend::kCpu) {
+        const auto q = kernels::gpu::query_devices();
+        if (q.devices.empty()) return fail("no GPU: " + q.note + " (--backend " + a.backend + " needs one)");
+        if (spec.backend == collectives::Backend::kNccl)
+            for (int64_t n : spec.ranks)
+                if (n != static_cast<int64_t>(q.devices.size()))
+                    return fail("--backend nccl runs one rank per GPU: --ranks " + std::to_string(n) + " but " +
+                                std::to_string(q.devices.size()) + " GPU(s) are visible");
+    }
 
     kernels::NpyArray file;
     if (!a.in.empty()) {

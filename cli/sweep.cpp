@@ -41,7 +41,9 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
         }
         groups.push_back(std::move(g));
     }
-    const int threads = spec.threads > 0 ? spec.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads = spec.backend != collectives::Backend::kCpu
+                            ? 1  // run_paths runs a device backend on one thread
+                            : (spec.threads > 0 ? spec.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 
     SweepResult out;
     for (size_t gi = 0; gi < groups.size(); ++gi) {
@@ -100,7 +102,7 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
                           spec.dump->begin() + static_cast<std::ptrdiff_t>(row.rank * dump_cols + col0));
             }
         };
-        auto totals = collectives::run_paths(g, *inputs, threads, sink);
+        auto totals = collectives::run_paths(g, *inputs, threads, sink, spec.backend);
         if (!totals) return totals.error();
         for (size_t k = 0; k < g.size(); ++k) {
             RunRow r;

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "qtransit/collectives/transport.hpp"
 #include "qtransit/common/transit.hpp"
 #include "qtransit/kernels/inputs.hpp"
 #include "qtransit/kernels/npy.hpp"
@@ -29,6 +30,7 @@ struct SweepSpec {
     uint64_t seed = 1;
     const kernels::NpyArray* file = nullptr;  // inputs [N, M] instead of the generator (one N)
     int threads = 0;                     // 0: every hardware thread
+    collectives::Backend backend = collectives::Backend::kCpu;  // device backends run one thread
     // When set (one path, one N): every output row written here, [N, S] for a reduce-scatter or
     // [N, M] for the others, and its shape.
     std::vector<float>* dump = nullptr;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <thread>
 
+#include "qtransit/collectives/device.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/fp16.hpp"
 
@@ -64,12 +65,15 @@ struct Provenance {
 struct Partial {
     std::vector<float> v;
     Provenance p;
+    int64_t holder = -1;  // the rank whose buffer holds it (device transports; -1: not tracked)
 };
 
 class Column {
 public:
     Column(const PathConfig& c, const Inputs& in, Transport& t, int64_t first, int64_t len, ColumnRecord& rec)
-        : c_(c), in_(in), t_(t), first_(first), len_(len), rec_(rec), fp16_(c.accum == Accum::kFp16) {
+        : c_(c), in_(in), t_(t), first_(first), len_(len), rec_(rec), fp16_(c.accum == Accum::kFp16),
+          dev_(t.device_ops()) {
+        t_.begin_column();
         rec_.first = first;
         rec_.len = len;
         rec_.first_block_absmax.clear();
@@ -101,6 +105,7 @@ public:
             }
         }
         clear_provenance(p.p, len);
+        p.holder = rank;
         return p;
     }
 
@@ -111,15 +116,19 @@ public:
         Message m;
         m.len = n;
         m.quantized = true;
-        m.codes.resize(static_cast<size_t>(c_.format.code_bytes(n)));
         Site site;
         site.tensor = "partial sum";
         site.rank = from;
         site.index_base = first_;
         kernels::CodecOptions opt;
         opt.site = site;
-        if (auto st = kernels::encode_block(c_.format, p.v.data(), n, m.codes.data(), &m.scale, &m.offset, opt); !st)
-            throw ColumnFailure{st.error()};
+        if (dev_) {  // encoded in `from`'s device buffer; codes and metadata copied back for the ledger
+            if (auto st = dev_->encode(from, p.v.data(), n, opt, m); !st) throw ColumnFailure{st.error()};
+        } else {
+            m.codes.resize(static_cast<size_t>(c_.format.code_bytes(n)));
+            if (auto st = kernels::encode_block(c_.format, p.v.data(), n, m.codes.data(), &m.scale, &m.offset, opt); !st)
+                throw ColumnFailure{st.error()};
+        }
         QuantEvent& e = new_event();
         e.stage = stage;
         e.from_rank = from;
@@ -145,6 +154,8 @@ public:
         m.quantized = false;
         m.raw_bytes_per_element = fp16_ ? 2 : 4;
         m.raw = std::move(p.v);
+        if (dev_)
+            if (auto st = dev_->stage_raw(p.holder >= 0 ? p.holder : 0, m); !st) throw ColumnFailure{st.error()};
         m.provenance = keep(std::move(p.p));
         return m;
     }
@@ -156,7 +167,10 @@ public:
     Partial decode(const Message& m) {
         Partial p;
         p.v.resize(static_cast<size_t>(m.len));
-        if (m.quantized)
+        if (dev_) {
+            if (auto st = dev_->decode(m, p.v.data()); !st) throw ColumnFailure{st.error()};
+            p.holder = m.dev_rank;
+        } else if (m.quantized)
             kernels::decode_block(c_.format, m.codes.data(), m.len, m.scale, m.offset, p.v.data());
         else
             p.v = m.raw;
@@ -167,11 +181,19 @@ public:
     // The first term of a sum: under fp16 accumulation it is rounded to binary16 (D11).
     void start_sum(Partial& acc) {
         if (!fp16_) return;
+        if (dev_) {
+            device_start_sum(acc);
+            return;
+        }
         for (size_t i = 0; i < acc.v.size(); ++i) acc.v[i] = round_term(acc, i, acc.v[i]);
     }
 
     // acc = fl(acc + term), acc the left operand; provenance merged.
     void add(Partial& acc, Partial&& term) {
+        if (dev_) {
+            device_add(acc, std::move(term));
+            return;
+        }
         for (size_t i = 0; i < acc.v.size(); ++i) {
             float a = acc.v[i], b = term.v[i];
             float r;
@@ -227,6 +249,45 @@ public:
     int64_t first() const { return first_; }
 
 private:
+    int64_t holder_of(const Partial& p) const { return p.holder >= 0 ? p.holder : 0; }
+
+    // start_sum on the device: the rounded values come back, and a rounding that moved a value is
+    // recorded as round_term records it.
+    void device_start_sum(Partial& acc) {
+        const std::vector<float> before = acc.v;
+        if (auto st = dev_->round_first(holder_of(acc), acc.v.data(), static_cast<int64_t>(acc.v.size())); !st)
+            throw ColumnFailure{st.error()};
+        for (size_t i = 0; i < acc.v.size(); ++i) record_rounding(acc, i, before[i], acc.v[i]);
+    }
+
+    // add on the device: the sums (and, under fp16, the rounded terms) come back; the provenance is
+    // merged exactly as add() merges it, in the same order, so the ledger's doubles are identical.
+    void device_add(Partial& acc, Partial&& term) {
+        const size_t n = acc.v.size();
+        std::vector<float> term_in;
+        if (fp16_) term_in = term.v;
+        if (auto st = dev_->add(holder_of(acc), acc.v.data(), term.v.data(), static_cast<int64_t>(n), fp16_); !st)
+            throw ColumnFailure{st.error()};
+        for (size_t i = 0; i < n; ++i) {
+            if (fp16_) record_rounding(acc, i, term_in[i], term.v[i]);
+            const float r = acc.v[i];
+            acc.p.add_abs[i] += term.p.add_abs[i] + std::abs(static_cast<double>(r));
+            acc.p.add_n[i] += term.p.add_n[i] + 1;
+            if (fp16_) {
+                acc.p.tr_abs[i] += term.p.tr_abs[i];
+                acc.p.tr_n[i] += term.p.tr_n[i];
+            }
+        }
+        acc.p.ids.insert(acc.p.ids.end(), term.p.ids.begin(), term.p.ids.end());
+    }
+    // round_term's ledger half: t rounded to r.
+    void record_rounding(Partial& acc, size_t i, float t, float r) {
+        if (r != t) {
+            acc.p.tr_abs[i] += std::abs(static_cast<double>(t));
+            acc.p.tr_n[i] += 1;
+        }
+    }
+
     void clear_provenance(Provenance& p, int64_t len) {
         p.ids.clear();
         p.add_abs.assign(static_cast<size_t>(len), 0.0);
@@ -265,6 +326,7 @@ private:
     int64_t first_, len_;
     ColumnRecord& rec_;
     bool fp16_;
+    DeviceOps* dev_;  // null: the CPU kernels (SimTransport)
     size_t n_rows_ = 0, n_events_ = 0;
     std::vector<Provenance> provenance_;
 };
@@ -393,10 +455,11 @@ void ring_broadcast_codes(Column& col, Message&& m, int64_t owner, std::vector<P
 void ring_forward(Column& col, const Message& m, int64_t owner) {
     const int64_t n = col.config().ranks;
     Transport& t = col.transport();
+    Message cur = Column::forward(m);
     for (int64_t h = 1; h < n; ++h) {
         const int64_t from = mod(owner + h - 1, n), to = mod(owner + h, n);
-        t.send(from, to, Column::forward(m));
-        (void)t.recv(to, from);
+        t.send(from, to, Column::forward(cur));  // each rank passes on what it received
+        cur = t.recv(to, from);
     }
 }
 
@@ -509,13 +572,15 @@ void run_hpz(Column& col, bool requant) {
     std::vector<Partial> held(static_cast<size_t>(n));
     for (int64_t node = 0; node < t.nodes(); ++node) {
         const int64_t holder = t.rank_of(node, l);
+        Partial fh(f);
+        fh.holder = holder;
         Message m;
         if (requant) {
             Contributors who;
             who.list = owners;
-            m = col.quantize(Partial(f), 1, holder, t.rank_of(node, (l + 1) % g), std::move(who));
+            m = col.quantize(std::move(fh), 1, holder, t.rank_of(node, (l + 1) % g), std::move(who));
         } else {
-            m = col.raw(Partial(f));
+            m = col.raw(std::move(fh));
         }
         held[static_cast<size_t>(holder)] = col.decode(m);
         Message cur = std::move(m);
@@ -548,6 +613,8 @@ Status run_column(const PathConfig& c, const Inputs& inputs, Transport& transpor
             case PathKind::kHpzAgRequant: run_hpz(col, true); break;
         }
     } catch (const ColumnFailure& f) {
+        return f.error;
+    } catch (const DeviceFailure& f) {
         return f.error;
     }
     return Status::Ok();
@@ -587,8 +654,17 @@ private:
 
 }  // namespace
 
+Result<std::unique_ptr<Transport>> make_transport(Backend backend, const PathConfig& c) {
+    switch (backend) {
+        case Backend::kDevice: return make_device_transport(c.ranks, c.ranks_per_node, c.format, c.block);
+        case Backend::kNccl: return make_nccl_transport(c.ranks, c.ranks_per_node, c.format, c.block);
+        case Backend::kCpu: break;
+    }
+    return std::unique_ptr<Transport>(std::make_unique<SimTransport>(c.ranks, c.ranks_per_node, c.format));
+}
+
 Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& inputs, int threads,
-                            const std::function<void(size_t, int, const ColumnRecord&)>& sink) {
+                            const std::function<void(size_t, int, const ColumnRecord&)>& sink, Backend backend) {
     if (paths.empty()) return RunTotals{};
     for (const auto& p : paths)
         if (auto st = validate(p); !st) return st.error();
@@ -598,14 +674,23 @@ Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& 
     int64_t columns = 0;
     for (const auto& p : paths) columns = std::max(columns, column_count(p));
     threads = static_cast<int>(std::clamp<int64_t>(threads, 1, std::max<int64_t>(columns, 1)));
+    // A device backend runs on one thread: its transports hold the device (nccl: every GPU's
+    // communicator), and its columns are bound by the device steps, not the host.
+    if (backend != Backend::kCpu) threads = 1;
+    std::vector<std::vector<std::unique_ptr<Transport>>> made(static_cast<size_t>(threads));
+    for (auto& per_thread : made)
+        for (const auto& p : paths) {
+            auto t = make_transport(backend, p);
+            if (!t) return t.error();
+            per_thread.push_back(std::move(*t));
+        }
 
     std::vector<std::vector<ByteCounts>> bytes(static_cast<size_t>(threads), std::vector<ByteCounts>(paths.size()));
     std::vector<Status> status(static_cast<size_t>(threads));
     auto work = [&](int tid) {
         ColumnCache cache(inputs, c0.ranks);
         ColumnRecord rec;
-        std::vector<std::unique_ptr<SimTransport>> transports;
-        for (const auto& p : paths) transports.push_back(std::make_unique<SimTransport>(p.ranks, p.ranks_per_node, p.format));
+        std::vector<std::unique_ptr<Transport>>& transports = made[static_cast<size_t>(tid)];
         int64_t cached_first = -1, cached_len = -1;
         for (int64_t i = tid; i < columns; i += threads) {
             for (size_t k = 0; k < paths.size(); ++k) {

@@ -5,6 +5,24 @@
 
 namespace qtransit::collectives {
 
+const char* to_string(Backend b) {
+    switch (b) {
+        case Backend::kCpu: return "cpu";
+        case Backend::kDevice: return "device";
+        case Backend::kNccl: return "nccl";
+    }
+    return "?";
+}
+
+std::string known_backend_names() { return "cpu, device, nccl"; }
+
+Result<Backend> parse_backend(const std::string& name) {
+    for (Backend b : {Backend::kCpu, Backend::kDevice, Backend::kNccl})
+        if (name == to_string(b)) return b;
+    return make_error(ErrorCode::kInvalidArgument,
+                      "unknown backend '" + name + "' (known backends: " + known_backend_names() + ")");
+}
+
 int64_t wire_bytes(const FormatSpec& format, const Message& m) {
     if (!m.quantized) return m.len * m.raw_bytes_per_element;
     return format.code_bytes(m.len) + format.metadata_bytes();

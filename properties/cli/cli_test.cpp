@@ -11,6 +11,7 @@
 #include <string>
 #include <sys/wait.h>
 
+#include "qtransit/kernels/gpu.hpp"
 #include "qtransit/kernels/npy.hpp"
 
 namespace fs = std::filesystem;
@@ -251,6 +252,25 @@ TEST_F(Cli, SimulateFromNpyAndDump) {
     const Outcome bad = run("simulate --path ring-rs --ranks 5 --in " + x + " --format int8");
     EXPECT_EQ(bad.code, 2);
     EXPECT_NE(bad.err.find("has 4 rows"), std::string::npos) << bad.err;
+}
+
+TEST_F(Cli, SimulateBackendChoice) {
+    const std::string base = "simulate --path a2a-rs --ranks 4 --elements 64 --block 16 --format int8";
+    const Outcome bad = run(base + " --backend tpu");
+    EXPECT_EQ(bad.code, 2);
+    EXPECT_NE(bad.err.find("unknown backend 'tpu'"), std::string::npos) << bad.err;
+    EXPECT_NE(bad.err.find("cpu, device, nccl"), std::string::npos) << bad.err;
+    EXPECT_EQ(run(base + " --backend cpu").code, 0);
+    const Outcome dev = run(base + " --backend device");
+    if (qtransit::kernels::gpu::query_devices().devices.empty()) {
+        EXPECT_EQ(dev.code, 2) << dev.err;
+        EXPECT_EQ(dev.err.rfind("qtransit: no GPU: ", 0), 0u) << dev.err;
+        const Outcome nccl = run(base + " --backend nccl");
+        EXPECT_EQ(nccl.code, 2) << nccl.err;
+        EXPECT_NE(nccl.err.find("no GPU: "), std::string::npos) << nccl.err;
+    } else {
+        EXPECT_EQ(dev.code, 0) << dev.err;  // the device backend runs the same paths and checks them
+    }
 }
 
 }  // namespace

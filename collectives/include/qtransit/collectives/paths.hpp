@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -56,11 +57,17 @@ Status run_column(const PathConfig& c, const Inputs& inputs, Transport& transpor
 
 // Every column of every path in `paths` (which share N, G, M and block), on `threads` threads. The
 // inputs of a column are generated once for all paths. `sink(path_index, thread, record)` is called
-// from the worker threads, never concurrently with the same thread index.
+// from the worker threads, never concurrently with the same thread index. `backend`: where the
+// values are computed and the messages travel (device.hpp); a device backend runs one thread, and
+// an Error says why it cannot start (no GPU, a build without CUDA or NCCL, N != GPUs for nccl).
 struct RunTotals {
     std::vector<ByteCounts> bytes;  // per path
 };
 Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& inputs, int threads,
-                            const std::function<void(size_t, int, const ColumnRecord&)>& sink);
+                            const std::function<void(size_t, int, const ColumnRecord&)>& sink,
+                            Backend backend = Backend::kCpu);
+
+// The transport a backend runs a path on (cpu: SimTransport).
+Result<std::unique_ptr<Transport>> make_transport(Backend backend, const PathConfig& c);
 
 }  // namespace qtransit::collectives

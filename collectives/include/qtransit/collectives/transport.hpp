@@ -6,10 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "qtransit/common/format.hpp"
+#include "qtransit/common/status.hpp"
 
 namespace qtransit::collectives {
 
@@ -23,7 +25,21 @@ struct Message {
     int raw_bytes_per_element = 4; // 4 (binary32) or 2 (binary16 values, fp16 accumulation)
     // Not on the wire: the simulation's handle on the ledger of what the message carries (-1: none).
     int32_t provenance = -1;
+    // Device transports only: where the payload lies in device memory (codes, then scale and offset;
+    // or the raw values), in the buffer of rank `dev_rank`; null on the CPU.
+    void* dev = nullptr;
+    int64_t dev_bytes = 0;
+    int32_t dev_rank = -1;
 };
+
+// Where a path's values are computed and its messages travel: `cpu` (SimTransport, the production
+// CPU kernels), `device` (every rank simulated on one GPU), `nccl` (one rank per GPU, NCCL).
+enum class Backend { kCpu, kDevice, kNccl };
+const char* to_string(Backend b);
+Result<Backend> parse_backend(const std::string& name);  // the Error lists the known names
+std::string known_backend_names();                        // "cpu, device, nccl"
+
+class DeviceOps;  // device.hpp: Q, D and the adds of a column on a device transport
 
 // Payload bytes of a message in the given format (codes + metadata, or raw values).
 int64_t wire_bytes(const FormatSpec& format, const Message& m);
@@ -58,6 +74,9 @@ public:
     void send(int64_t from, int64_t to, Message&& m);
     virtual Message recv(int64_t to, int64_t from) = 0;
     const ByteCounts& bytes() const { return bytes_; }
+    // The device computing a column's values (null: the CPU), and the start of every column.
+    virtual DeviceOps* device_ops() { return nullptr; }
+    virtual void begin_column() {}
 
 protected:
     virtual void deliver(int64_t from, int64_t to, Message&& m) = 0;

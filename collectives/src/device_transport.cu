@@ -1,0 +1,391 @@
+// The device transports of device.hpp. Each rank owns one device buffer: two scratch rows of
+// `max_len` floats (the values of a step) and a bump-allocated run of message slots, reset at every
+// column. A message is encoded into its sender's slot and copied into a slot of the receiver's buffer
+// (cudaMemcpyAsync on the receiver's stream for `device`; grouped ncclSend/ncclRecv for `nccl`); a
+// receive synchronizes the receiver's stream, so a message that was received is complete.
+// Every step's output is filled with 0xff bytes (a NaN pattern) before the kernel writes it, so an
+// element a kernel leaves unwritten shows up as a mismatch against `sim`.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#if QTRANSIT_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+#include "check.hpp"  // kernels/cuda: QT_CUDA_CHECK
+#include "qtransit/collectives/device.hpp"
+#include "qtransit/kernels/block_math.hpp"
+#include "qtransit/kernels/gpu.hpp"
+
+namespace qtransit::collectives {
+namespace {
+
+namespace gpu = kernels::gpu;
+
+// The adds of NUMERICS 3 / D11 (block_math.hpp's accum_add, the same function the CPU runs).
+__global__ void add_kernel(float* acc, float* term, int64_t n, bool fp16) {
+    for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+        const float t = term[i];
+        acc[i] = kernels::accum_add(acc[i], t, fp16);
+        if (fp16) term[i] = kernels::accum_first(t, true);
+    }
+}
+
+__global__ void round_first_kernel(float* v, int64_t n) {
+    for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+        v[i] = kernels::accum_first(v[i], true);
+}
+
+int grid_of(int64_t n) { return static_cast<int>(std::clamp<int64_t>((n + 255) / 256, 1, 1024)); }
+
+constexpr size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+Error internal(const std::string& what) { return make_error(ErrorCode::kCuda, "internal error in the device transport: " + what); }
+
+class DeviceTransport : public Transport, public DeviceOps {
+public:
+    DeviceTransport(int64_t ranks, int64_t per_node, FormatSpec format, int64_t max_len)
+        : Transport(ranks, per_node, format), format_(format), max_len_(max_len), box_(static_cast<size_t>(ranks)) {
+        meta_at_ = align_up(static_cast<size_t>(format.code_bytes(max_len)), 16);
+        slot_bytes_ = align_up(std::max(meta_at_ + 2 * sizeof(float), static_cast<size_t>(max_len) * sizeof(float)), 256);
+        scratch_bytes_ = align_up(2 * static_cast<size_t>(max_len) * sizeof(float), 256);
+        // The most messages a rank holds in one column: a2a's N received plus its own, the gathers'
+        // ring, hpz's forward blocks; twice N plus a margin covers every schedule of paths.cpp.
+        slots_ = 2 * ranks + 16;
+    }
+    ~DeviceTransport() override {
+        for (size_t r = 0; r < base_.size(); ++r) {
+            if (multi_) cudaSetDevice(gpu_[r]);
+            if (stream_[r]) cudaStreamDestroy(stream_[r]);
+            if (base_[r]) cudaFree(base_[r]);
+        }
+    }
+
+    // One buffer and one stream per rank, on GPU gpus[r]; every buffer starts poisoned.
+    Status init(std::vector<int> gpus) {
+        gpu_ = std::move(gpus);
+        multi_ = std::any_of(gpu_.begin(), gpu_.end(), [&](int g) { return g != gpu_.front(); });
+        base_.assign(gpu_.size(), nullptr);
+        stream_.assign(gpu_.size(), nullptr);
+        used_.assign(gpu_.size(), 0);
+        const size_t bytes = scratch_bytes_ + static_cast<size_t>(slots_) * slot_bytes_;
+        QT_CUDA_CHECK(cudaSetDevice(gpu_.front()));
+        for (size_t r = 0; r < gpu_.size(); ++r) {
+            QT_CUDA_CHECK(cudaSetDevice(gpu_[r]));
+            void* p = nullptr;
+            QT_CUDA_CHECK(cudaMalloc(&p, bytes));
+            base_[r] = static_cast<char*>(p);
+            QT_CUDA_CHECK(cudaMemset(p, 0xff, bytes));
+            QT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_[r], cudaStreamNonBlocking));
+        }
+        QT_CUDA_CHECK(cudaDeviceSynchronize());
+        return Status::Ok();
+    }
+
+    DeviceOps* device_ops() override { return this; }
+    void begin_column() override { std::fill(used_.begin(), used_.end(), 0); }
+
+    Message recv(int64_t to, int64_t from) override {
+        throw_if(flush());
+        auto& box = box_[static_cast<size_t>(to)];
+        for (auto it = box.begin(); it != box.end(); ++it) {
+            if (it->first != from) continue;
+            Message m = std::move(it->second);
+            box.erase(it);
+            throw_if(select(to));
+            throw_if(cuda(cudaStreamSynchronize(stream_[static_cast<size_t>(to)]), "cudaStreamSynchronize (recv)"));
+            return m;
+        }
+        std::fprintf(stderr, "qtransit: internal error: rank %lld waits for a message from rank %lld that was never sent\n",
+                     static_cast<long long>(to), static_cast<long long>(from));
+        std::abort();
+    }
+
+    // ---- DeviceOps ------------------------------------------------------------------------------
+    Status encode(int64_t rank, const float* x, int64_t n, const kernels::CodecOptions& options, Message& m) override {
+        if (n > max_len_) return internal("a block longer than the path's block");
+        if (auto st = select(rank); !st) return st;
+        auto s = slot(rank);
+        if (!s) return s.error();
+        cudaStream_t st = stream_of(rank);
+        float* a = scratch(rank, 0);
+        uint8_t* codes = reinterpret_cast<uint8_t*>(*s);
+        float* meta = reinterpret_cast<float*>(*s + meta_at_);
+        QT_CUDA_CHECK(cudaMemcpyAsync(a, x, static_cast<size_t>(n) * sizeof(float), cudaMemcpyHostToDevice, st));
+        if (auto r = gpu::encode_device(format_, a, n, max_len_, codes, meta, meta + 1, options, st); !r) return r;
+        m.codes.resize(static_cast<size_t>(format_.code_bytes(n)));
+        float md[2] = {0, 0};
+        QT_CUDA_CHECK(cudaMemcpyAsync(m.codes.data(), codes, m.codes.size(), cudaMemcpyDeviceToHost, st));
+        QT_CUDA_CHECK(cudaMemcpyAsync(md, meta, sizeof md, cudaMemcpyDeviceToHost, st));
+        QT_CUDA_CHECK(cudaStreamSynchronize(st));
+        m.scale = md[0];
+        m.offset = format_.kind == FormatKind::kAsym ? md[1] : 0.0f;
+        m.dev = *s;
+        m.dev_bytes = static_cast<int64_t>(meta_at_ + 2 * sizeof(float));
+        m.dev_rank = static_cast<int32_t>(rank);
+        return Status::Ok();
+    }
+
+    Status stage_raw(int64_t rank, Message& m) override {
+        if (m.len > max_len_) return internal("a raw message longer than the path's block");
+        if (auto st = select(rank); !st) return st;
+        auto s = slot(rank);
+        if (!s) return s.error();
+        cudaStream_t st = stream_of(rank);
+        QT_CUDA_CHECK(cudaMemcpyAsync(*s, m.raw.data(), static_cast<size_t>(m.len) * sizeof(float), cudaMemcpyHostToDevice, st));
+        QT_CUDA_CHECK(cudaStreamSynchronize(st));
+        m.dev = *s;
+        m.dev_bytes = m.len * static_cast<int64_t>(sizeof(float));
+        m.dev_rank = static_cast<int32_t>(rank);
+        return Status::Ok();
+    }
+
+    Status decode(const Message& m, float* out) override {
+        if (!m.dev || m.dev_rank < 0) return internal("a message with no device payload");
+        const int64_t rank = m.dev_rank;
+        if (auto st = select(rank); !st) return st;
+        cudaStream_t st = stream_of(rank);
+        float* o = scratch(rank, 1);
+        const size_t bytes = static_cast<size_t>(m.len) * sizeof(float);
+        QT_CUDA_CHECK(cudaMemsetAsync(o, 0xff, bytes, st));  // poison: every element must be written
+        const char* p = static_cast<const char*>(m.dev);
+        if (m.quantized) {
+            const float* meta = reinterpret_cast<const float*>(p + meta_at_);
+            if (auto r = gpu::decode_device(format_, max_len_, reinterpret_cast<const uint8_t*>(p), meta, meta + 1, o, m.len, st); !r)
+                return r;
+        } else {
+            QT_CUDA_CHECK(cudaMemcpyAsync(o, p, bytes, cudaMemcpyDeviceToDevice, st));
+        }
+        QT_CUDA_CHECK(cudaMemcpyAsync(out, o, bytes, cudaMemcpyDeviceToHost, st));
+        QT_CUDA_CHECK(cudaStreamSynchronize(st));
+        return Status::Ok();
+    }
+
+    Status round_first(int64_t rank, float* v, int64_t n) override {
+        if (n > max_len_) return internal("a row longer than the path's block");
+        if (auto st = select(rank); !st) return st;
+        cudaStream_t st = stream_of(rank);
+        float* a = scratch(rank, 0);
+        const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+        QT_CUDA_CHECK(cudaMemcpyAsync(a, v, bytes, cudaMemcpyHostToDevice, st));
+        round_first_kernel<<<grid_of(n), 256, 0, st>>>(a, n);
+        QT_CUDA_LAUNCH_CHECK("qtransit::round_first_kernel");
+        QT_CUDA_CHECK(cudaMemcpyAsync(v, a, bytes, cudaMemcpyDeviceToHost, st));
+        QT_CUDA_CHECK(cudaStreamSynchronize(st));
+        return Status::Ok();
+    }
+
+    Status add(int64_t rank, float* acc, float* term, int64_t n, bool fp16) override {
+        if (n > max_len_) return internal("a row longer than the path's block");
+        if (auto st = select(rank); !st) return st;
+        cudaStream_t st = stream_of(rank);
+        float* a = scratch(rank, 0);
+        float* b = scratch(rank, 1);
+        const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+        QT_CUDA_CHECK(cudaMemcpyAsync(a, acc, bytes, cudaMemcpyHostToDevice, st));
+        QT_CUDA_CHECK(cudaMemcpyAsync(b, term, bytes, cudaMemcpyHostToDevice, st));
+        add_kernel<<<grid_of(n), 256, 0, st>>>(a, b, n, fp16);
+        QT_CUDA_LAUNCH_CHECK("qtransit::add_kernel");
+        QT_CUDA_CHECK(cudaMemcpyAsync(acc, a, bytes, cudaMemcpyDeviceToHost, st));
+        if (fp16) QT_CUDA_CHECK(cudaMemcpyAsync(term, b, bytes, cudaMemcpyDeviceToHost, st));
+        QT_CUDA_CHECK(cudaStreamSynchronize(st));
+        return Status::Ok();
+    }
+
+protected:
+    void deliver(int64_t from, int64_t to, Message&& m) override {
+        if (from != to) {
+            if (!m.dev) throw_if(internal("a message sent with no device payload"));
+            auto d = slot(to);
+            if (!d) throw_if(d.error());
+            throw_if(move(from, to, m.dev, *d, m.dev_bytes));
+            m.dev = *d;
+            m.dev_rank = static_cast<int32_t>(to);
+        }
+        box_[static_cast<size_t>(to)].emplace_back(from, std::move(m));
+    }
+
+    // Carry `bytes` from src (in some rank's buffer on the sender's side) to dst (in `to`'s buffer).
+    virtual Status move(int64_t /*from*/, int64_t to, const void* src, void* dst, int64_t bytes) {
+        if (auto st = select(to); !st) return st;
+        QT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_of(to)));
+        return Status::Ok();
+    }
+    // Start whatever move() left pending (nccl groups its sends and receives here).
+    virtual Status flush() { return Status::Ok(); }
+
+    Status select(int64_t rank) {
+        if (!multi_) return Status::Ok();
+        QT_CUDA_CHECK(cudaSetDevice(gpu_[static_cast<size_t>(rank)]));
+        return Status::Ok();
+    }
+    cudaStream_t stream_of(int64_t rank) const { return stream_[static_cast<size_t>(rank)]; }
+    float* scratch(int64_t rank, int row) const {
+        return reinterpret_cast<float*>(base_[static_cast<size_t>(rank)]) + static_cast<size_t>(row) * static_cast<size_t>(max_len_);
+    }
+    Result<char*> slot(int64_t rank) {
+        int64_t& u = used_[static_cast<size_t>(rank)];
+        if (u >= slots_) return internal("rank " + std::to_string(rank) + " ran out of message slots in one column");
+        char* p = base_[static_cast<size_t>(rank)] + scratch_bytes_ + static_cast<size_t>(u) * slot_bytes_;
+        ++u;
+        return p;
+    }
+    static Status cuda(cudaError_t e, const char* what) { return gpu::cuda_status(e, what, __FILE__, __LINE__); }
+    static void throw_if(const Status& st) {
+        if (!st) throw DeviceFailure{st.error()};
+    }
+    static void throw_if(const Error& e) { throw DeviceFailure{e}; }
+
+    FormatSpec format_;
+    int64_t max_len_;
+    size_t meta_at_ = 0, slot_bytes_ = 0, scratch_bytes_ = 0;
+    int64_t slots_ = 0;
+    std::vector<int> gpu_;
+    bool multi_ = false;
+    std::vector<char*> base_;
+    std::vector<cudaStream_t> stream_;
+    std::vector<int64_t> used_;
+    std::vector<std::vector<std::pair<int64_t, Message>>> box_;
+};
+
+#if QTRANSIT_HAVE_NCCL
+
+// Every ncclResult_t becomes a Status naming the call and the place.
+#define QT_NCCL_CHECK(call)                                                                                     \
+    do {                                                                                                        \
+        const ncclResult_t qt_r_ = (call);                                                                      \
+        if (qt_r_ != ncclSuccess)                                                                               \
+            return make_error(ErrorCode::kCuda, std::string(#call) + " failed: " + ncclGetErrorString(qt_r_) + \
+                                                    " at " __FILE__ ":" + std::to_string(__LINE__));            \
+    } while (0)
+
+// One rank per GPU: world communicator by ncclCommInitAll, the intra-node group (color = node,
+// key = local index) and the inter-node group (color = local index, key = node) by ncclCommSplit.
+// A message between two ranks of one node goes over the intra-node communicator, one between the
+// same local index of two nodes over the inter-node one, any other over the world. Sends are held
+// until the next receive and then issued together, every ncclSend with its ncclRecv, in one
+// ncclGroupStart/End: the all-to-all's N sends become one grouped exchange.
+class NcclTransport final : public DeviceTransport {
+public:
+    using DeviceTransport::DeviceTransport;
+    ~NcclTransport() override {
+        for (auto* v : {&inter_, &intra_, &world_})
+            for (ncclComm_t c : *v)
+                if (c) ncclCommDestroy(c);
+    }
+
+    Status init_nccl() {
+        const int n = static_cast<int>(ranks());
+        std::vector<int> devs(static_cast<size_t>(n));
+        for (int i = 0; i < n; ++i) devs[static_cast<size_t>(i)] = i;
+        if (auto st = init(devs); !st) return st;
+        world_.assign(static_cast<size_t>(n), nullptr);
+        intra_.assign(static_cast<size_t>(n), nullptr);
+        inter_.assign(static_cast<size_t>(n), nullptr);
+        QT_NCCL_CHECK(ncclCommInitAll(world_.data(), n, devs.data()));
+        QT_NCCL_CHECK(ncclGroupStart());
+        for (int r = 0; r < n; ++r)
+            QT_NCCL_CHECK(ncclCommSplit(world_[static_cast<size_t>(r)], static_cast<int>(node_of(r)),
+                                        static_cast<int>(local_of(r)), &intra_[static_cast<size_t>(r)], nullptr));
+        QT_NCCL_CHECK(ncclGroupEnd());
+        QT_NCCL_CHECK(ncclGroupStart());
+        for (int r = 0; r < n; ++r)
+            QT_NCCL_CHECK(ncclCommSplit(world_[static_cast<size_t>(r)], static_cast<int>(local_of(r)),
+                                        static_cast<int>(node_of(r)), &inter_[static_cast<size_t>(r)], nullptr));
+        QT_NCCL_CHECK(ncclGroupEnd());
+        return Status::Ok();
+    }
+
+protected:
+    Status move(int64_t from, int64_t to, const void* src, void* dst, int64_t bytes) override {
+        pending_.push_back({from, to, src, dst, bytes});
+        return Status::Ok();
+    }
+
+    Status flush() override {
+        if (pending_.empty()) return Status::Ok();
+        QT_NCCL_CHECK(ncclGroupStart());
+        for (const Pending& p : pending_) {
+            ncclComm_t cs, cr;
+            int peer_of_from, peer_of_to;
+            route(p.from, p.to, cs, cr, peer_of_from, peer_of_to);
+            QT_NCCL_CHECK(ncclSend(p.src, static_cast<size_t>(p.bytes), ncclUint8, peer_of_to, cs, stream_of(p.from)));
+            QT_NCCL_CHECK(ncclRecv(p.dst, static_cast<size_t>(p.bytes), ncclUint8, peer_of_from, cr, stream_of(p.to)));
+        }
+        QT_NCCL_CHECK(ncclGroupEnd());
+        for (const Pending& p : pending_) {
+            if (auto st = select(p.from); !st) return st;
+            QT_CUDA_CHECK(cudaStreamSynchronize(stream_of(p.from)));
+        }
+        pending_.clear();
+        return Status::Ok();
+    }
+
+private:
+    struct Pending {
+        int64_t from, to;
+        const void* src;
+        void* dst;
+        int64_t bytes;
+    };
+    // The communicator each side uses and the other side's rank in it.
+    void route(int64_t from, int64_t to, ncclComm_t& cs, ncclComm_t& cr, int& peer_of_from, int& peer_of_to) const {
+        const auto f = static_cast<size_t>(from), t = static_cast<size_t>(to);
+        if (node_of(from) == node_of(to)) {
+            cs = intra_[f], cr = intra_[t];
+            peer_of_from = static_cast<int>(local_of(from)), peer_of_to = static_cast<int>(local_of(to));
+        } else if (local_of(from) == local_of(to)) {
+            cs = inter_[f], cr = inter_[t];
+            peer_of_from = static_cast<int>(node_of(from)), peer_of_to = static_cast<int>(node_of(to));
+        } else {
+            cs = world_[f], cr = world_[t];
+            peer_of_from = static_cast<int>(from), peer_of_to = static_cast<int>(to);
+        }
+    }
+
+    std::vector<ncclComm_t> world_, intra_, inter_;
+    std::vector<Pending> pending_;
+};
+
+#endif  // QTRANSIT_HAVE_NCCL
+
+Error no_gpu() {
+    const auto q = gpu::query_devices();
+    return make_error(ErrorCode::kCuda, "no GPU: " + q.note);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> make_device_transport(int64_t ranks, int64_t ranks_per_node, FormatSpec format,
+                                                         int64_t max_len) {
+    if (!gpu::device_available()) return no_gpu();
+    auto t = std::make_unique<DeviceTransport>(ranks, ranks_per_node, format, max_len);
+    if (auto st = t->init(std::vector<int>(static_cast<size_t>(ranks), 0)); !st) return st.error();
+    return std::unique_ptr<Transport>(std::move(t));
+}
+
+Result<std::unique_ptr<Transport>> make_nccl_transport(int64_t ranks, int64_t ranks_per_node, FormatSpec format,
+                                                       int64_t max_len) {
+#if QTRANSIT_HAVE_NCCL
+    const auto q = gpu::query_devices();
+    if (q.devices.empty()) return no_gpu();
+    if (static_cast<int64_t>(q.devices.size()) != ranks)
+        return make_error(ErrorCode::kInvalidArgument,
+                          "the nccl backend runs one rank per GPU: N=" + std::to_string(ranks) + " but " +
+                              std::to_string(q.devices.size()) + " GPU(s) are visible (use --ranks " +
+                              std::to_string(q.devices.size()) + ", or --backend device)");
+    auto t = std::make_unique<NcclTransport>(ranks, ranks_per_node, format, max_len);
+    if (auto st = t->init_nccl(); !st) return st.error();
+    return std::unique_ptr<Transport>(std::move(t));
+#else
+    (void)ranks, (void)ranks_per_node, (void)format, (void)max_len;
+    return make_error(ErrorCode::kCuda, "this build has no NCCL (configure with QTRANSIT_NCCL=ON where NCCL is installed)");
+#endif
+}
+
+}  // namespace qtransit::collectives
