@@ -204,12 +204,7 @@ public:
                 r = a + b;
             }
             acc.v[i] = r;
-            acc.p.add_abs[i] += term.p.add_abs[i] + std::abs(static_cast<double>(r));
-            acc.p.add_n[i] += term.p.add_n[i] + 1;
-            if (fp16_) {
-                acc.p.tr_abs[i] += term.p.tr_abs[i];
-                acc.p.tr_n[i] += term.p.tr_n[i];
-            }
+            merge_add(acc, term, i);
         }
         acc.p.ids.insert(acc.p.ids.end(), term.p.ids.begin(), term.p.ids.end());
     }
@@ -270,16 +265,21 @@ private:
             throw ColumnFailure{st.error()};
         for (size_t i = 0; i < n; ++i) {
             if (fp16_) record_rounding(acc, i, term_in[i], term.v[i]);
-            const float r = acc.v[i];
-            acc.p.add_abs[i] += term.p.add_abs[i] + std::abs(static_cast<double>(r));
-            acc.p.add_n[i] += term.p.add_n[i] + 1;
-            if (fp16_) {
-                acc.p.tr_abs[i] += term.p.tr_abs[i];
-                acc.p.tr_n[i] += term.p.tr_n[i];
-            }
+            merge_add(acc, term, i);
         }
         acc.p.ids.insert(acc.p.ids.end(), term.p.ids.begin(), term.p.ids.end());
     }
+    // The ledger of element i after acc[i] became the sum of acc[i] and term[i]: the term's adds
+    // and roundings join the accumulator's, plus this add and its |result|.
+    void merge_add(Partial& acc, const Partial& term, size_t i) {
+        acc.p.add_abs[i] += term.p.add_abs[i] + std::abs(static_cast<double>(acc.v[i]));
+        acc.p.add_n[i] += term.p.add_n[i] + 1;
+        if (fp16_) {
+            acc.p.tr_abs[i] += term.p.tr_abs[i];
+            acc.p.tr_n[i] += term.p.tr_n[i];
+        }
+    }
+
     // round_term's ledger half: t rounded to r.
     void record_rounding(Partial& acc, size_t i, float t, float r) {
         if (r != t) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <sys/wait.h>
 
+#include "cli_fixture.hpp"
 #include "qtransit/kernels/gpu.hpp"
 #include "qtransit/kernels/npy.hpp"
 
@@ -18,44 +19,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Outcome {
-    int code = -1;
-    std::string out, err;
-};
+using qtransit::testing::Outcome;
 
-class Cli : public ::testing::Test {
+class Cli : public qtransit::testing::CliTest {
 protected:
-    void SetUp() override {
-        dir_ = fs::temp_directory_path() / ("qtransit_cli_" + std::to_string(::getpid()) + "_" +
-                                            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(dir_);
-        fs::create_directories(dir_);
-    }
-    void TearDown() override { fs::remove_all(dir_); }
-
-    Outcome run(const std::string& args) {
-        const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-        const std::string cmd = std::string(QTRANSIT_EXE) + " " + args + " >" + out.string() + " 2>" + err.string();
-        const int status = std::system(cmd.c_str());
-        Outcome r;
-        r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        r.out = slurp(out);
-        r.err = slurp(err);
-        return r;
-    }
-    static std::string slurp(const fs::path& p) {
-        std::ifstream f(p);
-        std::stringstream ss;
-        ss << f.rdbuf();
-        return ss.str();
-    }
     std::string npy(const std::string& name, const std::vector<float>& v, std::vector<int64_t> shape = {}) {
         if (shape.empty()) shape = {static_cast<int64_t>(v.size())};
         const std::string path = (dir_ / name).string();
         EXPECT_TRUE(qtransit::kernels::write_npy(path, v, shape).ok());
         return path;
     }
-    fs::path dir_;
 };
 
 TEST_F(Cli, FormatsListsEveryFormat) {

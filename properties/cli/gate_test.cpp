@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_fixture.hpp"
+
 #include <cstdio>
 #include <algorithm>
 #include <filesystem>
@@ -26,40 +28,16 @@ constexpr const char* kSmall =
     "ranks = [8, 16, 32]\n"
     "elements = 1024\n";
 
-struct Outcome {
-    int code = -1;
-    std::string out, err;
-};
+using qtransit::testing::Outcome;
 
-class Gate : public ::testing::Test {
+class Gate : public qtransit::testing::CliTest {
 protected:
-    void SetUp() override {
-        dir_ = fs::temp_directory_path() / ("qtransit_gate_" + std::to_string(::getpid()) + "_" +
-                                            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(dir_);
-        fs::create_directories(dir_);
-    }
-    void TearDown() override { fs::remove_all(dir_); }
-
     std::string config(const std::string& text) {
         const fs::path p = dir_ / "gate.toml";
         std::ofstream(p) << text;
         return p.string();
     }
-    Outcome check(const std::string& args) {
-        const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-        const std::string cmd = std::string(QTRANSIT_EXE) + " check --report-dir " + (dir_ / "rep").string() + " " + args +
-                                " >" + out.string() + " 2>" + err.string();
-        const int status = std::system(cmd.c_str());
-        return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-    }
-    static std::string slurp(const fs::path& p) {
-        std::ifstream f(p);
-        std::stringstream ss;
-        ss << f.rdbuf();
-        return ss.str();
-    }
-    fs::path dir_;
+    Outcome check(const std::string& args) { return run("check --report-dir " + (dir_ / "rep").string() + " " + args); }
 };
 
 TEST_F(Gate, SmallGatePassesAndWritesEveryReport) {

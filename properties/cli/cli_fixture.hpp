@@ -1,0 +1,49 @@
+// Running the `qtransit` binary the way a user does: a fresh temporary directory per test, the
+// command's exit code, stdout and stderr. QTRANSIT_EXE is the binary's path (set by CMake).
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace qtransit::testing {
+
+struct Outcome {
+    int code = -1;
+    std::string out, err;
+};
+
+class CliTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir_ = std::filesystem::temp_directory_path() /
+               ("qtransit_cli_" + std::to_string(::getpid()) + "_" +
+                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        std::filesystem::remove_all(dir_);
+        std::filesystem::create_directories(dir_);
+    }
+    void TearDown() override { std::filesystem::remove_all(dir_); }
+
+    // `qtransit <args>` with stdout and stderr captured.
+    Outcome run(const std::string& args) {
+        const auto out = dir_ / "stdout", err = dir_ / "stderr";
+        const std::string cmd = std::string(QTRANSIT_EXE) + " " + args + " >" + out.string() + " 2>" + err.string();
+        const int status = std::system(cmd.c_str());
+        return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+    }
+    static std::string slurp(const std::filesystem::path& p) {
+        std::ifstream f(p);
+        std::stringstream ss;
+        ss << f.rdbuf();
+        return ss.str();
+    }
+    std::filesystem::path dir_;
+};
+
+}  // namespace qtransit::testing
