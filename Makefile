@@ -9,8 +9,10 @@ REPORT_DIR ?= qtransit-report
 
 # Debian packages the build and tests need. The CUDA toolkit is optional (QTRANSIT_CUDA=AUTO):
 # it is not a Debian package here; when /usr/local/cuda is present the CUDA backend is built too.
+# Open MPI: the mpi backend (qtransit simulate --backend mpi under mpirun) and its tests.
 PACKAGES := g++ cmake ninja-build libgtest-dev libgmock-dev librapidcheck-dev libboost-dev \
-            libbenchmark-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
+            libbenchmark-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev \
+            openmpi-bin libopenmpi-dev
 
 .PHONY: help deps build build-asan run test bench clean
 

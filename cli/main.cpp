@@ -5,9 +5,32 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "qtransit/collectives/mpi.hpp"
 #include "qtransit/common/transit.hpp"
 
+namespace {
+int dispatch(int argc, char** argv);
+}  // namespace
+
+// `--backend mpi`: MPI starts before anything else (every rank checks that every rank runs the same
+// arguments) and ends after the command, whatever it returned.
 int main(int argc, char** argv) {
+    namespace mpi = qtransit::collectives::mpi;
+    if (!mpi::requested(argc, argv)) return dispatch(argc, argv);
+    if (!mpi::built()) return qtransit::cli::fail("this build has no mpi backend (install openmpi-bin and libopenmpi-dev, "
+                                                  "then rebuild)");
+    int rc = qtransit::cli::kExitUsage;
+    if (auto st = mpi::init(&argc, &argv); !st) {
+        std::fprintf(stderr, "qtransit: rank %d: %s\n", mpi::rank(), st.error().message.c_str());
+    } else {
+        rc = dispatch(argc, argv);
+    }
+    mpi::finalize();
+    return rc;
+}
+
+namespace {
+int dispatch(int argc, char** argv) {
     using namespace qtransit::cli;
     CLI::App app{"qtransit: numerics verification for quantized collective communication.\n"
                  "Exit codes: 0 success, 1 a check failed, 2 bad invocation or input."};
@@ -78,7 +101,7 @@ int main(int argc, char** argv) {
     simulate->add_option("--threads", ma.threads, "Worker threads (0: all)")->capture_default_str();
     simulate->add_option("--backend", ma.backend,
                          "Where the values are computed and the messages travel: cpu (in process), device (every rank "
-                         "on one GPU), nccl (one rank per GPU)")
+                         "on one GPU), nccl (one rank per GPU), mpi (one process per rank, under mpirun)")
         ->capture_default_str();
     simulate->add_flag("--json", ma.json, "Print {\"runs\": [...], \"fits\": [...]}");
 
@@ -114,3 +137,4 @@ int main(int argc, char** argv) {
     if (*check) return run_check(ca);
     return kExitUsage;
 }
+}  // namespace

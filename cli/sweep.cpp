@@ -1,11 +1,13 @@
 #include "sweep.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <mutex>
 #include <thread>
 
+#include "qtransit/collectives/mpi.hpp"
 #include "qtransit/collectives/paths.hpp"
 
 namespace qtransit::cli {
@@ -16,6 +18,44 @@ double max_of(const std::vector<int64_t>& v) {
     int64_t m = 0;
     for (int64_t x : v) m = std::max(m, x);
     return static_cast<double>(m);
+}
+
+// --backend mpi: this process's stats combined with every other rank's (each checked only the rows
+// it holds), the same way PathChecker::merge combines threads; the first violation is the lowest
+// rank's. Only the verdicts travel, never the tensors.
+reference::PathStats combine_ranks(const reference::PathStats& s) {
+    namespace mpi = collectives::mpi;
+    const std::vector<double> mine{static_cast<double>(s.outputs_checked), s.max_abs_error, s.sum_sq_error,
+                                   s.sum_sq_target, s.max_a_posteriori, s.max_a_priori, s.max_error_to_a_posteriori,
+                                   s.bound_holds ? 1.0 : 0.0, static_cast<double>(s.violations),
+                                   static_cast<double>(s.k_min), static_cast<double>(s.k_max),
+                                   static_cast<double>(s.nonfinite_outputs)};
+    const size_t w = mine.size();
+    const std::vector<double> all = mpi::allgather(mine);
+    const std::vector<std::string> firsts = mpi::allgather_strings(s.first_violation);
+    reference::PathStats out;
+    bool have_k = false;
+    for (int r = 0; r < mpi::size(); ++r) {
+        const double* v = all.data() + static_cast<size_t>(r) * w;
+        out.outputs_checked += static_cast<int64_t>(v[0]);
+        out.max_abs_error = std::max(out.max_abs_error, v[1]);
+        out.sum_sq_error += v[2];
+        out.sum_sq_target += v[3];
+        out.max_a_posteriori = std::max(out.max_a_posteriori, v[4]);
+        out.max_a_priori = std::max(out.max_a_priori, v[5]);
+        out.max_error_to_a_posteriori = std::max(out.max_error_to_a_posteriori, v[6]);
+        out.bound_holds = out.bound_holds && v[7] != 0;
+        out.violations += static_cast<int64_t>(v[8]);
+        if (v[0] > 0) {
+            const auto kmin = static_cast<int32_t>(v[9]), kmax = static_cast<int32_t>(v[10]);
+            out.k_min = have_k ? std::min(out.k_min, kmin) : kmin;
+            out.k_max = have_k ? std::max(out.k_max, kmax) : kmax;
+            have_k = true;
+        }
+        out.nonfinite_outputs += static_cast<int64_t>(v[11]);
+        if (out.first_violation.empty()) out.first_violation = firsts[static_cast<size_t>(r)];
+    }
+    return out;
 }
 
 }  // namespace
@@ -67,7 +107,39 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
         std::vector<std::vector<std::pair<int64_t, int64_t>>> kcount(  // per path, per thread: (checked, wrong)
             g.size(), std::vector<std::pair<int64_t, int64_t>>(static_cast<size_t>(threads)));
         std::vector<std::string> kfirst(g.size());
-        auto sink = [&](size_t k, int tid, const ColumnRecord& rec) {
+        // --backend mpi: this process holds (and checks, and dumps) only its own rank's rows.
+        const bool on_mpi = spec.backend == collectives::Backend::kMpi;
+        const int64_t me = on_mpi ? collectives::mpi::rank() : -1;
+        ColumnRecord own;
+        std::vector<double> check_s(g.size(), 0.0);
+        const auto group_start = std::chrono::steady_clock::now();
+        auto sink = [&](size_t k, int tid, const ColumnRecord& full) {
+            const ColumnRecord* pick = &full;
+            const auto t0 = on_mpi ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+            struct Timer {  // the checking time of this column (mpi only)
+                bool on;
+                std::chrono::steady_clock::time_point t0;
+                double& acc;
+                ~Timer() {
+                    if (on) acc += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                }
+            } timer{on_mpi, t0, check_s[k]};
+            if (on_mpi) {
+                bool any = false;
+                for (const auto& row : full.outputs) any = any || row.rank == me;
+                if (!any) return;  // nothing of this column is held here: nothing to check
+                own.first = full.first;
+                own.len = full.len;
+                own.contribution_rows = full.contribution_rows;
+                own.contributions = full.contributions;
+                own.first_block_absmax = full.first_block_absmax;
+                own.events = full.events;
+                own.outputs.clear();
+                for (const auto& row : full.outputs)
+                    if (row.rank == me) own.outputs.push_back(row);
+                pick = &own;
+            }
+            const ColumnRecord& rec = *pick;
             checkers[k][static_cast<size_t>(tid)].add(rec);
             if (spec.check_k) {
                 auto& kc = kcount[k][static_cast<size_t>(tid)];
@@ -104,12 +176,46 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
         };
         auto totals = collectives::run_paths(g, *inputs, threads, sink, spec.backend);
         if (!totals) return totals.error();
+        const double group_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - group_start).count();
+        if (on_mpi) {  // each process counted what it sent; each holds its own dump row
+            for (auto& b : totals->bytes) {
+                collectives::mpi::allreduce_sum(b.sent);
+                collectives::mpi::allreduce_sum(b.cross_node);
+                collectives::mpi::allreduce_sum(b.fp16_equiv);
+            }
+            if (spec.dump) {
+                const std::vector<float> mine(spec.dump->begin() + me * dump_cols, spec.dump->begin() + (me + 1) * dump_cols);
+                std::vector<float> all = collectives::mpi::gather_rows(mine);
+                if (me == 0) *spec.dump = std::move(all);
+            }
+        }
         for (size_t k = 0; k < g.size(); ++k) {
             RunRow r;
             r.config = g[k];
             reference::PathChecker all(g[k]);
             for (auto& c : checkers[k]) all.merge(c);
-            r.stats = all.stats();
+            r.stats = on_mpi ? combine_ranks(all.stats()) : all.stats();
+            if (on_mpi) {
+                std::vector<int64_t> kc{r.k_checked, r.k_mismatches};
+                for (const auto& [checked, wrong] : kcount[k]) {
+                    kc[0] += checked;
+                    kc[1] += wrong;
+                }
+                collectives::mpi::allreduce_sum(kc);
+                kcount[k].assign(1, {kc[0], kc[1]});
+                for (const auto& f : collectives::mpi::allgather_strings(kfirst[k]))
+                    if (!f.empty()) {
+                        kfirst[k] = f;
+                        break;
+                    }
+            }
+            if (on_mpi) {
+                const auto t = collectives::mpi::allgather({group_s, check_s[k]});
+                for (size_t i = 0; i + 1 < t.size(); i += 2) {
+                    r.group_seconds = std::max(r.group_seconds, t[i]);
+                    r.check_seconds = std::max(r.check_seconds, t[i + 1]);
+                }
+            }
             const auto& b = totals->bytes[k];
             r.bytes_per_rank = max_of(b.sent);
             r.cross_node_bytes_per_rank = max_of(b.cross_node);

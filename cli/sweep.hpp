@@ -51,6 +51,9 @@ struct RunRow {
     double fp16_ring_rs = 0;               // the ZeRO baseline: a binary16 ring reduce-scatter
     int64_t k_checked = 0, k_mismatches = 0;  // (row, contributor) pairs, with SweepSpec::check_k
     std::string first_k_mismatch;
+    // --backend mpi: the busiest rank's seconds in the whole run of this N's group (schedule, its
+    // messages and checking) and in checking its own outputs (the exact reference and the bounds).
+    double group_seconds = 0, check_seconds = 0;
 };
 
 struct FitRow {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "qtransit/collectives/device.hpp"
+#include "qtransit/collectives/mpi.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/fp16.hpp"
 
@@ -658,6 +659,7 @@ Result<std::unique_ptr<Transport>> make_transport(Backend backend, const PathCon
     switch (backend) {
         case Backend::kDevice: return make_device_transport(c.ranks, c.ranks_per_node, c.format, c.block);
         case Backend::kNccl: return make_nccl_transport(c.ranks, c.ranks_per_node, c.format, c.block);
+        case Backend::kMpi: return mpi::make_mpi_transport(c.ranks, c.ranks_per_node, c.format);
         case Backend::kCpu: break;
     }
     return std::unique_ptr<Transport>(std::make_unique<SimTransport>(c.ranks, c.ranks_per_node, c.format));

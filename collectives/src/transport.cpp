@@ -10,14 +10,15 @@ const char* to_string(Backend b) {
         case Backend::kCpu: return "cpu";
         case Backend::kDevice: return "device";
         case Backend::kNccl: return "nccl";
+        case Backend::kMpi: return "mpi";
     }
     return "?";
 }
 
-std::string known_backend_names() { return "cpu, device, nccl"; }
+std::string known_backend_names() { return "cpu, device, nccl, mpi"; }
 
 Result<Backend> parse_backend(const std::string& name) {
-    for (Backend b : {Backend::kCpu, Backend::kDevice, Backend::kNccl})
+    for (Backend b : {Backend::kCpu, Backend::kDevice, Backend::kNccl, Backend::kMpi})
         if (name == to_string(b)) return b;
     return make_error(ErrorCode::kInvalidArgument,
                       "unknown backend '" + name + "' (known backends: " + known_backend_names() + ")");
@@ -60,8 +61,8 @@ std::vector<int64_t> Transport::local_group(int64_t l) const {
 }
 
 void Transport::send(int64_t from, int64_t to, Message&& m) {
-    if (from == to) {  // a rank's own share (a2a's own chunk) is a local copy: nothing on the wire
-        deliver(from, to, std::move(m));
+    if (from == to || !counts(from)) {  // a rank's own share (a2a's own chunk) is a local copy: nothing
+        deliver(from, to, std::move(m));  // on the wire (mpi: another process counts this send)
         return;
     }
     const int64_t b = wire_bytes(format_, m);

@@ -33,11 +33,12 @@ struct Message {
 };
 
 // Where a path's values are computed and its messages travel: `cpu` (SimTransport, the production
-// CPU kernels), `device` (every rank simulated on one GPU), `nccl` (one rank per GPU, NCCL).
-enum class Backend { kCpu, kDevice, kNccl };
+// CPU kernels), `device` (every rank simulated on one GPU), `nccl` (one rank per GPU, NCCL), `mpi`
+// (one process per rank under mpirun, the CPU kernels, messages as MPI messages; mpi.hpp).
+enum class Backend { kCpu, kDevice, kNccl, kMpi };
 const char* to_string(Backend b);
 Result<Backend> parse_backend(const std::string& name);  // the Error lists the known names
-std::string known_backend_names();                        // "cpu, device, nccl"
+std::string known_backend_names();                        // "cpu, device, nccl, mpi"
 
 class DeviceOps;  // device.hpp: Q, D and the adds of a column on a device transport
 
@@ -80,6 +81,8 @@ public:
 
 protected:
     virtual void deliver(int64_t from, int64_t to, Message&& m) = 0;
+    // Whether this transport counts the bytes `from` sends (mpi: only this process's own rank's).
+    virtual bool counts(int64_t /*from*/) const { return true; }
 
 private:
     int64_t ranks_, per_node_;

@@ -1,0 +1,34 @@
+// The mpi backend in a build without MPI: it says so, and never pretends to have run.
+#include "qtransit/collectives/mpi.hpp"
+
+#include <cstring>
+
+namespace qtransit::collectives::mpi {
+namespace {
+Error not_built() {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "this build has no mpi backend (install openmpi-bin and libopenmpi-dev, then reconfigure)");
+}
+}  // namespace
+
+bool built() { return false; }
+bool requested(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--backend=mpi") == 0) return true;
+        if (std::strcmp(argv[i], "--backend") == 0 && i + 1 < argc && std::strcmp(argv[i + 1], "mpi") == 0) return true;
+    }
+    return false;
+}
+Status init(int*, char***) { return not_built(); }
+bool active() { return false; }
+int rank() { return 0; }
+int size() { return 1; }
+void finalize() {}
+double timeout_s() { return 0; }
+std::vector<double> allgather(const std::vector<double>& mine) { return mine; }
+std::vector<std::string> allgather_strings(const std::string& mine) { return {mine}; }
+void allreduce_sum(std::vector<int64_t>&) {}
+std::vector<float> gather_rows(const std::vector<float>& row) { return row; }
+Result<std::unique_ptr<Transport>> make_mpi_transport(int64_t, int64_t, FormatSpec) { return not_built(); }
+
+}  // namespace qtransit::collectives::mpi

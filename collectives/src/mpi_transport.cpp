@@ -1,0 +1,270 @@
+// The mpi backend (mpi.hpp): the design and its cost are described there.
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+#include "qtransit/collectives/mpi.hpp"
+#include "qtransit/kernels/fp16.hpp"
+
+namespace qtransit::collectives::mpi {
+namespace {
+
+bool g_active = false;
+int g_rank = 0, g_size = 1;
+MPI_Comm g_data = MPI_COMM_NULL;  // the transports' messages (a duplicate of MPI_COMM_WORLD)
+double g_timeout = 300;
+
+[[noreturn]] void die(const std::string& what) {
+    std::fprintf(stderr, "qtransit: rank %d: %s\n", g_rank, what.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+    std::abort();
+}
+
+// Waits for `req` under the deadline, polling (and yielding the CPU: ranks may be oversubscribed).
+void wait(MPI_Request& req, const std::string& what) {
+    const auto start = std::chrono::steady_clock::now();
+    int done = 0;
+    for (long spins = 0;; ++spins) {
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (done) return;
+        if (spins < 64) {
+            std::this_thread::yield();
+            continue;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(spins < 4096 ? 20 : 500));
+        if ((spins & 63) == 0 &&
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > g_timeout)
+            die("timed out after " + std::to_string(static_cast<long>(g_timeout)) + " s waiting for " + what +
+                " (a rank died, or the ranks run different arguments; QTRANSIT_MPI_TIMEOUT sets the limit)");
+    }
+}
+
+uint64_t hash_args(int argc, char** argv) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over argv[1..], each followed by a 0 byte
+    for (int i = 1; i < argc; ++i) {
+        for (const char* p = argv[i];; ++p) {
+            h = (h ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
+            if (!*p) break;
+        }
+    }
+    return h;
+}
+
+// The payload of a message exactly as the wire accounting counts it (wire_bytes).
+std::vector<uint8_t> serialize(const FormatSpec& f, const Message& m) {
+    std::vector<uint8_t> b;
+    if (m.quantized) {
+        b.assign(m.codes.begin(), m.codes.begin() + f.code_bytes(m.len));
+        const auto* s = reinterpret_cast<const uint8_t*>(&m.scale);
+        b.insert(b.end(), s, s + 4);
+        if (f.metadata_bytes() == 8) {
+            const auto* o = reinterpret_cast<const uint8_t*>(&m.offset);
+            b.insert(b.end(), o, o + 4);
+        }
+    } else if (m.raw_bytes_per_element == 2) {
+        b.resize(static_cast<size_t>(m.len) * 2);
+        for (int64_t i = 0; i < m.len; ++i) {
+            const uint16_t h = kernels::f32_to_f16_bits(m.raw[static_cast<size_t>(i)]);
+            std::memcpy(b.data() + 2 * i, &h, 2);
+        }
+    } else {
+        b.resize(static_cast<size_t>(m.len) * 4);
+        std::memcpy(b.data(), m.raw.data(), b.size());
+    }
+    return b;
+}
+
+class MpiTransport final : public Transport {
+public:
+    MpiTransport(int64_t ranks, int64_t per_node, FormatSpec format)
+        : Transport(ranks, per_node, format), format_(format), box_(static_cast<size_t>(ranks)) {}
+    ~MpiTransport() override {
+        // Normally empty (every column completes its sends); after a failed column, cancel.
+        for (auto& r : reqs_) {
+            int done = 0;
+            MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+            if (!done) {
+                MPI_Cancel(&r);
+                MPI_Request_free(&r);
+            }
+        }
+    }
+
+    void begin_column() override { complete_sends(); }
+
+    Message recv(int64_t to, int64_t from) override {
+        auto& box = box_[static_cast<size_t>(to)];
+        auto it = box.begin();
+        while (it != box.end() && it->first != from) ++it;
+        if (it == box.end()) die("internal error: a receive with no matching send in the schedule");
+        Message m = std::move(it->second);
+        box.erase(it);
+        if (to != g_rank || from == to) return m;
+        // This process is the receiver: the payload comes from the sender's process.
+        const std::vector<uint8_t> local = serialize(format_, m);
+        std::vector<uint8_t> got(local.size());
+        MPI_Request req;
+        MPI_Irecv(got.data(), static_cast<int>(got.size()), MPI_BYTE, static_cast<int>(from), 0, g_data, &req);
+        wait(req, "a message from rank " + std::to_string(from));
+        if (got != local)
+            die("internal error: the payload received from rank " + std::to_string(from) +
+                " differs from the one computed here (the ranks disagree on the inputs or the schedule)");
+        // Decode what arrived. (A binary16 raw message keeps the binary32 values the sender held
+        // before rounding for the ledger, whose first add rounds them; its bits were compared.)
+        if (m.quantized) {
+            const size_t cb = static_cast<size_t>(format_.code_bytes(m.len));
+            std::memcpy(m.codes.data(), got.data(), cb);
+            std::memcpy(&m.scale, got.data() + cb, 4);
+            if (format_.metadata_bytes() == 8) std::memcpy(&m.offset, got.data() + cb + 4, 4);
+        } else if (m.raw_bytes_per_element == 4) {
+            std::memcpy(m.raw.data(), got.data(), got.size());
+        }
+        return m;
+    }
+
+    int64_t actually_sent() const { return actually_sent_; }
+
+protected:
+    bool counts(int64_t from) const override { return from == g_rank; }
+
+    void deliver(int64_t from, int64_t to, Message&& m) override {
+        if (from == g_rank && to != from) {
+            out_.push_back(serialize(format_, m));
+            const auto& b = out_.back();
+            if (static_cast<int64_t>(b.size()) != wire_bytes(format_, m))
+                die("internal error: a payload of " + std::to_string(b.size()) + " bytes where the wire accounting says " +
+                    std::to_string(wire_bytes(format_, m)));
+            reqs_.emplace_back();
+            MPI_Isend(b.data(), static_cast<int>(b.size()), MPI_BYTE, static_cast<int>(to), 0, g_data, &reqs_.back());
+            actually_sent_ += static_cast<int64_t>(b.size());
+        }
+        box_[static_cast<size_t>(to)].emplace_back(from, std::move(m));
+    }
+
+private:
+    void complete_sends() {
+        for (auto& r : reqs_) wait(r, "a message to another rank to be received");
+        reqs_.clear();
+        out_.clear();
+    }
+
+    FormatSpec format_;
+    std::vector<std::vector<std::pair<int64_t, Message>>> box_;
+    std::deque<std::vector<uint8_t>> out_;  // payloads in flight (stable addresses)
+    std::deque<MPI_Request> reqs_;
+    int64_t actually_sent_ = 0;
+};
+
+}  // namespace
+
+bool built() { return true; }
+
+bool requested(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--backend=mpi") == 0) return true;
+        if (std::strcmp(argv[i], "--backend") == 0 && i + 1 < argc && std::strcmp(argv[i + 1], "mpi") == 0) return true;
+    }
+    return false;
+}
+
+Status init(int* argc, char*** argv) {
+    if (g_active) return Status::Ok();
+    if (const char* t = std::getenv("QTRANSIT_MPI_TIMEOUT"); t && *t) {
+        char* end = nullptr;
+        const double v = std::strtod(t, &end);
+        if (end && *end == 0 && v > 0) g_timeout = v;
+    }
+    if (MPI_Init(argc, argv) != MPI_SUCCESS) return make_error(ErrorCode::kInvalidArgument, "MPI_Init failed");
+    g_active = true;
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    MPI_Comm_dup(MPI_COMM_WORLD, &g_data);
+    // Every rank must run the same command: compare the hashes of the arguments.
+    const uint64_t mine = hash_args(*argc, *argv);
+    std::vector<uint64_t> all(static_cast<size_t>(g_size));
+    MPI_Request req;
+    MPI_Iallgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD, &req);
+    wait(req, "every rank to start (comparing the ranks' arguments)");
+    for (int r = 1; r < g_size; ++r)
+        if (all[static_cast<size_t>(r)] != all[0])
+            return make_error(ErrorCode::kInvalidArgument,
+                              "the ranks were started with different arguments (rank " + std::to_string(r) +
+                                  "'s differ from rank 0's): every rank must run the same command");
+    return Status::Ok();
+}
+
+bool active() { return g_active; }
+int rank() { return g_rank; }
+int size() { return g_size; }
+double timeout_s() { return g_timeout; }
+
+void finalize() {
+    if (!g_active) return;
+    MPI_Comm_free(&g_data);
+    MPI_Finalize();
+    g_active = false;
+}
+
+std::vector<double> allgather(const std::vector<double>& mine) {
+    std::vector<double> all(mine.size() * static_cast<size_t>(g_size));
+    MPI_Request req;
+    MPI_Iallgather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(), static_cast<int>(mine.size()),
+                   MPI_DOUBLE, MPI_COMM_WORLD, &req);
+    wait(req, "every rank's results");
+    return all;
+}
+
+std::vector<std::string> allgather_strings(const std::string& mine) {
+    int len = static_cast<int>(mine.size());
+    std::vector<int> lens(static_cast<size_t>(g_size)), displs(static_cast<size_t>(g_size));
+    MPI_Request req;
+    MPI_Iallgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD, &req);
+    wait(req, "every rank's results");
+    int total = 0;
+    for (int r = 0; r < g_size; ++r) {
+        displs[static_cast<size_t>(r)] = total;
+        total += lens[static_cast<size_t>(r)];
+    }
+    std::string all(static_cast<size_t>(total), '\0');
+    MPI_Iallgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, MPI_COMM_WORLD, &req);
+    wait(req, "every rank's results");
+    std::vector<std::string> out;
+    for (int r = 0; r < g_size; ++r)
+        out.push_back(all.substr(static_cast<size_t>(displs[static_cast<size_t>(r)]), static_cast<size_t>(lens[static_cast<size_t>(r)])));
+    return out;
+}
+
+void allreduce_sum(std::vector<int64_t>& v) {
+    std::vector<int64_t> out(v.size());
+    MPI_Request req;
+    MPI_Iallreduce(v.data(), out.data(), static_cast<int>(v.size()), MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, &req);
+    wait(req, "every rank's byte counts");
+    v = std::move(out);
+}
+
+std::vector<float> gather_rows(const std::vector<float>& row) {
+    std::vector<float> all(g_rank == 0 ? row.size() * static_cast<size_t>(g_size) : 0);
+    MPI_Request req;
+    MPI_Igather(row.data(), static_cast<int>(row.size()), MPI_FLOAT, all.data(), static_cast<int>(row.size()), MPI_FLOAT,
+                0, MPI_COMM_WORLD, &req);
+    wait(req, "every rank's output rows");
+    return all;
+}
+
+Result<std::unique_ptr<Transport>> make_mpi_transport(int64_t ranks, int64_t ranks_per_node, FormatSpec format) {
+    if (!g_active)
+        return make_error(ErrorCode::kInvalidArgument, "--backend mpi runs under mpirun (or srun): MPI is not initialized");
+    if (ranks != g_size)
+        return make_error(ErrorCode::kInvalidArgument, "--backend mpi runs one process per rank: N = " +
+                                                           std::to_string(ranks) + " but mpirun started " +
+                                                           std::to_string(g_size) + " process(es)");
+    return std::unique_ptr<Transport>(std::make_unique<MpiTransport>(ranks, ranks_per_node, format));
+}
+
+}  // namespace qtransit::collectives::mpi
