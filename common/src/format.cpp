@@ -1,5 +1,9 @@
 #include "qtransit/common/format.hpp"
 
+#include <cassert>
+#include <cmath>
+#include <cstring>
+#include <mutex>
 #include <string>
 
 namespace qtransit {
@@ -17,6 +21,7 @@ std::string FormatSpec::name() const {
         case FormatKind::kSym: return "int" + b;
         case FormatKind::kAsym: return "int" + b + "-asym";
         case FormatKind::kDs: return "ds-int" + b;
+        case FormatKind::kDecl: return decl_name;
     }
     return "?";
 }
@@ -26,6 +31,7 @@ int32_t FormatSpec::code_min() const {
         case FormatKind::kSym: return -((1 << (bits - 1)) - 1);
         case FormatKind::kAsym: return 0;
         case FormatKind::kDs: return -(1 << (bits - 1));
+        case FormatKind::kDecl: return decl->code_min();
     }
     return 0;
 }
@@ -35,8 +41,15 @@ int32_t FormatSpec::code_max() const {
         case FormatKind::kSym: return (1 << (bits - 1)) - 1;
         case FormatKind::kAsym: return (1 << bits) - 1;
         case FormatKind::kDs: return (1 << (bits - 1)) - 1;
+        case FormatKind::kDecl: return decl->code_max();
     }
     return 0;
+}
+
+int FormatSpec::scale_bytes() const { return kind == FormatKind::kDecl ? decl->scale_bytes() : 4; }
+int FormatSpec::metadata_bytes() const {
+    if (kind == FormatKind::kDecl) return decl->metadata_bytes();
+    return kind == FormatKind::kAsym ? 8 : 4;
 }
 
 int64_t FormatSpec::wire_bytes(int64_t elements, int64_t block) const {
@@ -45,6 +58,199 @@ int64_t FormatSpec::wire_bytes(int64_t elements, int64_t block) const {
     int64_t bytes = full * (code_bytes(block) + metadata_bytes());
     if (tail) bytes += code_bytes(tail) + metadata_bytes();
     return bytes;
+}
+
+Status FormatSpec::check_block(int64_t block) const {
+    if (block < 1)
+        return make_error(ErrorCode::kInvalidArgument, "block size must be a positive integer, got " + std::to_string(block));
+    if (fixed_block() != 0 && block != fixed_block())
+        return make_error(ErrorCode::kInvalidArgument, name() + " has fixed blocks of " + std::to_string(fixed_block()) +
+                                                           " elements; got block size " + std::to_string(block));
+    return Status::Ok();
+}
+
+// ---- metadata on the wire ---------------------------------------------------------------------------
+namespace {
+
+uint32_t bits_of(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+float float_of(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+// A binary16-representable binary32 value (or NaN) to its binary16 bits; exact.
+uint16_t to_half_exact(float v) {
+    const uint32_t u = bits_of(v);
+    const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+    if (v != v) return 0x7E00u;
+    const float a = std::fabs(v);
+    if (a == 0.0f) return sign;
+    if (std::isinf(a)) return static_cast<uint16_t>(sign | 0x7C00u);
+    int e = 0;
+    const float m = std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1)
+    if (e - 1 >= -14) {                  // normal: a = 1.f 2^(e-1)
+        const uint32_t frac = static_cast<uint32_t>(std::ldexp(m * 2.0f - 1.0f, 10));
+        return static_cast<uint16_t>(sign | ((e - 1 + 15) << 10) | frac);
+    }
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::ldexp(a, 24)));  // subnormal: a = k 2^-24
+}
+float from_half(uint16_t h) {
+    const float sign = (h & 0x8000u) ? -1.0f : 1.0f;
+    const int e = (h >> 10) & 0x1F;
+    const int f = h & 0x3FF;
+    if (e == 0x1F) return f ? float_of(0x7FC00000u) : sign * INFINITY;
+    if (e == 0) return sign * std::ldexp(static_cast<float>(f), -24);
+    return sign * std::ldexp(static_cast<float>(1024 + f), e - 25);
+}
+
+}  // namespace
+
+void write_metadata(const FormatSpec& f, float scale, float offset, uint8_t* out) {
+    int n = 4;
+    if (f.kind == FormatKind::kDecl) {
+        switch (f.decl->scale) {
+            case ScaleType::kFp32Absmax: std::memcpy(out, &scale, 4); break;
+            case ScaleType::kFp16Absmax: {
+                const uint16_t h = to_half_exact(scale);
+                std::memcpy(out, &h, 2);
+                break;
+            }
+            case ScaleType::kE8m0Floor:
+            case ScaleType::kE8m0Rceil: {
+                if (scale != scale) {
+                    out[0] = 0xFF;
+                } else {
+                    int e = 0;
+                    std::frexp(scale, &e);  // scale = 2^(e-1)
+                    assert(std::ldexp(1.0f, e - 1) == scale && e - 1 >= -127 && e - 1 <= 127);
+                    out[0] = static_cast<uint8_t>(e - 1 + 127);
+                }
+                break;
+            }
+            case ScaleType::kNone: break;
+        }
+        n = f.decl->scale_bytes();
+    } else {
+        std::memcpy(out, &scale, 4);
+    }
+    if (f.has_offset()) std::memcpy(out + n, &offset, 4);
+}
+
+void read_metadata(const FormatSpec& f, const uint8_t* in, float* scale, float* offset) {
+    int n = 4;
+    if (f.kind == FormatKind::kDecl) {
+        switch (f.decl->scale) {
+            case ScaleType::kFp32Absmax: std::memcpy(scale, in, 4); break;
+            case ScaleType::kFp16Absmax: {
+                uint16_t h;
+                std::memcpy(&h, in, 2);
+                *scale = from_half(h);
+                break;
+            }
+            case ScaleType::kE8m0Floor:
+            case ScaleType::kE8m0Rceil:
+                *scale = in[0] == 0xFF ? float_of(0x7FC00000u) : std::ldexp(1.0f, static_cast<int>(in[0]) - 127);
+                break;
+            case ScaleType::kNone: *scale = 1.0f; break;
+        }
+        n = f.decl->scale_bytes();
+    } else {
+        std::memcpy(scale, in, 4);
+    }
+    if (f.has_offset()) std::memcpy(offset, in + n, 4);
+    else *offset = 0.0f;
+}
+
+// ---- declarations ---------------------------------------------------------------------------------
+namespace {
+
+Decl int_decl(int bits, bool asym) {
+    Decl d;
+    d.elem = ElemType::kInt;
+    d.bits = bits;
+    d.is_signed = !asym;
+    d.offset_min = asym;
+    d.scale = ScaleType::kFp32Absmax;
+    return d;
+}
+
+Decl float_decl(int e, int m, int bias, FloatSpecial special, ScaleType scale, int block) {
+    Decl d;
+    d.elem = ElemType::kFloat;
+    d.exp_bits = e;
+    d.man_bits = m;
+    d.bias = bias;
+    d.special = special;
+    d.scale = scale;
+    d.fixed_block = block;
+    return d;
+}
+
+// The QLoRA NormalFloat4 values as bitsandbytes stores them (binary32).
+constexpr float kNf4[16] = {-1.0f,
+                            -0.6961928009986877f,
+                            -0.5250730514526367f,
+                            -0.39491748809814453f,
+                            -0.28444138169288635f,
+                            -0.18477343022823334f,
+                            -0.09105003625154495f,
+                            0.0f,
+                            0.07958029955625534f,
+                            0.16093020141124725f,
+                            0.24611230194568634f,
+                            0.33791524171829224f,
+                            0.44070982933044434f,
+                            0.5626170039176941f,
+                            0.7229568362236023f,
+                            1.0f};
+
+FormatSpec declared(std::string name, Decl d) {
+    const Status st = finalize(d);
+    assert(st.ok());
+    (void)st;
+    return make_declared(std::move(name), d);
+}
+
+struct Registry {
+    std::mutex mu;
+    std::vector<FormatSpec> user;
+};
+Registry& registry() {
+    static Registry r;
+    return r;
+}
+
+}  // namespace
+
+FormatSpec make_declared(std::string name, const Decl& d) {
+    FormatSpec f;
+    f.kind = FormatKind::kDecl;
+    f.bits = d.bits;
+    f.decl = std::make_shared<const Decl>(d);
+    f.decl_name = std::move(name);
+    return f;
+}
+
+Result<Decl> declaration_of(const FormatSpec& f) {
+    switch (f.kind) {
+        case FormatKind::kDecl: return *f.decl;
+        case FormatKind::kSym:
+        case FormatKind::kAsym: {
+            Decl d = int_decl(f.bits, f.kind == FormatKind::kAsym);
+            if (auto st = finalize(d); !st) return st.error();
+            return d;
+        }
+        case FormatKind::kDs: break;
+    }
+    return make_error(ErrorCode::kInvalidArgument,
+                      f.name() + " has no declaration: it rounds its input to binary16 first, multiplies by a "
+                                 "reciprocal scale 2^b / 2a, stores the step 1/scale and decodes to binary16 "
+                                 "(NUMERICS 1.3), none of which a declaration expresses; it is hand-written");
 }
 
 const std::vector<FormatSpec>& builtin_formats() {
@@ -59,18 +265,90 @@ const std::vector<FormatSpec>& builtin_formats() {
     return all;
 }
 
+const std::vector<FormatSpec>& all_builtin_formats() {
+    static const std::vector<FormatSpec> all = [] {
+        std::vector<FormatSpec> v = builtin_formats();
+        const Decl e4m3 = float_decl(4, 3, 7, FloatSpecial::kNanOnly, ScaleType::kFp32Absmax, 0);
+        const Decl e5m2 = float_decl(5, 2, 15, FloatSpecial::kIeee, ScaleType::kFp32Absmax, 0);
+        v.push_back(declared("fp8-e4m3", e4m3));
+        v.push_back(declared("fp8-e5m2", e5m2));
+        struct Mx {
+            const char* name;
+            Decl d;
+        };
+        Decl mxint8 = int_decl(8, false);
+        mxint8.fraction_bits = 6;
+        const Mx mx[] = {
+            {"mxfp8-e4m3", float_decl(4, 3, 7, FloatSpecial::kNanOnly, ScaleType::kE8m0Floor, 32)},
+            {"mxfp8-e5m2", float_decl(5, 2, 15, FloatSpecial::kIeee, ScaleType::kE8m0Floor, 32)},
+            {"mxfp6-e3m2", float_decl(3, 2, 3, FloatSpecial::kNone, ScaleType::kE8m0Floor, 32)},
+            {"mxfp6-e2m3", float_decl(2, 3, 1, FloatSpecial::kNone, ScaleType::kE8m0Floor, 32)},
+            {"mxfp4", float_decl(2, 1, 1, FloatSpecial::kNone, ScaleType::kE8m0Floor, 32)},
+            {"mxint8", [&] {
+                 Decl d = mxint8;
+                 d.scale = ScaleType::kE8m0Floor;
+                 d.fixed_block = 32;
+                 return d;
+             }()},
+        };
+        for (const Mx& m : mx) v.push_back(declared(m.name, m.d));
+        for (const Mx& m : mx) {
+            Decl d = m.d;
+            d.scale = ScaleType::kE8m0Rceil;
+            v.push_back(declared(std::string(m.name) + "-rceil", d));
+        }
+        Decl nf4;
+        nf4.elem = ElemType::kTable;
+        nf4.table_size = 16;
+        for (int i = 0; i < 16; ++i) nf4.table[i] = kNf4[i];
+        nf4.rounding = Rounding::kNearestDown;
+        nf4.packing = Packing::kMsbFirst;
+        v.push_back(declared("nf4", nf4));
+        for (int b = 2; b <= 8; ++b) {
+            Decl d = int_decl(b, false);
+            d.rounding = Rounding::kStochastic;
+            v.push_back(declared("int" + std::to_string(b) + "-sr", d));
+        }
+        for (auto [name, d] : {std::pair{"fp8-e4m3-sr", e4m3}, std::pair{"fp8-e5m2-sr", e5m2}}) {
+            d.rounding = Rounding::kStochastic;
+            v.push_back(declared(name, d));
+        }
+        return v;
+    }();
+    return all;
+}
+
+Status register_format(const FormatSpec& f) {
+    if (parse_format(f.name()).ok())
+        return make_error(ErrorCode::kInvalidArgument, "format '" + f.name() + "' is already defined (built-in or "
+                                                       "declared twice); give the declaration another name");
+    auto& r = registry();
+    std::lock_guard lock(r.mu);
+    r.user.push_back(f);
+    return Status::Ok();
+}
+
 std::string known_format_names() {
     std::string s;
-    for (const auto& f : builtin_formats()) {
+    for (const auto& f : all_builtin_formats()) {
         if (!s.empty()) s += ", ";
         s += f.name();
     }
+    auto& r = registry();
+    std::lock_guard lock(r.mu);
+    for (const auto& f : r.user) s += ", " + f.name();
     return s;
 }
 
 Result<FormatSpec> parse_format(std::string_view name) {
-    for (const auto& f : builtin_formats())
+    for (const auto& f : all_builtin_formats())
         if (f.name() == name) return f;
+    {
+        auto& r = registry();
+        std::lock_guard lock(r.mu);
+        for (const auto& f : r.user)
+            if (f.name() == name) return f;
+    }
     return make_error(ErrorCode::kInvalidArgument,
                       "unknown format '" + std::string(name) + "'; known formats: " + known_format_names());
 }

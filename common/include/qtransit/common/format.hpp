@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "qtransit/common/decl.hpp"
 #include "qtransit/common/status.hpp"
 
 namespace qtransit {
@@ -18,29 +20,64 @@ enum class FormatKind : uint8_t {
     kSym,   // int<b>: symmetric absmax, restricted range [-qmax, qmax]       (NUMERICS 1.1)
     kAsym,  // int<b>-asym: min/max affine, codes [0, 2^b - 1]                (NUMERICS 1.2)
     kDs,    // ds-int<b>: DeepSpeed-compatible symmetric, codes [-2^(b-1), 2^(b-1) - 1] (1.3)
+    kDecl,  // a declared format (docs/FORMATS.md): fp8, MX, nf4, stochastic twins, a user's TOML
 };
 
 struct FormatSpec {
+    FormatSpec() = default;
+    FormatSpec(FormatKind k, int b) : kind(k), bits(b) {}
+
     FormatKind kind = FormatKind::kSym;
     int bits = 8;
+    // kDecl only: the declaration and its name.
+    std::shared_ptr<const Decl> decl;
+    std::string decl_name;
 
     std::string name() const;
     // Smallest and largest code.
     int32_t code_min() const;
     int32_t code_max() const;
-    // Bytes of metadata per block: one binary32 scale (or step), plus binary32 `lo` for asym.
-    int metadata_bytes() const { return kind == FormatKind::kAsym ? 8 : 4; }
+    // Whether blocks carry an offset `lo` (int<b>-asym, declared offset `min`).
+    bool has_offset() const { return kind == FormatKind::kAsym || (kind == FormatKind::kDecl && decl->offset_min); }
+    // Bytes of metadata per block: the scale (binary32 for the integer formats; 4, 2, 1 or 0 for a
+    // declared one) plus a binary32 `lo` where there is an offset.
+    int metadata_bytes() const;
+    int scale_bytes() const;
     // Bytes the codes of one block of `len` elements occupy: packing restarts at every block,
     // an odd INT4 block pads its last nibble, other sub-byte widths pad the last byte.
     int64_t code_bytes(int64_t len) const { return (len * bits + 7) / 8; }
     // Wire bytes of a tensor of `elements` values quantized in blocks of `block` (last block short).
     int64_t wire_bytes(int64_t elements, int64_t block) const;
-    friend bool operator==(const FormatSpec&, const FormatSpec&) = default;
+    // 0, or the one block size the format allows (the MX formats: 32).
+    int64_t fixed_block() const { return kind == FormatKind::kDecl ? decl->fixed_block : 0; }
+    // Block size checks: >= 1, and the format's fixed size if it has one (message names both).
+    Status check_block(int64_t block) const;
+    bool stochastic() const { return kind == FormatKind::kDecl && decl->rounding == Rounding::kStochastic; }
+    friend bool operator==(const FormatSpec& a, const FormatSpec& b) {
+        return a.kind == b.kind && a.bits == b.bits && a.name() == b.name();
+    }
 };
 
-// Every built-in format, in the order `qtransit formats` lists them.
+// Metadata bytes of one block as they travel (scale then offset), and back. A scale that is not
+// representable in the format's scale type is a caller bug (asserted).
+void write_metadata(const FormatSpec& f, float scale, float offset, uint8_t* out);
+void read_metadata(const FormatSpec& f, const uint8_t* in, float* scale, float* offset);
+
+// The declaration of a format: every declared format's own, and for int<b> / int<b>-asym the
+// declaration that reproduces NUMERICS 1.1 / 1.2. ds-int<b> has none (Error says why).
+Result<Decl> declaration_of(const FormatSpec& f);
+// A FormatSpec for a declaration (finalize()d) under a name.
+FormatSpec make_declared(std::string name, const Decl& d);
+
+// The integer formats of NUMERICS 1.1-1.3 (int<b>, int<b>-asym, ds-int<b>), in listing order.
 const std::vector<FormatSpec>& builtin_formats();
-std::string known_format_names();  // "int2, int3, ..., ds-int8"
+// Every built-in format: the integer ones, then fp8-*, the MX family (and -rceil twins), nf4 and
+// the stochastic twins (-sr) of int<b> and fp8-*.
+const std::vector<FormatSpec>& all_builtin_formats();
+// Formats declared at run time (a TOML file named by the user); parse_format finds them too.
+// Registering a name that is already known is an Error.
+Status register_format(const FormatSpec& f);
+std::string known_format_names();  // every built-in and registered name
 Result<FormatSpec> parse_format(std::string_view name);
 
 // What to do with NaN/inf (and range overflow) in an input block (NUMERICS.md section 4).

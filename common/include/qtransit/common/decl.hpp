@@ -1,0 +1,72 @@
+// A format declaration (docs/FORMATS.md): element type, scale, offset, rounding, packing. Plain
+// data, trivially copyable, so that a kernel can take it by value on the device. It says *what* a
+// format is; the arithmetic is written twice from docs/FORMATS.md (kernels/decl_math.hpp and
+// reference/src/decl.cpp) and the two are compared bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "qtransit/common/status.hpp"
+
+namespace qtransit {
+
+enum class ElemType : uint8_t { kInt = 0, kFloat = 1, kTable = 2 };
+enum class FloatSpecial : uint8_t { kIeee = 0, kNanOnly = 1, kNone = 2 };
+enum class ScaleType : uint8_t { kFp32Absmax = 0, kFp16Absmax = 1, kE8m0Floor = 2, kE8m0Rceil = 3, kNone = 4 };
+enum class Rounding : uint8_t { kNearestEven = 0, kNearestAway = 1, kNearestDown = 2, kTowardZero = 3, kStochastic = 4 };
+enum class Packing : uint8_t { kLsbFirst = 0, kMsbFirst = 1 };
+
+const char* to_string(ElemType);
+const char* to_string(FloatSpecial);
+const char* to_string(ScaleType);
+const char* to_string(Rounding);
+const char* to_string(Packing);
+
+inline constexpr int kMaxTable = 256;
+
+struct Decl {
+    // ---- declared -------------------------------------------------------------------------------
+    ElemType elem = ElemType::kInt;
+    int32_t bits = 8;              // code width, 2..8 (float: 1 + E + M; table: log2(count))
+    // int
+    bool is_signed = true;
+    bool full_range = false;       // signed: [-2^(b-1), 2^(b-1)-1] instead of the restricted [-qmax, qmax]
+    int32_t fraction_bits = 0;     // value = q * 2^-f
+    // float
+    int32_t exp_bits = 0, man_bits = 0, bias = 0;
+    FloatSpecial special = FloatSpecial::kIeee;
+    // table (values strictly increasing; table_size = 2^bits)
+    int32_t table_size = 0;
+    float table[kMaxTable] = {};
+    // block-level
+    ScaleType scale = ScaleType::kFp32Absmax;
+    bool offset_min = false;
+    Rounding rounding = Rounding::kNearestEven;
+    Packing packing = Packing::kLsbFirst;
+    int32_t fixed_block = 0;       // 0: any block size (--block); else the only one allowed
+
+    // ---- derived by finalize() (what the kernels read) --------------------------------------------
+    float amp = 0;                 // A: the scale maps a block's absmax (or range) onto it
+    int32_t emax_elem = 0;         // floor(log2 A)
+    float vmax = 0, vmin = 0;      // largest and smallest finite element value
+    int32_t qmin = 0, qmax = 0;    // int: the code range
+    int32_t emin = 0;              // float: 1 - bias
+    float max_finite = 0;          // float: the largest finite magnitude
+    double mid[kMaxTable] = {};    // table: mid[i] = (table[i] + table[i+1]) / 2, exact
+
+    // Bytes of metadata per block: the scale's (4, 2, 1, 0) plus 4 for an offset.
+    int metadata_bytes() const;
+    int scale_bytes() const;
+    // Smallest and largest code as the integers unpacking gives (int: signed values; float and
+    // table: the raw unsigned code).
+    int32_t code_min() const;
+    int32_t code_max() const;
+    // Whether the codes are two's complement (int signed) rather than plain unsigned.
+    bool signed_codes() const { return elem == ElemType::kInt && is_signed; }
+};
+
+// Checks every field (a mistake is named by its TOML key) and fills the derived ones.
+Status finalize(Decl& d);
+
+}  // namespace qtransit

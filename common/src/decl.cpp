@@ -1,0 +1,174 @@
+#include "qtransit/common/decl.hpp"
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace qtransit {
+
+const char* to_string(ElemType t) {
+    switch (t) {
+        case ElemType::kInt: return "int";
+        case ElemType::kFloat: return "float";
+        case ElemType::kTable: return "table";
+    }
+    return "?";
+}
+const char* to_string(FloatSpecial s) {
+    switch (s) {
+        case FloatSpecial::kIeee: return "ieee";
+        case FloatSpecial::kNanOnly: return "nan-only";
+        case FloatSpecial::kNone: return "none";
+    }
+    return "?";
+}
+const char* to_string(ScaleType s) {
+    switch (s) {
+        case ScaleType::kFp32Absmax: return "fp32-absmax";
+        case ScaleType::kFp16Absmax: return "fp16-absmax";
+        case ScaleType::kE8m0Floor: return "e8m0-floor";
+        case ScaleType::kE8m0Rceil: return "e8m0-rceil";
+        case ScaleType::kNone: return "none";
+    }
+    return "?";
+}
+const char* to_string(Rounding r) {
+    switch (r) {
+        case Rounding::kNearestEven: return "nearest-even";
+        case Rounding::kNearestAway: return "nearest-away";
+        case Rounding::kNearestDown: return "nearest-down";
+        case Rounding::kTowardZero: return "toward-zero";
+        case Rounding::kStochastic: return "stochastic";
+    }
+    return "?";
+}
+const char* to_string(Packing p) { return p == Packing::kLsbFirst ? "lsb-first" : "msb-first"; }
+
+int Decl::scale_bytes() const {
+    switch (scale) {
+        case ScaleType::kFp32Absmax: return 4;
+        case ScaleType::kFp16Absmax: return 2;
+        case ScaleType::kE8m0Floor:
+        case ScaleType::kE8m0Rceil: return 1;
+        case ScaleType::kNone: return 0;
+    }
+    return 4;
+}
+int Decl::metadata_bytes() const { return scale_bytes() + (offset_min ? 4 : 0); }
+
+int32_t Decl::code_min() const { return elem == ElemType::kInt ? qmin : 0; }
+int32_t Decl::code_max() const { return elem == ElemType::kInt ? qmax : (1 << bits) - 1; }
+
+namespace {
+
+Status bad(const std::string& key, const std::string& what) {
+    return make_error(ErrorCode::kInvalidArgument, key + ": " + what);
+}
+
+// floor(log2 v) for a finite v > 0.
+int32_t floor_log2(double v) {
+    int e = 0;
+    std::frexp(v, &e);  // v = m 2^e, m in [0.5, 1)
+    return e - 1;
+}
+
+bool exact_float(double v) { return static_cast<double>(static_cast<float>(v)) == v; }
+
+}  // namespace
+
+Status finalize(Decl& d) {
+    if (d.fixed_block < 0) return bad("block", "must be a positive integer (or absent for any block size)");
+    if (d.scale == ScaleType::kNone && d.offset_min)
+        return bad("offset", "'min' needs a scale (scale = 'none' leaves no room for the offset's step)");
+    switch (d.elem) {
+        case ElemType::kInt: {
+            if (d.bits < 2 || d.bits > 8) return bad("element.bits", "must be 2..8, got " + std::to_string(d.bits));
+            if (d.fraction_bits < 0 || d.fraction_bits > 16)
+                return bad("element.fraction_bits", "must be 0..16, got " + std::to_string(d.fraction_bits));
+            if (!d.is_signed && d.full_range)
+                return bad("element.range", "'full' is for signed elements (unsigned codes always use 0..2^bits-1)");
+            if (!d.is_signed && !d.offset_min)
+                return bad("element.signed", "unsigned elements cannot hold negative values: they need offset = 'min'");
+            if (d.is_signed) {
+                d.qmax = (1 << (d.bits - 1)) - 1;
+                d.qmin = d.full_range ? -(1 << (d.bits - 1)) : -d.qmax;
+            } else {
+                d.qmin = 0;
+                d.qmax = (1 << d.bits) - 1;
+            }
+            const double unit = std::ldexp(1.0, -d.fraction_bits);
+            d.vmax = static_cast<float>(d.qmax * unit);
+            d.vmin = static_cast<float>(d.qmin * unit);
+            d.amp = d.vmax;  // full range: the extra negative code is reached by rounding only
+            break;
+        }
+        case ElemType::kFloat: {
+            const int e = d.exp_bits, m = d.man_bits;
+            if (e < 1 || m < 0) return bad("element.exponent_bits", "needs exponent_bits >= 1 and mantissa_bits >= 0");
+            if (1 + e + m > 8)
+                return bad("element.mantissa_bits", "1 + exponent_bits + mantissa_bits = " + std::to_string(1 + e + m) +
+                                                        " exceeds 8 (codes are at most one byte)");
+            if (1 + e + m < 2) return bad("element.exponent_bits", "a float element needs at least 2 bits");
+            d.bits = 1 + e + m;
+            if (d.special == FloatSpecial::kIeee && e < 2)
+                return bad("element.special", "'ieee' needs exponent_bits >= 2 (one exponent is reserved for inf/NaN)");
+            if (d.special == FloatSpecial::kNanOnly && m < 1)
+                return bad("element.special", "'nan-only' needs mantissa_bits >= 1 (the all-ones code is NaN)");
+            const int top = (1 << e) - 1;  // the all-ones exponent field
+            double maxv = 0;
+            switch (d.special) {
+                case FloatSpecial::kIeee: maxv = (2.0 - std::ldexp(1.0, -m)) * std::ldexp(1.0, top - 1 - d.bias); break;
+                case FloatSpecial::kNanOnly: maxv = (2.0 - std::ldexp(1.0, 1 - m)) * std::ldexp(1.0, top - d.bias); break;
+                case FloatSpecial::kNone: maxv = (2.0 - std::ldexp(1.0, -m)) * std::ldexp(1.0, top - d.bias); break;
+            }
+            d.emin = 1 - d.bias;
+            if (d.emin - m < -126)
+                return bad("element.bias", "bias " + std::to_string(d.bias) + " puts the smallest subnormal at 2^" +
+                                               std::to_string(d.emin - m) + ", below binary32's normal range (2^-126)");
+            if (!(maxv <= std::numeric_limits<float>::max()))
+                return bad("element.bias", "bias " + std::to_string(d.bias) + " puts the largest value above FLT_MAX");
+            d.max_finite = static_cast<float>(maxv);
+            d.vmax = d.max_finite;
+            d.vmin = -d.max_finite;
+            d.amp = d.max_finite;
+            break;
+        }
+        case ElemType::kTable: {
+            const int n = d.table_size;
+            if (n < 2 || n > kMaxTable || !std::has_single_bit(static_cast<unsigned>(n)))
+                return bad("element.values", "needs 2, 4, 8, ... or 256 values (a power of two), got " + std::to_string(n));
+            d.bits = std::countr_zero(static_cast<unsigned>(n));
+            if (d.bits < 2) return bad("element.values", "needs at least 4 values (codes are 2..8 bits)");
+            for (int i = 0; i < n; ++i) {
+                if (!std::isfinite(d.table[i]))
+                    return bad("element.values", "value " + std::to_string(i) + " is not finite");
+                if (i > 0 && !(d.table[i - 1] < d.table[i]))
+                    return bad("element.values", "values must be strictly increasing (value " + std::to_string(i) +
+                                                     " is not above value " + std::to_string(i - 1) + ")");
+            }
+            for (int i = 0; i + 1 < n; ++i) {
+                const double a = d.table[i], b = d.table[i + 1], s = a + b;
+                if (s - a != b || s - b != a || !exact_float(a) || !exact_float(b))
+                    return bad("element.values", "the midpoint of values " + std::to_string(i) + " and " +
+                                                     std::to_string(i + 1) + " is not exact in binary64 (their magnitudes "
+                                                     "are too far apart)");
+                d.mid[i] = s / 2;
+            }
+            if (d.rounding == Rounding::kTowardZero || d.rounding == Rounding::kStochastic)
+                return bad("rounding", std::string("'") + to_string(d.rounding) +
+                                           "' is not defined for a table (use nearest-even, nearest-away or nearest-down)");
+            d.vmin = d.table[0];
+            d.vmax = d.table[n - 1];
+            d.amp = std::max(std::fabs(d.vmin), std::fabs(d.vmax));
+            if (d.vmax <= 0) return bad("element.values", "the table has no positive value");
+            break;
+        }
+        default: return bad("element.type", "unknown element type");
+    }
+    if (!(d.amp > 0)) return bad("element", "the element type has no non-zero value");
+    d.emax_elem = floor_log2(d.amp);
+    return Status::Ok();
+}
+
+}  // namespace qtransit

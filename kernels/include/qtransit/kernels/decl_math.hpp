@@ -1,0 +1,262 @@
+// The arithmetic of a declared format (docs/FORMATS.md), defined once for the CPU and CUDA backends,
+// element-wise like block_math.hpp: the scale of a block from its statistics, the code of one
+// element, the value of one code, packing. Every binary32 operation that can round is spelled
+// out (div_rn, mul_rn, ...); the others (scaling by a power of two inside binary32's normal range,
+// floor, the integer work) are exact.
+#pragma once
+
+#include <cstdint>
+
+#include "qtransit/common/decl.hpp"
+#include "qtransit/kernels/block_math.hpp"
+#include "qtransit/kernels/inputs.hpp"
+
+namespace qtransit::kernels {
+
+// 2^k as a binary32, k in [-149, 127].
+QT_HD float pow2f(int k) {
+    return k >= -126 ? bits_f32(static_cast<uint32_t>(k + 127) << 23) : bits_f32(1u << (k + 149));
+}
+QT_HD int clz32(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+    return __clz(static_cast<int>(u));
+#else
+    return u ? __builtin_clz(u) : 32;
+#endif
+}
+// floor(log2 |v|) of a finite non-zero binary32 (subnormals included).
+QT_HD int ilog2f(float v) {
+    const uint32_t u = f32_bits(v) & 0x7fffffffu;
+    const int e = static_cast<int>(u >> 23);
+    return e ? e - 127 : (31 - clz32(u)) - 149;
+}
+
+// What the stochastic rounding of one block needs (FORMATS.md section 4): the run's seed, the
+// quantizing rank's word (0xFFFFFFFF outside a collective), the hop, and the index of the block's
+// first element in the tensor being quantized.
+struct RoundKey {
+    uint64_t seed = 0;
+    uint32_t rank_word = 0xFFFFFFFFu;
+    uint32_t hop = 0;
+    int64_t index_base = 0;
+};
+inline constexpr uint32_t kTagRound = 4;
+QT_HD uint32_t round_bits(const RoundKey& k, int64_t i) {
+    const uint64_t g = static_cast<uint64_t>(k.index_base + i);
+    return philox4x32_10(Philox4x32{{static_cast<uint32_t>(g), static_cast<uint32_t>(g >> 32), k.rank_word,
+                                     kTagRound | (k.hop << 8)}},
+                         static_cast<uint32_t>(k.seed), static_cast<uint32_t>(k.seed >> 32))
+        .v[0];
+}
+
+// ---- the scale of a block -------------------------------------------------------------------------
+// `a`: the block's absmax, or fl32(hi - lo) with an offset; finite and >= 0. Returns s; +inf means
+// a range overflow (the caller refuses or poisons the block).
+QT_HD float decl_scale(const Decl& d, float a) {
+    switch (d.scale) {
+        case ScaleType::kFp32Absmax:
+            if (a == 0.0f) return 0.0f;
+            return fmax_(div_rn(a, d.amp), kMinSubnormal);
+        case ScaleType::kFp16Absmax: {
+            if (a == 0.0f) return 0.0f;
+            const float s = round_f16(div_rn(a, d.amp));
+            return s == 0.0f ? pow2f(-24) : s;
+        }
+        case ScaleType::kE8m0Floor:
+        case ScaleType::kE8m0Rceil: {
+            if (a == 0.0f) return pow2f(-127);
+            int e = ilog2f(a) - d.emax_elem;
+            // rceil: the smallest e with a <= A 2^e; A 2^e is exact in binary64.
+            if (d.scale == ScaleType::kE8m0Rceil &&
+                !(static_cast<double>(a) <= static_cast<double>(d.amp) * detail::pow2i(e)))
+                ++e;
+            e = e < -127 ? -127 : (e > 127 ? 127 : e);
+            return pow2f(e);
+        }
+        case ScaleType::kNone: return 1.0f;
+    }
+    return 1.0f;
+}
+
+// ---- rounding t >= 0 to an integer ----------------------------------------------------------------
+QT_HD int32_t round_mag(float t, Rounding mode, bool neg, uint32_t rbits) {
+    t = fmin_(t, 1073741824.0f);  // 2^30: far beyond every code range; keeps the conversion exact
+#if defined(__CUDA_ARCH__)
+    const float fl = floorf(t);
+#else
+    const float fl = __builtin_floorf(t);
+#endif
+    const float fr = sub_rn(t, fl);  // exact
+    const int32_t i = static_cast<int32_t>(fl);
+    bool up = false;
+    switch (mode) {
+        case Rounding::kNearestEven: up = fr > 0.5f || (fr == 0.5f && (i & 1)); break;
+        case Rounding::kNearestAway: up = fr >= 0.5f; break;
+        case Rounding::kNearestDown: up = fr > 0.5f || (fr == 0.5f && neg); break;
+        case Rounding::kTowardZero: up = false; break;
+        case Rounding::kStochastic: up = mul_rn(static_cast<float>(rbits >> 8), pow2f(-24)) < fr; break;
+    }
+    return i + (up ? 1 : 0);
+}
+
+// ---- one element ----------------------------------------------------------------------------------
+// The largest finite magnitude's code (without the sign bit) of a float element.
+QT_HD int32_t float_max_code(const Decl& d) {
+    const int32_t E = d.exp_bits, M = d.man_bits;
+    switch (d.special) {
+        case FloatSpecial::kIeee: return (((1 << E) - 2) << M) | ((1 << M) - 1);
+        case FloatSpecial::kNanOnly: return (((1 << E) - 1) << M) | ((1 << M) - 2);
+        default: return (1 << (E + M)) - 1;
+    }
+}
+
+// The code of x in a block with scale s (!= NaN) and offset lo (offset `min` only). Codes are
+// int32: two's complement values for signed int elements, the raw unsigned code otherwise.
+QT_HD int32_t decl_code(const Decl& d, float x, float s, float lo, uint32_t rbits) {
+    float v;
+    if (s == 0.0f) v = d.offset_min ? 0.0f : (f32_bits(x) & 0x80000000u ? -0.0f : 0.0f);
+    else v = div_rn(d.offset_min ? sub_rn(x, lo) : x, s);
+    const bool neg = (f32_bits(v) & 0x80000000u) != 0;
+    const float a = bits_f32(f32_bits(v) & 0x7fffffffu);
+    switch (d.elem) {
+        case ElemType::kInt: {
+            const int32_t r = round_mag(mul_rn(a, pow2f(d.fraction_bits)), d.rounding, neg, rbits);
+            return clampi(neg ? -r : r, d.qmin, d.qmax);
+        }
+        case ElemType::kFloat: {
+            const int32_t sign = neg ? (1 << (d.bits - 1)) : 0;
+            if (a == 0.0f) return sign;
+            const int e = ilog2f(a);
+            const int eb = e > d.emin ? e : d.emin;
+            const int k = eb - d.man_bits;
+            const int32_t r = round_mag(mul_rn(a, pow2f(-k)), d.rounding, neg, rbits);
+            int32_t mag = ((eb - d.emin) << d.man_bits) + r;
+            const int32_t top = float_max_code(d);
+            if (mag > top) mag = top;  // saturation
+            return sign | mag;
+        }
+        default: {  // table: nearest by the exact midpoints
+            const double w = static_cast<double>(v);
+            int lo_i = 0, hi_i = d.table_size - 1;  // the answer is in [lo_i, hi_i]
+            while (lo_i < hi_i) {
+                const int m = (lo_i + hi_i) / 2;
+                if (w > d.mid[m]) lo_i = m + 1;
+                else hi_i = m;
+            }
+            const int i = lo_i;  // w <= mid[i] (or i = last), and w > mid[i-1]
+            if (i < d.table_size - 1 && w == d.mid[i]) {  // a tie between i and i + 1
+                switch (d.rounding) {
+                    case Rounding::kNearestEven: return (i & 1) ? i + 1 : i;
+                    case Rounding::kNearestAway: {
+                        const float ai = fabsf(d.table[i]), aj = fabsf(d.table[i + 1]);
+                        return ai > aj ? i : i + 1;
+                    }
+                    default: return i;  // nearest-down
+                }
+            }
+            return i;
+        }
+    }
+}
+
+// The element value of a code; NaN for a float code that is inf or NaN.
+QT_HD float decl_value(const Decl& d, int32_t code) {
+    switch (d.elem) {
+        case ElemType::kInt: return mul_rn(static_cast<float>(code), pow2f(-d.fraction_bits));
+        case ElemType::kFloat: {
+            const int32_t M = d.man_bits, E = d.exp_bits;
+            const bool neg = (code >> (d.bits - 1)) & 1;
+            const int32_t mag = code & ((1 << (d.bits - 1)) - 1);
+            const int32_t ef = mag >> M, m = mag & ((1 << M) - 1);
+            if ((d.special == FloatSpecial::kIeee && ef == (1 << E) - 1) ||
+                (d.special == FloatSpecial::kNanOnly && ef == (1 << E) - 1 && m == (1 << M) - 1))
+                return bits_f32(kQuietNanBits);
+            const float val = ef == 0 ? mul_rn(static_cast<float>(m), pow2f(d.emin - M))
+                                      : mul_rn(static_cast<float>((1 << M) + m), pow2f(ef - d.bias - M));
+            return neg ? -val : val;
+        }
+        default: return d.table[code & (d.table_size - 1)];
+    }
+}
+
+QT_HD float decl_decode(const Decl& d, int32_t code, float s, float lo) {
+    if (s != s) return bits_f32(kQuietNanBits);
+    const float val = decl_value(d, code);
+    if (val != val) return bits_f32(kQuietNanBits);
+    if (d.offset_min) {
+        if (lo != lo) return bits_f32(kQuietNanBits);
+        if (s == 0.0f) return lo;
+        return sat(add_rn(sat(mul_rn(val, s)), lo));
+    }
+    return sat(mul_rn(val, s));
+}
+
+// The code every element of a poisoned block carries: 0, or with scale `none` (nothing else can
+// mark the block) a float element's NaN code; -1: the format cannot mark a poisoned block.
+QT_HD int32_t decl_poison_code(const Decl& d) {
+    if (d.scale != ScaleType::kNone) return 0;
+    if (d.elem == ElemType::kFloat && d.special != FloatSpecial::kNone) return (1 << (d.bits - 1)) - 1;
+    return -1;
+}
+
+// ---- packing --------------------------------------------------------------------------------------
+// lsb-first: NUMERICS 1.4 (element 2j in the low nibble; other widths an LSB-first bit stream);
+// msb-first: element 2j in the high nibble; other widths an MSB-first bit stream.
+QT_HD int32_t decl_unpack(const Decl& d, const uint8_t* block_bytes, int64_t i) {
+    const int bits = d.bits;
+    uint32_t raw;
+    if (bits == 8) {
+        raw = block_bytes[i];
+    } else if (d.packing == Packing::kLsbFirst) {
+        const int64_t bit = i * bits;
+        const uint32_t two = block_bytes[bit >> 3] |
+                             ((((bit & 7) + bits) > 8) ? (static_cast<uint32_t>(block_bytes[(bit >> 3) + 1]) << 8) : 0u);
+        raw = (two >> (bit & 7)) & ((1u << bits) - 1u);
+    } else {
+        const int64_t bit = i * bits;  // from the MSB of byte 0
+        const uint32_t two = (static_cast<uint32_t>(block_bytes[bit >> 3]) << 8) |
+                             ((((bit & 7) + bits) > 8) ? block_bytes[(bit >> 3) + 1] : 0u);
+        raw = (two >> (16 - (bit & 7) - bits)) & ((1u << bits) - 1u);
+    }
+    return d.signed_codes() ? sign_extend(raw, bits) : static_cast<int32_t>(raw);
+}
+// Writes code q of element i into a block's bytes, which the caller zeroed.
+QT_HD void decl_pack_one(const Decl& d, uint8_t* block_bytes, int64_t i, int32_t q) {
+    const int bits = d.bits;
+    const uint32_t v = static_cast<uint32_t>(q) & ((1u << bits) - 1u);
+    if (bits == 8) {
+        block_bytes[i] = static_cast<uint8_t>(v);
+        return;
+    }
+    const int64_t bit = i * bits;
+    if (d.packing == Packing::kLsbFirst) {
+        const uint32_t two = v << (bit & 7);
+        block_bytes[bit >> 3] = static_cast<uint8_t>(block_bytes[bit >> 3] | (two & 0xFFu));
+        if ((bit & 7) + bits > 8) block_bytes[(bit >> 3) + 1] = static_cast<uint8_t>(block_bytes[(bit >> 3) + 1] | (two >> 8));
+    } else {
+        const uint32_t w = v << (16 - (bit & 7) - bits);  // bits of a 16-bit big-endian window
+        block_bytes[bit >> 3] = static_cast<uint8_t>(block_bytes[bit >> 3] | (w >> 8));
+        if ((bit & 7) + bits > 8) block_bytes[(bit >> 3) + 1] = static_cast<uint8_t>(block_bytes[(bit >> 3) + 1] | (w & 0xFFu));
+    }
+}
+
+// ---- the block --------------------------------------------------------------------------------------
+enum class BlockState : uint8_t { kQuantize = 0, kPoisoned = 1, kRangeOverflow = 2 };
+
+// Scale (and offset) of a block from its absmax (or NaN/inf marker) and, for offset `min`, its lo
+// and hi in totalOrder. absmax_bits >= kInfBits means a non-finite element.
+QT_HD BlockState decl_plan(const Decl& d, uint32_t absmax_bits, float lo, float hi, float* scale, float* offset) {
+    *offset = d.offset_min ? lo : 0.0f;
+    if (absmax_bits >= kInfBits) return BlockState::kPoisoned;
+    float a = bits_f32(absmax_bits);
+    if (d.offset_min) {
+        a = (hi == lo) ? 0.0f : sub_rn(hi, lo);
+        if (f32_bits(a) == kInfBits) return BlockState::kRangeOverflow;
+    }
+    const float s = decl_scale(d, a);
+    if (f32_bits(s) == kInfBits) return BlockState::kRangeOverflow;
+    *scale = s;
+    return BlockState::kQuantize;
+}
+
+}  // namespace qtransit::kernels
