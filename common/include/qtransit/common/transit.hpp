@@ -59,6 +59,8 @@ struct PathConfig {
     int64_t ranks_per_node = 8;  // G (N % G == 0)
     int64_t elements = 0;        // M, per rank (M % N == 0)
     Accum accum = Accum::kFp32;
+    // The key of stochastic rounding (docs/FORMATS.md section 4); unused by other formats.
+    uint64_t seed = 0;
 
     int64_t shard() const { return elements / ranks; }  // S = M / N
     int64_t nodes() const { return ranks / ranks_per_node; }
