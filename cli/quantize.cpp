@@ -78,7 +78,7 @@ int run_quantize(const QuantizeArgs& a) {
         j["shape"] = arr->shape;
         j["nonfinite"] = to_string(*policy);
         j["scales"] = float_array(c.encoded.scales);
-        if (format->kind == FormatKind::kAsym) j["offsets"] = float_array(c.encoded.offsets);
+        if (format->has_offset()) j["offsets"] = float_array(c.encoded.offsets);
         j["codes"] = c.codes;
         j["decoded"] = float_array(c.decoded);
         j["max_abs_error"] = c.bounds.max_error;

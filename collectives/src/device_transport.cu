@@ -124,7 +124,7 @@ public:
         QT_CUDA_CHECK(cudaMemcpyAsync(md, meta, sizeof md, cudaMemcpyDeviceToHost, st));
         QT_CUDA_CHECK(cudaStreamSynchronize(st));
         m.scale = md[0];
-        m.offset = format_.kind == FormatKind::kAsym ? md[1] : 0.0f;
+        m.offset = format_.has_offset() ? md[1] : 0.0f;
         m.dev = *s;
         m.dev_bytes = static_cast<int64_t>(meta_at_ + 2 * sizeof(float));
         m.dev_rank = static_cast<int32_t>(rank);

@@ -61,12 +61,8 @@ std::vector<uint8_t> serialize(const FormatSpec& f, const Message& m) {
     std::vector<uint8_t> b;
     if (m.quantized) {
         b.assign(m.codes.begin(), m.codes.begin() + f.code_bytes(m.len));
-        const auto* s = reinterpret_cast<const uint8_t*>(&m.scale);
-        b.insert(b.end(), s, s + 4);
-        if (f.metadata_bytes() == 8) {
-            const auto* o = reinterpret_cast<const uint8_t*>(&m.offset);
-            b.insert(b.end(), o, o + 4);
-        }
+        b.resize(b.size() + static_cast<size_t>(f.metadata_bytes()));
+        write_metadata(f, m.scale, m.offset, b.data() + f.code_bytes(m.len));
     } else if (m.raw_bytes_per_element == 2) {
         b.resize(static_cast<size_t>(m.len) * 2);
         for (int64_t i = 0; i < m.len; ++i) {
@@ -120,8 +116,7 @@ public:
         if (m.quantized) {
             const size_t cb = static_cast<size_t>(format_.code_bytes(m.len));
             std::memcpy(m.codes.data(), got.data(), cb);
-            std::memcpy(&m.scale, got.data() + cb, 4);
-            if (format_.metadata_bytes() == 8) std::memcpy(&m.offset, got.data() + cb + 4, 4);
+            read_metadata(format_, got.data() + cb, &m.scale, &m.offset);
         } else if (m.raw_bytes_per_element == 4) {
             std::memcpy(m.raw.data(), got.data(), got.size());
         }

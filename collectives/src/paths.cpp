@@ -120,9 +120,11 @@ public:
         Site site;
         site.tensor = "partial sum";
         site.rank = from;
-        site.index_base = first_;
+        site.index_base = first_ - column_offset;  // the block's first element (FORMATS.md section 4)
         kernels::CodecOptions opt;
         opt.site = site;
+        opt.seed = c_.seed;
+        opt.hop = static_cast<uint32_t>(stage);
         if (dev_) {  // encoded in `from`'s device buffer; codes and metadata copied back for the ledger
             if (auto st = dev_->encode(from, p.v.data(), n, opt, m); !st) throw ColumnFailure{st.error()};
         } else {
@@ -135,13 +137,12 @@ public:
         e.from_rank = from;
         e.to_rank = to;
         e.scale = m.scale;
-        e.offset = c_.format.kind == FormatKind::kAsym ? m.offset : 0.0f;
+        e.offset = c_.format.has_offset() ? m.offset : 0.0f;
         e.contributors = std::move(who);
         e.x.assign(p.v.begin(), p.v.end());
         e.codes.resize(static_cast<size_t>(n));
-        const auto kind = kernels::kind_of(c_.format);
         for (int64_t i = 0; i < n; ++i)
-            e.codes[static_cast<size_t>(i)] = kernels::unpack_one(kind, c_.format.bits, m.codes.data(), i);
+            e.codes[static_cast<size_t>(i)] = kernels::unpack_code(c_.format, m.codes.data(), i);
         e.column_offset = column_offset;
         p.p.ids.push_back(static_cast<int32_t>(n_events_ - 1));
         m.provenance = keep(std::move(p.p));

@@ -63,7 +63,7 @@ Status validate(const PathConfig& c) {
         return bad("elements per rank M = " + std::to_string(c.elements) + " is not divisible by N = " +
                    std::to_string(c.ranks) + " ranks (the shard size is M / N); try " +
                    std::to_string((c.elements / c.ranks + 1) * c.ranks));
-    if (c.block < 1) return bad("block size must be a positive integer, got " + std::to_string(c.block));
+    if (auto st = c.format.check_block(c.block); !st) return st;
     if (c.path == PathKind::kTreeRs && !std::has_single_bit(static_cast<uint64_t>(c.ranks)))
         return bad("tree-rs needs N a power of two, got N = " + std::to_string(c.ranks));
     return Status::Ok();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "qtransit/kernels/codec.hpp"
+#include "qtransit/kernels/decl_math.hpp"
 
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
 #define QT_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -159,6 +160,7 @@ struct EncodeJob {
     float* scales;
     float* offsets;
     bool error_policy;
+    RoundKey key{};  // declared formats: stochastic rounding's key (index_base: element 0 of x)
 };
 
 // What pass 1 decided for a block.
@@ -257,6 +259,41 @@ QT_MULTIVERSION int64_t encode_range(const EncodeJob& job, int64_t b0, int64_t b
     return -1;
 }
 
+// Declared formats (docs/FORMATS.md): the generic element-wise arithmetic of decl_math.hpp, one
+// block at a time. Returns the first block refused under the `error` policy, or -1; -2 - j when
+// block j is poisoned under `propagate` but the format cannot mark it (scale `none`, no NaN code).
+int64_t encode_decl_range(const EncodeJob& job, int64_t b0, int64_t b1) {
+    const Decl& d = *job.format.decl;
+    const float nan = bits_f32(kQuietNanBits);
+    const bool stochastic = d.rounding == Rounding::kStochastic;
+    for (int64_t j = b0; j < b1; ++j) {
+        const int64_t first = j * job.block, len = std::min(job.block, job.n - first);
+        const float* xb = job.x + first;
+        uint8_t* out = job.codes + j * job.block_bytes;
+        const Stats st = block_stats(xb, len, d.offset_min);
+        float s = 0.0f, lo = 0.0f;
+        const BlockState state = decl_plan(d, st.absmax_bits, from_order_key(st.kmin), from_order_key(st.kmax), &s, &lo);
+        std::memset(out, 0, static_cast<size_t>(job.format.code_bytes(len)));
+        if (state != BlockState::kQuantize) {
+            if (job.error_policy) return j;
+            const int32_t pc = decl_poison_code(d);
+            if (pc < 0) return -2 - j;
+            if (d.scale != ScaleType::kNone) job.scales[j] = nan;
+            else job.scales[j] = 1.0f;
+            if (d.offset_min) job.offsets[j] = nan;
+            for (int64_t i = 0; i < len; ++i) decl_pack_one(d, out, i, pc);
+            continue;
+        }
+        job.scales[j] = s;
+        if (d.offset_min) job.offsets[j] = lo;
+        RoundKey key = job.key;
+        key.index_base += first;
+        for (int64_t i = 0; i < len; ++i)
+            decl_pack_one(d, out, i, decl_code(d, xb[i], s, lo, stochastic ? round_bits(key, i) : 0u));
+    }
+    return -1;
+}
+
 }  // namespace
 
 // What went wrong in a block, found by a scalar rescan (rare path).
@@ -276,6 +313,17 @@ Error describe_block_error(const FormatSpec& f, const float* x, int64_t len, int
                                   describe(site, first + i) + ": value " + shortest(x[i]) + " overflows binary16 (" +
                                       f.name() + " rounds its input to fp16 first; largest finite is 65504)");
     }
+    if (f.kind == FormatKind::kDecl) {
+        const Decl& d = *f.decl;
+        float amax = 0.0f;
+        for (int64_t i = 0; i < len; ++i) amax = std::max(amax, std::abs(x[i]));
+        if (!d.offset_min) {
+            return make_error(ErrorCode::kRangeOverflow,
+                              describe(site, first) + ": block of " + std::to_string(len) + " elements with absmax " +
+                                  shortest(amax) + " needs a scale absmax / " + shortest(d.amp) + " that overflows " +
+                                  (d.scale == ScaleType::kFp16Absmax ? "binary16" : "binary32") + " (" + f.name() + ")");
+        }
+    }
     float lo = x[0], hi = x[0];
     for (int64_t i = 1; i < len; ++i) {
         if (order_key(x[i]) < order_key(lo)) lo = x[i];
@@ -284,6 +332,27 @@ Error describe_block_error(const FormatSpec& f, const float* x, int64_t len, int
     return make_error(ErrorCode::kRangeOverflow,
                       describe(site, first) + ": block of " + std::to_string(len) + " elements has range hi - lo = " +
                           shortest(hi) + " - " + shortest(lo) + " that overflows binary32 (" + f.name() + ")");
+}
+
+namespace {
+RoundKey round_key(const CodecOptions& o) {
+    RoundKey k;
+    k.seed = o.seed;
+    k.rank_word = o.site.rank < 0 ? 0xFFFFFFFFu : static_cast<uint32_t>(o.site.rank);
+    k.hop = o.hop;
+    k.index_base = o.site.index_base;
+    return k;
+}
+}  // namespace
+Error unmarkable_poison_error(const FormatSpec& f, int64_t first, const Site& site) {
+    return make_error(ErrorCode::kNonFinite,
+                      describe(site, first) + ": the block is not finite and " + f.name() +
+                          " cannot mark a poisoned block (scale 'none' and no NaN code); use --nonfinite error");
+}
+
+int32_t unpack_code(const FormatSpec& f, const uint8_t* block_bytes, int64_t i) {
+    if (f.kind == FormatKind::kDecl) return decl_unpack(*f.decl, block_bytes, i);
+    return unpack_one(kind_of(f), f.bits, block_bytes, i);
 }
 
 Status validate_block(int64_t block) {
@@ -299,7 +368,7 @@ EncodedSizes encoded_sizes(const FormatSpec& format, int64_t elements, int64_t b
     s.blocks = (elements + block - 1) / block;
     const int64_t full = elements / block, tail = elements % block;
     s.code_bytes = full * format.code_bytes(block) + (tail ? format.code_bytes(tail) : 0);
-    s.offsets = format.kind == FormatKind::kAsym ? s.blocks : 0;
+    s.offsets = format.has_offset() ? s.blocks : 0;
     return s;
 }
 
@@ -317,7 +386,7 @@ EncodedTensor sized_encoded(const FormatSpec& format, int64_t elements, int64_t 
 
 Status encode_into(const FormatSpec& format, std::span<const float> x, int64_t block, std::span<uint8_t> codes,
                    std::span<float> scales, std::span<float> offsets, const CodecOptions& options) {
-    if (auto st = validate_block(block); !st) return st;
+    if (auto st = format.check_block(block); !st) return st;
     const int64_t n = static_cast<int64_t>(x.size());
     const EncodedSizes sz = encoded_sizes(format, n, block);
     if (static_cast<int64_t>(codes.size()) != sz.code_bytes || static_cast<int64_t>(scales.size()) != sz.blocks ||
@@ -331,17 +400,26 @@ Status encode_into(const FormatSpec& format, std::span<const float> x, int64_t b
     const int threads = pick_threads(options.threads, n);
     std::vector<int64_t> first_bad(static_cast<size_t>(std::max(threads, 1)), -1);
 
-    const EncodeJob job{kind, bits, format, x.data(), n, block, block_bytes, codes.data(), scales.data(),
-                        offsets.data(), error_policy};
+    EncodeJob job{kind, bits, format, x.data(), n, block, block_bytes, codes.data(), scales.data(),
+                  offsets.data(), error_policy};
+    job.key = round_key(options);
     parallel_blocks(sz.blocks, threads, [&](int t, int64_t b0, int64_t b1) {
+        if (kind == Kind::kDecl) {
+            first_bad[static_cast<size_t>(t)] = encode_decl_range(job, b0, b1);
+            return;
+        }
         std::vector<int32_t> q(static_cast<size_t>(std::min(block, n)));
         first_bad[static_cast<size_t>(t)] = encode_range(job, b0, b1, q.data());
     });
 
     int64_t worst = -1;
-    for (int64_t b : first_bad)
+    for (int64_t b : first_bad) {
+        if (b < -1) b = -2 - b;  // unmarkable poison: reported as the block's error
         if (b >= 0 && (worst < 0 || b < worst)) worst = b;
+    }
     if (worst >= 0) {
+        if (kind == Kind::kDecl && !error_policy)
+            return unmarkable_poison_error(format, worst * block, options.site);
         const int64_t first = worst * block;
         return describe_block_error(format, x.data() + first, std::min(block, n - first), first, options.site);
     }
@@ -354,15 +432,22 @@ Status encode_block(const FormatSpec& format, const float* x, int64_t len, uint8
     thread_local std::vector<int32_t> q;
     if (static_cast<int64_t>(q.size()) < len) q.resize(static_cast<size_t>(len));
     float lo = 0.0f;
-    const EncodeJob job{kind_of(format), format.bits, format, x, len, len, format.code_bytes(len), codes, scale,
-                        format.kind == FormatKind::kAsym ? offset : &lo, options.policy == Nonfinite::kError};
+    EncodeJob job{kind_of(format), format.bits, format, x, len, len, format.code_bytes(len), codes, scale,
+                  format.has_offset() ? offset : &lo, options.policy == Nonfinite::kError};
+    if (job.kind == Kind::kDecl) {
+        job.key = round_key(options);
+        const int64_t r = encode_decl_range(job, 0, 1);
+        if (r == 0) return describe_block_error(format, x, len, 0, options.site);
+        if (r < -1) return unmarkable_poison_error(format, 0, options.site);
+        return Status::Ok();
+    }
     if (encode_range(job, 0, 1, q.data()) >= 0) return describe_block_error(format, x, len, 0, options.site);
     return Status::Ok();
 }
 
 Result<EncodedTensor> encode(const FormatSpec& format, std::span<const float> x, int64_t block,
                              const CodecOptions& options) {
-    if (auto st = validate_block(block); !st) return st.error();
+    if (auto st = format.check_block(block); !st) return st.error();
     EncodedTensor t = sized_encoded(format, static_cast<int64_t>(x.size()), block);
     if (auto st = encode_into(format, x, block, t.codes, t.scales, t.offsets, options); !st) return st.error();
     return t;
@@ -393,6 +478,7 @@ QT_INLINE void decode_generic(Kind kind, int bits, const uint8_t* in, int64_t le
 }
 
 struct DecodeJob {
+    const Decl* decl;  // declared formats only
     Kind kind;
     int bits;
     int64_t n, block, block_bytes;
@@ -402,8 +488,22 @@ struct DecodeJob {
     float* out;
 };
 
+void decode_decl_range(const DecodeJob& job, int64_t b0, int64_t b1) {
+    const Decl& d = *job.decl;
+    for (int64_t j = b0; j < b1; ++j) {
+        const int64_t first = j * job.block, len = std::min(job.block, job.n - first);
+        const uint8_t* in = job.codes + j * job.block_bytes;
+        const float s = job.scales[j], lo = d.offset_min ? job.offsets[j] : 0.0f;
+        for (int64_t i = 0; i < len; ++i) job.out[first + i] = decl_decode(d, decl_unpack(d, in, i), s, lo);
+    }
+}
+
 QT_MULTIVERSION void decode_range(const DecodeJob& job, int64_t b0, int64_t b1) {
     const Kind kind = job.kind;
+    if (kind == Kind::kDecl) {
+        decode_decl_range(job, b0, b1);
+        return;
+    }
     for (int64_t j = b0; j < b1; ++j) {
         const int64_t first = j * job.block, len = std::min(job.block, job.n - first);
         const uint8_t* in = job.codes + j * job.block_bytes;
@@ -427,15 +527,16 @@ void decode_into(const FormatSpec& format, int64_t block, std::span<const uint8_
                  std::span<const float> scales, std::span<const float> offsets, std::span<float> out, int threads) {
     const int64_t n = static_cast<int64_t>(out.size());
     if (block < 1 || n == 0) return;
-    const DecodeJob job{kind_of(format), format.bits, n, block, format.code_bytes(block), codes.data(), scales.data(),
-                        offsets.data(), out.data()};
+    const DecodeJob job{format.decl.get(), kind_of(format), format.bits, n, block, format.code_bytes(block), codes.data(),
+                        scales.data(), offsets.data(), out.data()};
     parallel_blocks((n + block - 1) / block, pick_threads(threads, n),
                     [&](int, int64_t b0, int64_t b1) { decode_range(job, b0, b1); });
 }
 
 void decode_block(const FormatSpec& format, const uint8_t* codes, int64_t len, float scale, float offset, float* out) {
     if (len <= 0) return;
-    const DecodeJob job{kind_of(format), format.bits, len, len, format.code_bytes(len), codes, &scale, &offset, out};
+    const DecodeJob job{format.decl.get(), kind_of(format), format.bits, len, len, format.code_bytes(len), codes, &scale,
+                        &offset, out};
     decode_range(job, 0, 1);
 }
 
@@ -450,8 +551,7 @@ std::vector<int32_t> unpack_codes(const EncodedTensor& t) {
     const int64_t block_bytes = t.format.code_bytes(t.block);
     for (int64_t i = 0; i < t.elements; ++i) {
         const int64_t j = i / t.block;
-        q[static_cast<size_t>(i)] =
-            unpack_one(kind_of(t.format), t.format.bits, t.codes.data() + j * block_bytes, i - j * t.block);
+        q[static_cast<size_t>(i)] = unpack_code(t.format, t.codes.data() + j * block_bytes, i - j * t.block);
     }
     return q;
 }

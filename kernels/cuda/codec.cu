@@ -22,6 +22,7 @@
 
 #include "check.hpp"
 #include "qtransit/kernels/block_math.hpp"
+#include "qtransit/kernels/decl_math.hpp"
 #include "qtransit/kernels/gpu.hpp"
 
 namespace qtransit::kernels::gpu {
@@ -35,9 +36,47 @@ struct Fmt {
     Kind kind;
     int bits;
     int32_t qmax, levels, cmin, cmax;
+    bool range;           // the block's lo/hi are needed (int<b>-asym, a declared offset `min`)
+    bool msb;             // declared msb-first packing (ds-int4's nibble order is handled by kind)
+    bool sgn;             // codes are two's complement
+    bool stochastic;
+    const Decl* decl;     // declared formats: the declaration in device memory
+    RoundKey key;         // declared formats: stochastic rounding's key
 };
-Fmt fmt_of(const FormatSpec& f) {
-    return Fmt{kind_of(f), f.bits, sym_qmax(f.bits), asym_levels(f.bits), -(1 << (f.bits - 1)), (1 << (f.bits - 1)) - 1};
+
+// Device copies of declarations, one per (device, declaration), kept for the process's life (a
+// run uses a handful of formats; the copy is a few KiB).
+Result<const Decl*> device_decl(const FormatSpec& f) {
+    static std::mutex mu;
+    static std::vector<std::pair<std::pair<int, const Decl*>, const Decl*>> cache;
+    int dev = 0;
+    QT_CUDA_CHECK(cudaGetDevice(&dev));
+    std::lock_guard lock(mu);
+    for (const auto& [k, v] : cache)
+        if (k.first == dev && k.second == f.decl.get()) return v;
+    Decl* d = nullptr;
+    QT_CUDA_CHECK(cudaMalloc(&d, sizeof(Decl)));
+    QT_CUDA_CHECK(cudaMemcpy(d, f.decl.get(), sizeof(Decl), cudaMemcpyHostToDevice));
+    cache.push_back({{dev, f.decl.get()}, d});
+    return static_cast<const Decl*>(d);
+}
+
+Result<Fmt> fmt_of(const FormatSpec& f, const CodecOptions& o = {}) {
+    Fmt r{kind_of(f), f.bits, sym_qmax(f.bits), asym_levels(f.bits), -(1 << (f.bits - 1)), (1 << (f.bits - 1)) - 1,
+          f.has_offset(), false, f.kind != FormatKind::kAsym, false, nullptr, RoundKey{}};
+    if (f.kind == FormatKind::kDecl) {
+        auto d = device_decl(f);
+        if (!d) return d.error();
+        r.decl = *d;
+        r.msb = f.decl->packing == Packing::kMsbFirst;
+        r.sgn = f.decl->signed_codes();
+        r.stochastic = f.decl->rounding == Rounding::kStochastic;
+        r.key.seed = o.seed;
+        r.key.rank_word = o.site.rank < 0 ? 0xFFFFFFFFu : static_cast<uint32_t>(o.site.rank);
+        r.key.hop = o.hop;
+        r.key.index_base = o.site.index_base;
+    }
+    return r;
 }
 
 // What a block's statistics decide (the CPU's plan_block, same functions, same order).
@@ -45,9 +84,20 @@ enum : int { kQuantize = 0, kAllZero = 1, kPoisoned = 2 };
 struct Plan {
     float scale, lo, dscale;
     int state;
+    int32_t poison_code;  // declared formats: the code of every element of a poisoned block
 };
 __device__ Plan plan_of(const Fmt& f, uint32_t amax, uint32_t kmin, uint32_t kmax) {
-    Plan p{0.0f, 0.0f, 0.0f, kQuantize};
+    Plan p{0.0f, 0.0f, 0.0f, kQuantize, 0};
+    if (f.kind == Kind::kDecl) {
+        const Decl& d = *f.decl;
+        if (decl_plan(d, amax, from_order_key(kmin), from_order_key(kmax), &p.scale, &p.lo) != BlockState::kQuantize) {
+            p.state = kPoisoned;
+            p.poison_code = decl_poison_code(d);
+            p.scale = d.scale == ScaleType::kNone ? 1.0f : bits_f32(kQuietNanBits);
+            p.lo = bits_f32(kQuietNanBits);
+        }
+        return p;
+    }
     if (amax >= kInfBits) {
         p.state = kPoisoned;
     } else if (f.kind == Kind::kSym) {
@@ -75,10 +125,29 @@ __device__ Plan plan_of(const Fmt& f, uint32_t amax, uint32_t kmin, uint32_t kma
     return p;
 }
 
-__device__ __forceinline__ int32_t code_of(const Fmt& f, const Plan& p, float x) {
+__device__ __forceinline__ int32_t code_of(const Fmt& f, const Plan& p, float x, int64_t index) {
+    if (f.kind == Kind::kDecl)
+        return decl_code(*f.decl, x, p.scale, p.lo, f.stochastic ? round_bits(f.key, index) : 0u);
     if (f.kind == Kind::kSym) return sym_code(x, p.scale, f.qmax);
     if (f.kind == Kind::kAsym) return asym_code(x, p.lo, p.scale, f.levels);
     return ds_code(x, p.dscale, f.cmin, f.cmax);
+}
+
+// 8 codes as an MSB-first bit stream of 8 * bits bits, returned in the little-endian byte order
+// store_bytes writes (so the first byte in memory holds the stream's first 8 bits).
+__device__ __forceinline__ uint64_t msb_stream(int bits, const int32_t (&q)[kPiece]) {
+    const uint64_t mask = (1ull << bits) - 1ull;
+    uint64_t be = 0;
+#pragma unroll
+    for (int k = 0; k < kPiece; ++k) be = (be << bits) | (static_cast<uint64_t>(static_cast<uint32_t>(q[k])) & mask);
+    uint64_t le = 0;
+    for (int b = 0; b < bits; ++b) le |= ((be >> (8 * (bits - 1 - b))) & 0xFFu) << (8 * b);
+    return le;
+}
+// The value of a code, for every kind.
+__device__ __forceinline__ float decode_code(const Fmt& f, int32_t q, float s, float lo) {
+    if (f.kind == Kind::kDecl) return decl_decode(*f.decl, q, s, lo);
+    return decode_one(f.kind, q, s, lo);
 }
 
 // 8 codes as one LSB-first bit stream of 8 * bits bits (canonical int4 and int8 are that stream;
@@ -88,16 +157,29 @@ __device__ __forceinline__ uint64_t pack8(const Fmt& f, const int32_t (&q)[kPiec
     uint64_t v = 0;
 #pragma unroll
     for (int k = 0; k < kPiece; ++k) v |= (static_cast<uint64_t>(static_cast<uint32_t>(q[k])) & mask) << (k * f.bits);
-    if (f.kind == Kind::kDs && f.bits == 4) v = ((v & 0x0F0F0F0F0F0F0F0Full) << 4) | ((v >> 4) & 0x0F0F0F0F0F0F0F0Full);
+    if ((f.kind == Kind::kDs || f.msb) && f.bits == 4) v = ((v & 0x0F0F0F0F0F0F0F0Full) << 4) | ((v >> 4) & 0x0F0F0F0F0F0F0F0Full);
+    else if (f.msb && f.bits != 8) v = msb_stream(f.bits, q);
     return v;
 }
 __device__ __forceinline__ void unpack8(const Fmt& f, uint64_t v, int32_t (&q)[kPiece]) {
-    if (f.kind == Kind::kDs && f.bits == 4) v = ((v & 0x0F0F0F0F0F0F0F0Full) << 4) | ((v >> 4) & 0x0F0F0F0F0F0F0F0Full);
+    if (f.msb && f.bits != 8 && f.bits != 4) {
+        // the piece's b bytes, first byte first, as one big-endian number of 8b bits
+        uint64_t be = 0;
+        for (int b = 0; b < f.bits; ++b) be = (be << 8) | ((v >> (8 * b)) & 0xFFu);
+        const uint64_t mask = (1ull << f.bits) - 1ull;
+#pragma unroll
+        for (int k = 0; k < kPiece; ++k) {
+            const uint32_t raw = static_cast<uint32_t>((be >> ((kPiece - 1 - k) * f.bits)) & mask);
+            q[k] = f.sgn ? sign_extend(raw, f.bits) : static_cast<int32_t>(raw);
+        }
+        return;
+    }
+    if ((f.kind == Kind::kDs || f.msb) && f.bits == 4) v = ((v & 0x0F0F0F0F0F0F0F0Full) << 4) | ((v >> 4) & 0x0F0F0F0F0F0F0F0Full);
     const uint64_t mask = (1ull << f.bits) - 1ull;
 #pragma unroll
     for (int k = 0; k < kPiece; ++k) {
         const uint32_t raw = static_cast<uint32_t>((v >> (k * f.bits)) & mask);
-        q[k] = f.kind == Kind::kAsym ? static_cast<int32_t>(raw) : sign_extend(raw, f.bits);
+        q[k] = f.sgn ? sign_extend(raw, f.bits) : static_cast<int32_t>(raw);
     }
 }
 
@@ -203,10 +285,10 @@ struct ReduceSource {
             int32_t q[kPiece];
             unpack8(f, load_bytes(in.codes[g] + off, nbytes), q);
             const float s = in.scales[g][j];
-            const float lo = f.kind == Kind::kAsym ? in.offsets[g][j] : 0.0f;
+            const float lo = f.range ? in.offsets[g][j] : 0.0f;
 #pragma unroll
             for (int k = 0; k < kPiece; ++k) {
-                const float d = decode_one(f.kind, q[k], s, lo);
+                const float d = decode_code(f, q[k], s, lo);
                 v[k] = g == 0 ? accum_first(d, fp16) : accum_add(v[k], d, fp16);
             }
         }
@@ -227,7 +309,7 @@ __device__ __forceinline__ void accumulate_stats(const Fmt& f, const float (&v)[
     for (int k = 0; k < kPiece; ++k) {
         if (k < cnt) {
             amax = max(amax, f32_bits(v[k]) & 0x7fffffffu);
-            if (f.kind == Kind::kAsym) {
+            if (f.range) {
                 const uint32_t key = order_key(v[k]);
                 kmin = min(kmin, key);
                 kmax = max(kmax, key);
@@ -237,17 +319,18 @@ __device__ __forceinline__ void accumulate_stats(const Fmt& f, const float (&v)[
 }
 
 __device__ __forceinline__ void write_piece(const Fmt& f, const Plan& p, const float (&v)[kPiece], int cnt,
-                                            uint8_t* dst) {
+                                            int64_t index, uint8_t* dst) {
     int32_t q[kPiece];
 #pragma unroll
-    for (int k = 0; k < kPiece; ++k) q[k] = (p.state == kQuantize && k < cnt) ? code_of(f, p, v[k]) : 0;
+    for (int k = 0; k < kPiece; ++k)
+        q[k] = k >= cnt ? 0 : (p.state == kQuantize ? code_of(f, p, v[k], index + k) : p.poison_code);
     store_bytes(dst, pack8(f, q), (cnt * f.bits + 7) / 8);
 }
 
 __device__ __forceinline__ void write_meta(const Fmt& f, const Plan& p, int64_t j, const EncodeOut& o) {
     o.scales[j] = p.scale;
-    if (f.kind == Kind::kAsym) o.offsets[j] = p.lo;
-    if (p.state == kPoisoned && o.error_policy) atomicMin(o.first_bad, static_cast<unsigned long long>(j));
+    if (f.range) o.offsets[j] = p.lo;
+    if (p.state == kPoisoned && (o.error_policy || p.poison_code < 0)) atomicMin(o.first_bad, static_cast<unsigned long long>(j));
 }
 
 // A group of `group` lanes (a power of two <= 32) per quantization block; `iters` pieces per lane
@@ -292,7 +375,7 @@ __global__ void __launch_bounds__(256) encode_group_kernel(Fmt f, Src src, Layou
             const int cnt = piece_count(len - e0);
             if (cnt <= 0) continue;
             if (iters > 1 && p.state == kQuantize) src.load(f, j, e0, first + e0, cnt, v);
-            write_piece(f, p, v, cnt, o.codes + coff + (e0 / kPiece) * f.bits);
+            write_piece(f, p, v, cnt, first + e0, o.codes + coff + (e0 / kPiece) * f.bits);
         }
     }
 }
@@ -337,7 +420,7 @@ __global__ void __launch_bounds__(kCtaThreads) encode_cta_kernel(Fmt f, Src src,
         for (int64_t e0 = static_cast<int64_t>(t) * kPiece; e0 < len; e0 += static_cast<int64_t>(kCtaThreads) * kPiece) {
             const int cnt = piece_count(len - e0);
             if (p.state == kQuantize) src.load(f, j, e0, first + e0, cnt, v);
-            write_piece(f, p, v, cnt, o.codes + coff + (e0 / kPiece) * f.bits);
+            write_piece(f, p, v, cnt, first + e0, o.codes + coff + (e0 / kPiece) * f.bits);
         }
     }
 }
@@ -362,10 +445,10 @@ __global__ void __launch_bounds__(256) decode_kernel(Fmt f, int64_t n, int64_t b
         int32_t q[kPiece];
         unpack8(f, load_bytes(codes + j * block_bytes + (e0 / kPiece) * f.bits, (cnt * f.bits + 7) / 8), q);
         const float s = scales[j];
-        const float lo = f.kind == Kind::kAsym ? offsets[j] : 0.0f;
+        const float lo = f.range ? offsets[j] : 0.0f;
         float v[kPiece];
 #pragma unroll
-        for (int k = 0; k < kPiece; ++k) v[k] = decode_one(f.kind, q[k], s, lo);
+        for (int k = 0; k < kPiece; ++k) v[k] = decode_code(f, q[k], s, lo);
         if (own) {
             float w[kPiece];
             load8(own + first + e0, cnt, w);
@@ -410,14 +493,19 @@ Status launch_encode(const FormatSpec& format, const Src& src, const Layout& L, 
                      const CodecOptions& options, cudaStream_t stream, const char* name_group, const char* name_cta,
                      Describe&& describe) {
     if (L.n_blocks == 0) return Status::Ok();
-    const Fmt f = fmt_of(format);
+    auto fr = fmt_of(format, options);
+    if (!fr) return fr.error();
+    const Fmt f = *fr;
     const bool error_policy = options.policy == Nonfinite::kError;
+    // A declared format that cannot mark a poisoned block refuses it under `propagate` too.
+    const bool track = error_policy || (format.kind == FormatKind::kDecl && decl_poison_code(*format.decl) < 0);
     unsigned long long* d_bad = nullptr;
-    if (error_policy) {
+    if (track) {
         QT_CUDA_CHECK(cudaMallocAsync(&d_bad, sizeof(unsigned long long), stream));
         QT_CUDA_CHECK(cudaMemsetAsync(d_bad, 0xff, sizeof(unsigned long long), stream));
     }
     const EncodeOut o{out.codes, out.scales, out.offsets, error_policy, d_bad};
+    (void)track;
     const int64_t pieces = (L.block + kPiece - 1) / kPiece;
     const int group = pow2_at_least(pieces);
     const int64_t iters = (pieces + group - 1) / group;
@@ -431,12 +519,15 @@ Status launch_encode(const FormatSpec& format, const Src& src, const Layout& L, 
         encode_cta_kernel<Src><<<grid_for(L.n_blocks * kCtaThreads, kCtaThreads), kCtaThreads, 0, stream>>>(f, src, L, o);
         QT_CUDA_LAUNCH_CHECK(name_cta);
     }
-    if (!error_policy) return Status::Ok();
+    if (!track) return Status::Ok();
     unsigned long long bad = 0;
     QT_CUDA_CHECK(cudaMemcpyAsync(&bad, d_bad, sizeof bad, cudaMemcpyDeviceToHost, stream));
     QT_CUDA_CHECK(cudaFreeAsync(d_bad, stream));
     QT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    if (bad != ~0ull) return describe(static_cast<int64_t>(bad));
+    if (bad != ~0ull) {
+        if (!error_policy) return unmarkable_poison_error(format, static_cast<int64_t>(bad) * L.block, options.site);
+        return describe(static_cast<int64_t>(bad));
+    }
     return Status::Ok();
 }
 
@@ -456,7 +547,7 @@ Status describe_from_device(const FormatSpec& format, const float* d_x, int64_t 
 
 Status encode_device(const FormatSpec& format, const float* d_x, int64_t n, int64_t block, uint8_t* d_codes,
                      float* d_scales, float* d_offsets, const CodecOptions& options, void* stream_ptr) {
-    if (auto st = validate_block(block); !st) return st;
+    if (auto st = format.check_block(block); !st) return st;
     if (n == 0) return Status::Ok();
     const Layout L = plain_layout(format, n, block);
     return launch_encode(format, ArraySource{d_x}, L, DeviceEncodedOut{d_codes, d_scales, d_offsets}, options,
@@ -469,7 +560,7 @@ Status encode_device(const FormatSpec& format, const float* d_x, int64_t n, int6
 
 Status encode_swizzled_device(const FormatSpec& format, const SwizzleLayout& sl, const float* d_x, int64_t block,
                               DeviceEncodedOut out, const CodecOptions& options, void* stream_ptr) {
-    if (auto st = validate_block(block); !st) return st;
+    if (auto st = format.check_block(block); !st) return st;
     if (sl.ranks < 1 || sl.ranks_per_node < 1 || sl.ranks % sl.ranks_per_node != 0 ||
         sl.chunk_elements * sl.ranks != sl.elements)
         return make_error(ErrorCode::kInvalidArgument, "encode_swizzled_device: the layout is not one of swizzle_layout()");
@@ -488,7 +579,7 @@ Status encode_swizzled_device(const FormatSpec& format, const SwizzleLayout& sl,
 Status reduce_requantize_device(const FormatSpec& format, int64_t block, std::span<const DeviceEncoded> inputs,
                                 int64_t n, Accum accum, DeviceEncodedOut out, const CodecOptions& options,
                                 void* stream_ptr) {
-    if (auto st = validate_block(block); !st) return st;
+    if (auto st = format.check_block(block); !st) return st;
     if (inputs.empty() || inputs.size() > static_cast<size_t>(kMaxReduceInputs))
         return make_error(ErrorCode::kInvalidArgument, "reduce_requantize_device: between 1 and " +
                                                            std::to_string(kMaxReduceInputs) + " inputs, got " +
@@ -518,7 +609,7 @@ Status reduce_requantize_device(const FormatSpec& format, int64_t block, std::sp
                                  QT_CUDA_CHECK(cudaMemcpy(codes.data(), inputs[g].codes + bad * src.block_bytes,
                                                           codes.size(), cudaMemcpyDeviceToHost));
                                  QT_CUDA_CHECK(cudaMemcpy(&s, inputs[g].scales + bad, sizeof s, cudaMemcpyDeviceToHost));
-                                 if (format.kind == FormatKind::kAsym)
+                                 if (format.has_offset())
                                      QT_CUDA_CHECK(cudaMemcpy(&lo, inputs[g].offsets + bad, sizeof lo, cudaMemcpyDeviceToHost));
                                  decode_block(format, codes.data(), len, s, lo, term.data());
                                  for (size_t i = 0; i < sum.size(); ++i)
@@ -535,7 +626,9 @@ Status launch_decode(const FormatSpec& format, int64_t block, DeviceEncoded in, 
                      int64_t n, Accum accum, cudaStream_t stream, const char* name) {
     const int64_t ppb = (block + kPiece - 1) / kPiece;
     const int64_t pieces = ((n + block - 1) / block) * ppb;
-    decode_kernel<<<grid_for(pieces, 256), 256, 0, stream>>>(fmt_of(format), n, block, format.code_bytes(block), ppb,
+    auto f = fmt_of(format);
+    if (!f) return f.error();
+    decode_kernel<<<grid_for(pieces, 256), 256, 0, stream>>>(*f, n, block, format.code_bytes(block), ppb,
                                                              log2_exact(ppb), in.codes, in.scales, in.offsets, d_own,
                                                              accum == Accum::kFp16, d_out);
     QT_CUDA_LAUNCH_CHECK(name);
@@ -545,7 +638,7 @@ Status launch_decode(const FormatSpec& format, int64_t block, DeviceEncoded in, 
 
 Status decode_device(const FormatSpec& format, int64_t block, const uint8_t* d_codes, const float* d_scales,
                      const float* d_offsets, float* d_out, int64_t n, void* stream_ptr) {
-    if (auto st = validate_block(block); !st) return st;
+    if (auto st = format.check_block(block); !st) return st;
     if (n == 0) return Status::Ok();
     return launch_decode(format, block, DeviceEncoded{d_codes, d_scales, d_offsets}, nullptr, d_out, n, Accum::kFp32,
                          static_cast<cudaStream_t>(stream_ptr), "qtransit::decode_kernel");
@@ -553,7 +646,7 @@ Status decode_device(const FormatSpec& format, int64_t block, const uint8_t* d_c
 
 Status decode_add_device(const FormatSpec& format, int64_t block, DeviceEncoded in, const float* d_own, float* d_out,
                          int64_t n, Accum accum, void* stream_ptr) {
-    if (auto st = validate_block(block); !st) return st;
+    if (auto st = format.check_block(block); !st) return st;
     if (n == 0) return Status::Ok();
     if (!d_own) return make_error(ErrorCode::kInvalidArgument, "decode_add_device: no own values");
     return launch_decode(format, block, in, d_own, d_out, n, accum, static_cast<cudaStream_t>(stream_ptr),
@@ -620,7 +713,7 @@ struct DeviceTensor {
 
 Result<EncodedTensor> encode(const FormatSpec& format, std::span<const float> x, int64_t block,
                              const CodecOptions& options) {
-    if (auto st = validate_block(block); !st) return st.error();
+    if (auto st = format.check_block(block); !st) return st.error();
     EncodedTensor t = sized_encoded(format, static_cast<int64_t>(x.size()), block);
     DeviceBuffer<float> dx, ds, doff;
     DeviceBuffer<uint8_t> dc;

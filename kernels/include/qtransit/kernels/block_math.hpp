@@ -20,7 +20,7 @@ inline constexpr uint32_t kInfBits = 0x7f800000u;
 inline constexpr uint32_t kQuietNanBits = 0x7fc00000u;  // the one NaN a poisoned block decodes to (D4)
 
 // Kinds as small integers, so device code needs no std::string-bearing type.
-enum class Kind : uint8_t { kSym = 0, kAsym = 1, kDs = 2 };
+enum class Kind : uint8_t { kSym = 0, kAsym = 1, kDs = 2, kDecl = 3 };
 
 QT_HD float div_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)

@@ -16,6 +16,9 @@ namespace qtransit::kernels {
 
 inline Kind kind_of(const FormatSpec& f) { return static_cast<Kind>(static_cast<uint8_t>(f.kind)); }
 
+// The code of element i of a block's packed bytes, for any format (int32 as docs/FORMATS.md says).
+int32_t unpack_code(const FormatSpec& f, const uint8_t* block_bytes, int64_t i);
+
 // The wire form of a quantized tensor: block j's codes start at byte j * code_bytes(block).
 struct EncodedTensor {
     FormatSpec format;
@@ -23,7 +26,7 @@ struct EncodedTensor {
     int64_t elements = 0;
     std::vector<uint8_t> codes;   // packed codes of every block, in order
     std::vector<float> scales;    // per block: s, or the stored step Δ for ds-int<b>; NaN: poisoned
-    std::vector<float> offsets;   // per block: lo (int<b>-asym only, else empty)
+    std::vector<float> offsets;   // per block: lo (formats with an offset only, else empty)
 
     int64_t blocks() const { return block > 0 ? (elements + block - 1) / block : 0; }
     int64_t wire_bytes() const { return format.wire_bytes(elements, block); }
@@ -41,6 +44,10 @@ struct CodecOptions {
     Nonfinite policy = Nonfinite::kError;
     Site site{};
     int threads = 0;  // 0: every hardware thread for large tensors, 1 for small ones
+    // Stochastic rounding's key (docs/FORMATS.md section 4): with site.rank (the rank word; < 0:
+    // 0xFFFFFFFF) and site.index_base (the index of element 0 in the tensor being quantized).
+    uint64_t seed = 0;
+    uint32_t hop = 0;
 };
 
 // Check the arguments every entry point shares: block >= 1.
@@ -72,6 +79,10 @@ void decode_block(const FormatSpec& format, const uint8_t* codes, int64_t len, f
 // `first` is the block's first index in the tensor. Shared by the CPU and CUDA backends.
 Error describe_block_error(const FormatSpec& format, const float* block_values, int64_t len, int64_t first,
                            const Site& site);
+
+// A declared format with scale `none` and no NaN code cannot mark a poisoned block: `propagate`
+// refuses the block with this Error (first: the block's first index).
+Error unmarkable_poison_error(const FormatSpec& format, int64_t first, const Site& site);
 
 // The codes as integers, one per element.
 std::vector<int32_t> unpack_codes(const EncodedTensor& t);

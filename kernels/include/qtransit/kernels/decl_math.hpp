@@ -218,7 +218,7 @@ QT_HD int32_t decl_unpack(const Decl& d, const uint8_t* block_bytes, int64_t i) 
                              ((((bit & 7) + bits) > 8) ? block_bytes[(bit >> 3) + 1] : 0u);
         raw = (two >> (16 - (bit & 7) - bits)) & ((1u << bits) - 1u);
     }
-    return d.signed_codes() ? sign_extend(raw, bits) : static_cast<int32_t>(raw);
+    return (d.elem == ElemType::kInt && d.is_signed) ? sign_extend(raw, bits) : static_cast<int32_t>(raw);
 }
 // Writes code q of element i into a block's bytes, which the caller zeroed.
 QT_HD void decl_pack_one(const Decl& d, uint8_t* block_bytes, int64_t i, int32_t q) {
