@@ -21,6 +21,8 @@ struct QuantizeArgs {
     std::string format, in, nonfinite = "error", out_dir;
     int64_t block = 32;
     bool json = false;
+    std::string rounding = "nearest";  // nearest, or stochastic: the format's -sr twin
+    uint64_t seed = 0;                 // stochastic rounding's key (kernels::CodecOptions::seed)
 };
 int run_quantize(const QuantizeArgs& a);
 
@@ -29,6 +31,8 @@ struct FormatsArgs {
     bool json = false;
 };
 int run_formats(const FormatsArgs& a);
+// `qtransit formats show NAME|FILE.toml`: the TOML declaration on stdout.
+int run_formats_show(const std::string& target);
 
 int run_info(bool json);
 
@@ -66,6 +70,7 @@ struct SimulateArgs {
     bool json = false;
     int threads = 0;
     std::string backend = "cpu";  // cpu, device (N ranks on one GPU), nccl (one rank per GPU)
+    std::string rounding = "nearest";  // nearest, or stochastic: the format's -sr twin keyed by seed
 };
 int run_simulate(const SimulateArgs& a);
 

@@ -2,6 +2,7 @@
 // Every error names the file, the line and the key (toml++ keeps source positions).
 #include <algorithm>
 #include <bit>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -9,6 +10,7 @@
 #define TOML_EXCEPTIONS 1
 #include <toml++/toml.h>
 
+#include "decl_toml.hpp"
 #include "gate.hpp"
 #include "sweep.hpp"
 
@@ -94,6 +96,12 @@ namespace {
 
 struct Ctx {
     std::string source;
+    // A format name, or a declaration file (.toml) relative to the config file's directory.
+    Result<FormatSpec> format(const std::string& name) const {
+        if (!is_declaration_file(name) || source == "default gate") return resolve_format(name);
+        const std::filesystem::path p(name);
+        return resolve_format(p.is_absolute() ? name : (std::filesystem::path(source).parent_path() / p).string());
+    }
     Error err(const toml::source_region& at, const std::string& key, const std::string& what) const {
         return make_error(ErrorCode::kInvalidArgument,
                           source + ":" + std::to_string(at.begin.line) + ": " + key + ": " + what);
@@ -174,7 +182,7 @@ Result<std::vector<FormatSpec>> formats_of(const Ctx& c, const toml::node& n, co
             for (const auto& f : builtin_formats()) out.push_back(f);
             continue;
         }
-        auto f = parse_format(s);
+        auto f = c.format(s);
         if (!f) return c.err(n.source(), key, f.error().message);
         out.push_back(*f);
     }
@@ -209,8 +217,21 @@ Status unknown(const Ctx& c, const toml::key& k, const std::string& prefix, cons
 
 // Applies one parsed document to cfg. `lines` records where the size keys were set.
 Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines) {
+    // [[format]]: declarations (docs/FORMATS.md section 8) registered before anything names them.
+    if (const toml::node* fmts = doc.get("format")) {
+        if (auto st = want(c, *fmts, toml::node_type::array, "format", "an array of tables ([[format]])"); !st) return st;
+        size_t idx = 0;
+        for (const auto& e : *fmts->as_array()) {
+            const std::string at = "format[" + std::to_string(idx++) + "]";
+            if (auto st = want(c, e, toml::node_type::table, at, "a table"); !st) return st;
+            auto f = declaration_from_table(*e.as_table(), c.source, at + ".");
+            if (!f) return f.error();
+            if (auto st = register_or_find(*f); !st) return c.err(e.source(), at + ".name", st.error().message);
+        }
+    }
     for (auto&& [k, v] : doc) {
         const std::string key(k.str());
+        if (key == "format") continue;
         if (key == "gate") {
             if (auto st = want(c, v, toml::node_type::table, "gate", "a table"); !st) return st;
             for (auto&& [gk, gv] : *v.as_table()) {
@@ -349,7 +370,7 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                         } else if (s == "format") {
                             auto x = get_str(c, sv, name);
                             if (!x) return x.error();
-                            auto f = parse_format(*x);
+                            auto f = c.format(*x);
                             if (!f) return c.err(sv.source(), name, f.error().message);
                             b.format = *f;
                             have_format = true;
@@ -387,7 +408,7 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                 }
             }
         } else {
-            return unknown(c, k, "", {"gate", "baseline", "scaling", "budget"});
+            return unknown(c, k, "", {"gate", "baseline", "scaling", "budget", "format"});
         }
     }
     return {};

@@ -1,4 +1,4 @@
-// `qtransit info` and `qtransit formats`.
+// `qtransit info` (`qtransit formats` is formats.cpp).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -66,30 +66,6 @@ int run_info(bool json) {
                         static_cast<double>(d.memory_bytes) / (1 << 30));
     }
     std::printf("formats       %s\n", known_format_names().c_str());
-    return kExitOk;
-}
-
-int run_formats(const FormatsArgs& a) {
-    if (auto st = kernels::validate_block(a.block); !st) return fail(st.error());
-    nlohmann::json rows = nlohmann::json::array();
-    if (!a.json)
-        std::printf("%-12s %5s %11s %9s %16s %14s\n", "format", "bits", "codes", "meta/blk", "wire B/block", "bits/element");
-    for (const auto& f : builtin_formats()) {
-        const int64_t wire = f.wire_bytes(a.block, a.block);
-        const double per = 8.0 * static_cast<double>(wire) / static_cast<double>(a.block);
-        const std::string codes = "[" + std::to_string(f.code_min()) + "," + std::to_string(f.code_max()) + "]";
-        if (a.json) {
-            rows.push_back({{"format", f.name()}, {"bits_per_element", f.bits}, {"code_min", f.code_min()},
-                            {"code_max", f.code_max()}, {"metadata_bytes_per_block", f.metadata_bytes()},
-                            {"wire_bytes_per_block", wire}, {"block", a.block}, {"wire_bits_per_element", per}});
-        } else {
-            std::printf("%-12s %5d %11s %9d %16lld %14.3f\n", f.name().c_str(), f.bits, codes.c_str(), f.metadata_bytes(),
-                        static_cast<long long>(wire), per);
-        }
-    }
-    if (a.json) std::printf("%s\n", nlohmann::json{{"block", a.block}, {"formats", rows}}.dump(2).c_str());
-    else std::printf("(block %lld; metadata: binary32 scale, plus binary32 lo for -asym; ds-int<b> stores its step)\n",
-                     static_cast<long long>(a.block));
     return kExitOk;
 }
 

@@ -45,12 +45,19 @@ int dispatch(int argc, char** argv) {
     auto* formats = app.add_subcommand("formats", "List the formats: bits per element, metadata and wire bytes");
     formats->add_option("--block", fa.block, "Block size for the wire-byte column")->capture_default_str();
     formats->add_flag("--json", fa.json, "Print JSON");
+    std::string show_target;
+    auto* formats_show = formats->add_subcommand(
+        "show", "Print the TOML declaration of a format (built-in, or a .toml file); it parses back to the same format");
+    formats_show->add_option("format", show_target, "Format name or FILE.toml")->required();
 
     QuantizeArgs qa;
     auto* quantize = app.add_subcommand(
         "quantize", "Quantize a .npy tensor with the production kernel; check the bound exactly and the kernel "
                     "against the reference bit for bit");
-    quantize->add_option("--format", qa.format, "Format name (see `qtransit formats`)")->required();
+    quantize->add_option("--format", qa.format, "Format name (see `qtransit formats`) or a declaration FILE.toml")->required();
+    quantize->add_option("--rounding", qa.rounding, "nearest (the format's own) or stochastic (its -sr twin)")
+        ->capture_default_str();
+    quantize->add_option("--seed", qa.seed, "Stochastic rounding's key (replays exactly)")->capture_default_str();
     quantize->add_option("--block", qa.block, "Elements per quantization block (last block may be short)")
         ->capture_default_str();
     quantize->add_option("--in", qa.in, "Input .npy (binary32 or binary16, any shape, C order)")->required();
@@ -74,7 +81,7 @@ int dispatch(int argc, char** argv) {
     auto* survey = app.add_subcommand(
         "survey", "Quantize every format over every input distribution; verify kernels against the reference bit "
                   "for bit and every element's error bound in exact arithmetic; write a report");
-    survey->add_option("--format", sa.formats, "Formats (default: all built-in)")->delimiter(',');
+    survey->add_option("--format", sa.formats, "Formats or declaration FILE.toml (default: the integer built-ins)")->delimiter(',');
     survey->add_option("--dist", sa.distributions, "Distributions (default: all)")->delimiter(',');
     survey->add_option("--elements", sa.elements, "Elements per case")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
     survey->add_option("--block", sa.block, "Block size")->capture_default_str();
@@ -91,10 +98,12 @@ int dispatch(int argc, char** argv) {
     simulate->add_option("--ranks", ma.ranks, "N, comma-separated for a sweep (e.g. 4,8,16)")->delimiter(',');
     simulate->add_option("--ranks-per-node", ma.ranks_per_node, "G (default: 8 when it divides N, else N)");
     simulate->add_option("--elements", ma.elements, "M, elements per rank (M % N == 0)");
-    simulate->add_option("--format", ma.format, "Format name (see `qtransit formats`)")->required();
+    simulate->add_option("--format", ma.format, "Format name (see `qtransit formats`) or a declaration FILE.toml")->required();
+    simulate->add_option("--rounding", ma.rounding, "nearest (the format's own) or stochastic (its -sr twin, keyed by --seed)")
+        ->capture_default_str();
     simulate->add_option("--block", ma.block, "Quantization block size")->capture_default_str();
     simulate->add_option("--dist", ma.dist, "Input distribution")->capture_default_str();
-    simulate->add_option("--seed", ma.seed, "Generator seed")->capture_default_str();
+    simulate->add_option("--seed", ma.seed, "Generator seed, and stochastic rounding's key")->capture_default_str();
     simulate->add_option("--accum", ma.accum, "Accumulation: fp32 or fp16")->capture_default_str();
     simulate->add_option("--in", ma.in, "Inputs from a binary32 .npy of shape [N, M], one row per rank");
     simulate->add_option("--dump", ma.dump, "Write the result (one path, one N) as .npy: [N, S] or [N, M]");
@@ -129,6 +138,7 @@ int dispatch(int argc, char** argv) {
     }
 
     if (*info) return run_info(info_json);
+    if (*formats_show) return run_formats_show(show_target);
     if (*formats) return run_formats(fa);
     if (*quantize) return run_quantize(qa);
     if (*bench) return run_bench(ba);

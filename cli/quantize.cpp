@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "decl_toml.hpp"
 #include "qtransit/kernels/npy.hpp"
 #include "qtransit/reports/numbers.hpp"
 #include "verify.hpp"
@@ -39,8 +40,11 @@ Status write_file_atomic(const std::filesystem::path& path, const std::vector<ui
 }  // namespace
 
 int run_quantize(const QuantizeArgs& a) {
-    auto format = parse_format(a.format);
+    auto named = resolve_format(a.format);
+    if (!named) return fail(named.error());
+    auto format = apply_rounding(*named, a.rounding);
     if (!format) return fail(format.error());
+    if (auto st = format->check_block(a.block); !st) return fail("--block: " + st.error().message);
     auto policy = parse_nonfinite(a.nonfinite);
     if (!policy) return fail(policy.error());
     if (auto st = kernels::validate_block(a.block); !st) return fail(st.error());
@@ -49,7 +53,7 @@ int run_quantize(const QuantizeArgs& a) {
 
     Site site;
     site.tensor = a.in;
-    auto check = quantize_and_check(*format, arr->data, a.block, *policy, site);
+    auto check = quantize_and_check(*format, arr->data, a.block, *policy, site, a.seed);
     if (!check) return fail(check.error());
     const QuantizeCheck& c = *check;
     const int64_t wire = c.encoded.wire_bytes();
@@ -73,6 +77,7 @@ int run_quantize(const QuantizeArgs& a) {
     if (a.json) {
         nlohmann::json j;
         j["format"] = format->name();
+        if (format->stochastic()) j["seed"] = a.seed;
         j["block"] = a.block;
         j["elements"] = c.encoded.elements;
         j["shape"] = arr->shape;

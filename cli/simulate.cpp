@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "commands.hpp"
+#include "decl_toml.hpp"
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/kernels/gpu.hpp"
 #include "sweep.hpp"
@@ -24,8 +25,11 @@ int run_simulate(const SimulateArgs& a) {
         if (!p) return fail(p.error());
         spec.paths.push_back(*p);
     }
-    auto format = parse_format(a.format);
+    auto named = resolve_format(a.format);
+    if (!named) return fail(named.error());
+    auto format = apply_rounding(*named, a.rounding);
     if (!format) return fail(format.error());
+    if (auto st = format->check_block(a.block); !st) return fail("--block: " + st.error().message);
     auto accum = parse_accum(a.accum);
     if (!accum) return fail(accum.error());
     auto dist = kernels::parse_distribution(a.dist);

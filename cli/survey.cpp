@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "commands.hpp"
+#include "decl_toml.hpp"
 #include "qtransit/kernels/inputs.hpp"
 #include "qtransit/reports/numbers.hpp"
 #include "verify.hpp"
@@ -20,7 +21,7 @@ int run_survey(const SurveyArgs& a) {
     std::vector<FormatSpec> formats;
     if (a.formats.empty()) formats = builtin_formats();
     for (const auto& name : a.formats) {
-        auto f = parse_format(name);
+        auto f = resolve_format(name);
         if (!f) return fail(f.error());
         formats.push_back(*f);
     }

@@ -75,6 +75,7 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
             c.ranks_per_node = spec.ranks_per_node > 0 ? spec.ranks_per_node : default_ranks_per_node(n);
             c.elements = spec.elements;
             c.accum = spec.accum;
+            c.seed = spec.seed;  // stochastic rounding's key (docs/FORMATS.md section 4)
             if (auto st = validate(c); !st)
                 return make_error(st.error().code, std::string(path_info(p).name) + ": " + st.error().message);
             g.push_back(c);

@@ -36,8 +36,9 @@ std::string first_difference(const char* what, std::span<const T> k, std::span<c
 }  // namespace
 
 Result<QuantizeCheck> quantize_and_check(const FormatSpec& format, std::span<const float> x, int64_t block,
-                                         Nonfinite policy, const Site& site) {
+                                         Nonfinite policy, const Site& site, uint64_t seed) {
     kernels::CodecOptions opt;
+    opt.seed = seed;
     opt.policy = policy;
     opt.site = site;
     auto enc = kernels::encode(format, x, block, opt);

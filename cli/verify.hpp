@@ -24,6 +24,6 @@ struct QuantizeCheck {
 };
 
 Result<QuantizeCheck> quantize_and_check(const FormatSpec& format, std::span<const float> x, int64_t block,
-                                         Nonfinite policy, const Site& site = {});
+                                         Nonfinite policy, const Site& site = {}, uint64_t seed = 0);
 
 }  // namespace qtransit::cli

@@ -1,0 +1,401 @@
+// Format declarations in TOML: parse (every key checked, every mistake named), print (the inverse),
+// and the CLI's format arguments (names or .toml files), with the stochastic twins of --rounding.
+#include "decl_toml.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+namespace qtransit::cli {
+namespace {
+
+struct Ctx {
+    std::string source, prefix;
+    Error err(const toml::source_region& at, const std::string& key, const std::string& what) const {
+        std::string where = source;
+        if (at.begin.line > 0) where += ":" + std::to_string(at.begin.line) + ":" + std::to_string(at.begin.column);
+        return make_error(ErrorCode::kInvalidArgument, where + ": " + prefix + key + ": " + what);
+    }
+};
+
+const char* type_name(const toml::node& n) {
+    switch (n.type()) {
+        case toml::node_type::string: return "a string";
+        case toml::node_type::integer: return "an integer";
+        case toml::node_type::floating_point: return "a float";
+        case toml::node_type::boolean: return "a boolean";
+        case toml::node_type::array: return "an array";
+        case toml::node_type::table: return "a table";
+        default: return "a date or time";
+    }
+}
+
+std::string join(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+}
+
+Result<std::string> get_str(const Ctx& c, const toml::node& n, const std::string& key) {
+    if (!n.is_string()) return c.err(n.source(), key, std::string("expected a string, got ") + type_name(n));
+    return n.as_string()->get();
+}
+Result<bool> get_bool(const Ctx& c, const toml::node& n, const std::string& key) {
+    if (!n.is_boolean()) return c.err(n.source(), key, std::string("expected true or false, got ") + type_name(n));
+    return n.as_boolean()->get();
+}
+// An integer in [lo, hi] (the range is part of the message).
+Result<int32_t> get_int(const Ctx& c, const toml::node& n, const std::string& key, int64_t lo, int64_t hi) {
+    if (!n.is_integer()) return c.err(n.source(), key, std::string("expected an integer, got ") + type_name(n));
+    const int64_t v = n.as_integer()->get();
+    if (v < lo || v > hi)
+        return c.err(n.source(), key, "must be " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " + std::to_string(v));
+    return static_cast<int32_t>(v);
+}
+
+// One of `names` (the index of the match).
+template <class E>
+Result<E> get_enum(const Ctx& c, const toml::node& n, const std::string& key, const std::vector<std::pair<std::string, E>>& names) {
+    auto s = get_str(c, n, key);
+    if (!s) return s.error();
+    std::vector<std::string> known;
+    for (const auto& [name, e] : names) {
+        if (name == *s) return e;
+        known.push_back(name);
+    }
+    return c.err(n.source(), key, "unknown value '" + *s + "' (known: " + join(known) + ")");
+}
+
+const std::vector<std::pair<std::string, ScaleType>> kScales{{"fp32-absmax", ScaleType::kFp32Absmax},
+                                                             {"fp16-absmax", ScaleType::kFp16Absmax},
+                                                             {"e8m0-floor", ScaleType::kE8m0Floor},
+                                                             {"e8m0-rceil", ScaleType::kE8m0Rceil},
+                                                             {"none", ScaleType::kNone}};
+const std::vector<std::pair<std::string, bool>> kOffsets{{"none", false}, {"min", true}};
+const std::vector<std::pair<std::string, Rounding>> kRoundings{{"nearest-even", Rounding::kNearestEven},
+                                                               {"nearest-away", Rounding::kNearestAway},
+                                                               {"nearest-down", Rounding::kNearestDown},
+                                                               {"toward-zero", Rounding::kTowardZero},
+                                                               {"stochastic", Rounding::kStochastic}};
+const std::vector<std::pair<std::string, Packing>> kPackings{{"lsb-first", Packing::kLsbFirst}, {"msb-first", Packing::kMsbFirst}};
+const std::vector<std::pair<std::string, ElemType>> kElems{{"int", ElemType::kInt}, {"float", ElemType::kFloat}, {"table", ElemType::kTable}};
+const std::vector<std::pair<std::string, FloatSpecial>> kSpecials{{"ieee", FloatSpecial::kIeee},
+                                                                  {"nan-only", FloatSpecial::kNanOnly},
+                                                                  {"none", FloatSpecial::kNone}};
+const std::vector<std::pair<std::string, bool>> kRanges{{"restricted", false}, {"full", true}};
+
+const std::vector<std::string> kTopKeys{"name", "block", "scale", "offset", "rounding", "packing", "element"};
+const std::map<ElemType, std::vector<std::string>> kElemKeys{
+    {ElemType::kInt, {"type", "bits", "signed", "range", "fraction_bits"}},
+    {ElemType::kFloat, {"type", "exponent_bits", "mantissa_bits", "bias", "special"}},
+    {ElemType::kTable, {"type", "values"}}};
+
+bool valid_name(const std::string& s) {
+    if (s.empty() || s.size() > 64 || !(s[0] >= 'a' && s[0] <= 'z')) return false;
+    for (char ch : s)
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_')) return false;
+    return !s.ends_with(".toml");
+}
+
+bool is_builtin_name(const std::string& s) {
+    for (const auto& f : all_builtin_formats())
+        if (f.name() == s) return true;
+    return false;
+}
+
+// The key a finalize() message names ("element.bits: must be ..." -> "element.bits").
+std::string key_of(const std::string& message) {
+    const auto p = message.find(": ");
+    return p == std::string::npos ? std::string() : message.substr(0, p);
+}
+
+Result<float> table_value(const Ctx& c, const toml::node& n, const std::string& key) {
+    double v;
+    if (n.is_integer()) v = static_cast<double>(n.as_integer()->get());
+    else if (n.is_floating_point()) v = n.as_floating_point()->get();
+    else return c.err(n.source(), key, std::string("expected a number, got ") + type_name(n));
+    if (!std::isfinite(v) || std::fabs(v) > std::numeric_limits<float>::max())
+        return c.err(n.source(), key, "is not a finite binary32 value");
+    const float f = static_cast<float>(v);  // to nearest binary32 (documented: values are binary32)
+    if (v != 0 && f == 0) return c.err(n.source(), key, "underflows binary32 (rounds to 0)");
+    return f;
+}
+
+}  // namespace
+
+Result<FormatSpec> declaration_from_table(const toml::table& t, const std::string& source, const std::string& prefix) {
+    const Ctx c{source, prefix};
+    Decl d;
+    std::string name;
+    const toml::node* element = nullptr;
+    for (auto&& [k, v] : t) {
+        const std::string key(k.str());
+        if (key == "name") {
+            auto s = get_str(c, v, key);
+            if (!s) return s.error();
+            if (!valid_name(*s))
+                return c.err(v.source(), key, "'" + *s + "' is not a format name: 1..64 characters, lowercase letters, digits, "
+                                              "'-', '.' and '_', starting with a letter, not ending in .toml");
+            if (is_builtin_name(*s))
+                return c.err(v.source(), key, "'" + *s + "' is a built-in format; a declaration needs a name of its own");
+            name = *s;
+        } else if (key == "block") {
+            auto b = get_int(c, v, key, 1, 1 << 20);
+            if (!b) return b.error();
+            d.fixed_block = *b;
+        } else if (key == "scale") {
+            auto s = get_enum(c, v, key, kScales);
+            if (!s) return s.error();
+            d.scale = *s;
+        } else if (key == "offset") {
+            auto s = get_enum(c, v, key, kOffsets);
+            if (!s) return s.error();
+            d.offset_min = *s;
+        } else if (key == "rounding") {
+            auto s = get_enum(c, v, key, kRoundings);
+            if (!s) return s.error();
+            d.rounding = *s;
+        } else if (key == "packing") {
+            auto s = get_enum(c, v, key, kPackings);
+            if (!s) return s.error();
+            d.packing = *s;
+        } else if (key == "element") {
+            if (!v.is_table()) return c.err(v.source(), key, std::string("expected a table ([element]), got ") + type_name(v));
+            element = &v;
+        } else {
+            return c.err(k.source(), key, "unknown key (known: " + join(kTopKeys) + ")");
+        }
+    }
+    if (name.empty()) return c.err(t.source(), "name", "is required (the format's name, e.g. name = \"my-fp6\")");
+    if (!element) return c.err(t.source(), "element", "is required (an [element] table with its type)");
+
+    const toml::table& e = *element->as_table();
+    const toml::node* type = e.get("type");
+    if (!type) return c.err(e.source(), "element.type", "is required (known: int, float, table)");
+    auto et = get_enum(c, *type, "element.type", kElems);
+    if (!et) return et.error();
+    d.elem = *et;
+    const auto& allowed = kElemKeys.at(d.elem);
+    bool have_bits = false, have_e = false, have_m = false, have_bias = false, have_values = false;
+    for (auto&& [k, v] : e) {
+        const std::string s(k.str()), key = "element." + s;
+        if (std::find(allowed.begin(), allowed.end(), s) == allowed.end()) {
+            bool elsewhere = false;
+            for (const auto& [other, keys] : kElemKeys)
+                elsewhere = elsewhere || std::find(keys.begin(), keys.end(), s) != keys.end();
+            return c.err(k.source(), key, std::string(elsewhere ? "does not belong to" : "unknown key for") +
+                                              (d.elem == ElemType::kInt ? " an " : " a ") + to_string(d.elem) + " element (its keys: " + join(allowed) + ")");
+        }
+        if (s == "type") continue;
+        if (s == "bits") {
+            auto b = get_int(c, v, key, 2, 8);
+            if (!b) return b.error();
+            d.bits = *b;
+            have_bits = true;
+        } else if (s == "signed") {
+            auto b = get_bool(c, v, key);
+            if (!b) return b.error();
+            d.is_signed = *b;
+        } else if (s == "range") {
+            auto r = get_enum(c, v, key, kRanges);
+            if (!r) return r.error();
+            d.full_range = *r;
+        } else if (s == "fraction_bits") {
+            auto f = get_int(c, v, key, 0, 16);
+            if (!f) return f.error();
+            d.fraction_bits = *f;
+        } else if (s == "exponent_bits" || s == "mantissa_bits") {
+            auto b = get_int(c, v, key, s == "exponent_bits" ? 1 : 0, 7);
+            if (!b) return b.error();
+            (s == "exponent_bits" ? d.exp_bits : d.man_bits) = *b;
+            (s == "exponent_bits" ? have_e : have_m) = true;
+        } else if (s == "bias") {
+            auto b = get_int(c, v, key, -1000, 1000);
+            if (!b) return b.error();
+            d.bias = *b;
+            have_bias = true;
+        } else if (s == "special") {
+            auto sp = get_enum(c, v, key, kSpecials);
+            if (!sp) return sp.error();
+            d.special = *sp;
+        } else if (s == "values") {
+            if (!v.is_array()) return c.err(v.source(), key, std::string("expected an array of numbers, got ") + type_name(v));
+            const auto& a = *v.as_array();
+            if (a.size() > static_cast<size_t>(kMaxTable))
+                return c.err(v.source(), key, "has " + std::to_string(a.size()) + " values; at most " + std::to_string(kMaxTable));
+            d.table_size = static_cast<int32_t>(a.size());
+            for (size_t i = 0; i < a.size(); ++i) {
+                auto x = table_value(c, a[i], key + "[" + std::to_string(i) + "]");
+                if (!x) return x.error();
+                d.table[i] = *x;
+            }
+            have_values = true;
+        }
+    }
+    switch (d.elem) {
+        case ElemType::kInt:
+            if (!have_bits) return c.err(e.source(), "element.bits", "is required for an int element (2..8)");
+            break;
+        case ElemType::kFloat:
+            if (!have_e) return c.err(e.source(), "element.exponent_bits", "is required for a float element");
+            if (!have_m) return c.err(e.source(), "element.mantissa_bits", "is required for a float element");
+            if (!have_bias) d.bias = (1 << (d.exp_bits - 1)) - 1;
+            break;
+        case ElemType::kTable:
+            if (!have_values) return c.err(e.source(), "element.values", "is required for a table element");
+            break;
+    }
+    if (auto st = finalize(d); !st) {
+        // finalize names the key; point at its line when the file has it.
+        const std::string key = key_of(st.error().message);
+        const toml::node* at = nullptr;
+        if (key.rfind("element.", 0) == 0) at = e.get(key.substr(8));
+        else if (!key.empty()) at = t.get(key);
+        if (!at && key.rfind("element", 0) == 0) at = element;
+        Ctx whole{source, prefix};
+        return whole.err(at ? at->source() : t.source(), key.empty() ? "element" : key,
+                         key.empty() ? st.error().message : st.error().message.substr(key.size() + 2));
+    }
+    return make_declared(name, d);
+}
+
+Result<FormatSpec> parse_declaration(const std::string& text, const std::string& source) {
+    toml::table t;
+    try {
+        t = toml::parse(text, source);
+    } catch (const toml::parse_error& e) {
+        return make_error(ErrorCode::kInvalidArgument, source + ":" + std::to_string(e.source().begin.line) + ":" +
+                                                           std::to_string(e.source().begin.column) + ": TOML syntax error: " +
+                                                           std::string(e.description()));
+    }
+    return declaration_from_table(t, source, "");
+}
+
+Result<FormatSpec> load_declaration(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return make_error(ErrorCode::kBadFile, path + ": cannot read the declaration file (" + std::strerror(errno) + ")");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return parse_declaration(ss.str(), path);
+}
+
+namespace {
+
+std::string shortest(float v) {
+    if (v == 0) return std::signbit(v) ? "-0.0" : "0.0";
+    char b[64];
+    auto r = std::to_chars(b, b + sizeof b, v);
+    std::string s(b, r.ptr);
+    // TOML: "1e+30" is a float, "3" an integer (both parse back to the same binary32); keep integers
+    // as floats for readability.
+    if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+    return s;
+}
+
+}  // namespace
+
+Result<std::string> declaration_to_toml(const FormatSpec& f) {
+    auto decl = declaration_of(f);
+    if (!decl) return decl.error();
+    const Decl& d = *decl;
+    std::ostringstream o;
+    o << "# " << f.name() << ": a format declaration (docs/FORMATS.md section 8)\n";
+    o << "name = \"" << f.name() << "\"\n";
+    if (d.fixed_block) o << "block = " << d.fixed_block << "\n";
+    o << "scale = \"" << to_string(d.scale) << "\"\n";
+    o << "offset = \"" << (d.offset_min ? "min" : "none") << "\"\n";
+    o << "rounding = \"" << to_string(d.rounding) << "\"\n";
+    o << "packing = \"" << to_string(d.packing) << "\"\n\n[element]\n";
+    o << "type = \"" << to_string(d.elem) << "\"\n";
+    switch (d.elem) {
+        case ElemType::kInt:
+            o << "bits = " << d.bits << "\nsigned = " << (d.is_signed ? "true" : "false") << "\n";
+            if (d.is_signed) o << "range = \"" << (d.full_range ? "full" : "restricted") << "\"\n";
+            o << "fraction_bits = " << d.fraction_bits << "\n";
+            break;
+        case ElemType::kFloat:
+            o << "exponent_bits = " << d.exp_bits << "\nmantissa_bits = " << d.man_bits << "\nbias = " << d.bias
+              << "\nspecial = \"" << to_string(d.special) << "\"\n";
+            break;
+        case ElemType::kTable:
+            o << "values = [";
+            for (int i = 0; i < d.table_size; ++i) o << (i % 4 == 0 ? "\n    " : " ") << shortest(d.table[i]) << ",";
+            o << "\n]\n";
+            break;
+    }
+    return o.str();
+}
+
+bool same_declaration(const Decl& a, const Decl& b) {
+    if (a.elem != b.elem || a.scale != b.scale || a.offset_min != b.offset_min || a.rounding != b.rounding ||
+        a.packing != b.packing || a.fixed_block != b.fixed_block || a.bits != b.bits)
+        return false;
+    switch (a.elem) {
+        case ElemType::kInt:
+            return a.is_signed == b.is_signed && (!a.is_signed || a.full_range == b.full_range) && a.fraction_bits == b.fraction_bits;
+        case ElemType::kFloat:
+            return a.exp_bits == b.exp_bits && a.man_bits == b.man_bits && a.bias == b.bias && a.special == b.special;
+        case ElemType::kTable:
+            return a.table_size == b.table_size &&
+                   std::memcmp(a.table, b.table, sizeof(float) * static_cast<size_t>(a.table_size)) == 0;
+    }
+    return false;
+}
+
+Status register_or_find(const FormatSpec& f) {
+    static std::mutex mu;
+    std::lock_guard lock(mu);
+    if (auto known = parse_format(f.name()); known) {
+        if (known->kind == FormatKind::kDecl && f.kind == FormatKind::kDecl && same_declaration(*known->decl, *f.decl))
+            return Status::Ok();
+        return make_error(ErrorCode::kInvalidArgument, "format '" + f.name() + "' is already defined by another declaration; "
+                                                       "give this one another name");
+    }
+    return register_format(f);
+}
+
+Result<FormatSpec> resolve_format(std::string_view arg) {
+    if (!is_declaration_file(arg)) return parse_format(arg);
+    auto f = load_declaration(std::string(arg));
+    if (!f) return f.error();
+    if (auto st = register_or_find(*f); !st) return make_error(st.error().code, std::string(arg) + ": " + st.error().message);
+    return *f;
+}
+
+Result<FormatSpec> stochastic_twin(const FormatSpec& f) {
+    if (f.stochastic()) return f;
+    const std::string supported =
+        "--rounding stochastic needs a format with a stochastic twin: int2..int8 (int<b>-sr), fp8-e4m3, fp8-e5m2 "
+        "(fp8-*-sr), or a declared int or float format (a .toml file; its twin is NAME-sr)";
+    if (f.kind == FormatKind::kSym) return parse_format(f.name() + "-sr");
+    if (f.kind != FormatKind::kDecl) return make_error(ErrorCode::kInvalidArgument, f.name() + " has no stochastic rounding: " + supported);
+    if (is_builtin_name(f.name())) {
+        if (auto twin = parse_format(f.name() + "-sr"); twin && twin->stochastic()) return *twin;
+        return make_error(ErrorCode::kInvalidArgument, f.name() + " has no stochastic rounding: " + supported);
+    }
+    if (f.decl->elem == ElemType::kTable)
+        return make_error(ErrorCode::kInvalidArgument, f.name() + " is a table format, which rounds to nearest only "
+                                                       "(docs/FORMATS.md section 4): " + supported);
+    Decl d = *f.decl;
+    d.rounding = Rounding::kStochastic;
+    if (auto st = finalize(d); !st) return make_error(ErrorCode::kInvalidArgument, f.name() + "-sr: " + st.error().message);
+    FormatSpec twin = make_declared(f.name() + "-sr", d);
+    if (auto st = register_or_find(twin); !st) return st.error();
+    return twin;
+}
+
+Result<FormatSpec> apply_rounding(const FormatSpec& f, std::string_view rounding) {
+    if (rounding == "nearest") return f;
+    if (rounding == "stochastic") return stochastic_twin(f);
+    return make_error(ErrorCode::kInvalidArgument, "unknown --rounding '" + std::string(rounding) + "' (known: nearest, stochastic)");
+}
+
+}  // namespace qtransit::cli

@@ -1,0 +1,247 @@
+// Format declarations in TOML (cli/decl_toml.cpp, docs/FORMATS.md section 8): every kind of mistake
+// is an Error naming its key (and line), every declarable built-in prints as TOML that parses back
+// to the same declaration, and a declared copy of int4 encodes exactly like int4.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "decl_toml.hpp"
+#include "qtransit/kernels/codec.hpp"
+#include "qtransit/kernels/inputs.hpp"
+
+namespace qt = qtransit;
+using qt::cli::parse_declaration;
+
+namespace {
+
+constexpr const char* kInt = "name = \"x\"\n[element]\ntype = \"int\"\nbits = 4\n";
+
+// The Error message of parsing `text`, or "" when it parses.
+std::string error_of(const std::string& text) {
+    auto r = parse_declaration(text, "t.toml");
+    return r.ok() ? std::string() : r.error().message;
+}
+
+// Expect the message to start with "t.toml:<line>:" and name `key` right after the position.
+void expect_names(const std::string& text, const std::string& key, int line, const std::string& what) {
+    const std::string m = error_of(text);
+    ASSERT_FALSE(m.empty()) << "parsed: " << text;
+    EXPECT_EQ(m.rfind("t.toml:" + std::to_string(line) + ":", 0), 0u) << m;
+    EXPECT_NE(m.find(": " + key + ": "), std::string::npos) << m;
+    EXPECT_NE(m.find(what), std::string::npos) << m;
+}
+
+}  // namespace
+
+TEST(DeclToml, AMinimalIntDeclarationTakesTheDefaults) {
+    auto f = parse_declaration(kInt, "t.toml");
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    EXPECT_EQ(f->kind, qt::FormatKind::kDecl);
+    EXPECT_EQ(f->name(), "x");
+    EXPECT_EQ(f->bits, 4);
+    const qt::Decl& d = *f->decl;
+    EXPECT_EQ(d.scale, qt::ScaleType::kFp32Absmax);
+    EXPECT_FALSE(d.offset_min);
+    EXPECT_EQ(d.rounding, qt::Rounding::kNearestEven);
+    EXPECT_EQ(d.packing, qt::Packing::kLsbFirst);
+    EXPECT_EQ(d.fixed_block, 0);
+    EXPECT_TRUE(d.is_signed);
+    EXPECT_FALSE(d.full_range);
+    EXPECT_EQ(d.qmax, 7);
+}
+
+TEST(DeclToml, FloatBiasDefaultsToHalfTheExponentRange) {
+    auto f = parse_declaration("name = \"my-fp6\"\nblock = 32\nscale = \"e8m0-floor\"\n[element]\ntype = \"float\"\n"
+                               "exponent_bits = 3\nmantissa_bits = 2\nspecial = \"none\"\n",
+                               "t.toml");
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    EXPECT_EQ(f->decl->bias, 3);
+    EXPECT_EQ(f->bits, 6);
+    EXPECT_EQ(f->fixed_block(), 32);
+    EXPECT_EQ(f->decl->max_finite, 28.0f);
+    EXPECT_EQ(f->metadata_bytes(), 1);
+}
+
+TEST(DeclToml, EveryKindOfMistakeNamesItsKey) {
+    // Syntax: line and column from the TOML parser.
+    {
+        const std::string m = error_of("name = \"x\"\n[element\ntype = \"int\"\n");
+        EXPECT_EQ(m.rfind("t.toml:2:", 0), 0u) << m;
+        EXPECT_NE(m.find("TOML syntax error"), std::string::npos) << m;
+    }
+    // Missing required keys.
+    expect_names("[element]\ntype = \"int\"\nbits = 4\n", "name", 1, "is required");
+    expect_names("name = \"x\"\n", "element", 1, "is required");
+    expect_names("name = \"x\"\n[element]\nbits = 4\n", "element.type", 2, "is required");
+    expect_names("name = \"x\"\n[element]\ntype = \"int\"\n", "element.bits", 2, "is required");
+    expect_names("name = \"x\"\n[element]\ntype = \"float\"\nmantissa_bits = 2\n", "element.exponent_bits", 2, "is required");
+    expect_names("name = \"x\"\n[element]\ntype = \"table\"\n", "element.values", 2, "is required");
+    // Unknown keys, at both levels.
+    expect_names(std::string("colour = 1\n") + kInt, "colour", 1, "unknown key (known: name, block, scale");
+    expect_names(std::string(kInt) + "width = 3\n", "element.width", 5, "unknown key for an int element");
+    // Keys of another element type.
+    expect_names(std::string(kInt) + "values = [1.0, 2.0]\n", "element.values", 5, "does not belong to an int element");
+    expect_names("name = \"x\"\n[element]\ntype = \"float\"\nexponent_bits = 2\nmantissa_bits = 1\nsigned = true\n",
+                 "element.signed", 6, "does not belong to a float element");
+    // Wrong types.
+    expect_names("name = 4\n[element]\ntype = \"int\"\nbits = 4\n", "name", 1, "expected a string, got an integer");
+    expect_names("name = \"x\"\n[element]\ntype = \"int\"\nbits = \"4\"\n", "element.bits", 4, "expected an integer, got a string");
+    expect_names("name = \"x\"\nblock = 32.0\n[element]\ntype = \"int\"\nbits = 4\n", "block", 2, "expected an integer, got a float");
+    expect_names("name = \"x\"\nelement = 3\n", "element", 2, "expected a table");
+    expect_names(std::string(kInt) + "signed = \"yes\"\n", "element.signed", 5, "expected true or false");
+    expect_names("name = \"x\"\n[element]\ntype = \"table\"\nvalues = [\"a\", \"b\"]\n", "element.values[0]", 4, "expected a number");
+    // Values out of range.
+    expect_names("name = \"x\"\n[element]\ntype = \"int\"\nbits = 9\n", "element.bits", 4, "must be 2..8, got 9");
+    expect_names("name = \"x\"\nblock = 0\n[element]\ntype = \"int\"\nbits = 4\n", "block", 2, "must be 1..");
+    expect_names(std::string(kInt) + "fraction_bits = 17\n", "element.fraction_bits", 5, "must be 0..16");
+    expect_names("name = \"x\"\n[element]\ntype = \"float\"\nexponent_bits = 5\nmantissa_bits = 3\n", "element.mantissa_bits", 5,
+                 "exceeds 8");
+    expect_names("name = \"x\"\n[element]\ntype = \"float\"\nexponent_bits = 2\nmantissa_bits = 1\nbias = 200\n", "element.bias",
+                 6, "below binary32's normal range");
+    expect_names("name = \"x\"\n[element]\ntype = \"table\"\nvalues = [0.0, 2.0, 1.0, 3.0]\n", "element.values", 4,
+                 "strictly increasing");
+    expect_names("name = \"x\"\n[element]\ntype = \"table\"\nvalues = [0.0, 1.0, 2.0]\n", "element.values", 4, "power of two");
+    expect_names("name = \"x\"\n[element]\ntype = \"table\"\nvalues = [0.0, 1.0, 2.0, 1e300]\n", "element.values[3]", 4,
+                 "not a finite binary32");
+    // Unknown enum values list the known ones.
+    expect_names("name = \"x\"\nscale = \"fp8\"\n[element]\ntype = \"int\"\nbits = 4\n", "scale", 2,
+                 "unknown value 'fp8' (known: fp32-absmax, fp16-absmax, e8m0-floor, e8m0-rceil, none)");
+    expect_names("name = \"x\"\nrounding = \"up\"\n[element]\ntype = \"int\"\nbits = 4\n", "rounding", 2,
+                 "(known: nearest-even, nearest-away, nearest-down, toward-zero, stochastic)");
+    expect_names("name = \"x\"\noffset = \"max\"\n[element]\ntype = \"int\"\nbits = 4\n", "offset", 2, "(known: none, min)");
+    expect_names("name = \"x\"\npacking = \"big\"\n[element]\ntype = \"int\"\nbits = 4\n", "packing", 2, "(known: lsb-first, msb-first)");
+    expect_names("name = \"x\"\n[element]\ntype = \"complex\"\n", "element.type", 3, "(known: int, float, table)");
+    expect_names(std::string(kInt) + "range = \"wide\"\n", "element.range", 5, "(known: restricted, full)");
+    expect_names("name = \"x\"\n[element]\ntype = \"float\"\nexponent_bits = 2\nmantissa_bits = 1\nspecial = \"inf\"\n",
+                 "element.special", 6, "(known: ieee, nan-only, none)");
+    // Rules between keys (finalize()), pointed at the key's line.
+    expect_names(std::string(kInt) + "signed = false\n", "element.signed", 5, "need offset = 'min'");
+    expect_names("name = \"x\"\nscale = \"none\"\noffset = \"min\"\n[element]\ntype = \"int\"\nbits = 4\n", "offset", 3,
+                 "needs a scale");
+    expect_names("name = \"x\"\nrounding = \"stochastic\"\n[element]\ntype = \"table\"\nvalues = [-1.0, 0.0, 0.5, 1.0]\n",
+                 "rounding", 2, "not defined for a table");
+    // Names.
+    expect_names("name = \"int4\"\n[element]\ntype = \"int\"\nbits = 4\n", "name", 1, "is a built-in format");
+    expect_names("name = \"My Format\"\n[element]\ntype = \"int\"\nbits = 4\n", "name", 1, "is not a format name");
+    expect_names("name = \"x.toml\"\n[element]\ntype = \"int\"\nbits = 4\n", "name", 1, "is not a format name");
+}
+
+TEST(DeclToml, AnUnreadableFileIsNamed) {
+    auto r = qt::cli::load_declaration("/nonexistent/fmt.toml");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().message.rfind("/nonexistent/fmt.toml: cannot read", 0), 0u) << r.error().message;
+}
+
+// parse(show(f)) has the same declaration for every declarable built-in; ds-int<b> says why not.
+TEST(DeclToml, EveryDeclarableBuiltinRoundTrips) {
+    int declared = 0;
+    for (const auto& f : qt::all_builtin_formats()) {
+        auto text = qt::cli::declaration_to_toml(f);
+        if (f.kind == qt::FormatKind::kDs) {
+            ASSERT_FALSE(text.ok()) << f.name();
+            EXPECT_NE(text.error().message.find("hand-written"), std::string::npos);
+            continue;
+        }
+        ASSERT_TRUE(text.ok()) << f.name() << ": " << text.error().message;
+        // The built-in's own name is taken: the copy gets another.
+        std::string copy = *text;
+        const std::string from = "name = \"" + f.name() + "\"";
+        ASSERT_NE(copy.find(from), std::string::npos) << copy;
+        copy.replace(copy.find(from), from.size(), "name = \"copy-of-" + f.name() + "\"");
+        auto back = parse_declaration(copy, f.name() + ".toml");
+        ASSERT_TRUE(back.ok()) << f.name() << ": " << back.error().message << "\n" << copy;
+        const auto orig = qt::declaration_of(f);
+        ASSERT_TRUE(orig.ok());
+        EXPECT_TRUE(qt::cli::same_declaration(*orig, *back->decl)) << f.name() << "\n" << copy;
+        // Derived fields follow: the same wire layout and code range.
+        EXPECT_EQ(back->bits, f.bits) << f.name();
+        EXPECT_EQ(back->code_min(), f.code_min()) << f.name();
+        EXPECT_EQ(back->code_max(), f.code_max()) << f.name();
+        EXPECT_EQ(back->metadata_bytes(), f.metadata_bytes()) << f.name();
+        EXPECT_EQ(back->fixed_block(), f.fixed_block()) << f.name();
+        if (orig->elem == qt::ElemType::kTable)
+            EXPECT_EQ(std::memcmp(orig->table, back->decl->table, sizeof(float) * 16), 0) << f.name();
+        ++declared;
+    }
+    EXPECT_EQ(declared, static_cast<int>(qt::all_builtin_formats().size()) - 2);
+}
+
+// A table whose values need every digit, and a negative zero, print and parse back exactly.
+TEST(DeclToml, TableValuesRoundTripBitForBit) {
+    const std::string text = "name = \"t4\"\n[element]\ntype = \"table\"\nvalues = [-1.0, -0.0, 0.1, 0.30000001192092896]\n";
+    auto f = parse_declaration(text, "t.toml");
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    EXPECT_TRUE(std::signbit(f->decl->table[1]));
+    EXPECT_EQ(f->decl->table[2], 0.1f);
+    auto shown = qt::cli::declaration_to_toml(*f);
+    ASSERT_TRUE(shown.ok());
+    auto back = parse_declaration(*shown, "shown.toml");
+    ASSERT_TRUE(back.ok()) << back.error().message << "\n" << *shown;
+    for (int i = 0; i < 4; ++i)
+        EXPECT_EQ(std::bit_cast<uint32_t>(back->decl->table[i]), std::bit_cast<uint32_t>(f->decl->table[i])) << i;
+}
+
+// `show int4` under another name is int4, bit for bit: codes, scales and decoded values of the
+// production kernel, on every input distribution and several block sizes (odd ones included).
+TEST(DeclToml, ADeclaredCopyOfInt4IsInt4BitForBit) {
+    for (const char* base : {"int4", "int8", "int3-asym"}) {
+        const auto builtin = qt::parse_format(base);
+        ASSERT_TRUE(builtin.ok());
+        auto text = qt::cli::declaration_to_toml(*builtin);
+        ASSERT_TRUE(text.ok());
+        std::string copy = *text;
+        const std::string from = std::string("name = \"") + base + "\"";
+        copy.replace(copy.find(from), from.size(), std::string("name = \"twin-") + base + "\"");
+        auto twin = parse_declaration(copy, "twin.toml");
+        ASSERT_TRUE(twin.ok()) << twin.error().message;
+        ASSERT_EQ(twin->kind, qt::FormatKind::kDecl);
+        std::vector<float> x(4099);
+        for (auto d : qt::kernels::all_distributions()) {
+            qt::kernels::generate_span(d, 7, 0, 0, x);
+            for (int64_t block : {32, 7, 64}) {
+                auto a = qt::kernels::encode(*builtin, x, block);
+                auto b = qt::kernels::encode(*twin, x, block);
+                ASSERT_EQ(a.ok(), b.ok()) << base << " " << qt::kernels::to_string(d);
+                if (!a.ok()) continue;
+                EXPECT_EQ(a->codes, b->codes) << base << " " << qt::kernels::to_string(d) << " block " << block;
+                ASSERT_EQ(a->scales.size(), b->scales.size());
+                EXPECT_EQ(std::memcmp(a->scales.data(), b->scales.data(), 4 * a->scales.size()), 0) << base;
+                ASSERT_EQ(a->offsets.size(), b->offsets.size());
+                if (!a->offsets.empty()) EXPECT_EQ(std::memcmp(a->offsets.data(), b->offsets.data(), 4 * a->offsets.size()), 0);
+                EXPECT_EQ(qt::kernels::unpack_codes(*a), qt::kernels::unpack_codes(*b));
+                const auto da = qt::kernels::decode(*a), db = qt::kernels::decode(*b);
+                EXPECT_EQ(std::memcmp(da.data(), db.data(), 4 * da.size()), 0) << base << " block " << block;
+                EXPECT_EQ(a->wire_bytes(), b->wire_bytes());
+            }
+        }
+    }
+}
+
+TEST(DeclToml, StochasticTwins) {
+    auto int4 = qt::parse_format("int4");
+    auto t = qt::cli::apply_rounding(*int4, "stochastic");
+    ASSERT_TRUE(t.ok());
+    EXPECT_EQ(t->name(), "int4-sr");
+    EXPECT_EQ(qt::cli::apply_rounding(*qt::parse_format("fp8-e4m3"), "stochastic")->name(), "fp8-e4m3-sr");
+    EXPECT_EQ(qt::cli::apply_rounding(*int4, "nearest")->name(), "int4");
+    for (const char* none : {"nf4", "ds-int4", "int4-asym", "mxfp4"}) {
+        auto r = qt::cli::apply_rounding(*qt::parse_format(none), "stochastic");
+        ASSERT_FALSE(r.ok()) << none;
+        EXPECT_NE(r.error().message.find("int2..int8"), std::string::npos) << r.error().message;
+    }
+    EXPECT_FALSE(qt::cli::apply_rounding(*int4, "up").ok());
+    // A declared float format: its twin is a registered copy NAME-sr with rounding stochastic.
+    auto mine = parse_declaration("name = \"sr-test-e3m2\"\n[element]\ntype = \"float\"\nexponent_bits = 3\nmantissa_bits = 2\n",
+                                  "t.toml");
+    ASSERT_TRUE(mine.ok());
+    auto twin = qt::cli::stochastic_twin(*mine);
+    ASSERT_TRUE(twin.ok()) << twin.error().message;
+    EXPECT_EQ(twin->name(), "sr-test-e3m2-sr");
+    EXPECT_EQ(twin->decl->rounding, qt::Rounding::kStochastic);
+    EXPECT_EQ(twin->decl->exp_bits, 3);
+    EXPECT_TRUE(qt::parse_format("sr-test-e3m2-sr").ok());
+    EXPECT_TRUE(qt::cli::stochastic_twin(*mine).ok());  // again: found, not registered twice
+}
