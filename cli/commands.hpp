@@ -33,6 +33,15 @@ struct FormatsArgs {
 int run_formats(const FormatsArgs& a);
 // `qtransit formats show NAME|FILE.toml`: the TOML declaration on stdout.
 int run_formats_show(const std::string& target);
+struct ValidateArgs {
+    std::string file;                          // the declaration (FILE.toml)
+    std::string report_dir = "qtransit-validate";
+    uint64_t seed = 1;
+    bool quick = false;                        // fewer blocks, N and elements: a few seconds
+};
+// `qtransit formats validate FILE.toml`: every generic property and every path on the declared
+// format; the gate's reports. 0 all promised properties and bounds hold, 1 one fails, 2 bad file.
+int run_formats_validate(const ValidateArgs& a);
 
 int run_info(bool json);
 
