@@ -185,6 +185,128 @@ float abs_max(std::span<const float> x) {
     return a;
 }
 
+// ---- declared formats (docs/FORMATS.md section 6; reference/src/decl.cpp derives E) ----------------
+//
+// decl_at mirrors reference::element_bound (decl.cpp's decl_element_bound) term by term in binary64:
+// every product below is exact (24-bit binary32 values times powers of two, or two 24-bit
+// significands), the binade j of the float step is found by exact comparisons (so the step is the
+// exact one), sums are rounded to nearest and differences upwards (add_up), so the result is within
+// the documented factor of the exact E (section 0).
+double decl_at(const Decl& d, float x, float s, float lo) {
+    if (s == 0) return 0;
+    const float w = d.offset_min ? x - lo : x;  // fl32(x - lo): binary32 RNE (no contraction)
+    const double dw = w, aw = std::fabs(dw), ds = s;
+    const uint32_t sb = std::bit_cast<uint32_t>(s);
+    const bool pow2 = (sb & 0x7FFFFFu) == 0 || ((sb >> 23) == 0 && std::popcount(sb) == 1);
+    const bool exact_div = pow2 && (w == 0 || (aw >= ds * 0x1p-126 && aw <= ds * kFltMax));
+    const double t = exact_div ? 0 : kU * aw + ds * 0x1p-150;
+    double sel = 0;
+    if (d.elem == ElemType::kTable) {
+        double dist = kInf;
+        for (int i = 0; i < d.table_size; ++i) dist = std::min(dist, std::fabs(dw - ds * d.table[i]));
+        sel = dist + 2 * t;
+    } else {
+        const bool nearest = d.rounding != Rounding::kTowardZero && d.rounding != Rounding::kStochastic;
+        double step_s = 0;
+        if (d.elem == ElemType::kInt) {
+            step_s = std::ldexp(ds, -d.fraction_bits);
+        } else {
+            const double m = std::max(aw * (1 + kU), ds * 0x1p-126);  // both exact
+            int j = std::ilogb(m) - std::ilogb(ds);
+            if (std::ldexp(ds, j) > m) --j;
+            step_s = std::ldexp(ds, std::max(j, 1 - d.bias) - d.man_bits);
+        }
+        const double top = add_up(add_up(dw, t), -(ds * d.vmax));
+        const double bot = add_up(add_up(ds * d.vmin, -dw), t);
+        const double x_ex = std::max({0.0, top, bot});
+        sel = t + std::max((nearest ? 0.5 : 1.0) * step_s, x_ex);
+    }
+    const double vabs = std::max(std::fabs(static_cast<double>(d.vmin)), std::fabs(static_cast<double>(d.vmax)));
+    const double y = std::min(aw + sel, ds * vabs);
+    const double tdec = std::min(sel, std::max(kU * y + 0x1p-150, add_up(y, -kFltMax)));
+    if (!d.offset_min) return sel + tdec;
+    const double tsub = kU * std::fabs(static_cast<double>(x) - static_cast<double>(lo)) + 0x1p-150;
+    const double ep = tsub + sel + tdec;
+    const double mag = std::fabs(static_cast<double>(x)) + ep;
+    if (mag >= kFltMax * (1 - 0x1p-40)) return ep + ep;  // decided conservatively, as for D9
+    return ep + std::min(ep, kU * mag + 0x1p-150);
+}
+
+// e(a) of a declared format: a bound of decl_element_bound over every block of absmax <= a (with an
+// offset: every |x| <= a, so R <= 2a). Term by term (names as in decl.cpp's derivation):
+//   W >= |w| and >= the scale's statistic: a, or fl32(R) <= 2a (1 + u) with an offset.
+//   s <= S and s >= s_lo(W) for the block's statistic (<= W):
+//     fp32: S = (W/A)(1 + u) + 2^-149,  s_lo = (W/A)(1 - u) - 2^-150  (RNE relative u, or half a
+//           subnormal spacing; the max with 2^-149 only raises s);
+//     fp16: S = S32 (1 + 2^-11) + 2^-24 (a rounding to 0 becomes 2^-24), s_lo = s_lo32 (1 - 2^-11) - 2^-25;
+//     e8m0-floor: 2^(floor(log2 W) - emax_elem): S = max(W 2^-emax_elem, 2^-127),
+//           s_lo = min(W 2^-(emax_elem+1), 2^127);
+//     e8m0-rceil: A 2^(e-1) < W <= A 2^e: S = max(2W/A, 2^-127), s_lo = min(W/A, 2^127);  none: 1.
+//   T <= u W + S 2^-150.
+//   X: the top excess w + T - s vmax <= W(1 + u) + S 2^-150 - s_lo(W) vmax, non-decreasing in the
+//     statistic (its slope 1 + u - vmax s_lo' >= 0 since vmax <= A), so the block's value is at most
+//     the one at W; the bottom one likewise with |vmin| (vmin < 0), W(1 + u) + S (2^-150 + vmin)
+//     (vmin >= 0, no offset), or S max(vmin, 0) + T (offset: w >= 0).
+//   s step: int S 2^-f; float s 2^(max(j, emin) - M) <= 2^-M max(s m, s 2^emin) with
+//     s m = max(|w| (1 + u), s 2^-126): <= 2^-M max(W (1 + u), S 2^emin)   (emin >= -126).
+//   table: dist(w, sV) <= max(s maxgap / 2, X).
+//   Y <= min(W + S_el, S max|V|); Tdec, Tsub = 2uA + 2^-150, the offset's last rounding: as E, each
+//   monotone in its arguments. Every piece is non-decreasing in a, so e is.
+double decl_e(const Decl& d, double a) {
+    a = std::min(a, kFltMax);
+    const double u = kU;
+    const double amp = d.amp, vmax = d.vmax, vmin = d.vmin;
+    const double vabs = std::max(std::fabs(vmin), std::fabs(vmax));
+    const double w = d.offset_min ? 2 * a * (1 + u) : a;
+    double s_up = 1, s_lo = 1;
+    switch (d.scale) {
+        case ScaleType::kFp32Absmax:
+        case ScaleType::kFp16Absmax:
+            s_up = w / amp * (1 + u) + 0x1p-149;
+            s_lo = std::max(w / amp * (1 - u) - 0x1p-150, 0.0);
+            if (d.scale == ScaleType::kFp16Absmax) {
+                s_up = s_up * (1 + kU16) + 0x1p-24;
+                s_lo = std::max(s_lo * (1 - kU16) - 0x1p-25, 0.0);
+            }
+            break;
+        case ScaleType::kE8m0Floor:
+            s_up = std::max(std::ldexp(w, -d.emax_elem), 0x1p-127);
+            s_lo = std::min(std::ldexp(w, -(d.emax_elem + 1)), 0x1p127);
+            break;
+        case ScaleType::kE8m0Rceil:
+            s_up = std::max(2 * w / amp, 0x1p-127);
+            s_lo = std::min(w / amp, 0x1p127);
+            break;
+        case ScaleType::kNone: break;
+    }
+    const double t = u * w + s_up * 0x1p-150;
+    const double top = w * (1 + u) + s_up * 0x1p-150 - s_lo * vmax;
+    double bot = 0;
+    if (d.offset_min) bot = s_up * std::max(vmin, 0.0) + t;
+    else if (vmin < 0) bot = w * (1 + u) + s_up * 0x1p-150 - s_lo * (-vmin);
+    else bot = w * (1 + u) + s_up * (0x1p-150 + vmin);
+    const double x_ex = std::max({0.0, top, bot});
+    double sel = 0;
+    if (d.elem == ElemType::kTable) {
+        double gap = 0;
+        for (int i = 0; i + 1 < d.table_size; ++i)
+            gap = std::max(gap, static_cast<double>(d.table[i + 1]) - static_cast<double>(d.table[i]));
+        sel = std::max(s_up * gap * 0.5, x_ex) + 2 * t;
+    } else {
+        const bool nearest = d.rounding != Rounding::kTowardZero && d.rounding != Rounding::kStochastic;
+        const double step_s = d.elem == ElemType::kInt
+                                  ? std::ldexp(s_up, -d.fraction_bits)
+                                  : std::ldexp(std::max(w * (1 + u), std::ldexp(s_up, 1 - d.bias)), -d.man_bits);
+        sel = t + std::max((nearest ? 0.5 : 1.0) * step_s, x_ex);
+    }
+    const double y = std::min(w + sel, s_up * vabs);
+    const double tdec = std::min(sel, std::max(u * y + 0x1p-150, y - kFltMax));
+    if (!d.offset_min) return sel + tdec;
+    const double ep = u * 2 * a + 0x1p-150 + sel + tdec;
+    if (a + ep >= kFltMax * (1 - 0x1p-40)) return ep + ep;
+    return ep + std::min(ep, u * (a + ep) + 0x1p-150);
+}
+
 }  // namespace
 
 // ---- a_posteriori: one event ------------------------------------------------------------------
@@ -193,6 +315,7 @@ using detail::EventBound;
 
 double EventBound::at(float x, int32_t q) const {
     switch (kind) {
+        case FormatKind::kDecl: return decl_at(*decl, x, decl_scale, decl_lo);
         case FormatKind::kSym: return sym;
         case FormatKind::kAsym: {
             if (asym_const) return 0;
@@ -234,12 +357,29 @@ EventBound prepare_event(const FormatSpec& f, const QuantEvent& ev) {
     EventBound b;
     b.kind = f.kind;
     const float s = ev.scale;
-    if (std::isnan(s) || (f.kind == FormatKind::kAsym && std::isnan(ev.offset))) {
+    if (std::isnan(s) || (f.has_offset() && std::isnan(ev.offset))) {
         b.poisoned = true;
         return b;
     }
     const std::span<const float> x(ev.x);
     switch (f.kind) {
+        case FormatKind::kDecl: {
+            const Decl& d = *f.decl;
+            b.decl = f.decl.get();
+            b.decl_scale = s;
+            b.decl_lo = d.offset_min ? ev.offset : 0.0f;
+            // Scale `none` poisons with the elements' NaN code (FORMATS.md section 3).
+            if (d.elem == ElemType::kFloat) {
+                const uint32_t ones = (1u << d.exp_bits) - 1u, mmask = (1u << d.man_bits) - 1u;
+                for (int32_t c : ev.codes) {
+                    const uint32_t field = (static_cast<uint32_t>(c) >> d.man_bits) & ones, mant = c & mmask;
+                    if (field == ones && (d.special == FloatSpecial::kIeee ||
+                                          (d.special == FloatSpecial::kNanOnly && mant == mmask)))
+                        b.poisoned = true;
+                }
+            }
+            break;
+        }
         case FormatKind::kSym: {
             // D6: s (1/2 + 2^-22 qmax) + 2^-149, plus K = max(0, a - qmax s) when s is subnormal.
             // (1/2 + 2^-22 qmax has 22 significant bits and s 24: the product is exact.)
@@ -299,6 +439,10 @@ public:
     explicit Prior(const PathConfig& c) : fp16_(c.accum == Accum::kFp16), kind_(c.format.kind) {
         const double u = kU;
         switch (kind_) {
+            case FormatKind::kDecl:  // e(a) = decl_e (not linear in a)
+                decl_ = c.format.decl.get();
+                cap_ = kFltMax;
+                break;
             case FormatKind::kSym: {
                 const double qmax = c.format.code_max();
                 const double cp = 0.5 + 0x1p-22 * qmax;
@@ -335,6 +479,7 @@ public:
 
     double e(double a) const {
         a = std::min(a, cap_);
+        if (kind_ == FormatKind::kDecl) return decl_e(*decl_, a);
         if (kind_ == FormatKind::kAsym && a > kFltMax * 0.5 * (1 - 0x1p-30)) return c2_ * a + d2_;
         return c1_ * a + d1_;
     }
@@ -355,6 +500,7 @@ public:
 private:
     bool fp16_;
     FormatKind kind_;
+    const Decl* decl_ = nullptr;
     double c1_ = 0, d1_ = 0, c2_ = 0, d2_ = 0, cap_ = kFltMax, g32_ = 0, g16_ = 0;
 };
 

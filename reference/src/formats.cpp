@@ -16,6 +16,9 @@
 // depend on how a compiler or a production kernel would do it.
 #include "qtransit/reference/formats.hpp"
 
+#include "binary32.hpp"
+#include "decl_internal.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cassert>
@@ -30,58 +33,7 @@ namespace qtransit::reference {
 
 namespace {
 
-constexpr uint32_t kPoisonBits = 0x7FC00000u;  // D4: the one quiet NaN every poisoned value has
-constexpr float kFltMax = std::numeric_limits<float>::max();
-constexpr float kMinSub = 0x1p-149f;  // smallest positive binary32 subnormal
-
-float poison_nan() { return std::bit_cast<float>(kPoisonBits); }
-
-// rne(v): the nearest integer to a finite double, ties to even.
-// Works on the magnitude, where av - floor(av) is exact (floor(av) is 0, or within a factor 2 of
-// av: Sterbenz), so the comparison with 1/2 is exact too.
-double rne(double v) {
-    const double av = std::fabs(v);
-    const double f = std::floor(av);
-    const double frac = av - f;
-    double r = f;
-    if (frac > 0.5 || (frac == 0.5 && std::fmod(f, 2.0) != 0)) r = f + 1;  // a tie goes to the even one
-    return std::copysign(r, v);
-}
-
-// Round a finite double to the binary floating-point format with p significand bits (including
-// the implicit one), minimum normal exponent emin and maximum exponent emax, round to nearest
-// even, with gradual underflow and overflow to +-inf. Returns the rounded value as a double (exact:
-// the result has at most p <= 24 significant bits). Non-finite input and zeros pass through.
-double round_to_format(double v, int p, int emin, int emax) {
-    if (v == 0 || !std::isfinite(v)) return v;
-    int exp = 0;
-    (void)std::frexp(v, &exp);              // |v| in [2^(exp-1), 2^exp)
-    const int e = std::max(exp - 1, emin);  // binade exponent, clamped to the subnormal range
-    const int quantum = e - (p - 1);        // the spacing of representable values there is 2^quantum
-    const double scaled = std::ldexp(v, -quantum);  // exact: a power-of-two scaling within double range
-    const double r = rne(scaled);           // |r| <= 2^p
-    const double out = std::ldexp(r, quantum);
-    // The largest finite value is (2^p - 1) * 2^(emax - p + 1); anything that rounded above it
-    // (necessarily to 2^(emax+1)) overflows.
-    if (std::fabs(out) >= std::ldexp(1.0, emax + 1)) return std::copysign(std::numeric_limits<double>::infinity(), v);
-    return out;
-}
-
-float fl32(double v) { return static_cast<float>(round_to_format(v, 24, -126, 127)); }  // cast is exact
-
-float add32(float a, float b) { return fl32(static_cast<double>(a) + static_cast<double>(b)); }
-float sub32(float a, float b) { return fl32(static_cast<double>(a) - static_cast<double>(b)); }
-float mul32(float a, float b) { return fl32(static_cast<double>(a) * static_cast<double>(b)); }
-float div32(float a, float b) { return fl32(static_cast<double>(a) / static_cast<double>(b)); }
-// A code times a binary32 value (the code has at most 9 bits: exact in double).
-float mulq32(int32_t q, float s) { return fl32(static_cast<double>(q) * static_cast<double>(s)); }
-
-// D1: clamp a binary32 result to [-FLT_MAX, FLT_MAX].
-float sat(float v) {
-    if (v > kFltMax) return kFltMax;
-    if (v < -kFltMax) return -kFltMax;
-    return v;
-}
+using namespace detail;
 
 int32_t clamp_code(double r, int32_t lo, int32_t hi) {
     if (r < lo) return lo;
@@ -94,6 +46,7 @@ bool valid_format(const FormatSpec& f) {
         case FormatKind::kSym:
         case FormatKind::kAsym: return f.bits >= 2 && f.bits <= 8;
         case FormatKind::kDs: return f.bits == 4 || f.bits == 8;
+        case FormatKind::kDecl: return f.decl != nullptr;
     }
     return false;
 }
@@ -392,6 +345,7 @@ BlockBound block_bound(const Quantized& q, std::span<const float> x, int64_t k) 
             bb.ds_step = Exact(s);
             break;
         }
+        case FormatKind::kDecl: break;  // decl_element_bound
     }
     return bb;
 }
@@ -449,6 +403,7 @@ Exact element_bound_in(const FormatSpec& f, const BlockBound& bb, float xi, int3
             return in_round + u * Exact(std::fabs(y)) + one_2u * (c + u * aq) * step + u * qstep +
                    half_fp16_spacing(qstep * (Exact::from_int(1) + u));
         }
+        case FormatKind::kDecl: break;  // decl_element_bound
     }
     return Exact();
 }
@@ -463,9 +418,10 @@ float round_to_fp16(float v) {
 }
 
 Result<Quantized> quantize(const FormatSpec& format, std::span<const float> x, int64_t block, Nonfinite policy,
-                           const Site& site) {
+                           const Site& site, const StochasticKey& key) {
     if (!valid_format(format))
         return make_error(ErrorCode::kInvalidArgument, "unsupported format " + format.name());
+    if (format.kind == FormatKind::kDecl) return quantize_decl(format, x, block, policy, site, key);
     if (block <= 0)
         return make_error(ErrorCode::kInvalidArgument, "block size must be positive, got " + std::to_string(block));
     const int64_t n = static_cast<int64_t>(x.size());
@@ -501,6 +457,7 @@ Result<Quantized> quantize(const FormatSpec& format, std::span<const float> x, i
             case FormatKind::kSym: encode_sym(out, xb, k, start); break;
             case FormatKind::kAsym: encode_asym(out, xb, k, start); break;
             case FormatKind::kDs: encode_ds(out, xb, k, start); break;
+            case FormatKind::kDecl: break;  // quantize_decl
         }
     }
     return out;
@@ -511,6 +468,7 @@ std::vector<float> decode(const FormatSpec& format, std::span<const int32_t> cod
     assert(block > 0);
     std::vector<float> out(codes.size());
     if (block <= 0) return out;
+    if (format.kind == FormatKind::kDecl) return decode_decl(format, codes, scales, offsets, block);
     for (std::size_t i = 0; i < codes.size(); ++i) {
         const std::size_t k = i / static_cast<std::size_t>(block);
         assert(k < scales.size());
@@ -524,6 +482,7 @@ std::vector<float> decode(const FormatSpec& format, std::span<const int32_t> cod
                 break;
             }
             case FormatKind::kDs: out[i] = decode_ds(codes[i], s); break;
+            case FormatKind::kDecl: break;  // handled above
         }
     }
     return out;
@@ -538,6 +497,7 @@ std::vector<uint8_t> pack(const FormatSpec& format, std::span<const int32_t> cod
     std::vector<uint8_t> out;
     assert(block > 0);
     if (block <= 0) return out;
+    if (format.kind == FormatKind::kDecl) return pack_decl(format, codes, block);
     const int64_t n = static_cast<int64_t>(codes.size());
     const int b = format.bits;
     const uint32_t mask = (1u << b) - 1u;
@@ -569,6 +529,7 @@ std::vector<int32_t> unpack(const FormatSpec& format, std::span<const uint8_t> b
     std::vector<int32_t> out(static_cast<std::size_t>(std::max<int64_t>(elements, 0)), 0);
     assert(block > 0);
     if (block <= 0) return out;
+    if (format.kind == FormatKind::kDecl) return unpack_decl(format, bytes, elements, block);
     const int b = format.bits;
     const bool is_signed = format.code_min() < 0;
     // Missing bytes (a short buffer violates the precondition) read as 0.
@@ -605,6 +566,12 @@ std::vector<int32_t> unpack(const FormatSpec& format, std::span<const uint8_t> b
 Exact element_bound(const Quantized& q, std::span<const float> x, int64_t i) {
     assert(q.block > 0 && i >= 0 && i < static_cast<int64_t>(x.size()));
     const int64_t k = i / q.block;
+    if (q.format.kind == FormatKind::kDecl) {
+        const bool poisoned = !q.poisoned.empty() && q.poisoned[k];
+        assert(!poisoned && "element_bound: not defined for poisoned blocks");
+        if (poisoned) return Exact();
+        return decl_element_bound(*q.format.decl, x[i], q.scales[k], q.format.has_offset() ? q.offsets[k] : 0.0f);
+    }
     const BlockBound bb = block_bound(q, x, k);
     assert(!bb.poisoned && "element_bound: not defined for poisoned blocks");
     if (bb.poisoned) return Exact();
@@ -616,13 +583,27 @@ BoundCheck check_bounds(const Quantized& q, std::span<const float> x) {
     if (q.block <= 0) return res;
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(x.size()), static_cast<int64_t>(q.decoded.size()));
     const int64_t nb = num_blocks(n, q.block);
+    const bool decl = q.format.kind == FormatKind::kDecl;
     for (int64_t k = 0; k < nb; ++k) {
-        const BlockBound bb = block_bound(q, x.first(n), k);
+        BlockBound bb;
+        if (decl) bb.poisoned = !q.poisoned.empty() && q.poisoned[k];
+        else bb = block_bound(q, x.first(n), k);
         if (bb.poisoned) continue;
         const int64_t start = k * q.block, end = std::min(n, start + q.block);
         for (int64_t i = start; i < end; ++i) {
+            if (!std::isfinite(q.decoded[i])) {  // a finite input never decodes to inf or NaN
+                if (res.holds) {
+                    res.holds = false;
+                    res.first_violation = i;
+                }
+                res.max_error = std::numeric_limits<double>::infinity();
+                res.max_error_to_bound = std::numeric_limits<double>::infinity();
+                continue;
+            }
             const Exact err = (Exact(x[i]) - Exact(q.decoded[i])).abs();
-            const Exact bound = element_bound_in(q.format, bb, x[i], q.codes[i]);
+            const Exact bound = decl ? decl_element_bound(*q.format.decl, x[i], q.scales[k],
+                                                          q.format.has_offset() ? q.offsets[k] : 0.0f)
+                                     : element_bound_in(q.format, bb, x[i], q.codes[i]);
             const bool ok = err <= bound;
             if (!ok && res.holds) {
                 res.holds = false;

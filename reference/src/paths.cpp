@@ -181,14 +181,19 @@ Result<Encoded> encode(const PathConfig& c, std::vector<QuantEvent>& events, std
                                       " is a partial that overflowed (" + to_string(c.accum) +
                                       " accumulation) and must be quantized again; policy 'error' refuses it");
     }
-    auto q = quantize(c.format, v, c.block, Nonfinite::kError, site);
+    // Stochastic rounding's key (FORMATS.md section 4): the run's seed, hop = the event's stage; the
+    // rank word is the quantizing rank (site.rank, which is `from`) and g = site.index_base + i, the
+    // column's first element plus i (this event's column_offset is 0; hpz's forward blocks are
+    // encoded at their own first element, and column first - column_offset is exactly that).
+    auto q = quantize(c.format, v, c.block, Nonfinite::kError, site,
+                      StochasticKey{c.seed, static_cast<uint32_t>(stage)});
     if (!q.ok()) return q.error();
     QuantEvent ev;
     ev.stage = stage;
     ev.from_rank = from;
     ev.to_rank = to;
     ev.scale = q->scales.at(0);
-    ev.offset = c.format.kind == FormatKind::kAsym ? q->offsets.at(0) : 0.0f;
+    ev.offset = c.format.has_offset() ? q->offsets.at(0) : 0.0f;
     ev.contributors = std::move(who);
     ev.x.assign(v.begin(), v.end());
     ev.codes = q->codes;

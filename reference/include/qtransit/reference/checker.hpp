@@ -46,6 +46,8 @@ struct EventBound {
     int ds_top = 0;         // ds: 2^(b-1)
     float ds_scale = 0;
     double ds_step = 0;
+    const Decl* decl = nullptr;  // declared formats: FORMATS.md section 6 from x, the scale and lo
+    float decl_scale = 0, decl_lo = 0;
     double at(float x, int32_t q) const;  // E(x_i) for the element x with code q
 };
 }  // namespace detail

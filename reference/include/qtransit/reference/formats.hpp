@@ -17,7 +17,7 @@ struct Quantized {
     FormatSpec format;
     int64_t block = 0;
     std::vector<float> scales;     // per block: s (int<b>, int<b>-asym) or the stored step Δ (ds-int<b>); NaN if poisoned
-    std::vector<float> offsets;    // per block: lo (int<b>-asym only; empty otherwise); NaN if poisoned
+    std::vector<float> offsets;    // per block: lo (int<b>-asym, declared offset `min`; empty otherwise); NaN if poisoned
     std::vector<int32_t> codes;    // per element
     std::vector<float> decoded;    // per element
     std::vector<uint8_t> poisoned; // per block: 1 when the block was non-finite under `propagate`
@@ -26,8 +26,19 @@ struct Quantized {
 // Quantize `x` block-wise (blocks of `block`, the last one may be short). Under Nonfinite::kError a
 // NaN/inf (or a range overflow, docs/DECISIONS.md D3) is refused with an Error naming `site`'s
 // tensor and rank and the element index (site.index_base + i) and its value.
+//
+// Declared formats (FormatKind::kDecl, docs/FORMATS.md): scales holds each block's scale as a binary32
+// (e8m0: 2^e, NaN for a poisoned block), offsets each block's `lo` for an offset `min`. Stochastic
+// rounding draws its random word from `key` (FORMATS.md section 4): Philox4x32-10 with key
+// (lo32(seed), hi32(seed)) and counter (lo32(g), hi32(g), rank word, 4 | (hop << 8)), where
+// g = site.index_base + i and the rank word is site.rank (0xFFFFFFFF when site.rank < 0).
+struct StochasticKey {
+    uint64_t seed = 0;  // the run's seed (PathConfig::seed)
+    uint32_t hop = 0;   // the quantization event's stage (QuantEvent::stage); 0 outside a collective
+};
 Result<Quantized> quantize(const FormatSpec& format, std::span<const float> x, int64_t block,
-                           Nonfinite policy = Nonfinite::kError, const Site& site = {});
+                           Nonfinite policy = Nonfinite::kError, const Site& site = {},
+                           const StochasticKey& key = {});
 
 // Decode codes with the given per-block scales/offsets (what a receiver does with the wire data).
 // A NaN scale (or asym offset) decodes every element of its block to the quiet NaN 0x7FC00000 (D4);
@@ -46,7 +57,8 @@ float round_to_fp16(float v);
 // The rigorous per-element error bound E(x_i) of element i (NUMERICS 1.x; for asym and ds the
 // bound derived in formats.cpp), with the actual scale of its block. Not defined for poisoned blocks.
 // int<b>: 1.1's s (1/2 + 2^-22 qmax) + 2^-149, plus max(0, a - qmax s) when s is subnormal (1.1's
-// formula alone is false there; see formats.cpp).
+// formula alone is false there; see formats.cpp). Declared formats: FORMATS.md section 6, from x, the
+// block's scale and lo only (derived in decl.cpp).
 Exact element_bound(const Quantized& q, std::span<const float> x, int64_t i);
 
 struct BoundCheck {

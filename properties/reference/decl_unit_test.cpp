@@ -1,0 +1,236 @@
+// Golden vectors of the declared formats (docs/FORMATS.md), our own test data, through
+// reference::quantize: each expected code is worked out by hand from FORMATS.md sections 2-4.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "qtransit/common/format.hpp"
+#include "qtransit/reference/formats.hpp"
+
+namespace qtransit::reference {
+namespace {
+
+FormatSpec fmt(const std::string& name) {
+    auto f = parse_format(name);
+    EXPECT_TRUE(f.ok()) << name;
+    return f.value();
+}
+
+Quantized q_of(const std::string& name, const std::vector<float>& x, int64_t block = 0) {
+    const FormatSpec f = fmt(name);
+    auto q = quantize(f, x, block > 0 ? block : static_cast<int64_t>(x.size()));
+    EXPECT_TRUE(q.ok()) << name << ": " << (q.ok() ? "" : q.error().message);
+    return q.value();
+}
+
+uint8_t scale_byte(const Quantized& q, int64_t k = 0) {
+    uint8_t b[8] = {};
+    write_metadata(q.format, q.scales[k], q.format.has_offset() ? q.offsets[k] : 0.0f, b);
+    return b[0];
+}
+
+// fp8-e4m3 with the block {448, x}, |x| <= 448: s = fl32(448 / 448) = 1, so v = x.
+int32_t e4m3_code(float x) { return q_of("fp8-e4m3", {448.0f, x}).codes[1]; }
+
+// E4M3 elements with scale `none` (s = 1): beyond 448 an absmax scale would move, this does not.
+FormatSpec e4m3_unscaled() {
+    Decl d = *fmt("fp8-e4m3").decl;
+    d.scale = ScaleType::kNone;
+    EXPECT_TRUE(finalize(d).ok());
+    return make_declared("test-e4m3-unscaled", d);
+}
+
+TEST(DeclGolden, E4m3RoundsToNearestEvenAndSaturates) {
+    EXPECT_EQ(q_of("fp8-e4m3", {448.0f, 1.0f}).scales[0], 1.0f);
+    // 400 = 12.5 * 32 in binade 8 (step 32): a tie between 384 (mantissa 100) and 416 (101) -> 384
+    // (ties-away would give 416).
+    EXPECT_EQ(e4m3_code(400.0f), 0x7C);  // 0 1111 100 = 384
+    EXPECT_EQ(q_of("fp8-e4m3", {448.0f, 400.0f}).decoded[1], 384.0f);
+    const FormatSpec un = e4m3_unscaled();
+    const auto q = quantize(un, std::vector<float>{464.0f, 465.0f, -465.0f, 1e30f}, 4).value();
+    EXPECT_EQ(q.codes[0], 0x7E);  // a tie between 448 (110) and 480 (111): 448
+    EXPECT_EQ(q.codes[1], 0x7E);  // rounds to 480, saturates to 448 (0x7F is NaN)
+    EXPECT_EQ(q.codes[2], 0xFE);
+    EXPECT_EQ(q.codes[3], 0x7E);
+    EXPECT_EQ(q.decoded[1], 448.0f);
+    EXPECT_EQ(e4m3_code(0x1p-9f), 0x01);  // the smallest subnormal 2^-6 * 2^-3
+    EXPECT_EQ(e4m3_code(0x1p-10f), 0x00);  // a tie between 0 and 2^-9: even (0)
+    EXPECT_EQ(e4m3_code(-0x1p-11f), 0x80);  // rounds to zero, keeps the sign
+}
+
+TEST(DeclGolden, Fp4RoundingTable) {
+    // mxfp4 (E2M1, values 0 0.5 1 1.5 2 3 4 6); a block containing 6 has e = floor(log2 6) - 2 = 0.
+    const std::vector<std::pair<float, float>> cases{{0.25f, 0.0f}, {0.75f, 1.0f}, {1.25f, 1.0f}, {1.75f, 2.0f},
+                                                     {2.5f, 2.0f},  {3.5f, 4.0f},  {5.0f, 4.0f}};
+    for (const auto& [in, want] : cases) {
+        std::vector<float> x(32, 0.0f);
+        x[0] = 6.0f;
+        x[1] = in;
+        x[2] = -in;
+        const Quantized q = q_of("mxfp4", x, 32);
+        EXPECT_EQ(q.scales[0], 1.0f);
+        EXPECT_EQ(scale_byte(q), 127);
+        EXPECT_EQ(q.decoded[1], want) << in;
+        EXPECT_EQ(q.decoded[2], -want) << in;
+    }
+    std::vector<float> x(32, 0.0f);
+    x[0] = 6.0f;
+    x[1] = 7.0f;  // floor(log2 7) - 2 = 0 still; 7 ties 6 and 8 -> 8 (even), saturates to 6 (0b0111)
+    const Quantized q = q_of("mxfp4", x, 32);
+    EXPECT_EQ(q.codes[1], 0x7);
+    EXPECT_EQ(q.codes[0], 0x7);
+}
+
+TEST(DeclGolden, Fp6E3m2) {
+    // mxfp6-e3m2: E3 M2 bias 3, max 28 (0 111 11). A block with 28: e = floor(log2 28) - 4 = 0.
+    std::vector<float> x(32, 0.0f);
+    x[0] = 28.0f;
+    x[1] = 29.0f;  // beyond 28 (the next step would be 32): saturates
+    x[2] = 26.0f;  // binade 16, step 4: a tie between 24 (0 111 10) and 28 (0 111 11) -> 24 (even)
+    // The absmax 29 has floor(log2 29) = 4 = emax_elem: e = 0.
+    const Quantized q = q_of("mxfp6-e3m2", x, 32);
+    EXPECT_EQ(q.scales[0], 1.0f);
+    EXPECT_EQ(q.codes[1], 0b011111);
+    EXPECT_EQ(q.codes[2], 0b011110);
+    EXPECT_EQ(q.decoded[2], 24.0f);
+}
+
+TEST(DeclGolden, Mxfp8FloorAndRceil) {
+    const std::vector<float> x(32, 480.0f);
+    // floor: e = floor(log2 480) - 8 = 0, byte 127; v = 480 saturates to 448 = 0x7E.
+    const Quantized f = q_of("mxfp8-e4m3", x, 32);
+    EXPECT_EQ(scale_byte(f), 127);
+    EXPECT_EQ(f.codes[0], 0x7E);
+    // rceil: the smallest e with 480 <= 448 2^e is 1, byte 128; v = 240 = 0 1110 111 = 0x77.
+    const Quantized r = q_of("mxfp8-e4m3-rceil", x, 32);
+    EXPECT_EQ(scale_byte(r), 128);
+    EXPECT_EQ(r.codes[0], 0x77);
+    EXPECT_EQ(r.decoded[0], 480.0f);
+    // FLT_MAX: floor gives e = 127 - 8 = 119, byte 246, v = FLT_MAX 2^-119 ~ 511.99 -> 448 (0x7E);
+    // rceil: the smallest e with FLT_MAX <= 448 2^e is 120 (448 2^119 < 2^128 (1 - 2^-24)), byte 247,
+    // v ~ 256 -> 256 = 0 1111 000 = 0x78.
+    const std::vector<float> m(32, FLT_MAX);
+    const Quantized fm = q_of("mxfp8-e4m3", m, 32);
+    EXPECT_EQ(scale_byte(fm), 246);
+    EXPECT_EQ(fm.codes[0], 0x7E);
+    const Quantized rm = q_of("mxfp8-e4m3-rceil", m, 32);
+    EXPECT_EQ(scale_byte(rm), 247);
+    EXPECT_EQ(rm.codes[0], 0x78);
+}
+
+TEST(DeclGolden, Mxfp8ZeroSignAndZeroBlock) {
+    std::vector<float> x(32, 1.0f);
+    x[5] = -0x1p-140f;  // v = -2^-140 2^7 rounds to -0
+    const Quantized q = q_of("mxfp8-e4m3", x, 32);
+    EXPECT_EQ(scale_byte(q), 127 - 8);  // e = 0 - 8
+    EXPECT_EQ(q.codes[5], 0x80);
+    EXPECT_TRUE(std::signbit(q.decoded[5]));
+    EXPECT_EQ(q.decoded[5], 0.0f);
+    const Quantized z = q_of("mxfp8-e4m3", std::vector<float>(32, 0.0f), 32);
+    EXPECT_EQ(scale_byte(z), 0x00);
+    EXPECT_EQ(z.scales[0], 0x1p-127f);
+    for (int32_t c : z.codes) EXPECT_EQ(c, 0);
+}
+
+TEST(DeclGolden, Fp8E5m2) {
+    // fp8-e5m2: E5 M2 bias 15 ieee, max 57344 (0 11110 11). The block {57344, x}: s = 1.
+    auto code = [](float x) { return q_of("fp8-e5m2", {57344.0f, x}).codes[1]; };
+    EXPECT_EQ(code(57344.0f), 0x7B);
+    EXPECT_EQ(code(1.0f), 0x3C);         // 0 01111 00
+    EXPECT_EQ(code(1.125f), 0x3C);       // tie between 1 and 1.25 -> 1 (even mantissa)
+    EXPECT_EQ(code(1.375f), 0x3E);       // tie 1.25 / 1.5 -> 1.5 (mantissa 10)
+    EXPECT_EQ(code(-0x1p-16f), 0x80 | 0x01);  // the smallest subnormal 2^-14 2^-2
+}
+
+TEST(DeclGolden, Nf4) {
+    const FormatSpec f = fmt("nf4");
+    const Decl& d = *f.decl;
+    // A block with absmax 1: s = 1, v = x. Each table value maps to its index.
+    std::vector<float> x;
+    for (int i = 0; i < 16; ++i) x.push_back(d.table[i]);
+    const Quantized q = q_of("nf4", x);
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(q.codes[i], i);
+    // An exact midpoint goes to the lower code (nearest-down).
+    for (int i = 0; i + 1 < 16; ++i) {
+        const double mid = (static_cast<double>(d.table[i]) + d.table[i + 1]) / 2;
+        const float m = static_cast<float>(mid);
+        if (static_cast<double>(m) != mid) continue;  // only midpoints that are binary32 values
+        EXPECT_EQ(q_of("nf4", {1.0f, m}).codes[1], i) << i;
+    }
+    // Packing: msb-first, the first element in the high nibble.
+    const auto bytes = pack(f, std::vector<int32_t>{0x3, 0xA, 0x5}, 3);
+    ASSERT_EQ(bytes.size(), 2u);
+    EXPECT_EQ(bytes[0], 0x3A);
+    EXPECT_EQ(bytes[1], 0x50);
+}
+
+TEST(DeclGolden, Mxint8) {
+    // int 8 signed restricted f = 6: values q/64, q in [-127, 127], A = 127/64, emax_elem = 0.
+    std::vector<float> x(32, 0.0f);
+    x[0] = 1.5f;
+    x[1] = 1.999f;   // v = 1.999 -> rne(127.94) = 128 -> saturates to 127
+    x[2] = -1.999f;  // -127 (restricted)
+    x[3] = 0.5f + 1.0f / 128;  // 32.5 -> 32 (even)
+    const Quantized q = q_of("mxint8", x, 32);
+    EXPECT_EQ(scale_byte(q), 127);
+    EXPECT_EQ(q.codes[0], 96);
+    EXPECT_EQ(q.codes[1], 127);
+    EXPECT_EQ(q.codes[2], -127);
+    EXPECT_EQ(q.codes[3], 32);
+    EXPECT_EQ(q.decoded[1], 127.0f / 64);
+}
+
+TEST(DeclErrors, NonFiniteAndOverflowNameTheElement) {
+    std::vector<float> x(64, 1.0f);
+    x[40] = NAN;
+    auto r = quantize(fmt("mxfp8-e4m3"), x, 32, Nonfinite::kError, Site{"input", 3, 100});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("element 140"), std::string::npos) << r.error().message;
+    auto p = quantize(fmt("mxfp8-e4m3"), x, 32, Nonfinite::kPropagate);
+    ASSERT_TRUE(p.ok());
+    EXPECT_TRUE(std::isnan(p.value().scales[1]));
+    EXPECT_EQ(p.value().poisoned[1], 1);
+    EXPECT_EQ(std::bit_cast<uint32_t>(p.value().decoded[33]), 0x7FC00000u);
+    EXPECT_EQ(p.value().codes[33], 0);
+    uint8_t b[4];
+    write_metadata(p.value().format, p.value().scales[1], 0, b);
+    EXPECT_EQ(b[0], 0xFF);
+    // A block size the MX formats do not allow.
+    auto bad = quantize(fmt("mxfp4"), x, 16);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().message.find("32"), std::string::npos) << bad.error().message;
+}
+
+TEST(DeclErrors, ScaleNoneAndScaleOverflow) {
+    Decl d = *fmt("fp8-e4m3").decl;
+    d.scale = ScaleType::kNone;
+    ASSERT_TRUE(finalize(d).ok());
+    const FormatSpec f = make_declared("test-e4m3-noscale", d);
+    auto p = quantize(f, std::vector<float>{1.0f, INFINITY, 2.0f}, 3, Nonfinite::kPropagate);
+    ASSERT_TRUE(p.ok());
+    for (int32_t c : p.value().codes) EXPECT_EQ(c, 0x7F);
+    for (float v : p.value().decoded) EXPECT_EQ(std::bit_cast<uint32_t>(v), 0x7FC00000u);
+    // fp4 elements with scale none: no NaN code, propagate is refused.
+    Decl e = *fmt("mxfp4").decl;
+    e.scale = ScaleType::kNone;
+    e.fixed_block = 0;
+    ASSERT_TRUE(finalize(e).ok());
+    auto r = quantize(make_declared("test-fp4-noscale", e), std::vector<float>{NAN}, 1, Nonfinite::kPropagate);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("no NaN code"), std::string::npos) << r.error().message;
+    // fp16 scale overflow: int8 elements, fp16-absmax, a = 1e10: s = 1e10 / 127 overflows binary16.
+    Decl h = declaration_of(FormatSpec{FormatKind::kSym, 8}).value();
+    h.scale = ScaleType::kFp16Absmax;
+    ASSERT_TRUE(finalize(h).ok());
+    auto o = quantize(make_declared("test-int8-fp16", h), std::vector<float>{1e10f, 1.0f}, 2);
+    ASSERT_FALSE(o.ok());
+    EXPECT_NE(o.error().message.find("binary16"), std::string::npos) << o.error().message;
+}
+
+}  // namespace
+}  // namespace qtransit::reference

@@ -1,0 +1,26 @@
+// Internal to reference/: the declared formats (docs/FORMATS.md), implemented in decl.cpp and called
+// by the public entry points of formats.cpp when format.kind == FormatKind::kDecl.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "qtransit/common/format.hpp"
+#include "qtransit/reference/exact.hpp"
+#include "qtransit/reference/formats.hpp"
+
+namespace qtransit::reference::detail {
+
+Result<Quantized> quantize_decl(const FormatSpec& f, std::span<const float> x, int64_t block, Nonfinite policy,
+                                const Site& site, const StochasticKey& key);
+std::vector<float> decode_decl(const FormatSpec& f, std::span<const int32_t> codes, std::span<const float> scales,
+                               std::span<const float> offsets, int64_t block);
+std::vector<uint8_t> pack_decl(const FormatSpec& f, std::span<const int32_t> codes, int64_t block);
+std::vector<int32_t> unpack_decl(const FormatSpec& f, std::span<const uint8_t> bytes, int64_t elements, int64_t block);
+
+// FORMATS.md section 6 for one element x of a block with scale s (and lo, for an offset `min`),
+// exactly. s must not be NaN (a poisoned block has no bound).
+Exact decl_element_bound(const Decl& d, float x, float s, float lo);
+
+}  // namespace qtransit::reference::detail
