@@ -509,11 +509,11 @@ int run_formats_validate(const ValidateArgs& a) {
     for (const auto& p : all_paths()) cfg.paths.push_back(p.kind);
     cfg.dists = a.quick ? std::vector{kernels::Distribution::kNormal}
                         : std::vector{kernels::Distribution::kNormal, kernels::Distribution::kHeavy};
-    cfg.ranks = a.quick ? std::vector<int64_t>{8, 16} : std::vector<int64_t>{8, 16, 64};
+    cfg.ranks = a.quick ? std::vector<int64_t>{8, 16} : std::vector<int64_t>{8, 32, 128};
     cfg.tree_ranks = cfg.ranks;
     cfg.tree_ranks_derived = false;
     cfg.ranks_per_node = 8;
-    cfg.elements = a.quick ? 256 : 2048;
+    cfg.elements = a.quick ? 256 : 4096;
     cfg.block = block;
     cfg.seed = a.seed;
     GateOptions opt;
