@@ -381,9 +381,16 @@ void check_properties(const FormatSpec& f, int64_t block, uint64_t seed, bool qu
                     break;
                 }
                 const auto dx = kernels::decode(*e);
-                if (key < 2) {  // the same key replays bit for bit
-                    auto again = encode(f, x, block, seed * 1000003ull + static_cast<uint64_t>(key) + 1);
+                if (key < 2) {  // the same key replays bit for bit, and the reference agrees at that key
+                    const uint64_t k = seed * 1000003ull + static_cast<uint64_t>(key) + 1;
+                    auto again = encode(f, x, block, k);
                     if (!again || again->codes != e->codes) p.unbiased.fail("the same key gave different codes");
+                    auto qc = quantize_and_check(f, x, block, Nonfinite::kError, {}, k);
+                    ++p.kernel.checked;
+                    ++p.bound.checked;
+                    if (!qc) p.kernel.fail("stochastic key " + std::to_string(k) + ": " + qc.error().message);
+                    else if (!qc->matches_reference) p.kernel.fail("stochastic key " + std::to_string(k) + ": " + qc->mismatch);
+                    else if (!qc->bounds.holds) p.bound.fail("stochastic key " + std::to_string(k) + ": an element exceeds its bound");
                 }
                 for (size_t i = 0; i < x.size(); ++i) {
                     const float s = e->scales[i / static_cast<size_t>(block)];

@@ -42,7 +42,9 @@ Result<QuantizeCheck> quantize_and_check(const FormatSpec& format, std::span<con
     opt.policy = policy;
     opt.site = site;
     auto enc = kernels::encode(format, x, block, opt);
-    auto ref = reference::quantize(format, x, block, policy, site);
+    reference::StochasticKey key;
+    key.seed = seed;
+    auto ref = reference::quantize(format, x, block, policy, site, key);
     if (!enc.ok() || !ref.ok()) {
         // Both must refuse the same input; if only one does, that disagreement is itself the finding.
         if (!enc.ok() && !ref.ok()) return enc.error();

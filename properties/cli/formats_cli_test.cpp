@@ -197,6 +197,22 @@ TEST_F(Formats, RoundingStochasticReplaysWithItsSeed) {
     EXPECT_EQ(n, result("--seed 8", "n8.npy"));  // nearest rounding: the seed changes nothing here
 }
 
+// quantize --seed keys the kernel and the reference alike: they agree bit for bit at any seed.
+TEST_F(Formats, QuantizeStochasticMatchesTheReferenceAtItsSeed) {
+    const std::string x = npy("x.npy", 1000);
+    std::string first;
+    for (const char* seed : {"0", "7", "123456789"}) {
+        const Outcome r = run(std::string("quantize --format fp8-e4m3 --rounding stochastic --json --in ") + x + " --seed " + seed);
+        ASSERT_EQ(r.code, 0) << seed << ": " << r.err;
+        const auto j = nlohmann::json::parse(r.out);
+        EXPECT_EQ(j["format"], "fp8-e4m3-sr");
+        EXPECT_EQ(j["matches_reference"], true) << seed;
+        EXPECT_EQ(j["bound_holds"], true) << seed;
+        if (first.empty()) first = j["codes"].dump();
+        else EXPECT_NE(j["codes"].dump(), first) << seed;
+    }
+}
+
 TEST_F(Formats, RoundingStochasticErrorsListTheFormatsThatHaveIt) {
     const std::string x = npy("x.npy", 64);
     for (const char* f : {"nf4", "ds-int4", "mxfp4"}) {
