@@ -15,25 +15,33 @@ namespace {
 // Format families: a plot holds one or two families so that it keeps a handful of series.
 std::string family_of(const std::string& f) {
     if (f.rfind("ds-", 0) == 0) return "ds";
-    if (f.size() > 5 && f.compare(f.size() - 5, 5, "-asym") == 0) return "asym";
-    return "sym";
+    if (f.rfind("int", 0) == 0 && f.size() > 5 && f.compare(f.size() - 5, 5, "-asym") == 0 &&
+        f.find_first_not_of("0123456789", 3) == f.size() - 5)
+        return "asym";
+    if (f.rfind("int", 0) == 0 && f.size() > 3 && f.find_first_not_of("0123456789", 3) == std::string::npos) return "sym";
+    return "declared";  // fp8, MX, nf4, stochastic twins, a user's declaration
 }
 int marker_of(const std::string& f) {
     const std::string fam = family_of(f);
-    return fam == "sym" ? 0 : fam == "asym" ? 1 : 2;
+    return fam == "sym" || fam == "declared" ? 0 : fam == "asym" ? 1 : 2;
 }
 
 struct Facet {
     std::string id, label;
     std::vector<std::string> formats;
 };
-// int<b> alone; int<b>-asym with ds-int<b>.
+// int<b> alone; int<b>-asym with ds-int<b>; the declared formats (fp8, MX, nf4, -sr, a user's).
 std::vector<Facet> facets(const std::vector<std::string>& formats) {
-    Facet sym{"sym", "int<b> (symmetric)", {}}, other{"asym-ds", "int<b>-asym and ds-int<b>", {}};
-    for (const auto& f : formats) (family_of(f) == "sym" ? sym : other).formats.push_back(f);
+    Facet sym{"sym", "int<b> (symmetric)", {}}, other{"asym-ds", "int<b>-asym and ds-int<b>", {}},
+        decl{"declared", "declared formats (fp8, MX, nf4, stochastic, user)", {}};
+    for (const auto& f : formats) {
+        const std::string fam = family_of(f);
+        (fam == "sym" ? sym : fam == "declared" ? decl : other).formats.push_back(f);
+    }
     std::vector<Facet> out;
     if (!sym.formats.empty()) out.push_back(sym);
     if (!other.formats.empty()) out.push_back(other);
+    if (!decl.formats.empty()) out.push_back(decl);
     return out;
 }
 
