@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "decl_toml.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/inputs.hpp"
 
@@ -47,6 +48,13 @@ void parallel_memcpy(void* dst, const void* src, size_t bytes, int threads) {
 
 int run_bench(const BenchArgs& a) {
     if (auto st = kernels::validate_block(a.block); !st) return fail(st.error());
+    std::vector<FormatSpec> formats;
+    for (const auto& name : a.formats) {
+        auto f = resolve_format(name);
+        if (!f) return fail(f.error());
+        if (auto st = f->check_block(a.block); !st) return fail("--block: " + st.error().message);
+        formats.push_back(*f);
+    }
     const int64_t n = a.mib * (int64_t{1} << 20) / 4;
     const int all = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     std::vector<float> x(static_cast<size_t>(n)), copy(static_cast<size_t>(n)), out(static_cast<size_t>(n));
@@ -56,11 +64,11 @@ int run_bench(const BenchArgs& a) {
 
     nlohmann::json rows = nlohmann::json::array();
     if (!a.json)
-        std::printf("%-8s %-7s %7s %11s %11s %11s\n", "format", "op", "threads", "ms", "memcpy ms", "vs memcpy");
+        std::printf("%-18s %-7s %7s %11s %11s %11s\n", "format", "op", "threads", "ms", "memcpy ms", "vs memcpy");
     for (int threads : {1, all}) {
         const double t_copy = median_seconds(a.repeats, [&] { parallel_memcpy(copy.data(), x.data(), x.size() * 4, threads); });
-        for (const char* name : {"int8", "int4"}) {
-            const FormatSpec f = *parse_format(name);
+        for (const FormatSpec& f : formats) {
+            const std::string name = f.name();
             const auto sz = kernels::encoded_sizes(f, n, a.block);
             std::vector<uint8_t> codes(static_cast<size_t>(sz.code_bytes), 1);
             std::vector<float> scales(static_cast<size_t>(sz.blocks), 1.0f), offsets(static_cast<size_t>(sz.offsets));
@@ -76,7 +84,7 @@ int run_bench(const BenchArgs& a) {
                     rows.push_back({{"format", name}, {"op", op}, {"threads", threads}, {"seconds", t},
                                     {"memcpy_seconds", t_copy}, {"ratio_to_memcpy", ratio}});
                 } else {
-                    std::printf("%-8s %-7s %7d %11.3f %11.3f %11.3f\n", name, op, threads, t * 1e3, t_copy * 1e3, ratio);
+                    std::printf("%-18s %-7s %7d %11.3f %11.3f %11.3f\n", name.c_str(), op, threads, t * 1e3, t_copy * 1e3, ratio);
                 }
             }
         }

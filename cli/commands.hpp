@@ -51,6 +51,7 @@ struct BenchArgs {
     int threads = 0;  // 0: all hardware threads for the multi-thread rows
     bool json = false;
     int64_t block = 32;
+    std::vector<std::string> formats{"int8", "int4"};  // names or .toml declarations
 };
 int run_bench(const BenchArgs& a);
 

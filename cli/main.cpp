@@ -77,12 +77,15 @@ int dispatch(int argc, char** argv) {
 
     BenchArgs ba;
     auto* bench = app.add_subcommand(
-        "bench", "Encode/decode throughput of int8 and int4 as a ratio to memcpy measured in the same run");
+        "bench", "Encode/decode throughput of the CPU kernels as a ratio to memcpy measured in the same run");
     bench->add_option("--mib", ba.mib, "Input size in MiB of binary32")->capture_default_str()->check(CLI::Range(1, 4096));
     bench->add_option("--repeats", ba.repeats, "Timed repetitions (the median is reported)")
         ->capture_default_str()->check(CLI::Range(1, 1000));
     bench->add_option("--threads", ba.threads, "Threads for the multi-thread rows (0: all)")->capture_default_str();
     bench->add_option("--block", ba.block, "Block size")->capture_default_str();
+    bench->add_option("--format", ba.formats, "Formats, comma-separated (names or .toml declarations)")
+        ->delimiter(',')
+        ->capture_default_str();
     bench->add_flag("--json", ba.json, "Print JSON");
 
     SurveyArgs sa;

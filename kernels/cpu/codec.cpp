@@ -262,10 +262,9 @@ QT_MULTIVERSION int64_t encode_range(const EncodeJob& job, int64_t b0, int64_t b
 // Declared formats (docs/FORMATS.md): the generic element-wise arithmetic of decl_math.hpp, one
 // block at a time. Returns the first block refused under the `error` policy, or -1; -2 - j when
 // block j is poisoned under `propagate` but the format cannot mark it (scale `none`, no NaN code).
-int64_t encode_decl_range(const EncodeJob& job, int64_t b0, int64_t b1) {
+QT_MULTIVERSION int64_t encode_decl_range(const EncodeJob& job, int64_t b0, int64_t b1, int32_t* q) {
     const Decl& d = *job.format.decl;
     const float nan = bits_f32(kQuietNanBits);
-    const bool stochastic = d.rounding == Rounding::kStochastic;
     for (int64_t j = b0; j < b1; ++j) {
         const int64_t first = j * job.block, len = std::min(job.block, job.n - first);
         const float* xb = job.x + first;
@@ -288,8 +287,18 @@ int64_t encode_decl_range(const EncodeJob& job, int64_t b0, int64_t b1) {
         if (d.offset_min) job.offsets[j] = lo;
         RoundKey key = job.key;
         key.index_base += first;
-        for (int64_t i = 0; i < len; ++i)
-            decl_pack_one(d, out, i, decl_code(d, xb[i], s, lo, stochastic ? round_bits(key, i) : 0u));
+        with_decl_kind(d, [&]<ElemType E, Rounding R>() {
+            if constexpr (R == Rounding::kStochastic) {
+                for (int64_t i = 0; i < len; ++i) q[i] = decl_code_t<E, R>(d, xb[i], s, lo, round_bits(key, i));
+            } else {
+                for (int64_t i = 0; i < len; ++i) q[i] = decl_code_t<E, R>(d, xb[i], s, lo, 0u);
+            }
+        });
+        if (d.bits == 8) {
+            for (int64_t i = 0; i < len; ++i) out[i] = static_cast<uint8_t>(q[i]);
+        } else {
+            for (int64_t i = 0; i < len; ++i) decl_pack_one(d, out, i, q[i]);
+        }
     }
     return -1;
 }
@@ -405,7 +414,8 @@ Status encode_into(const FormatSpec& format, std::span<const float> x, int64_t b
     job.key = round_key(options);
     parallel_blocks(sz.blocks, threads, [&](int t, int64_t b0, int64_t b1) {
         if (kind == Kind::kDecl) {
-            first_bad[static_cast<size_t>(t)] = encode_decl_range(job, b0, b1);
+            std::vector<int32_t> q(static_cast<size_t>(std::min(block, n)));
+            first_bad[static_cast<size_t>(t)] = encode_decl_range(job, b0, b1, q.data());
             return;
         }
         std::vector<int32_t> q(static_cast<size_t>(std::min(block, n)));
@@ -436,7 +446,7 @@ Status encode_block(const FormatSpec& format, const float* x, int64_t len, uint8
                   format.has_offset() ? offset : &lo, options.policy == Nonfinite::kError};
     if (job.kind == Kind::kDecl) {
         job.key = round_key(options);
-        const int64_t r = encode_decl_range(job, 0, 1);
+        const int64_t r = encode_decl_range(job, 0, 1, q.data());
         if (r == 0) return describe_block_error(format, x, len, 0, options.site);
         if (r < -1) return unmarkable_poison_error(format, 0, options.site);
         return Status::Ok();
@@ -488,13 +498,23 @@ struct DecodeJob {
     float* out;
 };
 
-void decode_decl_range(const DecodeJob& job, int64_t b0, int64_t b1) {
+QT_MULTIVERSION void decode_decl_range(const DecodeJob& job, int64_t b0, int64_t b1) {
     const Decl& d = *job.decl;
+    // Every code's element value, once: decoding is then a lookup and a multiply.
+    float value[256];
+    const int32_t mask = (1 << d.bits) - 1;
+    for (int32_t c = 0; c <= mask; ++c)
+        value[c] = decl_value(d, d.elem == ElemType::kInt && d.is_signed ? sign_extend(static_cast<uint32_t>(c), d.bits) : c);
     for (int64_t j = b0; j < b1; ++j) {
         const int64_t first = j * job.block, len = std::min(job.block, job.n - first);
         const uint8_t* in = job.codes + j * job.block_bytes;
         const float s = job.scales[j], lo = d.offset_min ? job.offsets[j] : 0.0f;
-        for (int64_t i = 0; i < len; ++i) job.out[first + i] = decl_decode(d, decl_unpack(d, in, i), s, lo);
+        float* o = job.out + first;
+        if (d.bits == 8) {
+            for (int64_t i = 0; i < len; ++i) o[i] = decl_decode_value(d, value[in[i]], s, lo);
+        } else {
+            for (int64_t i = 0; i < len; ++i) o[i] = decl_decode_value(d, value[decl_unpack(d, in, i) & mask], s, lo);
+        }
     }
 }
 

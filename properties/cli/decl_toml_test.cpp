@@ -210,7 +210,9 @@ TEST(DeclToml, ADeclaredCopyOfInt4IsInt4BitForBit) {
                 ASSERT_EQ(a->scales.size(), b->scales.size());
                 EXPECT_EQ(std::memcmp(a->scales.data(), b->scales.data(), 4 * a->scales.size()), 0) << base;
                 ASSERT_EQ(a->offsets.size(), b->offsets.size());
-                if (!a->offsets.empty()) EXPECT_EQ(std::memcmp(a->offsets.data(), b->offsets.data(), 4 * a->offsets.size()), 0);
+                if (!a->offsets.empty()) {
+                    EXPECT_EQ(std::memcmp(a->offsets.data(), b->offsets.data(), 4 * a->offsets.size()), 0);
+                }
                 EXPECT_EQ(qt::kernels::unpack_codes(*a), qt::kernels::unpack_codes(*b));
                 const auto da = qt::kernels::decode(*a), db = qt::kernels::decode(*b);
                 EXPECT_EQ(std::memcmp(da.data(), db.data(), 4 * da.size()), 0) << base << " block " << block;

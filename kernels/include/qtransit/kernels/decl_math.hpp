@@ -79,24 +79,40 @@ QT_HD float decl_scale(const Decl& d, float a) {
 }
 
 // ---- rounding t >= 0 to an integer ----------------------------------------------------------------
-QT_HD int32_t round_mag(float t, Rounding mode, bool neg, uint32_t rbits) {
+// The mode is a template parameter so that a block's loop carries no per-element dispatch (the
+// CPU backend instantiates one loop per element type and mode); round_mag() dispatches at run time.
+template <Rounding R>
+QT_HD int32_t round_mag_t(float t, bool neg, uint32_t rbits) {
     t = fmin_(t, 1073741824.0f);  // 2^30: far beyond every code range; keeps the conversion exact
+    if constexpr (R == Rounding::kNearestEven) {
+        (void)neg;
+        (void)rbits;
+        return static_cast<int32_t>(rne(t));
+    } else {
 #if defined(__CUDA_ARCH__)
-    const float fl = floorf(t);
+        const float fl = floorf(t);
 #else
-    const float fl = __builtin_floorf(t);
+        const float fl = __builtin_floorf(t);
 #endif
-    const float fr = sub_rn(t, fl);  // exact
-    const int32_t i = static_cast<int32_t>(fl);
-    bool up = false;
-    switch (mode) {
-        case Rounding::kNearestEven: up = fr > 0.5f || (fr == 0.5f && (i & 1)); break;
-        case Rounding::kNearestAway: up = fr >= 0.5f; break;
-        case Rounding::kNearestDown: up = fr > 0.5f || (fr == 0.5f && neg); break;
-        case Rounding::kTowardZero: up = false; break;
-        case Rounding::kStochastic: up = mul_rn(static_cast<float>(rbits >> 8), pow2f(-24)) < fr; break;
+        const float fr = sub_rn(t, fl);  // exact
+        const int32_t i = static_cast<int32_t>(fl);
+        bool up = false;
+        if constexpr (R == Rounding::kNearestAway) up = fr >= 0.5f;
+        if constexpr (R == Rounding::kNearestDown) up = fr > 0.5f || (fr == 0.5f && neg);
+        if constexpr (R == Rounding::kStochastic) up = mul_rn(static_cast<float>(rbits >> 8), pow2f(-24)) < fr;
+        (void)neg;
+        (void)rbits;
+        return i + (up ? 1 : 0);
     }
-    return i + (up ? 1 : 0);
+}
+QT_HD int32_t round_mag(float t, Rounding mode, bool neg, uint32_t rbits) {
+    switch (mode) {
+        case Rounding::kNearestEven: return round_mag_t<Rounding::kNearestEven>(t, neg, rbits);
+        case Rounding::kNearestAway: return round_mag_t<Rounding::kNearestAway>(t, neg, rbits);
+        case Rounding::kNearestDown: return round_mag_t<Rounding::kNearestDown>(t, neg, rbits);
+        case Rounding::kTowardZero: return round_mag_t<Rounding::kTowardZero>(t, neg, rbits);
+        default: return round_mag_t<Rounding::kStochastic>(t, neg, rbits);
+    }
 }
 
 // ---- one element ----------------------------------------------------------------------------------
@@ -110,53 +126,73 @@ QT_HD int32_t float_max_code(const Decl& d) {
     }
 }
 
-// The code of x in a block with scale s (!= NaN) and offset lo (offset `min` only). Codes are
-// int32: two's complement values for signed int elements, the raw unsigned code otherwise.
-QT_HD int32_t decl_code(const Decl& d, float x, float s, float lo, uint32_t rbits) {
+// The code of x in a block with scale s (!= NaN) and offset lo (offset `min` only), for element
+// type E and rounding R (which must be d's). Codes are int32: two's complement values for signed
+// int elements, the raw unsigned code otherwise.
+template <ElemType E, Rounding R>
+QT_HD int32_t decl_code_t(const Decl& d, float x, float s, float lo, uint32_t rbits) {
     float v;
     if (s == 0.0f) v = d.offset_min ? 0.0f : (f32_bits(x) & 0x80000000u ? -0.0f : 0.0f);
     else v = div_rn(d.offset_min ? sub_rn(x, lo) : x, s);
     const bool neg = (f32_bits(v) & 0x80000000u) != 0;
     const float a = bits_f32(f32_bits(v) & 0x7fffffffu);
-    switch (d.elem) {
-        case ElemType::kInt: {
-            const int32_t r = round_mag(mul_rn(a, pow2f(d.fraction_bits)), d.rounding, neg, rbits);
-            return clampi(neg ? -r : r, d.qmin, d.qmax);
+    if constexpr (E == ElemType::kInt) {
+        const int32_t r = round_mag_t<R>(mul_rn(a, pow2f(d.fraction_bits)), neg, rbits);
+        return clampi(neg ? -r : r, d.qmin, d.qmax);
+    } else if constexpr (E == ElemType::kFloat) {
+        const int32_t sign = neg ? (1 << (d.bits - 1)) : 0;
+        if (a == 0.0f) return sign;
+        const int e = ilog2f(a);
+        const int eb = e > d.emin ? e : d.emin;
+        const int k = eb - d.man_bits;
+        const int32_t r = round_mag_t<R>(mul_rn(a, pow2f(-k)), neg, rbits);
+        int32_t mag = ((eb - d.emin) << d.man_bits) + r;
+        const int32_t top = float_max_code(d);
+        if (mag > top) mag = top;  // saturation
+        return sign | mag;
+    } else {  // table: nearest by the exact midpoints
+        (void)rbits;
+        const double w = static_cast<double>(v);
+        int lo_i = 0, hi_i = d.table_size - 1;  // the answer is in [lo_i, hi_i]
+        while (lo_i < hi_i) {
+            const int m = (lo_i + hi_i) / 2;
+            if (w > d.mid[m]) lo_i = m + 1;
+            else hi_i = m;
         }
-        case ElemType::kFloat: {
-            const int32_t sign = neg ? (1 << (d.bits - 1)) : 0;
-            if (a == 0.0f) return sign;
-            const int e = ilog2f(a);
-            const int eb = e > d.emin ? e : d.emin;
-            const int k = eb - d.man_bits;
-            const int32_t r = round_mag(mul_rn(a, pow2f(-k)), d.rounding, neg, rbits);
-            int32_t mag = ((eb - d.emin) << d.man_bits) + r;
-            const int32_t top = float_max_code(d);
-            if (mag > top) mag = top;  // saturation
-            return sign | mag;
-        }
-        default: {  // table: nearest by the exact midpoints
-            const double w = static_cast<double>(v);
-            int lo_i = 0, hi_i = d.table_size - 1;  // the answer is in [lo_i, hi_i]
-            while (lo_i < hi_i) {
-                const int m = (lo_i + hi_i) / 2;
-                if (w > d.mid[m]) lo_i = m + 1;
-                else hi_i = m;
+        const int i = lo_i;  // w <= mid[i] (or i = last), and w > mid[i-1]
+        if (i < d.table_size - 1 && w == d.mid[i]) {  // a tie between i and i + 1
+            if constexpr (R == Rounding::kNearestEven) return (i & 1) ? i + 1 : i;
+            if constexpr (R == Rounding::kNearestAway) {
+                const float ai = fabsf(d.table[i]), aj = fabsf(d.table[i + 1]);
+                return ai > aj ? i : i + 1;
             }
-            const int i = lo_i;  // w <= mid[i] (or i = last), and w > mid[i-1]
-            if (i < d.table_size - 1 && w == d.mid[i]) {  // a tie between i and i + 1
-                switch (d.rounding) {
-                    case Rounding::kNearestEven: return (i & 1) ? i + 1 : i;
-                    case Rounding::kNearestAway: {
-                        const float ai = fabsf(d.table[i]), aj = fabsf(d.table[i + 1]);
-                        return ai > aj ? i : i + 1;
-                    }
-                    default: return i;  // nearest-down
-                }
-            }
-            return i;
+            return i;  // nearest-down
         }
+        return i;
     }
+}
+
+// Calls fn.template operator()<E, R>() for d's element type and rounding: one dispatch per block.
+template <class Fn>
+QT_HD auto with_decl_kind(const Decl& d, Fn&& fn) {
+#define QT_DECL_ROUNDINGS(E)                                                                   \
+    switch (d.rounding) {                                                                      \
+        case Rounding::kNearestEven: return fn.template operator()<E, Rounding::kNearestEven>(); \
+        case Rounding::kNearestAway: return fn.template operator()<E, Rounding::kNearestAway>(); \
+        case Rounding::kNearestDown: return fn.template operator()<E, Rounding::kNearestDown>(); \
+        case Rounding::kTowardZero: return fn.template operator()<E, Rounding::kTowardZero>();   \
+        default: return fn.template operator()<E, Rounding::kStochastic>();                     \
+    }
+    switch (d.elem) {
+        case ElemType::kInt: QT_DECL_ROUNDINGS(ElemType::kInt)
+        case ElemType::kFloat: QT_DECL_ROUNDINGS(ElemType::kFloat)
+        default: QT_DECL_ROUNDINGS(ElemType::kTable)
+    }
+#undef QT_DECL_ROUNDINGS
+}
+
+QT_HD int32_t decl_code(const Decl& d, float x, float s, float lo, uint32_t rbits) {
+    return with_decl_kind(d, [&]<ElemType E, Rounding R>() { return decl_code_t<E, R>(d, x, s, lo, rbits); });
 }
 
 // The element value of a code; NaN for a float code that is inf or NaN.
@@ -179,9 +215,9 @@ QT_HD float decl_value(const Decl& d, int32_t code) {
     }
 }
 
-QT_HD float decl_decode(const Decl& d, int32_t code, float s, float lo) {
+// Decode from the element value val = decl_value(d, code) (so a caller may tabulate decl_value).
+QT_HD float decl_decode_value(const Decl& d, float val, float s, float lo) {
     if (s != s) return bits_f32(kQuietNanBits);
-    const float val = decl_value(d, code);
     if (val != val) return bits_f32(kQuietNanBits);
     if (d.offset_min) {
         if (lo != lo) return bits_f32(kQuietNanBits);
@@ -189,6 +225,9 @@ QT_HD float decl_decode(const Decl& d, int32_t code, float s, float lo) {
         return sat(add_rn(sat(mul_rn(val, s)), lo));
     }
     return sat(mul_rn(val, s));
+}
+QT_HD float decl_decode(const Decl& d, int32_t code, float s, float lo) {
+    return decl_decode_value(d, decl_value(d, code), s, lo);
 }
 
 // The code every element of a poisoned block carries: 0, or with scale `none` (nothing else can
