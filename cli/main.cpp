@@ -99,10 +99,10 @@ int dispatch(int argc, char** argv) {
     simulate->add_option("--in", ma.in, "Inputs from a binary32 .npy of shape [N, M], one row per rank");
     simulate->add_option("--dump", ma.dump, "Write the result (one path, one N) as .npy: [N, S] or [N, M]");
     simulate->add_option("--threads", ma.threads, "Worker threads (0: all)")->capture_default_str();
-    simulate->add_option("--backend", ma.backend,
-                         "Where the values are computed and the messages travel: cpu (in process), device (every rank "
-                         "on one GPU), nccl (one rank per GPU), mpi (one process per rank, under mpirun)")
-        ->capture_default_str();
+    const std::string backend_help =
+        "Where the values are computed and the messages travel: cpu (in process), device (every rank on one GPU), "
+        "nccl (one rank per GPU), mpi (one process per rank, under mpirun)";
+    simulate->add_option("--backend", ma.backend, backend_help)->capture_default_str();
     simulate->add_flag("--json", ma.json, "Print {\"runs\": [...], \"fits\": [...]}");
 
     CheckArgs ca;
@@ -114,6 +114,10 @@ int dispatch(int argc, char** argv) {
     check->add_option("--baseline", ca.baseline, "A previous report.json: fail on a metric worse than it by more than the margin");
     check->add_flag("--update-baseline", ca.update_baseline, "Write this run's report.json to --baseline");
     check->add_option("--junit", ca.junit, "Also write the JUnit XML here");
+    check->add_option("--backend", ca.backend,
+                      backend_help + ". Under mpi the gate's N must equal the number of processes; rank 0 "
+                                     "writes the reports")
+        ->capture_default_str();
 
     try {
         app.parse(argc, argv);

@@ -62,6 +62,8 @@ reference::PathStats combine_ranks(const reference::PathStats& s) {
 
 int64_t default_ranks_per_node(int64_t n) { return n % 8 == 0 ? 8 : n; }
 
+bool one_process_per_rank(collectives::Backend b) { return b == collectives::Backend::kMpi; }
+
 Result<SweepResult> run_sweep(const SweepSpec& spec) {
     std::vector<std::vector<PathConfig>> groups;  // per N: the paths run together on shared inputs
     for (int64_t n : spec.ranks) {
@@ -107,8 +109,9 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
         std::vector<std::vector<std::pair<int64_t, int64_t>>> kcount(  // per path, per thread: (checked, wrong)
             g.size(), std::vector<std::pair<int64_t, int64_t>>(static_cast<size_t>(threads)));
         std::vector<std::string> kfirst(g.size());
-        // --backend mpi: this process holds (and checks, and dumps) only its own rank's rows.
-        const bool on_mpi = spec.backend == collectives::Backend::kMpi;
+        // One process per rank (mpi): this process holds (and checks, and dumps) only its own rank's
+        // rows.
+        const bool on_mpi = one_process_per_rank(spec.backend);
         const int64_t me = on_mpi ? collectives::mpi::rank() : -1;
         ColumnRecord own;
         std::vector<double> check_s(g.size(), 0.0);
@@ -116,7 +119,7 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
         auto sink = [&](size_t k, int tid, const ColumnRecord& full) {
             const ColumnRecord* pick = &full;
             const auto t0 = on_mpi ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-            struct Timer {  // the checking time of this column (mpi only)
+            struct Timer {  // the checking time of this column (one process per rank only)
                 bool on;
                 std::chrono::steady_clock::time_point t0;
                 double& acc;

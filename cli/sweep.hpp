@@ -51,8 +51,9 @@ struct RunRow {
     double fp16_ring_rs = 0;               // the ZeRO baseline: a binary16 ring reduce-scatter
     int64_t k_checked = 0, k_mismatches = 0;  // (row, contributor) pairs, with SweepSpec::check_k
     std::string first_k_mismatch;
-    // --backend mpi: the busiest rank's seconds in the whole run of this N's group (schedule, its
-    // messages and checking) and in checking its own outputs (the exact reference and the bounds).
+    // One process per rank (one_process_per_rank): the busiest rank's seconds in the whole run of
+    // this N's group (schedule, its messages and checking) and in checking its own outputs (the exact
+    // reference and the bounds).
     double group_seconds = 0, check_seconds = 0;
 };
 
@@ -68,6 +69,10 @@ struct SweepResult {
 };
 
 int64_t default_ranks_per_node(int64_t n);
+
+// The backends that run one process per rank, each holding and checking only its own rank's rows
+// (verdicts combined over the processes): mpi.
+bool one_process_per_rank(collectives::Backend b);
 
 // Validates every configuration before any work (an Error names the path and the constraint).
 Result<SweepResult> run_sweep(const SweepSpec& spec);

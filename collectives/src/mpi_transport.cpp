@@ -248,6 +248,24 @@ void allreduce_sum(std::vector<int64_t>& v) {
     v = std::move(out);
 }
 
+void broadcast(void* data, size_t bytes) {
+    MPI_Request req;
+    MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+    wait(req, "rank 0's broadcast");
+}
+
+std::string first_error(const std::string& mine) {
+    const std::vector<std::string> all = allgather_strings(mine);
+    for (int r = 0; r < g_size; ++r) {
+        const std::string& e = all[static_cast<size_t>(r)];
+        if (e.empty()) continue;
+        bool everywhere = true;
+        for (const auto& x : all) everywhere = everywhere && x == e;
+        return everywhere ? e : "rank " + std::to_string(r) + ": " + e;
+    }
+    return "";
+}
+
 std::vector<float> gather_rows(const std::vector<float>& row) {
     std::vector<float> all(g_rank == 0 ? row.size() * static_cast<size_t>(g_size) : 0);
     MPI_Request req;

@@ -20,6 +20,7 @@
 // dead rank or ranks that disagree end the run with a message, never a hang.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -46,6 +47,11 @@ double timeout_s();
 std::vector<double> allgather(const std::vector<double>& mine);          // every rank's, by rank
 std::vector<std::string> allgather_strings(const std::string& mine);     // every rank's, by rank
 void allreduce_sum(std::vector<int64_t>& v);
+// Rank 0's `bytes` bytes at `data` copied to every rank's `data`.
+void broadcast(void* data, size_t bytes);
+// Every rank's error ("" for none) compared: "" when no rank has one, else the lowest failing
+// rank's, as "rank R: <error>" (just "<error>" when every rank has that same error). Collective.
+std::string first_error(const std::string& mine);
 // Rank r's `row` (the same length on every rank) into rows [r] of the result, on rank 0 only.
 std::vector<float> gather_rows(const std::vector<float>& row);
 
