@@ -34,7 +34,7 @@ uint64_t fnv1a(const std::string& s) {
 }
 
 // What --backend asks of the gate before anything runs ("" when it can run). One process per rank
-// (mpi): the gate's N, and tree-rs's, must be the number of processes (docs/
+// (mpi; nccl under mpirun): the gate's N, and tree-rs's, must be the number of processes (docs/
 // DECISIONS.md D13: a gate's verdicts are drawn over all its N, so running only some would change
 // what they mean). device, nccl in one process: a GPU, and for nccl one per rank.
 std::string backend_problem(const GateConfig& cfg, collectives::Backend backend, const std::string& name) {
@@ -56,6 +56,9 @@ std::string backend_problem(const GateConfig& cfg, collectives::Backend backend,
             return "--backend " + name + " runs the gate at one N, one process per rank: tree-rs would run at N = " +
                    list(cfg.tree_ranks) + " (" + (cfg.tree_ranks_derived ? "a power of two" : "tree_ranks") + ")" + started +
                    "; remove tree-rs from paths" + (cfg.tree_ranks_derived ? "" : ", or give tree_ranks = [" + std::to_string(np) + "]");
+        if (backend == collectives::Backend::kNccl)
+            if (const auto q = kernels::gpu::query_devices(); q.devices.empty())
+                return "no GPU: " + q.note + " (--backend nccl needs one GPU per process)";
         return "";
     }
     if (backend == collectives::Backend::kCpu) return "";
@@ -68,14 +71,14 @@ std::string backend_problem(const GateConfig& cfg, collectives::Backend backend,
             if (n != static_cast<int64_t>(q.devices.size()))
                 return "--backend nccl runs one rank per GPU: the gate has N = " + std::to_string(n) + " but " +
                        std::to_string(q.devices.size()) + " GPU(s) are visible (give ranks = [" +
-                       std::to_string(q.devices.size()) + "])";
+                       std::to_string(q.devices.size()) + "], or run under mpirun with one process per GPU)";
     }
     return "";
 }
 
 }  // namespace
 
-// Under mpi every process runs the gate as one rank: each checks its own
+// Under mpi (and nccl under mpirun) every process runs the gate as one rank: each checks its own
 // outputs and sweep.cpp combines the verdicts, so every rank holds the same runs. Only rank 0 reads
 // the baseline, writes the reports and prints; the exit code is rank 0's, on every rank. Every
 // problem found before the runs (a config, a baseline, a rank count, a GPU) is compared across the

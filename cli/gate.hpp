@@ -70,7 +70,7 @@ struct GateOptions {
     bool progress_tty = false;   // "\r[i/total] ..." on stderr; else one line per finished group
     bool progress = true;
     // Where the paths run (cli/check.cpp validated it against the config: under one process per
-    // rank, mpi, the gate's N is the number of processes).
+    // rank, mpi or nccl under mpirun, the gate's N is the number of processes).
     collectives::Backend backend = collectives::Backend::kCpu;
 };
 

@@ -62,7 +62,9 @@ reference::PathStats combine_ranks(const reference::PathStats& s) {
 
 int64_t default_ranks_per_node(int64_t n) { return n % 8 == 0 ? 8 : n; }
 
-bool one_process_per_rank(collectives::Backend b) { return b == collectives::Backend::kMpi; }
+bool one_process_per_rank(collectives::Backend b) {
+    return b == collectives::Backend::kMpi || (b == collectives::Backend::kNccl && collectives::mpi::active());
+}
 
 Result<SweepResult> run_sweep(const SweepSpec& spec) {
     std::vector<std::vector<PathConfig>> groups;  // per N: the paths run together on shared inputs
@@ -109,8 +111,8 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
         std::vector<std::vector<std::pair<int64_t, int64_t>>> kcount(  // per path, per thread: (checked, wrong)
             g.size(), std::vector<std::pair<int64_t, int64_t>>(static_cast<size_t>(threads)));
         std::vector<std::string> kfirst(g.size());
-        // One process per rank (mpi): this process holds (and checks, and dumps) only its own rank's
-        // rows.
+        // One process per rank (mpi; nccl under mpirun): this process holds (and checks, and dumps)
+        // only its own rank's rows.
         const bool on_mpi = one_process_per_rank(spec.backend);
         const int64_t me = on_mpi ? collectives::mpi::rank() : -1;
         ColumnRecord own;

@@ -71,7 +71,7 @@ struct SweepResult {
 int64_t default_ranks_per_node(int64_t n);
 
 // The backends that run one process per rank, each holding and checking only its own rank's rows
-// (verdicts combined over the processes): mpi.
+// (verdicts combined over the processes): mpi, and nccl started by a launcher (MPI active).
 bool one_process_per_rank(collectives::Backend b);
 
 // Validates every configuration before any work (an Error names the path and the constraint).

@@ -13,6 +13,9 @@
                                          the same bits) and verdicts as `--backend cpu`; only rank 0
                                          writes reports and prints; every rank exits 0, 1 for a failed
                                          budget, 2 when the gate's N is not the number of processes
+  mpi_test.py nccl QTRANSIT MPIRUN       `--backend nccl` under mpirun on a machine without a GPU:
+                                         simulate and check stop on every rank with exit 2 and a
+                                         message, no crash, no hang (skipped where a GPU is visible)
 Exit 77 (skipped) without mpirun.
 """
 import json, os, shutil, subprocess, sys, tempfile
@@ -224,6 +227,36 @@ def check(q, mpi, np):
     return 1 if bad else 0
 
 
+def nccl(q, mpi):
+    if shutil.which("nvidia-smi") and run(["nvidia-smi", "-L"], 30).stdout.strip():
+        print("skipped: a GPU is visible (this test is the no-GPU behaviour)")
+        return 77
+    tmp = tempfile.mkdtemp()
+    for r in range(2):
+        os.mkdir(os.path.join(tmp, f"rank{r}"))
+    os.chdir(tmp)
+    cfg = os.path.join(tmp, "gate.toml")
+    with open(cfg, "w") as f:
+        f.write(GATE.format(np=2, g=2, m=2 * 32 * 6, budget=0.5))
+    bad = 0
+    for what, cmd in [("simulate", f"{q} simulate --backend nccl --path a2a-rs --ranks 2 --elements 256 --format int8"),
+                      ("check", f"{q} check --backend nccl --config {cfg} --report-dir rep")]:
+        try:
+            m, codes = per_rank(mpi, 2, cmd, 120, {"QTRANSIT_MPI_TIMEOUT": "30"})
+        except subprocess.TimeoutExpired:
+            print(f"FAIL {what} --backend nccl without a GPU hangs")
+            bad += 1
+            continue
+        if codes != {0: 2, 1: 2} or "qtransit: no GPU: " not in m.stderr:
+            print(f"FAIL {what} --backend nccl without a GPU: exit codes by rank {codes}, want 2 on both\n{m.stdout}\n{m.stderr}")
+            bad += 1
+        else:
+            print(f"ok   {what} --backend nccl under mpirun without a GPU: exit 2 on every rank: {m.stderr.strip()}")
+    os.chdir("/")
+    shutil.rmtree(tmp)
+    return 1 if bad else 0
+
+
 def main():
     mode, q, mpi = sys.argv[1], os.path.abspath(sys.argv[2]), sys.argv[3]
     if not mpi or not shutil.which(mpi):
@@ -235,6 +268,8 @@ def main():
         return mismatch(q, mpi)
     if mode == "check":
         return check(q, mpi, int(sys.argv[4]))
+    if mode == "nccl":
+        return nccl(q, mpi)
     return dead(q, mpi)
 
 
