@@ -139,12 +139,20 @@ int run_simulate(const SimulateArgs& a) {
                     dist_name.c_str(), to_string(*accum));
     }
     if (per_rank) {
-        // Issue 7's benchmark: what checking costs each rank next to the collective. Every path of
-        // the group runs in one pass, so `group` is the whole pass; `check` is this path's.
+        // Issue 7's benchmark: what checking costs each rank next to the collective (bench/RESULTS.md).
+        // `pass`: every path of the group in one pass; `schedule`: this path's columns in a process
+        // (median over the processes), which computes every rank's arithmetic, so a rank's share is
+        // schedule / N; the ratio: median and largest over the ranks.
         for (const auto& r : result->runs)
-            std::fprintf(stderr, "qtransit: %s N=%lld %s: busiest rank checking %.4f s; whole pass %.4f s (checking %.1f%%)\n",
+            std::fprintf(stderr,
+                         "qtransit: %s N=%lld %s: busiest rank checking %.4f s (cpu %.4f s); schedule %.4f s (cpu %.4f s), "
+                         "per rank %.4f s (cpu %.5f s); checking / rank's collective (cpu) median %.3f, max %.3f; "
+                         "whole pass %.4f s\n",
                          a.backend.c_str(), static_cast<long long>(r.config.ranks), path_info(r.config.path).name,
-                         r.check_seconds, r.group_seconds, r.group_seconds > 0 ? 100.0 * r.check_seconds / r.group_seconds : 0.0);
+                         r.check_seconds, r.check_cpu_seconds, r.collective_seconds, r.collective_cpu_seconds,
+                         r.collective_seconds / static_cast<double>(r.config.ranks),
+                         r.collective_cpu_seconds / static_cast<double>(r.config.ranks), r.check_to_collective,
+                         r.check_to_collective_max, r.group_seconds);
     }
     for (const auto& r : result->runs)
         if (!r.stats.bound_holds)

@@ -53,8 +53,17 @@ struct RunRow {
     std::string first_k_mismatch;
     // One process per rank (one_process_per_rank): the busiest rank's seconds in the whole run of
     // this N's group (schedule, its messages and checking) and in checking its own outputs (the exact
-    // reference and the bounds).
-    double group_seconds = 0, check_seconds = 0;
+    // reference and the bounds), wall clock; the same checking in CPU time.
+    double group_seconds = 0, check_seconds = 0, check_cpu_seconds = 0;
+    // A process's time running this path's schedule (run_paths' RunTotals::seconds): every rank's
+    // arithmetic, since each process computes the whole simulation, plus its own messages; the
+    // median over the processes, wall clock and CPU time. (The processes differ by the CPU time
+    // they spend polling for messages.)
+    double collective_seconds = 0, collective_cpu_seconds = 0;
+    // Issue 7's overhead figure: rank r's checking CPU time over its share of the collective, its
+    // process's schedule CPU time / N (each rank's share is the same for the symmetric paths; for
+    // the owner-heavy gathers it is the mean share); the median and the largest over the ranks.
+    double check_to_collective = 0, check_to_collective_max = 0;
 };
 
 struct FitRow {
