@@ -79,7 +79,7 @@ struct SimulateArgs {
     std::string in, dump;
     bool json = false;
     int threads = 0;
-    std::string backend = "cpu";  // cpu, device (N ranks on one GPU), nccl (one rank per GPU)
+    std::string backend = "cpu";  // cpu, device (N ranks on one GPU), nccl (one rank per GPU), mpi
     std::string rounding = "nearest";  // nearest, or stochastic: the format's -sr twin keyed by seed
 };
 int run_simulate(const SimulateArgs& a);
@@ -89,6 +89,7 @@ struct CheckArgs {
     std::string report_dir = "qtransit-report";
     std::string baseline, junit;
     bool update_baseline = false;
+    std::string backend = "cpu";             // as simulate's --backend
 };
 int run_check(const CheckArgs& a);
 

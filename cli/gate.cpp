@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "qtransit/collectives/mpi.hpp"
 #include "qtransit/kernels/gpu.hpp"
 #include "sweep.hpp"
 #include "verify.hpp"
@@ -146,6 +147,16 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
         }
     }
     res.gpu_available = cfg.gpu && kernels::gpu::device_available();
+    if (opt.backend != collectives::Backend::kCpu) {
+        const char* b = collectives::to_string(opt.backend);
+        res.notes.push_back(
+            one_process_per_rank(opt.backend)
+                ? std::string("The paths ran with --backend ") + b + ": one process per rank (" +
+                      std::to_string(collectives::mpi::size()) + " processes), each checking its own outputs; the "
+                      "verdicts were combined on rank 0. RMS errors are summed in another order than in one process "
+                      "(equal to about 1e-15 relative)."
+                : std::string("The paths ran with --backend ") + b + ".");
+    }
 
     // ---- runs ------------------------------------------------------------------------------------
     const size_t total = cfg.formats.size() * cfg.dists.size();
@@ -195,6 +206,7 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
                 spec.seed = cfg.seed;
                 spec.threads = cfg.threads;
                 spec.check_k = true;
+                spec.backend = opt.backend;
                 if (opt.progress && opt.progress_tty)
                     spec.on_group = [&, part](size_t i, size_t groups, int64_t n) {
                         std::fprintf(stderr, "\r[%zu/%zu] %-10s %-12s %s N=%-4lld (%zu/%zu)   ", done + 1, total, f.name().c_str(),

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "qtransit/collectives/transport.hpp"
 #include "qtransit/common/format.hpp"
 #include "qtransit/common/transit.hpp"
 #include "qtransit/kernels/inputs.hpp"
@@ -68,6 +69,9 @@ struct GateOptions {
     std::string baseline_path;
     bool progress_tty = false;   // "\r[i/total] ..." on stderr; else one line per finished group
     bool progress = true;
+    // Where the paths run (cli/check.cpp validated it against the config: under one process per
+    // rank, mpi or nccl under mpirun, the gate's N is the number of processes).
+    collectives::Backend backend = collectives::Backend::kCpu;
 };
 
 // Runs everything, draws every verdict. An Error only for something that is not a verdict (an

@@ -12,13 +12,18 @@ namespace {
 int dispatch(int argc, char** argv);
 }  // namespace
 
-// `--backend mpi`: MPI starts before anything else (every rank checks that every rank runs the same
-// arguments) and ends after the command, whatever it returned.
+// `--backend mpi`, and `--backend nccl` started by a launcher (mpirun, srun: one process per GPU):
+// MPI starts before anything else (every rank checks that every rank runs the same arguments) and
+// ends after the command, whatever it returned. `--backend nccl` run as one plain process keeps the
+// single-process mode (one rank per visible GPU) and never starts MPI.
 int main(int argc, char** argv) {
     namespace mpi = qtransit::collectives::mpi;
-    if (!mpi::requested(argc, argv)) return dispatch(argc, argv);
-    if (!mpi::built()) return qtransit::cli::fail("this build has no mpi backend (install openmpi-bin and libopenmpi-dev, "
-                                                  "then rebuild)");
+    const bool nccl_ranks = mpi::requested(argc, argv, "nccl") && mpi::launched();
+    if (!mpi::requested(argc, argv) && !nccl_ranks) return dispatch(argc, argv);
+    if (!mpi::built())
+        return qtransit::cli::fail(std::string(nccl_ranks ? "--backend nccl under a launcher (mpirun, srun) needs MPI, but "
+                                                          : "") +
+                                   "this build has no mpi backend (install openmpi-bin and libopenmpi-dev, then rebuild)");
     int rc = qtransit::cli::kExitUsage;
     if (auto st = mpi::init(&argc, &argv); !st) {
         std::fprintf(stderr, "qtransit: rank %d: %s\n", mpi::rank(), st.error().message.c_str());
@@ -119,10 +124,11 @@ int dispatch(int argc, char** argv) {
     simulate->add_option("--in", ma.in, "Inputs from a binary32 .npy of shape [N, M], one row per rank");
     simulate->add_option("--dump", ma.dump, "Write the result (one path, one N) as .npy: [N, S] or [N, M]");
     simulate->add_option("--threads", ma.threads, "Worker threads (0: all)")->capture_default_str();
-    simulate->add_option("--backend", ma.backend,
-                         "Where the values are computed and the messages travel: cpu (in process), device (every rank "
-                         "on one GPU), nccl (one rank per GPU), mpi (one process per rank, under mpirun)")
-        ->capture_default_str();
+    const std::string backend_help =
+        "Where the values are computed and the messages travel: cpu (in process), device (every rank on one GPU), "
+        "nccl (one rank per GPU: one process for every visible GPU, or under mpirun/srun one process per rank and "
+        "GPU), mpi (one process per rank, under mpirun)";
+    simulate->add_option("--backend", ma.backend, backend_help)->capture_default_str();
     simulate->add_flag("--json", ma.json, "Print {\"runs\": [...], \"fits\": [...]}");
 
     CheckArgs ca;
@@ -134,6 +140,10 @@ int dispatch(int argc, char** argv) {
     check->add_option("--baseline", ca.baseline, "A previous report.json: fail on a metric worse than it by more than the margin");
     check->add_flag("--update-baseline", ca.update_baseline, "Write this run's report.json to --baseline");
     check->add_option("--junit", ca.junit, "Also write the JUnit XML here");
+    check->add_option("--backend", ca.backend,
+                      backend_help + ". Under mpi (and nccl under mpirun) the gate's N must equal the number of "
+                                     "processes; rank 0 writes the reports")
+        ->capture_default_str();
 
     try {
         app.parse(argc, argv);

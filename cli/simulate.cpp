@@ -46,13 +46,22 @@ int run_simulate(const SimulateArgs& a) {
     if (!backend) return fail(backend.error());
     spec.backend = *backend;
     namespace mpi = collectives::mpi;
-    if (spec.backend == collectives::Backend::kMpi) {
-        if (!mpi::active()) return fail("--backend mpi runs under mpirun or srun, one process per rank (" +
-                                        std::string(mpi::built() ? "MPI is not initialized" : "this build has no MPI") + ")");
+    const bool per_rank = one_process_per_rank(spec.backend);  // mpi; nccl under mpirun
+    if (spec.backend == collectives::Backend::kMpi && !mpi::active())
+        return fail("--backend mpi runs under mpirun or srun, one process per rank (" +
+                    std::string(mpi::built() ? "MPI is not initialized" : "this build has no MPI") + ")");
+    if (per_rank) {
         if (a.ranks.size() != 1 || a.ranks[0] != mpi::size())
-            return fail("--backend mpi runs one process per rank: give --ranks " + std::to_string(mpi::size()) +
-                        " (the number of processes mpirun started)");
-        if (!a.in.empty()) return fail("--backend mpi takes generated inputs (--dist), not --in");
+            return fail("--backend " + a.backend + " under mpirun runs one process per rank: give --ranks " +
+                        std::to_string(mpi::size()) + " (the number of processes mpirun started)");
+        if (!a.in.empty()) return fail("--backend " + a.backend + " under mpirun takes generated inputs (--dist), not --in");
+        // nccl: every process needs a GPU. The ranks compare their answers so that all of them stop
+        // (exit 2) when one has none, instead of the others waiting for it in NCCL's set-up.
+        std::string mine;
+        if (spec.backend == collectives::Backend::kNccl)
+            if (const auto q = kernels::gpu::query_devices(); q.devices.empty())
+                mine = "no GPU: " + q.note + " (--backend nccl needs one GPU per process)";
+        if (const std::string e = mpi::first_error(mine); !e.empty()) return fail(e);
     } else if (spec.backend != collectives::Backend::kCpu) {
         const auto q = kernels::gpu::query_devices();
         if (q.devices.empty()) return fail("no GPU: " + q.note + " (--backend " + a.backend + " needs one)");
@@ -92,8 +101,9 @@ int run_simulate(const SimulateArgs& a) {
         spec.dump_shape = &dump_shape;
     }
 
-    // Under mpi only rank 0 prints and writes (every rank holds the same combined verdicts).
-    const bool speaker = spec.backend != collectives::Backend::kMpi || mpi::rank() == 0;
+    // Under mpi (and nccl under mpirun) only rank 0 prints and writes (every rank holds the same
+    // combined verdicts).
+    const bool speaker = !per_rank || mpi::rank() == 0;
     const bool tty = speaker && isatty(fileno(stderr)) != 0;
     if (tty)
         spec.on_group = [](size_t i, size_t total, int64_t n) {
@@ -132,16 +142,21 @@ int run_simulate(const SimulateArgs& a) {
                     format->name().c_str(), static_cast<long long>(a.block), static_cast<long long>(spec.elements),
                     dist_name.c_str(), to_string(*accum));
     }
-    if (spec.backend == collectives::Backend::kMpi) {
-        // Issue 7's benchmark: what checking costs each rank next to the collective. Every path of
-        // the group runs in one pass, so `group` is the whole pass; `check` is this path's.
-        double total_check = 0;
-        for (const auto& r : result->runs) total_check += r.check_seconds;
+    if (per_rank) {
+        // Issue 7's benchmark: what checking costs each rank next to the collective (bench/RESULTS.md).
+        // `pass`: every path of the group in one pass; `schedule`: this path's columns in a process
+        // (median over the processes), which computes every rank's arithmetic, so a rank's share is
+        // schedule / N; the ratio: median and largest over the ranks.
         for (const auto& r : result->runs)
-            std::fprintf(stderr, "qtransit: mpi N=%lld %s: busiest rank checking %.4f s; whole pass %.4f s (checking %.1f%%)\n",
-                         static_cast<long long>(r.config.ranks), path_info(r.config.path).name, r.check_seconds,
-                         r.group_seconds, r.group_seconds > 0 ? 100.0 * r.check_seconds / r.group_seconds : 0.0);
-        (void)total_check;
+            std::fprintf(stderr,
+                         "qtransit: %s N=%lld %s: busiest rank checking %.4f s (cpu %.4f s); schedule %.4f s (cpu %.4f s), "
+                         "per rank %.4f s (cpu %.5f s); checking / rank's collective (cpu) median %.3f, max %.3f; "
+                         "whole pass %.4f s\n",
+                         a.backend.c_str(), static_cast<long long>(r.config.ranks), path_info(r.config.path).name,
+                         r.check_seconds, r.check_cpu_seconds, r.collective_seconds, r.collective_cpu_seconds,
+                         r.collective_seconds / static_cast<double>(r.config.ranks),
+                         r.collective_cpu_seconds / static_cast<double>(r.config.ranks), r.check_to_collective,
+                         r.check_to_collective_max, r.group_seconds);
     }
     for (const auto& r : result->runs)
         if (!r.stats.bound_holds)

@@ -62,6 +62,10 @@ reference::PathStats combine_ranks(const reference::PathStats& s) {
 
 int64_t default_ranks_per_node(int64_t n) { return n % 8 == 0 ? 8 : n; }
 
+bool one_process_per_rank(collectives::Backend b) {
+    return b == collectives::Backend::kMpi || (b == collectives::Backend::kNccl && collectives::mpi::active());
+}
+
 Result<SweepResult> run_sweep(const SweepSpec& spec) {
     std::vector<std::vector<PathConfig>> groups;  // per N: the paths run together on shared inputs
     for (int64_t n : spec.ranks) {
@@ -108,23 +112,28 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
         std::vector<std::vector<std::pair<int64_t, int64_t>>> kcount(  // per path, per thread: (checked, wrong)
             g.size(), std::vector<std::pair<int64_t, int64_t>>(static_cast<size_t>(threads)));
         std::vector<std::string> kfirst(g.size());
-        // --backend mpi: this process holds (and checks, and dumps) only its own rank's rows.
-        const bool on_mpi = spec.backend == collectives::Backend::kMpi;
+        // One process per rank (mpi; nccl under mpirun): this process holds (and checks, and dumps)
+        // only its own rank's rows.
+        const bool on_mpi = one_process_per_rank(spec.backend);
         const int64_t me = on_mpi ? collectives::mpi::rank() : -1;
         ColumnRecord own;
-        std::vector<double> check_s(g.size(), 0.0);
+        std::vector<double> check_s(g.size(), 0.0), check_cpu(g.size(), 0.0);
         const auto group_start = std::chrono::steady_clock::now();
         auto sink = [&](size_t k, int tid, const ColumnRecord& full) {
             const ColumnRecord* pick = &full;
             const auto t0 = on_mpi ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-            struct Timer {  // the checking time of this column (mpi only)
+            struct Timer {  // the checking time of this column, wall and CPU (one process per rank only)
                 bool on;
                 std::chrono::steady_clock::time_point t0;
+                double c0;
                 double& acc;
+                double& acc_cpu;
                 ~Timer() {
-                    if (on) acc += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                    if (!on) return;
+                    acc += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                    acc_cpu += collectives::thread_cpu_seconds() - c0;
                 }
-            } timer{on_mpi, t0, check_s[k]};
+            } timer{on_mpi, t0, on_mpi ? collectives::thread_cpu_seconds() : 0.0, check_s[k], check_cpu[k]};
             if (on_mpi) {
                 bool any = false;
                 for (const auto& row : full.outputs) any = any || row.rank == me;
@@ -211,11 +220,27 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
                     }
             }
             if (on_mpi) {
-                const auto t = collectives::mpi::allgather({group_s, check_s[k]});
-                for (size_t i = 0; i + 1 < t.size(); i += 2) {
+                constexpr size_t w = 5;
+                const auto t = collectives::mpi::allgather(
+                    {group_s, check_s[k], check_cpu[k], totals->seconds[k], totals->cpu_seconds[k]});
+                std::vector<double> coll, coll_cpu, ratio;
+                for (size_t i = 0; i + w <= t.size(); i += w) {
                     r.group_seconds = std::max(r.group_seconds, t[i]);
                     r.check_seconds = std::max(r.check_seconds, t[i + 1]);
+                    r.check_cpu_seconds = std::max(r.check_cpu_seconds, t[i + 2]);
+                    coll.push_back(t[i + 3]);
+                    coll_cpu.push_back(t[i + 4]);
+                    ratio.push_back(t[i + 4] > 0 ? t[i + 2] / (t[i + 4] / static_cast<double>(n)) : 0.0);
                 }
+                auto median = [](std::vector<double> v) {
+                    std::sort(v.begin(), v.end());
+                    const size_t h = v.size() / 2;
+                    return v.empty() ? 0.0 : v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+                };
+                r.collective_seconds = median(coll);
+                r.collective_cpu_seconds = median(coll_cpu);
+                r.check_to_collective = median(ratio);
+                r.check_to_collective_max = ratio.empty() ? 0.0 : *std::max_element(ratio.begin(), ratio.end());
             }
             const auto& b = totals->bytes[k];
             r.bytes_per_rank = max_of(b.sent);

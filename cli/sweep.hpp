@@ -51,9 +51,19 @@ struct RunRow {
     double fp16_ring_rs = 0;               // the ZeRO baseline: a binary16 ring reduce-scatter
     int64_t k_checked = 0, k_mismatches = 0;  // (row, contributor) pairs, with SweepSpec::check_k
     std::string first_k_mismatch;
-    // --backend mpi: the busiest rank's seconds in the whole run of this N's group (schedule, its
-    // messages and checking) and in checking its own outputs (the exact reference and the bounds).
-    double group_seconds = 0, check_seconds = 0;
+    // One process per rank (one_process_per_rank): the busiest rank's seconds in the whole run of
+    // this N's group (schedule, its messages and checking) and in checking its own outputs (the exact
+    // reference and the bounds), wall clock; the same checking in CPU time.
+    double group_seconds = 0, check_seconds = 0, check_cpu_seconds = 0;
+    // A process's time running this path's schedule (run_paths' RunTotals::seconds): every rank's
+    // arithmetic, since each process computes the whole simulation, plus its own messages; the
+    // median over the processes, wall clock and CPU time. (The processes differ by the CPU time
+    // they spend polling for messages.)
+    double collective_seconds = 0, collective_cpu_seconds = 0;
+    // Issue 7's overhead figure: rank r's checking CPU time over its share of the collective, its
+    // process's schedule CPU time / N (each rank's share is the same for the symmetric paths; for
+    // the owner-heavy gathers it is the mean share); the median and the largest over the ranks.
+    double check_to_collective = 0, check_to_collective_max = 0;
 };
 
 struct FitRow {
@@ -68,6 +78,10 @@ struct SweepResult {
 };
 
 int64_t default_ranks_per_node(int64_t n);
+
+// The backends that run one process per rank, each holding and checking only its own rank's rows
+// (verdicts combined over the processes): mpi, and nccl started by a launcher (MPI active).
+bool one_process_per_rank(collectives::Backend b);
 
 // Validates every configuration before any work (an Error names the path and the constraint).
 Result<SweepResult> run_sweep(const SweepSpec& spec);

@@ -7,9 +7,15 @@
 // element a kernel leaves unwritten shows up as a mismatch against `sim`.
 #include <cuda_runtime.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <map>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -19,13 +25,16 @@
 
 #include "check.hpp"  // kernels/cuda: QT_CUDA_CHECK
 #include "qtransit/collectives/device.hpp"
+#include "qtransit/collectives/mpi.hpp"
 #include "qtransit/kernels/block_math.hpp"
+#include "qtransit/kernels/fp16.hpp"
 #include "qtransit/kernels/gpu.hpp"
 
 namespace qtransit::collectives {
 namespace {
 
 namespace gpu = kernels::gpu;
+namespace mpi = collectives::mpi;
 
 // The adds of NUMERICS 3 / D11 (block_math.hpp's accum_add, the same function the CPU runs).
 __global__ void add_kernel(float* acc, float* term, int64_t n, bool fp16) {
@@ -203,17 +212,18 @@ protected:
             if (!m.dev) throw_if(internal("a message sent with no device payload"));
             auto d = slot(to);
             if (!d) throw_if(d.error());
-            throw_if(move(from, to, m.dev, *d, m.dev_bytes));
+            throw_if(move(from, to, m, *d));
             m.dev = *d;
             m.dev_rank = static_cast<int32_t>(to);
         }
         box_[static_cast<size_t>(to)].emplace_back(from, std::move(m));
     }
 
-    // Carry `bytes` from src (in some rank's buffer on the sender's side) to dst (in `to`'s buffer).
-    virtual Status move(int64_t /*from*/, int64_t to, const void* src, void* dst, int64_t bytes) {
+    // Carry m's payload (m.dev, m.dev_bytes: in some rank's buffer on the sender's side) to dst (in
+    // `to`'s buffer).
+    virtual Status move(int64_t /*from*/, int64_t to, const Message& m, void* dst) {
         if (auto st = select(to); !st) return st;
-        QT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_of(to)));
+        QT_CUDA_CHECK(cudaMemcpyAsync(dst, m.dev, static_cast<size_t>(m.dev_bytes), cudaMemcpyDeviceToDevice, stream_of(to)));
         return Status::Ok();
     }
     // Start whatever move() left pending (nccl groups its sends and receives here).
@@ -302,8 +312,8 @@ public:
     }
 
 protected:
-    Status move(int64_t from, int64_t to, const void* src, void* dst, int64_t bytes) override {
-        pending_.push_back({from, to, src, dst, bytes});
+    Status move(int64_t from, int64_t to, const Message& m, void* dst) override {
+        pending_.push_back({from, to, m.dev, dst, m.dev_bytes});
         return Status::Ok();
     }
 
@@ -352,6 +362,291 @@ private:
     std::vector<Pending> pending_;
 };
 
+// ---- nccl across processes (under mpirun or srun) -------------------------------------------------
+// One process per rank, each driving one GPU: device = the process's index on its node modulo the
+// GPUs it sees (with one GPU per task, CUDA_VISIBLE_DEVICES leaves one: device 0). The world
+// communicator comes from ncclCommInitRank (rank 0 makes the ncclUniqueId and MPI broadcasts it),
+// made once per process; the intra-node and inter-node communicators of each G from ncclCommSplit
+// (color = node, key = local index; color = local index, key = node), so that a2a-hier-rs's two
+// hops and hpz's node rings travel over their real groups.
+//
+// As with the mpi backend (mpi.hpp), every process runs the whole column schedule, here with every
+// rank's buffers on its own GPU (as `device` does), so that every value, quantization event and
+// ledger entry is the same bit for bit; a message from this process's rank to another is really
+// sent (ncclSend of the wire bytes: the packed codes, then the metadata; or the values, binary32 or
+// binary16), a message to this process's rank really received (ncclRecv into its buffer, which is
+// what it then decodes) and compared with the payload computed here; messages between two other
+// ranks are copied on this GPU. Each process counts only the bytes it sent and checks only its own
+// rank's outputs (cli/sweep.cpp combines the verdicts over MPI, as for `mpi`). Every wait for NCCL
+// has the deadline QTRANSIT_MPI_TIMEOUT; NCCL's own set-up (ncclCommInitRank, ncclCommSplit) has not.
+//
+// Written and compiled without a GPU (none on the development or CI machines): this mode has not
+// run on GPUs yet; a machine without one stops with "no GPU" (exit 2) on every rank.
+
+// The communicators of this process (one GPU), made at the first nccl transport and kept until
+// mpi::finalize.
+struct NcclRanks {
+    int device = -1;
+    ncclComm_t world = nullptr;
+    std::map<int64_t, std::pair<ncclComm_t, ncclComm_t>> split;  // G -> (intra-node, inter-node)
+};
+NcclRanks* g_ranks = nullptr;
+
+std::string nccl_error(const char* call, ncclResult_t r) {
+    return std::string(call) + " failed: " + ncclGetErrorString(r) + " (NCCL_DEBUG=WARN says more)";
+}
+
+Result<NcclRanks*> nccl_ranks() {
+    if (g_ranks) return g_ranks;
+    // Every rank needs a GPU of its own: the ranks compare before any NCCL call, so that all of them
+    // stop with the same message instead of some waiting for the others inside NCCL.
+    const auto q = gpu::query_devices();
+    std::string mine;
+    int device = -1;
+    char bus[64] = "";
+    if (q.devices.empty()) {
+        mine = "no GPU: " + q.note + " (--backend nccl needs one GPU per process)";
+    } else {
+        device = mpi::node_local_rank() % static_cast<int>(q.devices.size());
+        if (cudaSetDevice(device) != cudaSuccess || cudaDeviceGetPCIBusId(bus, sizeof bus, device) != cudaSuccess)
+            mine = "cannot use GPU " + std::to_string(device);
+    }
+    if (std::string e = mpi::first_error(mine); !e.empty()) return make_error(ErrorCode::kCuda, e);
+    // Two processes of one node on the same GPU: NCCL refuses that; say which ranks and how to fix it.
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    const auto ids = mpi::allgather_strings(std::string(host) + " " + bus);
+    for (size_t a = 0; a < ids.size(); ++a)
+        for (size_t b = a + 1; b < ids.size(); ++b)
+            if (ids[a] == ids[b])
+                return make_error(ErrorCode::kInvalidArgument,
+                                  "--backend nccl runs one process per GPU, but ranks " + std::to_string(a) + " and " +
+                                      std::to_string(b) + " would share GPU " + ids[a] + " (" +
+                                      std::to_string(mpi::node_local_size()) + " processes on the node, " +
+                                      std::to_string(q.devices.size()) +
+                                      " GPU(s) visible to each: start at most one process per GPU)");
+    ncclUniqueId id{};
+    std::string e0;
+    if (mpi::rank() == 0)
+        if (const ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) e0 = nccl_error("ncclGetUniqueId", r);
+    if (std::string e = mpi::first_error(e0); !e.empty()) return make_error(ErrorCode::kCuda, e);
+    mpi::broadcast(&id, sizeof id);
+    auto w = std::make_unique<NcclRanks>();
+    w->device = device;
+    if (const ncclResult_t r = ncclCommInitRank(&w->world, mpi::size(), id, mpi::rank()); r != ncclSuccess)
+        return make_error(ErrorCode::kCuda, nccl_error("ncclCommInitRank", r));
+    g_ranks = w.release();
+    mpi::at_finalize([] {
+        for (auto& [g, c] : g_ranks->split) {
+            ncclCommDestroy(c.first);
+            ncclCommDestroy(c.second);
+        }
+        ncclCommDestroy(g_ranks->world);
+        delete g_ranks;
+        g_ranks = nullptr;
+    });
+    return g_ranks;
+}
+
+// The intra-node and inter-node communicators of node size g (collective: every rank asks in turn).
+Result<std::pair<ncclComm_t, ncclComm_t>> nccl_split(NcclRanks& w, int64_t g) {
+    if (auto it = w.split.find(g); it != w.split.end()) return it->second;
+    const int r = mpi::rank();
+    const int node = static_cast<int>(r / g), local = static_cast<int>(r % g);
+    ncclComm_t intra = nullptr, inter = nullptr;
+    if (const ncclResult_t e = ncclCommSplit(w.world, node, local, &intra, nullptr); e != ncclSuccess)
+        return make_error(ErrorCode::kCuda, nccl_error("ncclCommSplit (intra-node)", e));
+    if (const ncclResult_t e = ncclCommSplit(w.world, local, node, &inter, nullptr); e != ncclSuccess)
+        return make_error(ErrorCode::kCuda, nccl_error("ncclCommSplit (inter-node)", e));
+    w.split[g] = {intra, inter};
+    return w.split[g];
+}
+
+class NcclRankTransport final : public DeviceTransport {
+public:
+    NcclRankTransport(int64_t ranks, int64_t per_node, FormatSpec format, int64_t max_len)
+        : DeviceTransport(ranks, per_node, format, max_len), me_(mpi::rank()) {}
+    ~NcclRankTransport() override {
+        if (stage_) cudaFree(stage_);
+    }
+
+    Status init_ranks(NcclRanks& w) {
+        world_ = w.world;
+        auto split = nccl_split(w, ranks_per_node());
+        if (!split) return split.error();
+        intra_ = split->first;
+        inter_ = split->second;
+        // Every rank's buffers on this process's GPU (the whole schedule runs here, as `device`).
+        if (auto st = init(std::vector<int>(static_cast<size_t>(ranks()), w.device)); !st) return st;
+        stage_bytes_ = align_up(static_cast<size_t>(max_len_) * 2, 256);
+        void* p = nullptr;
+        QT_CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(slots_) * stage_bytes_));
+        stage_ = static_cast<char*>(p);
+        return Status::Ok();
+    }
+
+    void begin_column() override {
+        DeviceTransport::begin_column();
+        stage_used_ = 0;
+    }
+
+protected:
+    bool counts(int64_t from) const override { return from == me_; }
+
+    Status move(int64_t from, int64_t to, const Message& m, void* dst) override {
+        const bool out = from == me_ && to != me_, in = to == me_ && from != me_;
+        const bool half = !m.quantized && m.raw_bytes_per_element == 2;
+        // Every other rank's copy, this rank's own message to another, and the binary32 values of a
+        // binary16 message stay simulated here; otherwise what this rank receives is what arrives.
+        if (!in || half)
+            if (auto st = DeviceTransport::move(from, to, m, dst); !st) return st;
+        if (!out && !in) return Status::Ok();
+        Real x;
+        x.send = out;
+        x.peer = out ? to : from;
+        char* base = static_cast<char*>(out ? m.dev : dst);
+        if (m.quantized) {
+            // The packed codes, then the metadata (binary32 scale, then offset for -asym), as the
+            // wire accounting counts them; on the device the metadata lies at meta_at_.
+            const size_t cb = static_cast<size_t>(format_.code_bytes(m.len)), mb = static_cast<size_t>(format_.metadata_bytes());
+            if (mb > 2 * sizeof(float)) return internal("metadata wider than the device's two binary32 words");
+            x.expect.assign(m.codes.begin(), m.codes.begin() + static_cast<std::ptrdiff_t>(cb));
+            uint8_t wire[8] = {};
+            write_metadata(format_, m.scale, m.offset, wire);
+            x.expect.insert(x.expect.end(), wire, wire + mb);
+            // On the device the metadata lies as binary32 words; a declared format whose wire form
+            // differs (an E8M0 byte, a binary16 scale) goes through a staging slot, and a receiver
+            // turns the bytes that arrived back into the words after the exchange (flush()).
+            const float md[2] = {m.scale, m.offset};
+            if (std::memcmp(md, wire, mb) == 0 || mb == 0) {
+                x.parts = {{base, cb}, {base + meta_at_, mb}};
+            } else {
+                if (stage_used_ >= slots_) return internal("ran out of staging slots in one column");
+                char* st = stage_ + static_cast<size_t>(stage_used_++) * stage_bytes_;
+                if (out) QT_CUDA_CHECK(cudaMemcpyAsync(st, wire, mb, cudaMemcpyHostToDevice, stream_of(me_)));
+                else x.meta_words = base + meta_at_;
+                x.parts = {{base, cb}, {st, mb}};
+                if (out) QT_CUDA_CHECK(cudaStreamSynchronize(stream_of(me_)));  // `wire` is on the stack
+            }
+        } else if (m.raw_bytes_per_element == 4) {
+            const size_t b = static_cast<size_t>(m.len) * 4;
+            x.parts = {{base, b}};
+            const auto* rb = reinterpret_cast<const uint8_t*>(m.raw.data());
+            x.expect.assign(rb, rb + b);
+        } else {
+            // binary16 values (fp16 accumulation): rounded here, staged, and sent as 2 bytes each. The
+            // receiver compares them and keeps computing with its own binary32 copy, as under `mpi`
+            // (the ledger's first add rounds it to these bits).
+            if (stage_used_ >= slots_) return internal("ran out of binary16 staging slots in one column");
+            char* st = stage_ + static_cast<size_t>(stage_used_++) * stage_bytes_;
+            x.expect.resize(static_cast<size_t>(m.len) * 2);
+            for (int64_t i = 0; i < m.len; ++i) {
+                const uint16_t h = kernels::f32_to_f16_bits(m.raw[static_cast<size_t>(i)]);
+                std::memcpy(x.expect.data() + 2 * i, &h, 2);
+            }
+            if (out)
+                QT_CUDA_CHECK(cudaMemcpyAsync(st, x.expect.data(), x.expect.size(), cudaMemcpyHostToDevice, stream_of(me_)));
+            x.parts = {{st, x.expect.size()}};
+        }
+        int64_t total = 0;
+        for (const auto& pt : x.parts) total += static_cast<int64_t>(pt.second);
+        if (total != wire_bytes(format_, m))
+            return internal("a payload of " + std::to_string(total) + " bytes where the wire accounting says " +
+                            std::to_string(wire_bytes(format_, m)));
+        if (out && half) QT_CUDA_CHECK(cudaStreamSynchronize(stream_of(me_)));  // the staged bytes are on the device
+        if (out) x.expect.clear();
+        real_.push_back(std::move(x));
+        return Status::Ok();
+    }
+
+    // This window's real messages, in one group: every process issues its part of the same window
+    // of the schedule (every process runs the whole schedule), so the groups match across processes.
+    Status flush() override {
+        if (real_.empty()) return Status::Ok();
+        cudaStream_t s = stream_of(me_);
+        QT_NCCL_CHECK(ncclGroupStart());
+        for (const Real& x : real_) {
+            ncclComm_t comm;
+            int peer;
+            route(x.peer, comm, peer);
+            for (const auto& [ptr, bytes] : x.parts) {
+                if (bytes == 0) continue;
+                if (x.send) QT_NCCL_CHECK(ncclSend(ptr, bytes, ncclUint8, peer, comm, s));
+                else QT_NCCL_CHECK(ncclRecv(ptr, bytes, ncclUint8, peer, comm, s));
+            }
+        }
+        QT_NCCL_CHECK(ncclGroupEnd());
+        if (auto st = wait(s); !st) return st;
+        for (const Real& x : real_) {
+            if (x.send) continue;
+            std::vector<uint8_t> got;
+            for (const auto& [ptr, bytes] : x.parts) {
+                const size_t at = got.size();
+                got.resize(at + bytes);
+                QT_CUDA_CHECK(cudaMemcpy(got.data() + at, ptr, bytes, cudaMemcpyDeviceToHost));
+            }
+            if (got != x.expect)
+                mpi::abort_job("internal error: the payload received from rank " + std::to_string(x.peer) +
+                                            " over NCCL differs from the one computed here (the ranks disagree on the "
+                                            "inputs or the schedule)");
+            if (x.meta_words) {  // staged wire metadata: what arrived becomes the device's binary32 words
+                float md[2] = {0, 0};
+                read_metadata(format_, got.data() + (got.size() - x.parts.back().second), &md[0], &md[1]);
+                QT_CUDA_CHECK(cudaMemcpy(x.meta_words, md, sizeof md, cudaMemcpyHostToDevice));
+            }
+        }
+        real_.clear();
+        return Status::Ok();
+    }
+
+private:
+    struct Real {
+        bool send = false;
+        int64_t peer = 0;
+        std::vector<std::pair<char*, size_t>> parts;  // device ranges, in wire order
+        std::vector<uint8_t> expect;                  // a receive: the wire bytes computed here
+        char* meta_words = nullptr;                   // a receive of staged metadata: where its words go
+    };
+
+    // The communicator a message between this rank and `other` travels on, and other's rank in it.
+    void route(int64_t other, ncclComm_t& comm, int& peer) const {
+        if (node_of(me_) == node_of(other)) {
+            comm = intra_, peer = static_cast<int>(local_of(other));
+        } else if (local_of(me_) == local_of(other)) {
+            comm = inter_, peer = static_cast<int>(node_of(other));
+        } else {
+            comm = world_, peer = static_cast<int>(other);
+        }
+    }
+
+    // The stream's NCCL work done, under the deadline; an NCCL error or the deadline aborts the job.
+    Status wait(cudaStream_t s) {
+        const auto start = std::chrono::steady_clock::now();
+        for (long spins = 0;; ++spins) {
+            const cudaError_t e = cudaStreamQuery(s);
+            if (e == cudaSuccess) return Status::Ok();
+            if (e != cudaErrorNotReady) return cuda(e, "cudaStreamQuery (NCCL messages)");
+            for (ncclComm_t c : {world_, intra_, inter_}) {
+                ncclResult_t a = ncclSuccess;
+                if (ncclCommGetAsyncError(c, &a) == ncclSuccess && a != ncclSuccess && a != ncclInProgress)
+                    mpi::abort_job(nccl_error("an NCCL send or receive", a));
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(spins < 1000 ? 10 : 500));
+            if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > mpi::timeout_s())
+                mpi::abort_job("timed out after " + std::to_string(static_cast<long>(mpi::timeout_s())) +
+                                            " s waiting for NCCL messages (a rank died, or the ranks run different "
+                                            "arguments; QTRANSIT_MPI_TIMEOUT sets the limit)");
+        }
+    }
+
+    int64_t me_;
+    ncclComm_t world_ = nullptr, intra_ = nullptr, inter_ = nullptr;
+    char* stage_ = nullptr;  // binary16 payloads: one slot of stage_bytes_ per message, reset every column
+    size_t stage_bytes_ = 0;
+    int64_t stage_used_ = 0;
+    std::vector<Real> real_;
+};
+
 #endif  // QTRANSIT_HAVE_NCCL
 
 Error no_gpu() {
@@ -372,6 +667,17 @@ Result<std::unique_ptr<Transport>> make_device_transport(int64_t ranks, int64_t 
 Result<std::unique_ptr<Transport>> make_nccl_transport(int64_t ranks, int64_t ranks_per_node, FormatSpec format,
                                                        int64_t max_len) {
 #if QTRANSIT_HAVE_NCCL
+    if (mpi::active()) {  // under mpirun/srun: one process per rank, one GPU each
+        if (ranks != mpi::size())
+            return make_error(ErrorCode::kInvalidArgument, "--backend nccl under mpirun runs one process per rank: N = " +
+                                                               std::to_string(ranks) + " but mpirun started " +
+                                                               std::to_string(mpi::size()) + " process(es)");
+        auto w = nccl_ranks();
+        if (!w) return w.error();
+        auto t = std::make_unique<NcclRankTransport>(ranks, ranks_per_node, format, max_len);
+        if (auto st = t->init_ranks(**w); !st) return st.error();
+        return std::unique_ptr<Transport>(std::move(t));
+    }
     const auto q = gpu::query_devices();
     if (q.devices.empty()) return no_gpu();
     if (static_cast<int64_t>(q.devices.size()) != ranks)

@@ -1,7 +1,8 @@
 // The mpi backend in a build without MPI: it says so, and never pretends to have run.
 #include "qtransit/collectives/mpi.hpp"
 
-#include <cstring>
+#include <cstdio>
+#include <cstdlib>
 
 namespace qtransit::collectives::mpi {
 namespace {
@@ -12,19 +13,21 @@ Error not_built() {
 }  // namespace
 
 bool built() { return false; }
-bool requested(int argc, char** argv) {
-    for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--backend=mpi") == 0) return true;
-        if (std::strcmp(argv[i], "--backend") == 0 && i + 1 < argc && std::strcmp(argv[i + 1], "mpi") == 0) return true;
-    }
-    return false;
-}
 Status init(int*, char***) { return not_built(); }
 bool active() { return false; }
 int rank() { return 0; }
 int size() { return 1; }
+int node_local_rank() { return 0; }
+int node_local_size() { return 1; }
+void at_finalize(std::function<void()>) {}
 void finalize() {}
 double timeout_s() { return 0; }
+void abort_job(const std::string& what) {
+    std::fprintf(stderr, "qtransit: %s\n", what.c_str());
+    std::abort();
+}
+void broadcast(void*, size_t) {}
+std::string first_error(const std::string& mine) { return mine; }
 std::vector<double> allgather(const std::vector<double>& mine) { return mine; }
 std::vector<std::string> allgather_strings(const std::string& mine) { return {mine}; }
 void allreduce_sum(std::vector<int64_t>&) {}

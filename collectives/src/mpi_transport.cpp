@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <thread>
 
 #include "qtransit/collectives/mpi.hpp"
@@ -16,6 +17,8 @@ namespace {
 
 bool g_active = false;
 int g_rank = 0, g_size = 1;
+int g_local_rank = 0, g_local_size = 1;  // within this process's node (MPI_COMM_TYPE_SHARED)
+std::vector<std::function<void()>> g_at_finalize;
 MPI_Comm g_data = MPI_COMM_NULL;  // the transports' messages (a duplicate of MPI_COMM_WORLD)
 double g_timeout = 300;
 
@@ -160,14 +163,6 @@ private:
 
 bool built() { return true; }
 
-bool requested(int argc, char** argv) {
-    for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--backend=mpi") == 0) return true;
-        if (std::strcmp(argv[i], "--backend") == 0 && i + 1 < argc && std::strcmp(argv[i + 1], "mpi") == 0) return true;
-    }
-    return false;
-}
-
 Status init(int* argc, char*** argv) {
     if (g_active) return Status::Ok();
     if (const char* t = std::getenv("QTRANSIT_MPI_TIMEOUT"); t && *t) {
@@ -180,6 +175,11 @@ Status init(int* argc, char*** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
     MPI_Comm_dup(MPI_COMM_WORLD, &g_data);
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &g_local_rank);
+    MPI_Comm_size(node, &g_local_size);
+    MPI_Comm_free(&node);
     // Every rank must run the same command: compare the hashes of the arguments.
     const uint64_t mine = hash_args(*argc, *argv);
     std::vector<uint64_t> all(static_cast<size_t>(g_size));
@@ -197,10 +197,16 @@ Status init(int* argc, char*** argv) {
 bool active() { return g_active; }
 int rank() { return g_rank; }
 int size() { return g_size; }
+int node_local_rank() { return g_local_rank; }
+int node_local_size() { return g_local_size; }
 double timeout_s() { return g_timeout; }
+void abort_job(const std::string& what) { die(what); }
+void at_finalize(std::function<void()> f) { g_at_finalize.push_back(std::move(f)); }
 
 void finalize() {
     if (!g_active) return;
+    for (auto it = g_at_finalize.rbegin(); it != g_at_finalize.rend(); ++it) (*it)();
+    g_at_finalize.clear();
     MPI_Comm_free(&g_data);
     MPI_Finalize();
     g_active = false;
@@ -241,6 +247,24 @@ void allreduce_sum(std::vector<int64_t>& v) {
     MPI_Iallreduce(v.data(), out.data(), static_cast<int>(v.size()), MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, &req);
     wait(req, "every rank's byte counts");
     v = std::move(out);
+}
+
+void broadcast(void* data, size_t bytes) {
+    MPI_Request req;
+    MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+    wait(req, "rank 0's broadcast");
+}
+
+std::string first_error(const std::string& mine) {
+    const std::vector<std::string> all = allgather_strings(mine);
+    for (int r = 0; r < g_size; ++r) {
+        const std::string& e = all[static_cast<size_t>(r)];
+        if (e.empty()) continue;
+        bool everywhere = true;
+        for (const auto& x : all) everywhere = everywhere && x == e;
+        return everywhere ? e : "rank " + std::to_string(r) + ": " + e;
+    }
+    return "";
 }
 
 std::vector<float> gather_rows(const std::vector<float>& row) {

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <thread>
 
@@ -627,7 +629,11 @@ namespace {
 // A column's inputs generated once for every path that shares the column partition.
 class ColumnCache final : public Inputs {
 public:
-    ColumnCache(const Inputs& base, int64_t ranks) : base_(base), filled_(static_cast<size_t>(ranks), false) {}
+    // timed: the time spent generating inputs is summed (fill_seconds, fill_cpu_seconds).
+    ColumnCache(const Inputs& base, int64_t ranks, bool timed)
+        : base_(base), timed_(timed), filled_(static_cast<size_t>(ranks), false) {}
+    double fill_seconds() const { return fill_s_; }
+    double fill_cpu_seconds() const { return fill_cpu_s_; }
     void set_column(int64_t first, int64_t len) {
         first_ = first;
         len_ = len;
@@ -636,25 +642,45 @@ public:
     }
     void fill(int64_t rank, int64_t first, int64_t len, float* out) const override {
         if (first != first_ || len != len_) {
-            base_.fill(rank, first, len, out);
+            generate(rank, first, len, out);
             return;
         }
         float* row = data_.data() + static_cast<size_t>(rank) * static_cast<size_t>(len_);
         if (!filled_[static_cast<size_t>(rank)]) {
-            base_.fill(rank, first, len, row);
+            generate(rank, first, len, row);
             filled_[static_cast<size_t>(rank)] = true;
         }
         std::memcpy(out, row, static_cast<size_t>(len) * sizeof(float));
     }
 
 private:
+    void generate(int64_t rank, int64_t first, int64_t len, float* out) const {
+        if (!timed_) {
+            base_.fill(rank, first, len, out);
+            return;
+        }
+        const auto w0 = std::chrono::steady_clock::now();
+        const double c0 = thread_cpu_seconds();
+        base_.fill(rank, first, len, out);
+        fill_cpu_s_ += thread_cpu_seconds() - c0;
+        fill_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+    }
+
     const Inputs& base_;
+    bool timed_;
+    mutable double fill_s_ = 0, fill_cpu_s_ = 0;
     int64_t first_ = -1, len_ = -1;
     mutable std::vector<bool> filled_;
     mutable std::vector<float> data_;
 };
 
 }  // namespace
+
+double thread_cpu_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 Result<std::unique_ptr<Transport>> make_transport(Backend backend, const PathConfig& c) {
     switch (backend) {
@@ -689,9 +715,13 @@ Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& 
         }
 
     std::vector<std::vector<ByteCounts>> bytes(static_cast<size_t>(threads), std::vector<ByteCounts>(paths.size()));
+    std::vector<std::vector<double>> wall(static_cast<size_t>(threads), std::vector<double>(paths.size(), 0.0)),
+        cpu(static_cast<size_t>(threads), std::vector<double>(paths.size(), 0.0));
     std::vector<Status> status(static_cast<size_t>(threads));
     auto work = [&](int tid) {
-        ColumnCache cache(inputs, c0.ranks);
+        // A device or process-per-rank backend also times the input generation, which is not part
+        // of the collective (cpu: not timed, the gate's many small columns would pay for it).
+        ColumnCache cache(inputs, c0.ranks, backend != Backend::kCpu);
         ColumnRecord rec;
         std::vector<std::unique_ptr<Transport>>& transports = made[static_cast<size_t>(tid)];
         int64_t cached_first = -1, cached_len = -1;
@@ -704,10 +734,15 @@ Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& 
                     cached_first = first;
                     cached_len = len;
                 }
+                const auto w0 = std::chrono::steady_clock::now();
+                const double c0 = thread_cpu_seconds(), f0 = cache.fill_seconds(), fc0 = cache.fill_cpu_seconds();
                 if (auto st = run_column(paths[k], cache, *transports[k], first, len, rec); !st) {
                     status[static_cast<size_t>(tid)] = st;
                     return;
                 }
+                cpu[static_cast<size_t>(tid)][k] += thread_cpu_seconds() - c0 - (cache.fill_cpu_seconds() - fc0);
+                wall[static_cast<size_t>(tid)][k] += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count() -
+                                                     (cache.fill_seconds() - f0);
                 sink(k, tid, rec);
             }
         }
@@ -724,9 +759,15 @@ Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& 
         if (!st) return st.error();
     RunTotals totals;
     totals.bytes.resize(paths.size());
+    totals.seconds.assign(paths.size(), 0.0);
+    totals.cpu_seconds.assign(paths.size(), 0.0);
     for (size_t k = 0; k < paths.size(); ++k) {
         totals.bytes[k].resize(paths[k].ranks);
-        for (int t = 0; t < threads; ++t) totals.bytes[k].merge(bytes[static_cast<size_t>(t)][k]);
+        for (int t = 0; t < threads; ++t) {
+            totals.bytes[k].merge(bytes[static_cast<size_t>(t)][k]);
+            totals.seconds[k] += wall[static_cast<size_t>(t)][k];
+            totals.cpu_seconds[k] += cpu[static_cast<size_t>(t)][k];
+        }
     }
     return totals;
 }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_fixture.hpp"
+#include "qtransit/kernels/gpu.hpp"
 
 #include <cstdio>
 #include <algorithm>
@@ -154,6 +155,29 @@ TEST_F(Gate, BaselineCatchesAWorseMetric) {
     std::ofstream(base) << "{\"runs\": 3}";
     r = check("--config " + cfg + " --baseline " + base);
     EXPECT_EQ(r.code, 2);
+}
+
+TEST_F(Gate, BackendChoice) {
+    // The same names as simulate's --backend; a bad one, or one that cannot run here, is exit 2 with
+    // one line and no report.
+    const std::string cfg = config(std::string(kSmall));
+    auto r = check("--config " + cfg + " --backend tpu");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("unknown backend 'tpu' (known backends: cpu, device, nccl, mpi)"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "rep" / "report.json"));
+    r = check("--config " + cfg + " --backend cpu");
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("gate: PASS"), std::string::npos);
+    fs::remove_all(dir_ / "rep");
+    if (qtransit::kernels::gpu::query_devices().devices.empty()) {
+        for (const char* b : {"device", "nccl"}) {
+            r = check("--config " + cfg + " --backend " + b);
+            EXPECT_EQ(r.code, 2) << b;
+            EXPECT_EQ(r.err.rfind("qtransit: no GPU: ", 0), 0u) << r.err;
+            EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+            EXPECT_FALSE(fs::exists(dir_ / "rep" / "report.json")) << b;
+        }
+    }
 }
 
 }  // namespace

@@ -8,6 +8,14 @@
                                          rank with a message, no hang
   mpi_test.py dead QTRANSIT MPIRUN       a rank that never starts: the run ends (MPI abort or the
                                          QTRANSIT_MPI_TIMEOUT watchdog) with a message, no hang
+  mpi_test.py check QTRANSIT MPIRUN NP   `mpirun -np NP qtransit check --backend mpi` on a small gate
+                                         written here: the same runs (worst errors, bounds, k, bytes:
+                                         the same bits) and verdicts as `--backend cpu`; only rank 0
+                                         writes reports and prints; every rank exits 0, 1 for a failed
+                                         budget, 2 when the gate's N is not the number of processes
+  mpi_test.py nccl QTRANSIT MPIRUN       `--backend nccl` under mpirun on a machine without a GPU:
+                                         simulate and check stop on every rank with exit 2 and a
+                                         message, no crash, no hang (skipped where a GPU is visible)
 Exit 77 (skipped) without mpirun.
 """
 import json, os, shutil, subprocess, sys, tempfile
@@ -99,8 +107,158 @@ def dead(q, mpi):
     return 0
 
 
+GATE = """[gate]
+formats = ["int8", "int4-asym", "ds-int4"]
+paths = ["all"]
+distributions = ["normal", "heavy"]
+ranks = [{np}]
+ranks_per_node = {g}
+elements = {m}
+block = 32
+seed = 3
+
+[[budget]]
+name = "a2a-int8"
+path = "a2a-rs"
+format = "int8"
+metric = "rel_rms_error"
+max = {budget}
+"""
+
+
+def per_rank(mpi, np, cmd, timeout, env=None):
+    """Runs `cmd` (a shell command; it runs in ./rank<R>) on np ranks; returns (result, {rank: exit})."""
+    script = f'cd rank$OMPI_COMM_WORLD_RANK && {cmd}; echo "rank $OMPI_COMM_WORLD_RANK exit $?"'
+    r = run(mpirun(mpi, np) + ["sh", "-c", script], timeout, env)
+    codes = {}
+    for line in r.stdout.splitlines():
+        w = line.split()
+        if len(w) == 4 and w[0] == "rank" and w[2] == "exit":
+            codes[int(w[1])] = int(w[3])
+    return r, codes
+
+
+def check(q, mpi, np):
+    tmp = tempfile.mkdtemp()
+    bad = 0
+    for r in range(np):
+        os.mkdir(os.path.join(tmp, f"rank{r}"))
+    os.chdir(tmp)
+    env = {"QTRANSIT_MPI_TIMEOUT": "120"}
+    g = 2 if np % 2 == 0 else np
+    cfg = os.path.join(tmp, "gate.toml")
+    with open(cfg, "w") as f:
+        f.write(GATE.format(np=np, g=g, m=np * 32 * 6, budget=0.5))
+    # The gate in one process, then under mpirun with one process per rank. The reports go to the
+    # relative path `rep` of each rank's own directory: only rank 0 may write one.
+    c = run([q, "check", "--config", cfg, "--report-dir", os.path.join(tmp, "cpu")], 300)
+    if c.returncode != 0:
+        print(f"FAIL check --backend cpu: exit {c.returncode}\n{c.stdout}\n{c.stderr}")
+        return 1
+    m, codes = per_rank(mpi, np, f"{q} check --backend mpi --config {cfg} --report-dir rep", 600, env)
+    print(m.stdout, m.stderr)
+    if codes != {r: 0 for r in range(np)}:
+        print(f"FAIL check --backend mpi: exit codes by rank {codes}, want 0 on all {np}")
+        return 1
+    if m.stdout.count("gate: PASS") != 1:
+        print(f"FAIL: the summary was printed {m.stdout.count('gate: PASS')} times, want once (rank 0)")
+        bad += 1
+    for r in range(1, np):
+        if os.path.exists(os.path.join(tmp, f"rank{r}", "rep")):
+            print(f"FAIL: rank {r} wrote a report directory")
+            bad += 1
+    cj = json.load(open(os.path.join(tmp, "cpu", "report.json")))
+    mj = json.load(open(os.path.join(tmp, "rank0", "rep", "report.json")))
+    if len(cj["runs"]) != len(mj["runs"]) or not cj["runs"]:
+        print(f"FAIL: {len(cj['runs'])} runs on cpu, {len(mj['runs'])} on mpi")
+        return 1
+    for a, b in zip(cj["runs"], mj["runs"]):
+        for k in a:
+            x, y = a[k], b.get(k)
+            ok = x == y or (k in LOOSE and x is not None and y is not None and abs(x - y) <= 1e-12 * abs(x))
+            if not ok:
+                print(f"FAIL run {a['path']} {a['format']} {a['dist']}: {k}: cpu {x} mpi {y}")
+                bad += 1
+    worst = [max(r[k] for r in cj["runs"]) for k in ("max_abs_error", "max_error_to_a_posteriori")]
+    if [max(r[k] for r in mj["runs"]) for k in ("max_abs_error", "max_error_to_a_posteriori")] != worst:
+        print("FAIL: the worst errors differ")
+        bad += 1
+    cv = [(v["name"], v["status"]) for v in cj["verdicts"]]
+    mv = [(v["name"], v["status"]) for v in mj["verdicts"]]
+    if cv != mv:
+        print(f"FAIL: the verdicts differ: {set(cv) ^ set(mv)}")
+        bad += 1
+    for a, b in zip(cj["verdicts"], mj["verdicts"]):
+        x, y = a.get("value"), b.get("value")
+        if (x is None) != (y is None) or (x is not None and abs(x - y) > 1e-12 * abs(x)):
+            print(f"FAIL verdict {a['name']}: value cpu {x} mpi {y}")
+            bad += 1
+    if cj["format_checks"] != mj["format_checks"]:
+        print("FAIL: the kernel checks differ")
+        bad += 1
+    if not any("--backend mpi" in n for n in mj["notes"]):
+        print(f"FAIL: the report does not say it ran under --backend mpi: {mj['notes']}")
+        bad += 1
+    if not bad:
+        print(f"ok   check --backend mpi on {np} processes: {len(mj['runs'])} runs, {len(mv)} verdicts as with cpu")
+
+    # A budget no run can meet: exit 1 on every rank, the failed verdict in rank 0's report.
+    with open(cfg, "w") as f:
+        f.write(GATE.format(np=np, g=g, m=np * 32 * 6, budget=1e-9))
+    m, codes = per_rank(mpi, np, f"{q} check --backend mpi --config {cfg} --report-dir rep", 600, env)
+    if codes != {r: 1 for r in range(np)} or "FAILED budget/a2a-int8" not in m.stdout:
+        print(f"FAIL failed budget: exit codes by rank {codes}, want 1 on all {np}\n{m.stdout}\n{m.stderr}")
+        bad += 1
+    else:
+        print("ok   a failed verdict: exit 1 on every rank")
+
+    # The gate's N is not the number of processes (the default gate: N = 8, 64, 384): exit 2 on every
+    # rank, one message naming both, no report.
+    shutil.rmtree(os.path.join(tmp, "rank0", "rep"))
+    m, codes = per_rank(mpi, np, f"{q} check --backend mpi --report-dir rep", 120, env)
+    want = f"the gate's ranks are [8, 64, 384] (default) but the job has {np} process(es)"
+    if codes != {r: 2 for r in range(np)} or m.stderr.count(want) != 1 or os.path.exists(os.path.join(tmp, "rank0", "rep")):
+        print(f"FAIL rank-count mismatch: exit codes by rank {codes}, want 2 on all {np}; stderr:\n{m.stderr}")
+        bad += 1
+    else:
+        print("ok   the gate's N against the number of processes: exit 2 on every rank with one message")
+    os.chdir("/")
+    shutil.rmtree(tmp)
+    return 1 if bad else 0
+
+
+def nccl(q, mpi):
+    if shutil.which("nvidia-smi") and run(["nvidia-smi", "-L"], 30).stdout.strip():
+        print("skipped: a GPU is visible (this test is the no-GPU behaviour)")
+        return 77
+    tmp = tempfile.mkdtemp()
+    for r in range(2):
+        os.mkdir(os.path.join(tmp, f"rank{r}"))
+    os.chdir(tmp)
+    cfg = os.path.join(tmp, "gate.toml")
+    with open(cfg, "w") as f:
+        f.write(GATE.format(np=2, g=2, m=2 * 32 * 6, budget=0.5))
+    bad = 0
+    for what, cmd in [("simulate", f"{q} simulate --backend nccl --path a2a-rs --ranks 2 --elements 256 --format int8"),
+                      ("check", f"{q} check --backend nccl --config {cfg} --report-dir rep")]:
+        try:
+            m, codes = per_rank(mpi, 2, cmd, 120, {"QTRANSIT_MPI_TIMEOUT": "30"})
+        except subprocess.TimeoutExpired:
+            print(f"FAIL {what} --backend nccl without a GPU hangs")
+            bad += 1
+            continue
+        if codes != {0: 2, 1: 2} or "qtransit: no GPU: " not in m.stderr:
+            print(f"FAIL {what} --backend nccl without a GPU: exit codes by rank {codes}, want 2 on both\n{m.stdout}\n{m.stderr}")
+            bad += 1
+        else:
+            print(f"ok   {what} --backend nccl under mpirun without a GPU: exit 2 on every rank: {m.stderr.strip()}")
+    os.chdir("/")
+    shutil.rmtree(tmp)
+    return 1 if bad else 0
+
+
 def main():
-    mode, q, mpi = sys.argv[1], sys.argv[2], sys.argv[3]
+    mode, q, mpi = sys.argv[1], os.path.abspath(sys.argv[2]), sys.argv[3]
     if not mpi or not shutil.which(mpi):
         print("skipped: no mpirun (install openmpi-bin)")
         return 77
@@ -108,6 +266,10 @@ def main():
         return same(q, mpi, int(sys.argv[4]))
     if mode == "mismatch":
         return mismatch(q, mpi)
+    if mode == "check":
+        return check(q, mpi, int(sys.argv[4]))
+    if mode == "nccl":
+        return nccl(q, mpi)
     return dead(q, mpi)
 
 

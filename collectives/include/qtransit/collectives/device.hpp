@@ -3,7 +3,10 @@
 // buffers. `device`: N ranks on one GPU, one device buffer per rank, messages copied with
 // cudaMemcpyAsync on the receiver's stream. `nccl`: one rank per visible GPU in one process
 // (ncclCommInitAll), messages as grouped ncclSend/ncclRecv over the intra-node, inter-node
-// (ncclCommSplit by node index and by local index) or world communicator.
+// (ncclCommSplit by node index and by local index) or world communicator. `nccl` under mpirun or
+// srun (mpi::active()): one process per rank and GPU, ncclCommInitRank with the unique id broadcast
+// over MPI, the same splits, each process sending and receiving its own rank's messages
+// (device_transport.cu says how, and that it has not run on GPUs yet).
 //
 // The ledger stays on the host: each device step copies back what the ledger records (the encoded
 // values and codes of a quantization event, the result of every add, whether an fp16 term rounding
@@ -49,6 +52,8 @@ public:
 Result<std::unique_ptr<Transport>> make_device_transport(int64_t ranks, int64_t ranks_per_node, FormatSpec format,
                                                          int64_t max_len);
 // One rank per visible GPU; an Error when N differs from the number of GPUs, or without NCCL.
+// Under MPI: rank mpi::rank() of N = mpi::size() processes, on this process's GPU; an Error (on
+// every rank alike) when a process has no GPU or two processes of a node would share one.
 Result<std::unique_ptr<Transport>> make_nccl_transport(int64_t ranks, int64_t ranks_per_node, FormatSpec format,
                                                        int64_t max_len);
 

@@ -20,7 +20,9 @@
 // dead rank or ranks that disagree end the run with a message, never a hang.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,21 +33,38 @@
 namespace qtransit::collectives::mpi {
 
 bool built();  // this build has the mpi backend
-// argv asks for the mpi backend (`--backend mpi` or `--backend=mpi`).
-bool requested(int argc, char** argv);
+// argv asks for `backend` (`--backend mpi` or `--backend=mpi`, by default).
+bool requested(int argc, char** argv, const char* backend = "mpi");
+// A launcher started this process as one of several (its environment has OMPI_COMM_WORLD_SIZE,
+// PMI_SIZE or PMIX_RANK: Open MPI's mpirun, MPICH's Hydra, Slurm's srun --mpi=pmi2|pmix). The nccl
+// backend starts MPI only then, so that a plain `qtransit simulate --backend nccl` stays one process.
+bool launched();
 // MPI_Init; then every rank's arguments (argv[1..]) are compared: an Error on every rank, naming
 // the first rank whose arguments differ from rank 0's, when they are not all the same.
 Status init(int* argc, char*** argv);
 bool active();  // init succeeded and finalize has not run
 int rank();
 int size();
+// This process's index among the processes of its node (MPI_COMM_TYPE_SHARED), and their number
+// (0 and 1 when MPI is not active).
+int node_local_rank();
+int node_local_size();
+// Runs `f` in finalize, before MPI_Finalize (the nccl backend frees its communicators there).
+void at_finalize(std::function<void()> f);
 void finalize();
 double timeout_s();
+// Prints "qtransit: rank R: <what>" and aborts every process of the job (MPI_Abort).
+[[noreturn]] void abort_job(const std::string& what);
 
 // Collectives over every process, each wait under the deadline.
 std::vector<double> allgather(const std::vector<double>& mine);          // every rank's, by rank
 std::vector<std::string> allgather_strings(const std::string& mine);     // every rank's, by rank
 void allreduce_sum(std::vector<int64_t>& v);
+// Rank 0's `bytes` bytes at `data` copied to every rank's `data`.
+void broadcast(void* data, size_t bytes);
+// Every rank's error ("" for none) compared: "" when no rank has one, else the lowest failing
+// rank's, as "rank R: <error>" (just "<error>" when every rank has that same error). Collective.
+std::string first_error(const std::string& mine);
 // Rank r's `row` (the same length on every rank) into rows [r] of the result, on rank 0 only.
 std::vector<float> gather_rows(const std::vector<float>& row);
 

@@ -62,7 +62,15 @@ Status run_column(const PathConfig& c, const Inputs& inputs, Transport& transpor
 // an Error says why it cannot start (no GPU, a build without CUDA or NCCL, N != GPUs for nccl).
 struct RunTotals {
     std::vector<ByteCounts> bytes;  // per path
+    // Per path, summed over the threads: the time spent running its columns (the schedule:
+    // quantization, messages, decoding, adds, and the ledger's bookkeeping), not counting `sink`
+    // and, for a backend other than cpu, not counting the generation of the inputs. Wall clock, and
+    // the running threads' CPU time (which leaves out time spent descheduled, e.g. on an
+    // oversubscribed machine, or asleep waiting for a message).
+    std::vector<double> seconds, cpu_seconds;
 };
+// The calling thread's CPU time in seconds (CLOCK_THREAD_CPUTIME_ID).
+double thread_cpu_seconds();
 Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& inputs, int threads,
                             const std::function<void(size_t, int, const ColumnRecord&)>& sink,
                             Backend backend = Backend::kCpu);
