@@ -40,7 +40,9 @@ def same(q, mpi, np):
     g = 2 if np == 4 else 4  # two nodes: a2a-hier-rs and hpz-ag run their real two-level topology
     tmp = tempfile.mkdtemp()
     bad = 0
-    configs = [("int8", "fp32", 64), ("int4-asym", "fp16", 32), ("ds-int4", "fp32", 32)]
+    # mxfp4: a 1-byte E8M0 scale on the wire; int4-sr: stochastic rounding keyed by the sending rank
+    configs = [("int8", "fp32", 64), ("int4-asym", "fp16", 32), ("ds-int4", "fp32", 32), ("mxfp4", "fp32", 32),
+               ("int4-sr", "fp32", 32)]
     for fmt, accum, block in configs:
         base = ["simulate", "--ranks", str(np), "--ranks-per-node", str(g), "--elements", str(np * block * 3),
                 "--format", fmt, "--block", str(block), "--accum", accum, "--seed", "7", "--json"]
