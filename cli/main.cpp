@@ -97,7 +97,7 @@ int dispatch(int argc, char** argv) {
     auto* survey = app.add_subcommand(
         "survey", "Quantize every format over every input distribution; verify kernels against the reference bit "
                   "for bit and every element's error bound in exact arithmetic; write a report");
-    survey->add_option("--format", sa.formats, "Formats or declaration FILE.toml (default: the integer built-ins)")->delimiter(',');
+    survey->add_option("--format", sa.formats, "Formats or declaration FILE.toml (default: every built-in)")->delimiter(',');
     survey->add_option("--dist", sa.distributions, "Distributions (default: all)")->delimiter(',');
     survey->add_option("--elements", sa.elements, "Elements per case")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
     survey->add_option("--block", sa.block, "Block size")->capture_default_str();

@@ -259,6 +259,13 @@ QT_MULTIVERSION int64_t encode_range(const EncodeJob& job, int64_t b0, int64_t b
     return -1;
 }
 
+// The common case of a float element (nearest-even, no offset, a non-zero scale) as a loop the
+// compiler vectorizes: the same float_code() the generic path calls, with the grid in registers.
+QT_INLINE void encode_float_rne(const FloatGrid g, const float* __restrict x, int64_t len, float s,
+                                int32_t* __restrict q) {
+    for (int64_t i = 0; i < len; ++i) q[i] = float_code<Rounding::kNearestEven>(g, div_rn(x[i], s), 0u);
+}
+
 // Declared formats (docs/FORMATS.md): the generic element-wise arithmetic of decl_math.hpp, one
 // block at a time. Returns the first block refused under the `error` policy, or -1; -2 - j when
 // block j is poisoned under `propagate` but the format cannot mark it (scale `none`, no NaN code).
@@ -287,7 +294,9 @@ QT_MULTIVERSION int64_t encode_decl_range(const EncodeJob& job, int64_t b0, int6
         if (d.offset_min) job.offsets[j] = lo;
         RoundKey key = job.key;
         key.index_base += first;
-        with_decl_kind(d, [&]<ElemType E, Rounding R>() {
+        if (d.elem == ElemType::kFloat && d.rounding == Rounding::kNearestEven && !d.offset_min && s != 0.0f) {
+            encode_float_rne(float_grid(d), xb, len, s, q);  // fp8 and the MX float formats
+        } else with_decl_kind(d, [&]<ElemType E, Rounding R>() {
             if constexpr (R == Rounding::kStochastic) {
                 for (int64_t i = 0; i < len; ++i) q[i] = decl_code_t<E, R>(d, xb[i], s, lo, round_bits(key, i));
             } else {
@@ -296,6 +305,10 @@ QT_MULTIVERSION int64_t encode_decl_range(const EncodeJob& job, int64_t b0, int6
         });
         if (d.bits == 8) {
             for (int64_t i = 0; i < len; ++i) out[i] = static_cast<uint8_t>(q[i]);
+        } else if (d.packing == Packing::kLsbFirst) {
+            pack_block(Kind::kSym, d.bits, q, len, out);  // NUMERICS 1.4's layout, the canonical packer
+        } else if (d.bits == 4) {
+            pack_block(Kind::kDs, 4, q, len, out);  // the even element in the high nibble, as ds-int4
         } else {
             for (int64_t i = 0; i < len; ++i) decl_pack_one(d, out, i, q[i]);
         }
@@ -512,6 +525,12 @@ QT_MULTIVERSION void decode_decl_range(const DecodeJob& job, int64_t b0, int64_t
         float* o = job.out + first;
         if (d.bits == 8) {
             for (int64_t i = 0; i < len; ++i) o[i] = decl_decode_value(d, value[in[i]], s, lo);
+        } else if (d.bits == 4) {  // nibbles: element 2j low (lsb-first) or high (msb-first)
+            const int lo_shift = d.packing == Packing::kLsbFirst ? 0 : 4, hi_shift = 4 - lo_shift;
+            for (int64_t i = 0; i < len; ++i) {
+                const uint8_t b = in[i >> 1];
+                o[i] = decl_decode_value(d, value[(b >> ((i & 1) ? hi_shift : lo_shift)) & 0xF], s, lo);
+            }
         } else {
             for (int64_t i = 0; i < len; ++i) o[i] = decl_decode_value(d, value[decl_unpack(d, in, i) & mask], s, lo);
         }

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 
 #include "cli_fixture.hpp"
+#include "qtransit/common/format.hpp"
 #include "qtransit/kernels/gpu.hpp"
 #include "qtransit/kernels/npy.hpp"
 
@@ -146,6 +147,29 @@ TEST_F(Cli, BenchPrintsRatios) {
     const auto j = nlohmann::json::parse(r.out);
     ASSERT_EQ(j["rows"].size(), 8u);
     for (const auto& row : j["rows"]) EXPECT_GT(row["ratio_to_memcpy"].get<double>(), 0.0);
+}
+
+TEST_F(Cli, BenchTakesDeclaredFormatsAndChecksTheirBlock) {
+    const Outcome r = run("bench --mib 1 --repeats 1 --threads 1 --format mxfp4,nf4 --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["rows"].size(), 8u);  // 2 formats x encode/decode x (1 thread, all threads)
+    EXPECT_EQ(j["rows"][0]["format"], "mxfp4");
+    const Outcome bad = run("bench --mib 1 --repeats 1 --format mxfp4 --block 16");
+    EXPECT_EQ(bad.code, 2);
+    EXPECT_NE(bad.err.find("fixed blocks of 32"), std::string::npos) << bad.err;
+}
+
+TEST_F(Cli, SurveyDefaultCoversEveryBuiltInAndNamesWhatAFixedBlockLeavesOut) {
+    const Outcome r = run("survey --elements 512 --dist normal --block 16 --report-dir " + (dir_ / "all").string());
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    const auto j = nlohmann::json::parse(slurp(dir_ / "all" / "survey.json"));
+    size_t fixed = 0;
+    for (const auto& f : qtransit::all_builtin_formats()) fixed += f.fixed_block() != 0;
+    EXPECT_EQ(j["skipped_formats"].size(), fixed);
+    EXPECT_EQ(j["cases"].size(), qtransit::all_builtin_formats().size() - fixed);
+    EXPECT_EQ(j["failures"], 0);
+    EXPECT_NE(r.out.find("not run at block 16"), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, SurveyPassesAndWritesItsReport) {

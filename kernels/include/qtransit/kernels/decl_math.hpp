@@ -126,6 +126,29 @@ QT_HD int32_t float_max_code(const Decl& d) {
     }
 }
 
+// A float element's grid as plain integers (what the element loop needs, held in registers).
+struct FloatGrid {
+    int32_t emin, man, sign_bit, top;
+};
+QT_HD FloatGrid float_grid(const Decl& d) { return {d.emin, d.man_bits, 1 << (d.bits - 1), float_max_code(d)}; }
+
+// The float element code of v = x / s. Straight-line, so that the CPU loop vectorizes: the binade
+// from the exponent field alone (a subnormal or zero |v| gives -127, below every emin >= -126, so
+// eb = emin as it must), and a zero needs no branch (t = 0, r = 0, magnitude code 0, sign kept).
+template <Rounding R>
+QT_HD int32_t float_code(const FloatGrid& g, float v, uint32_t rbits) {
+    const uint32_t u = f32_bits(v);
+    const bool neg = (u & 0x80000000u) != 0;
+    const float a = bits_f32(u & 0x7fffffffu);
+    const int e = static_cast<int>((u >> 23) & 0xffu) - 127;
+    const int eb = e > g.emin ? e : g.emin;
+    const int k = eb - g.man;
+    const int32_t r = round_mag_t<R>(mul_rn(a, pow2f(-k)), neg, rbits);
+    int32_t mag = ((eb - g.emin) << g.man) + r;
+    mag = mag > g.top ? g.top : mag;  // saturation
+    return (neg ? g.sign_bit : 0) | mag;
+}
+
 // The code of x in a block with scale s (!= NaN) and offset lo (offset `min` only), for element
 // type E and rounding R (which must be d's). Codes are int32: two's complement values for signed
 // int elements, the raw unsigned code otherwise.
@@ -140,26 +163,22 @@ QT_HD int32_t decl_code_t(const Decl& d, float x, float s, float lo, uint32_t rb
         const int32_t r = round_mag_t<R>(mul_rn(a, pow2f(d.fraction_bits)), neg, rbits);
         return clampi(neg ? -r : r, d.qmin, d.qmax);
     } else if constexpr (E == ElemType::kFloat) {
-        const int32_t sign = neg ? (1 << (d.bits - 1)) : 0;
-        if (a == 0.0f) return sign;
-        const int e = ilog2f(a);
-        const int eb = e > d.emin ? e : d.emin;
-        const int k = eb - d.man_bits;
-        const int32_t r = round_mag_t<R>(mul_rn(a, pow2f(-k)), neg, rbits);
-        int32_t mag = ((eb - d.emin) << d.man_bits) + r;
-        const int32_t top = float_max_code(d);
-        if (mag > top) mag = top;  // saturation
-        return sign | mag;
+        return float_code<R>(float_grid(d), v, rbits);
     } else {  // table: nearest by the exact midpoints
         (void)rbits;
         const double w = static_cast<double>(v);
-        int lo_i = 0, hi_i = d.table_size - 1;  // the answer is in [lo_i, hi_i]
-        while (lo_i < hi_i) {
-            const int m = (lo_i + hi_i) / 2;
-            if (w > d.mid[m]) lo_i = m + 1;
-            else hi_i = m;
+        // i: the smallest index with w <= mid[i] (or the last), i.e. how many midpoints lie below w.
+        int i = 0;
+        if (d.table_size <= 16) {  // a branch-free count (nf4): the midpoints increase strictly
+            for (int j = 0; j < 15; ++j) i += (j < d.table_size - 1 && w > d.mid[j]) ? 1 : 0;
+        } else {
+            int hi_i = d.table_size - 1;  // the answer is in [i, hi_i]
+            while (i < hi_i) {
+                const int m = (i + hi_i) / 2;
+                if (w > d.mid[m]) i = m + 1;
+                else hi_i = m;
+            }
         }
-        const int i = lo_i;  // w <= mid[i] (or i = last), and w > mid[i-1]
         if (i < d.table_size - 1 && w == d.mid[i]) {  // a tie between i and i + 1
             if constexpr (R == Rounding::kNearestEven) return (i & 1) ? i + 1 : i;
             if constexpr (R == Rounding::kNearestAway) {
