@@ -19,14 +19,6 @@
 namespace qtransit::cli {
 namespace {
 
-Status write_file(const std::filesystem::path& p, const std::string& text) {
-    std::ofstream f(p, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.close();
-    if (!f) return make_error(ErrorCode::kIo, p.string() + ": cannot write");
-    return {};
-}
-
 uint64_t fnv1a(const std::string& s) {
     uint64_t h = 1469598103934665603ull;
     for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;

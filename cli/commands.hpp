@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@ inline constexpr int kExitOk = 0, kExitCheckFailed = 1, kExitUsage = 2;
 // Print "qtransit: <message>" on stderr and return kExitUsage.
 int fail(const Error& e);
 int fail(const std::string& message);
+// Writes `text` to `p` (truncating); an Error naming the file if it cannot.
+Status write_file(const std::filesystem::path& p, const std::string& text);
 
 struct QuantizeArgs {
     std::string format, in, nonfinite = "error", out_dir;

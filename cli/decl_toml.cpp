@@ -15,16 +15,6 @@
 #include <vector>
 
 namespace qtransit::cli {
-namespace {
-
-struct Ctx {
-    std::string source, prefix;
-    Error err(const toml::source_region& at, const std::string& key, const std::string& what) const {
-        std::string where = source;
-        if (at.begin.line > 0) where += ":" + std::to_string(at.begin.line) + ":" + std::to_string(at.begin.column);
-        return make_error(ErrorCode::kInvalidArgument, where + ": " + prefix + key + ": " + what);
-    }
-};
 
 const char* type_name(const toml::node& n) {
     switch (n.type()) {
@@ -37,6 +27,17 @@ const char* type_name(const toml::node& n) {
         default: return "a date or time";
     }
 }
+
+namespace {
+
+struct Ctx {
+    std::string source, prefix;
+    Error err(const toml::source_region& at, const std::string& key, const std::string& what) const {
+        std::string where = source;
+        if (at.begin.line > 0) where += ":" + std::to_string(at.begin.line) + ":" + std::to_string(at.begin.column);
+        return make_error(ErrorCode::kInvalidArgument, where + ": " + prefix + key + ": " + what);
+    }
+};
 
 std::string join(const std::vector<std::string>& v) {
     std::string s;

@@ -20,6 +20,9 @@ Result<FormatSpec> parse_declaration(const std::string& text, const std::string&
 // The same from a table already parsed (a gate config's [[format]] entry). `prefix` is put before
 // every key in messages ("format[0]."), `source` before the line.
 Result<FormatSpec> declaration_from_table(const toml::table& t, const std::string& source, const std::string& prefix);
+
+// "a string", "an integer", ...: a TOML value's type for error messages (declarations, gate configs).
+const char* type_name(const toml::node& n);
 // A declaration file: unreadable files and every mistake in them are Errors naming the path.
 Result<FormatSpec> load_declaration(const std::string& path);
 

@@ -136,18 +136,6 @@ struct Ctx {
     }
 };
 
-const char* type_name(const toml::node& n) {
-    switch (n.type()) {
-        case toml::node_type::string: return "a string";
-        case toml::node_type::integer: return "an integer";
-        case toml::node_type::floating_point: return "a float";
-        case toml::node_type::boolean: return "a boolean";
-        case toml::node_type::array: return "an array";
-        case toml::node_type::table: return "a table";
-        default: return "a date or time";
-    }
-}
-
 // Where each key of the effective config was set (line 0 in the default).
 struct Lines {
     std::map<std::string, toml::source_region> at;

@@ -480,14 +480,6 @@ std::string comparison_html(const std::vector<CompareRow>& rows, const std::stri
     return o + "</tbody></table>\n";
 }
 
-Status write_file(const std::filesystem::path& p, const std::string& text) {
-    std::ofstream f(p, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.close();
-    if (!f) return make_error(ErrorCode::kIo, p.string() + ": cannot write");
-    return {};
-}
-
 }  // namespace
 
 int run_formats_validate(const ValidateArgs& a) {

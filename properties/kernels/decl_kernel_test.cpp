@@ -16,11 +16,8 @@ namespace qt = qtransit;
 using qt::FormatSpec;
 
 namespace {
-uint32_t bits(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    return u;
-}
+using qt::testing::to_bits;
+uint32_t bits(float f) { return to_bits(f); }
 FormatSpec fmt(const char* name) {
     auto f = qt::parse_format(name);
     EXPECT_TRUE(f.ok()) << name;

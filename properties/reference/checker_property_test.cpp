@@ -23,6 +23,7 @@
 #include "qtransit/reference/formats.hpp"
 #include "qtransit/reference/superacc.hpp"
 #include "reference/checker_sim.hpp"
+#include "reference/event_bound_check.hpp"
 
 namespace qtransit::reference {
 namespace {
@@ -130,22 +131,7 @@ RC_GTEST_PROP(CheckerBounds, EventBoundMirrorsElementBound, ()) {
     }
     const auto q = quantize(f, x, static_cast<int64_t>(x.size()));
     RC_PRE(q.ok());
-    QuantEvent ev;
-    ev.scale = q.value().scales[0];
-    if (!q.value().offsets.empty()) ev.offset = q.value().offsets[0];
-    ev.x = x;
-    ev.codes = q.value().codes;
-    float amax = 0;
-    for (float v : x) amax = std::max(amax, std::fabs(v));
-    const double e_of_a = event_bound_of_absmax(f, amax);
-    for (size_t i = 0; i < x.size(); ++i) {
-        const Exact exact = element_bound(q.value(), x, static_cast<int64_t>(i));
-        const double mine = event_element_bound(f, ev, static_cast<int64_t>(i));
-        RC_ASSERT(Exact(mine * (1 + 0x1p-30)) >= exact);                      // rigorous once inflated
-        RC_ASSERT(Exact(mine) <= exact * Exact(1 + 0x1p-20) + Exact(0x1p-300));  // and tight
-        RC_ASSERT(Exact(e_of_a * (1 + 0x1p-20)) >= exact);                    // e(a) dominates E
-        RC_ASSERT(e_of_a * (1 + 0x1p-20) >= mine * (1 + 0x1p-30));
-    }
+    testing::assert_event_bound_mirrors(f, x, q.value());
 }
 
 // ---- bound_holds on simulated columns -------------------------------------------------------------

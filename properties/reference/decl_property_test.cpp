@@ -22,6 +22,7 @@
 #include "qtransit/reference/exact.hpp"
 #include "qtransit/reference/formats.hpp"
 #include "qtransit/reference/paths.hpp"
+#include "reference/event_bound_check.hpp"
 
 namespace qtransit::reference {
 namespace {
@@ -333,27 +334,7 @@ RC_GTEST_PROP(DeclChecker, EventBoundMirrorsElementBound, ()) {
     const auto x = finite_block(block);
     const auto q = quantize(f, x, block);
     RC_PRE(q.ok());
-    QuantEvent ev;
-    ev.scale = q.value().scales[0];
-    if (!q.value().offsets.empty()) ev.offset = q.value().offsets[0];
-    ev.x = x;
-    ev.codes = q.value().codes;
-    float amax = 0;
-    for (float v : x) amax = std::max(amax, std::fabs(v));
-    const double e_of_a = event_bound_of_absmax(f, amax);
-    for (size_t i = 0; i < x.size(); ++i) {
-        const Exact exact = element_bound(q.value(), x, static_cast<int64_t>(i));
-        const double mine = event_element_bound(f, ev, static_cast<int64_t>(i));
-        RC_LOG() << f.name() << " x = " << x[i] << " exact " << exact.to_double() << " mine " << mine << " e(a) "
-                 << e_of_a << "\n";
-        RC_ASSERT(Exact(mine * (1 + 0x1p-30)) >= exact);
-        RC_ASSERT(Exact(mine) <= exact * Exact(1 + 0x1p-20) + Exact(0x1p-300));
-        RC_ASSERT(Exact(e_of_a * (1 + 0x1p-20)) >= exact);
-        RC_ASSERT(e_of_a * (1 + 0x1p-20) >= mine * (1 + 0x1p-30));
-    }
-    // e is monotone
-    const double a2 = static_cast<double>(amax) * 1.5;
-    RC_ASSERT(event_bound_of_absmax(f, a2) >= e_of_a);
+    testing::assert_event_bound_mirrors(f, x, q.value());
 }
 
 // |error| <= a_post <= a_priori on every path, with the plain reference schedules producing the
