@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <random>
+#include <string>
 
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/gpu.hpp"
@@ -15,6 +16,22 @@ namespace {
 // Bit-for-bit equality of two float vectors (NaN payloads and signed zeros included).
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+// Encode on both backends: the same codes, scales and offsets, and the same decoded bits.
+::testing::AssertionResult same_on_cpu_and_gpu(const qt::FormatSpec& f, const std::vector<float>& x, int64_t block,
+                                               const qt::kernels::CodecOptions& o = {}) {
+    const std::string what = f.name() + " n=" + std::to_string(x.size()) + " block=" + std::to_string(block);
+    const auto cpu = qt::kernels::encode(f, x, block, o);
+    const auto gpu = qt::kernels::gpu::encode(f, x, block, o);
+    if (!cpu.ok() || !gpu.ok())
+        return ::testing::AssertionFailure() << what << ": " << (cpu.ok() ? gpu.error().message : cpu.error().message);
+    if (cpu->codes != gpu->codes) return ::testing::AssertionFailure() << what << ": codes differ";
+    if (!same_bits(cpu->scales, gpu->scales)) return ::testing::AssertionFailure() << what << ": scales differ";
+    if (!same_bits(cpu->offsets, gpu->offsets)) return ::testing::AssertionFailure() << what << ": offsets differ";
+    const auto dg = qt::kernels::gpu::decode(*gpu);
+    if (!dg.ok()) return ::testing::AssertionFailure() << what << ": " << dg.error().message;
+    if (!same_bits(qt::kernels::decode(*cpu), *dg)) return ::testing::AssertionFailure() << what << ": decoded values differ";
+    return ::testing::AssertionSuccess();
 }
 void skip_without_gpu() {
     const auto q = qt::kernels::gpu::query_devices();
@@ -35,16 +52,7 @@ TEST(GpuCodec, EncodeDecodeEqualCpuForEveryFormat) {
             qt::kernels::generate_span(dist, rng(), static_cast<uint32_t>(trial), 0, x);
             if (f.kind == qt::FormatKind::kDs)
                 for (float& v : x) v = std::fmod(v, 60000.0f);
-            const auto cpu = qt::kernels::encode(f, x, block);
-            const auto gpu = qt::kernels::gpu::encode(f, x, block);
-            ASSERT_TRUE(cpu.ok() && gpu.ok()) << (gpu.ok() ? "" : gpu.error().message);
-            ASSERT_EQ(cpu->codes, gpu->codes) << f.name() << " n=" << n << " block=" << block;
-            ASSERT_TRUE(same_bits(cpu->scales, gpu->scales)) << f.name();
-            ASSERT_TRUE(same_bits(cpu->offsets, gpu->offsets)) << f.name();
-            const auto dc = qt::kernels::decode(*cpu);
-            const auto dg = qt::kernels::gpu::decode(*gpu);
-            ASSERT_TRUE(dg.ok()) << dg.error().message;
-            ASSERT_TRUE(same_bits(dc, *dg)) << f.name() << " n=" << n;
+            ASSERT_TRUE(same_on_cpu_and_gpu(f, x, block));
         }
     }
 }
@@ -69,16 +77,7 @@ TEST(GpuCodec, DeclaredFormatsEqualCpu) {
             o.hop = static_cast<uint32_t>(trial);
             o.site.rank = trial % 3 - 1;
             o.site.index_base = trial * 1000;
-            const auto cpu = qt::kernels::encode(f, x, block, o);
-            const auto gpu = qt::kernels::gpu::encode(f, x, block, o);
-            ASSERT_TRUE(cpu.ok() && gpu.ok()) << f.name() << ": " << (gpu.ok() ? "" : gpu.error().message);
-            ASSERT_EQ(cpu->codes, gpu->codes) << f.name() << " n=" << n << " block=" << block;
-            ASSERT_TRUE(same_bits(cpu->scales, gpu->scales)) << f.name();
-            ASSERT_TRUE(same_bits(cpu->offsets, gpu->offsets)) << f.name();
-            const auto dc = qt::kernels::decode(*cpu);
-            const auto dg = qt::kernels::gpu::decode(*gpu);
-            ASSERT_TRUE(dg.ok()) << dg.error().message;
-            ASSERT_TRUE(same_bits(dc, *dg)) << f.name() << " n=" << n;
+            ASSERT_TRUE(same_on_cpu_and_gpu(f, x, block, o));
         }
     }
 }
