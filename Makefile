@@ -10,34 +10,54 @@ REPORT_DIR ?= qtransit-report
 # Debian packages the build and tests need. The CUDA toolkit is optional (QTRANSIT_CUDA=AUTO):
 # it is not a Debian package here; when /usr/local/cuda is present the CUDA backend is built too.
 # Open MPI: the mpi backend (qtransit simulate --backend mpi under mpirun) and its tests.
+# python3: the interpreter the mpi and report tests run (CMake pins Debian's /usr/bin/python3).
+# The test `deps_installed` (scripts/check-deps) fails when the build finds a package, or a test runs
+# a program, that these lists do not install.
 PACKAGES := g++ cmake ninja-build libgtest-dev libgmock-dev librapidcheck-dev libboost-dev \
             libbenchmark-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev \
-            openmpi-bin libopenmpi-dev
+            openmpi-bin libopenmpi-dev python3
+# What only `make test` needs: Chromium renders report.html in properties/reports.
+TEST_PACKAGES := chromium
 
-.PHONY: help deps build build-asan run test bench clean
+.PHONY: help deps deps-test print-packages build build-asan run test bench clean
 
 help:
 	@echo "make run    build and run the default job (qtransit check: the numerics gate), reports in $(REPORT_DIR)/"
 	@echo "make test   build (Release and ASan+UBSan) and run the whole test suite"
 	@echo "make bench  encode/decode throughput against memcpy"
 
-deps:
-	@missing=""; for p in $(PACKAGES); do \
+# One line before any build: what was installed, or that nothing was missing. apt's own output goes to
+# build/deps.log (its tail is printed when apt fails).
+define install_missing
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "make deps: installing$$missing"; \
-	  if [ "$$(id -u)" != 0 ]; then echo "make deps: run as root, or install:$$missing" >&2; exit 2; fi; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+	if [ -z "$$missing" ]; then echo "make deps: nothing missing ($(words $(1)) Debian packages already installed)"; exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then echo "make deps: run as root, or install:$$missing" >&2; exit 2; fi; \
+	mkdir -p build; \
+	if (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing) >build/deps.log 2>&1; then \
+	  echo "make deps: installed$$missing"; \
+	else tail -n 20 build/deps.log >&2; echo "make deps: apt-get could not install$$missing (log: build/deps.log)" >&2; exit 2; fi
+endef
+
+deps:
+	$(call install_missing,$(PACKAGES))
+
+deps-test:
+	$(call install_missing,$(PACKAGES) $(TEST_PACKAGES))
+
+# The lists, for scripts/check-deps (the test that nothing the build uses is installed by hand only).
+print-packages:
+	@echo $(PACKAGES) $(TEST_PACKAGES)
+
+BUILD_RELEASE = cmake --preset release && cmake --build --preset release -j $(JOBS)
+BUILD_ASAN = cmake --preset asan && cmake --build --preset asan -j $(JOBS)
 
 build: deps
-	cmake --preset release
-	cmake --build --preset release -j $(JOBS)
+	$(BUILD_RELEASE)
 
 build-asan: deps
-	cmake --preset asan
-	cmake --build --preset asan -j $(JOBS)
+	$(BUILD_ASAN)
 
 # The default job is the numerics gate (`qtransit check` with its embedded default config: every
 # format, every path, N = 8, 64, 384, four distributions); its reports land in $(REPORT_DIR)/.
@@ -47,7 +67,9 @@ run: build
 	./build/release/cli/qtransit check --report-dir $(REPORT_DIR)
 	@echo "open $(REPORT_DIR)/report.html (summary: $(REPORT_DIR)/report.md)"
 
-test: build build-asan
+test: deps-test
+	$(BUILD_RELEASE)
+	$(BUILD_ASAN)
 	ctest --preset release -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
 

@@ -8,10 +8,7 @@
 
 #include "qtransit/common/format.hpp"
 
-#ifndef TOML_EXCEPTIONS
-#define TOML_EXCEPTIONS 1
-#endif
-#include <toml++/toml.h>
+#include <toml++/toml.h>  // TOML_EXCEPTIONS=1 and compiled mode: qt_toml (CMakeLists.txt)
 
 namespace qtransit::cli {
 

@@ -7,8 +7,7 @@
 #include <set>
 #include <sstream>
 
-#define TOML_EXCEPTIONS 1
-#include <toml++/toml.h>
+#include <toml++/toml.h>  // TOML_EXCEPTIONS=1 and compiled mode: qt_toml (CMakeLists.txt)
 
 #include "decl_toml.hpp"
 #include "gate.hpp"

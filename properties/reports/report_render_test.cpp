@@ -1,6 +1,6 @@
 // report.html as a person sees it: `qtransit check` on a small config, then headless Chromium renders
 // the report and each plot alone to PNGs, and check_plots.py counts their pixels (every plot present
-// and not blank). Skips, saying why, where chromium or python3 is not installed.
+// and not blank). Skips, saying why, where chromium or python3 was not found at configure.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -14,14 +14,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string which(const std::string& name) {
-    for (const char* dir : {"/usr/bin", "/usr/local/bin", "/bin", "/snap/bin"}) {
-        const fs::path p = fs::path(dir) / name;
-        if (::access(p.c_str(), X_OK) == 0) return p.string();
-    }
-    return {};
-}
-
 int sh(const std::string& cmd) {
     const int st = std::system(cmd.c_str());
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -30,11 +22,11 @@ int sh(const std::string& cmd) {
 }  // namespace
 
 TEST(ReportRender, EveryPlotIsDrawnInChromium) {
-    std::string chromium = which("chromium");
-    if (chromium.empty()) chromium = which("chromium-browser");
-    if (chromium.empty()) GTEST_SKIP() << "no chromium installed (Debian: apt-get install chromium; .ci/run installs it)";
-    const std::string python = which("python3");
-    if (python.empty()) GTEST_SKIP() << "no python3 installed (it decodes the screenshots)";
+    // The programs CMake found (properties/CMakeLists.txt), so that the set-up guard checks these.
+    const std::string chromium = CHROMIUM;
+    if (chromium.empty()) GTEST_SKIP() << "no chromium found at configure (make deps-test installs it; configure again)";
+    const std::string python = PYTHON3;
+    if (python.empty()) GTEST_SKIP() << "no python3 found at configure (it decodes the screenshots)";
 
     const fs::path dir = fs::temp_directory_path() / ("qtransit_render_" + std::to_string(::getpid()));
     fs::remove_all(dir);
