@@ -69,7 +69,7 @@ Outcome run(int64_t n, int64_t m, const char* format, int threads, bool print) {
         c.path = k;
         c.format = *qt::parse_format(format);
         c.ranks = n;
-        c.ranks_per_node = 8;
+        c.ranks_per_node = qtransit::kDefaultRanksPerNode;
         c.elements = m;
         paths.push_back(c);
     }

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "decl_toml.hpp"
+#include "qtransit/common/decl_toml.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/inputs.hpp"
 

@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "qtransit/common/status.hpp"
+#include "qtransit/gate/gate.hpp"
 
 namespace qtransit::cli {
 
@@ -19,6 +21,9 @@ int fail(const Error& e);
 int fail(const std::string& message);
 // Writes `text` to `p` (truncating); an Error naming the file if it cannot.
 Status write_file(const std::filesystem::path& p, const std::string& text);
+// The gate's progress on stderr: on a terminal "\r[i/total] format dist paths N=.. (j/n)" and a cleared
+// line at the end; else one line per finished group.
+std::function<void(const gate::GateProgress&)> progress_printer(bool tty);
 
 struct QuantizeArgs {
     std::string format, in, nonfinite = "error", out_dir;

@@ -20,4 +20,21 @@ Status write_file(const std::filesystem::path& p, const std::string& text) {
     return {};
 }
 
+std::function<void(const gate::GateProgress&)> progress_printer(bool tty) {
+    return [tty](const gate::GateProgress& p) {
+        if (tty && !p.finished) {
+            std::fprintf(stderr, "\r[%zu/%zu] %-10s %-12s %s N=%-4lld (%zu/%zu)   ", p.group + 1, p.groups, p.format.c_str(),
+                         p.dist.c_str(), p.tree ? "tree-rs" : "paths", static_cast<long long>(p.n), p.step + 1, p.steps);
+        } else if (!tty && p.finished) {
+            std::fprintf(stderr, "qtransit check: [%zu/%zu] %s %s: %s, %.1f s\n", p.group + 1, p.groups, p.format.c_str(), p.dist.c_str(),
+                         p.refused ? "input refused (binary16 range)"
+                                   : (std::to_string(p.runs) + " runs, " + (p.holds ? "bounds and k hold" : "FAILURES")).c_str(),
+                         p.seconds);
+        } else if (tty && p.finished && p.group + 1 == p.groups) {
+            std::fprintf(stderr, "\r%100s\r", "");
+        }
+        std::fflush(stderr);
+    };
+}
+
 }  // namespace qtransit::cli

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "decl_toml.hpp"
+#include "qtransit/common/decl_toml.hpp"
 #include "qtransit/kernels/codec.hpp"
 
 namespace qtransit::cli {

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "qtransit/version.hpp"
 #include "commands.hpp"
 #include "qtransit/common/format.hpp"
 #include "qtransit/kernels/codec.hpp"

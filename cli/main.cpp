@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "qtransit/version.hpp"
 #include "commands.hpp"
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/common/transit.hpp"

@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "decl_toml.hpp"
+#include "qtransit/common/decl_toml.hpp"
 #include "qtransit/kernels/npy.hpp"
 #include "qtransit/reports/numbers.hpp"
-#include "verify.hpp"
+#include "qtransit/gate/verify.hpp"
 
 namespace qtransit::cli {
 namespace {
@@ -53,9 +53,9 @@ int run_quantize(const QuantizeArgs& a) {
 
     Site site;
     site.tensor = a.in;
-    auto check = quantize_and_check(*format, arr->data, a.block, *policy, site, a.seed);
+    auto check = gate::quantize_and_check(*format, arr->data, a.block, *policy, site, a.seed);
     if (!check) return fail(check.error());
-    const QuantizeCheck& c = *check;
+    const gate::QuantizeCheck& c = *check;
     const int64_t wire = c.encoded.wire_bytes();
 
     if (!a.out_dir.empty()) {

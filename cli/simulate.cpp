@@ -6,16 +6,16 @@
 #include <unistd.h>
 
 #include "commands.hpp"
-#include "decl_toml.hpp"
+#include "qtransit/common/decl_toml.hpp"
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/kernels/gpu.hpp"
-#include "sweep.hpp"
+#include "qtransit/gate/sweep.hpp"
 
 namespace qtransit::cli {
 
 int run_simulate(const SimulateArgs& a) {
     // ---- parse and validate everything before any work -------------------------------------------
-    SweepSpec spec;
+    gate::SweepSpec spec;
     for (const auto& name : a.paths) {
         if (name == "all") {
             for (const auto& p : all_paths()) spec.paths.push_back(p.kind);
@@ -46,7 +46,7 @@ int run_simulate(const SimulateArgs& a) {
     if (!backend) return fail(backend.error());
     spec.backend = *backend;
     namespace mpi = collectives::mpi;
-    const bool per_rank = one_process_per_rank(spec.backend);  // mpi; nccl under mpirun
+    const bool per_rank = gate::one_process_per_rank(spec.backend);  // mpi; nccl under mpirun
     if (spec.backend == collectives::Backend::kMpi && !mpi::active())
         return fail("--backend mpi runs under mpirun or srun, one process per rank (" +
                     std::string(mpi::built() ? "MPI is not initialized" : "this build has no MPI") + ")");
@@ -109,7 +109,7 @@ int run_simulate(const SimulateArgs& a) {
         spec.on_group = [](size_t i, size_t total, int64_t n) {
             std::fprintf(stderr, "\r[%zu/%zu] N=%lld ...   ", i + 1, total, static_cast<long long>(n));
         };
-    auto result = run_sweep(spec);
+    auto result = gate::run_sweep(spec);
     if (tty) std::fprintf(stderr, "\r%40s\r", "");
     if (!result) return fail(result.error());
     if (!a.dump.empty() && speaker)
@@ -121,8 +121,8 @@ int run_simulate(const SimulateArgs& a) {
     if (!speaker) return all_hold ? kExitOk : kExitCheckFailed;
     if (a.json) {
         nlohmann::json runs = nlohmann::json::array(), fits = nlohmann::json::array();
-        for (const auto& r : result->runs) runs.push_back(run_json(r, dist_name, a.seed));
-        for (const auto& f : result->fits) fits.push_back(fit_json(f));
+        for (const auto& r : result->runs) runs.push_back(gate::run_json(r, dist_name, a.seed));
+        for (const auto& f : result->fits) fits.push_back(gate::fit_json(f));
         std::printf("%s\n", nlohmann::json{{"runs", runs}, {"fits", fits}}.dump(2).c_str());
     } else {
         std::printf("%-16s %5s %3s %5s %11s %11s %11s %11s %6s %12s %12s %12s\n", "path", "N", "G", "k", "max|err|",

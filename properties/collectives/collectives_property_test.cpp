@@ -287,7 +287,7 @@ TEST(Paths, RingAgRequantDriftsOnlyForDsFormats) {
         c.path = PathKind::kRingAgRequant;
         c.format = *qt::parse_format(name);
         c.ranks = 16;
-        c.ranks_per_node = 8;
+        c.ranks_per_node = qt::kDefaultRanksPerNode;
         c.elements = 16 * 64;
         std::vector<float> x(static_cast<size_t>(c.ranks * c.elements));
         for (int64_t r = 0; r < c.ranks; ++r)

@@ -350,7 +350,7 @@ TEST(PathCheckerSpeed, RingRs384) {
         c.format = f;
         c.block = 32;
         c.ranks = 384;
-        c.ranks_per_node = 8;
+        c.ranks_per_node = kDefaultRanksPerNode;
         c.elements = 384 * 32;
         std::mt19937 rng(7);
         std::normal_distribution<float> nd(0.0f, 1.0f);

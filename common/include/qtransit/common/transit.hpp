@@ -51,12 +51,16 @@ enum class Accum : uint8_t { kFp32, kFp16 };
 Result<Accum> parse_accum(std::string_view name);
 const char* to_string(Accum a);
 
+// G when none is given: 8 ranks per node (a DGX/HGX node's GPUs) when 8 divides N, else one node.
+inline constexpr int64_t kDefaultRanksPerNode = 8;
+inline constexpr int64_t default_ranks_per_node(int64_t n) { return n % kDefaultRanksPerNode == 0 ? kDefaultRanksPerNode : n; }
+
 struct PathConfig {
     PathKind path = PathKind::kRingRs;
     FormatSpec format{};
     int64_t block = kDefaultBlock;
     int64_t ranks = 8;           // N
-    int64_t ranks_per_node = 8;  // G (N % G == 0)
+    int64_t ranks_per_node = kDefaultRanksPerNode;  // G (N % G == 0)
     int64_t elements = 0;        // M, per rank (M % N == 0)
     Accum accum = Accum::kFp32;
     // The key of stochastic rounding (docs/FORMATS.md section 4); unused by other formats.

@@ -1,4 +1,4 @@
-#include "sweep.hpp"
+#include "qtransit/gate/sweep.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/collectives/paths.hpp"
 
-namespace qtransit::cli {
+namespace qtransit::gate {
 namespace {
 
 // The busiest rank's count (paths are symmetric but for the owner-heavy gathers).
@@ -60,7 +60,6 @@ reference::PathStats combine_ranks(const reference::PathStats& s) {
 
 }  // namespace
 
-int64_t default_ranks_per_node(int64_t n) { return n % 8 == 0 ? 8 : n; }
 
 bool one_process_per_rank(collectives::Backend b) {
     return b == collectives::Backend::kMpi || (b == collectives::Backend::kNccl && collectives::mpi::active());
@@ -314,4 +313,4 @@ nlohmann::json fit_json(const FitRow& f) {
     return {{"path", path_info(f.path).name}, {"exponent", f.exponent}, {"points", pts}};
 }
 
-}  // namespace qtransit::cli
+}  // namespace qtransit::gate

@@ -8,18 +8,11 @@
 
 #include "qtransit/common/format.hpp"
 
-#include <toml++/toml.h>  // TOML_EXCEPTIONS=1 and compiled mode: qt_toml (CMakeLists.txt)
-
-namespace qtransit::cli {
+// toml++ is private to qt_common (src/toml_table.hpp has what the gate's config parser shares).
+namespace qtransit {
 
 // A declaration from a TOML document's text. `source` names it in messages (the file's path).
 Result<FormatSpec> parse_declaration(const std::string& text, const std::string& source);
-// The same from a table already parsed (a gate config's [[format]] entry). `prefix` is put before
-// every key in messages ("format[0]."), `source` before the line.
-Result<FormatSpec> declaration_from_table(const toml::table& t, const std::string& source, const std::string& prefix);
-
-// "a string", "an integer", ...: a TOML value's type for error messages (declarations, gate configs).
-const char* type_name(const toml::node& n);
 // A declaration file: unreadable files and every mistake in them are Errors naming the path.
 Result<FormatSpec> load_declaration(const std::string& path);
 
@@ -47,4 +40,4 @@ Result<FormatSpec> stochastic_twin(const FormatSpec& f);
 // `--rounding nearest|stochastic` applied to a format.
 Result<FormatSpec> apply_rounding(const FormatSpec& f, std::string_view rounding);
 
-}  // namespace qtransit::cli
+}  // namespace qtransit

@@ -1,6 +1,8 @@
 // Format declarations in TOML: parse (every key checked, every mistake named), print (the inverse),
 // and the CLI's format arguments (names or .toml files), with the stochastic twins of --rounding.
-#include "decl_toml.hpp"
+#include "qtransit/common/decl_toml.hpp"
+
+#include "toml_table.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -14,7 +16,8 @@
 #include <sstream>
 #include <vector>
 
-namespace qtransit::cli {
+namespace qtransit {
+namespace detail {
 
 const char* type_name(const toml::node& n) {
     switch (n.type()) {
@@ -27,6 +30,10 @@ const char* type_name(const toml::node& n) {
         default: return "a date or time";
     }
 }
+
+}  // namespace detail
+
+using detail::type_name;
 
 namespace {
 
@@ -131,6 +138,8 @@ Result<float> table_value(const Ctx& c, const toml::node& n, const std::string& 
 }
 
 }  // namespace
+
+namespace detail {
 
 Result<FormatSpec> declaration_from_table(const toml::table& t, const std::string& source, const std::string& prefix) {
     const Ctx c{source, prefix};
@@ -267,6 +276,7 @@ Result<FormatSpec> declaration_from_table(const toml::table& t, const std::strin
     }
     return make_declared(name, d);
 }
+}  // namespace detail
 
 Result<FormatSpec> parse_declaration(const std::string& text, const std::string& source) {
     toml::table t;
@@ -277,7 +287,7 @@ Result<FormatSpec> parse_declaration(const std::string& text, const std::string&
                                                            std::to_string(e.source().begin.column) + ": TOML syntax error: " +
                                                            std::string(e.description()));
     }
-    return declaration_from_table(t, source, "");
+    return detail::declaration_from_table(t, source, "");
 }
 
 Result<FormatSpec> load_declaration(const std::string& path) {
@@ -399,4 +409,4 @@ Result<FormatSpec> apply_rounding(const FormatSpec& f, std::string_view rounding
     return make_error(ErrorCode::kInvalidArgument, "unknown --rounding '" + std::string(rounding) + "' (known: nearest, stochastic)");
 }
 
-}  // namespace qtransit::cli
+}  // namespace qtransit

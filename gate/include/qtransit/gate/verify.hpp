@@ -11,7 +11,7 @@
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/reference/formats.hpp"
 
-namespace qtransit::cli {
+namespace qtransit::gate {
 
 struct QuantizeCheck {
     kernels::EncodedTensor encoded;   // the kernel's wire form
@@ -26,4 +26,4 @@ struct QuantizeCheck {
 Result<QuantizeCheck> quantize_and_check(const FormatSpec& format, std::span<const float> x, int64_t block,
                                          Nonfinite policy, const Site& site = {}, uint64_t seed = 0);
 
-}  // namespace qtransit::cli
+}  // namespace qtransit::gate

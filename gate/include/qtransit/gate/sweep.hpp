@@ -16,7 +16,7 @@
 #include "qtransit/kernels/npy.hpp"
 #include "qtransit/reference/checker.hpp"
 
-namespace qtransit::cli {
+namespace qtransit::gate {
 
 struct SweepSpec {
     std::vector<PathKind> paths;
@@ -77,8 +77,6 @@ struct SweepResult {
     std::vector<FitRow> fits;  // paths run at two or more N with a non-zero error
 };
 
-int64_t default_ranks_per_node(int64_t n);
-
 // The backends that run one process per rank, each holding and checking only its own rank's rows
 // (verdicts combined over the processes): mpi, and nccl started by a launcher (MPI active).
 bool one_process_per_rank(collectives::Backend b);
@@ -91,4 +89,4 @@ Result<SweepResult> run_sweep(const SweepSpec& spec);
 nlohmann::json run_json(const RunRow& r, const std::string& dist, uint64_t seed);
 nlohmann::json fit_json(const FitRow& f);
 
-}  // namespace qtransit::cli
+}  // namespace qtransit::gate

@@ -1,10 +1,10 @@
-#include "verify.hpp"
+#include "qtransit/gate/verify.hpp"
 
 #include <cstring>
 
 #include "qtransit/reports/numbers.hpp"
 
-namespace qtransit::cli {
+namespace qtransit::gate {
 namespace {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
@@ -85,4 +85,4 @@ Result<QuantizeCheck> quantize_and_check(const FormatSpec& format, std::span<con
     return c;
 }
 
-}  // namespace qtransit::cli
+}  // namespace qtransit::gate

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "decl_toml.hpp"
+#include "qtransit/common/decl_toml.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/inputs.hpp"
 
 namespace qt = qtransit;
-using qt::cli::parse_declaration;
+using qt::parse_declaration;
 
 namespace {
 
@@ -130,7 +130,7 @@ TEST(DeclToml, EveryKindOfMistakeNamesItsKey) {
 }
 
 TEST(DeclToml, AnUnreadableFileIsNamed) {
-    auto r = qt::cli::load_declaration("/nonexistent/fmt.toml");
+    auto r = qt::load_declaration("/nonexistent/fmt.toml");
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().message.rfind("/nonexistent/fmt.toml: cannot read", 0), 0u) << r.error().message;
 }
@@ -139,7 +139,7 @@ TEST(DeclToml, AnUnreadableFileIsNamed) {
 TEST(DeclToml, EveryDeclarableBuiltinRoundTrips) {
     int declared = 0;
     for (const auto& f : qt::all_builtin_formats()) {
-        auto text = qt::cli::declaration_to_toml(f);
+        auto text = qt::declaration_to_toml(f);
         if (f.kind == qt::FormatKind::kDs) {
             ASSERT_FALSE(text.ok()) << f.name();
             EXPECT_NE(text.error().message.find("hand-written"), std::string::npos);
@@ -155,7 +155,7 @@ TEST(DeclToml, EveryDeclarableBuiltinRoundTrips) {
         ASSERT_TRUE(back.ok()) << f.name() << ": " << back.error().message << "\n" << copy;
         const auto orig = qt::declaration_of(f);
         ASSERT_TRUE(orig.ok());
-        EXPECT_TRUE(qt::cli::same_declaration(*orig, *back->decl)) << f.name() << "\n" << copy;
+        EXPECT_TRUE(qt::same_declaration(*orig, *back->decl)) << f.name() << "\n" << copy;
         // Derived fields follow: the same wire layout and code range.
         EXPECT_EQ(back->bits, f.bits) << f.name();
         EXPECT_EQ(back->code_min(), f.code_min()) << f.name();
@@ -176,7 +176,7 @@ TEST(DeclToml, TableValuesRoundTripBitForBit) {
     ASSERT_TRUE(f.ok()) << f.error().message;
     EXPECT_TRUE(std::signbit(f->decl->table[1]));
     EXPECT_EQ(f->decl->table[2], 0.1f);
-    auto shown = qt::cli::declaration_to_toml(*f);
+    auto shown = qt::declaration_to_toml(*f);
     ASSERT_TRUE(shown.ok());
     auto back = parse_declaration(*shown, "shown.toml");
     ASSERT_TRUE(back.ok()) << back.error().message << "\n" << *shown;
@@ -190,7 +190,7 @@ TEST(DeclToml, ADeclaredCopyOfInt4IsInt4BitForBit) {
     for (const char* base : {"int4", "int8", "int3-asym"}) {
         const auto builtin = qt::parse_format(base);
         ASSERT_TRUE(builtin.ok());
-        auto text = qt::cli::declaration_to_toml(*builtin);
+        auto text = qt::declaration_to_toml(*builtin);
         ASSERT_TRUE(text.ok());
         std::string copy = *text;
         const std::string from = std::string("name = \"") + base + "\"";
@@ -224,26 +224,26 @@ TEST(DeclToml, ADeclaredCopyOfInt4IsInt4BitForBit) {
 
 TEST(DeclToml, StochasticTwins) {
     auto int4 = qt::parse_format("int4");
-    auto t = qt::cli::apply_rounding(*int4, "stochastic");
+    auto t = qt::apply_rounding(*int4, "stochastic");
     ASSERT_TRUE(t.ok());
     EXPECT_EQ(t->name(), "int4-sr");
-    EXPECT_EQ(qt::cli::apply_rounding(*qt::parse_format("fp8-e4m3"), "stochastic")->name(), "fp8-e4m3-sr");
-    EXPECT_EQ(qt::cli::apply_rounding(*int4, "nearest")->name(), "int4");
+    EXPECT_EQ(qt::apply_rounding(*qt::parse_format("fp8-e4m3"), "stochastic")->name(), "fp8-e4m3-sr");
+    EXPECT_EQ(qt::apply_rounding(*int4, "nearest")->name(), "int4");
     for (const char* none : {"nf4", "ds-int4", "int4-asym", "mxfp4"}) {
-        auto r = qt::cli::apply_rounding(*qt::parse_format(none), "stochastic");
+        auto r = qt::apply_rounding(*qt::parse_format(none), "stochastic");
         ASSERT_FALSE(r.ok()) << none;
         EXPECT_NE(r.error().message.find("int2..int8"), std::string::npos) << r.error().message;
     }
-    EXPECT_FALSE(qt::cli::apply_rounding(*int4, "up").ok());
+    EXPECT_FALSE(qt::apply_rounding(*int4, "up").ok());
     // A declared float format: its twin is a registered copy NAME-sr with rounding stochastic.
     auto mine = parse_declaration("name = \"sr-test-e3m2\"\n[element]\ntype = \"float\"\nexponent_bits = 3\nmantissa_bits = 2\n",
                                   "t.toml");
     ASSERT_TRUE(mine.ok());
-    auto twin = qt::cli::stochastic_twin(*mine);
+    auto twin = qt::stochastic_twin(*mine);
     ASSERT_TRUE(twin.ok()) << twin.error().message;
     EXPECT_EQ(twin->name(), "sr-test-e3m2-sr");
     EXPECT_EQ(twin->decl->rounding, qt::Rounding::kStochastic);
     EXPECT_EQ(twin->decl->exp_bits, 3);
     EXPECT_TRUE(qt::parse_format("sr-test-e3m2-sr").ok());
-    EXPECT_TRUE(qt::cli::stochastic_twin(*mine).ok());  // again: found, not registered twice
+    EXPECT_TRUE(qt::stochastic_twin(*mine).ok());  // again: found, not registered twice
 }

@@ -2,6 +2,7 @@
 // Every error names the file, the line and the key (toml++ keeps source positions).
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -9,115 +10,16 @@
 
 #include <toml++/toml.h>  // TOML_EXCEPTIONS=1 and compiled mode: qt_toml (CMakeLists.txt)
 
-#include "decl_toml.hpp"
-#include "gate.hpp"
-#include "sweep.hpp"
+#include "qtransit/common/decl_toml.hpp"
+#include "qtransit/gate/gate.hpp"
+#include "qtransit/gate/sweep.hpp"
+#include "toml_table.hpp"
 
-namespace qtransit::cli {
+namespace qtransit::gate {
 
-const char* default_gate_toml() {
-    return R"(# The default numerics gate: what `qtransit check` and `make run` run.
-[gate]
-formats = ["all",                 # every integer format, and a declared one of each kind
-           "fp8-e4m3", "mxfp8-e4m3", "mxfp6-e2m3", "mxfp4", "mxint8", "nf4", "int4-sr"]
-paths = ["all"]
-distributions = ["normal", "heavy", "mixed-scale", "correlated"]
-ranks = [8, 64, 384]              # tree-rs needs powers of two: it runs at 8, 64, 256 (tree_ranks)
-ranks_per_node = 8
-elements = 12288                  # M per rank: 384 * 32, divisible by every N above and by 256
-block = 32
-seed = 1
+using detail::declaration_from_table;
+using detail::type_name;
 
-[baseline]
-margin = 0.10                     # a metric may be 10% worse than the baseline's
-metrics = ["rel_rms_error", "max_abs_error"]
-
-# Scaling laws of NUMERICS.md section 5, for normal inputs (fitted over the gate's N).
-[[scaling]]
-path = "a2a-rs"
-formats = ["int2", "int3", "int4", "int5", "int6", "int7", "int8",
-           "int2-asym", "int3-asym", "int4-asym", "int5-asym", "int6-asym", "int7-asym", "int8-asym"]
-distributions = ["normal"]
-min = -0.05
-max = 0.05
-why = "NUMERICS 5: qgZ's one-hop all-to-all quantizes every contribution once, so its relative error stays flat"
-
-[[scaling]]
-path = "a2a-hier-rs"
-formats = ["int2", "int3", "int4", "int5", "int6", "int7", "int8",
-           "int2-asym", "int3-asym", "int4-asym", "int5-asym", "int6-asym", "int7-asym", "int8-asym"]
-distributions = ["normal"]
-min = -0.05
-max = 0.05
-why = "NUMERICS 5: two hops, k = 2 whatever N, so flat"
-
-[[scaling]]
-path = "a2a-rs"
-formats = ["ds-int4", "ds-int8"]
-distributions = ["normal"]
-min = -0.05
-max = 0.2
-why = "ds-int<b> is not flat: measured 0.08 to 0.12 over N = 8, 64, 384. It clamps the positive absmax of every block a full step down, a bias on about one element in B of every contribution; those biases add linearly over ranks while the unbiased errors add like sqrt(N) (measured: mean error -1.53 against RMS 2.13 for ds-int4 at N = 256, 0.006 for int4). The gate holds it to at most 0.2"
-
-[[scaling]]
-path = "a2a-hier-rs"
-formats = ["ds-int4", "ds-int8"]
-distributions = ["normal"]
-min = -0.05
-max = 0.2
-why = "as for a2a-rs: measured 0.08 to 0.11"
-
-[[scaling]]
-path = "a2a-rs"
-formats = ["fp8-e4m3", "mxfp8-e4m3", "mxfp6-e2m3", "mxfp4", "mxint8", "nf4", "int4-sr"]
-distributions = ["normal"]
-min = -0.05
-max = 0.05
-why = "one hop for the declared formats too: measured -0.003 to 0.004 over N = 8, 64, 384"
-
-[[scaling]]
-path = "a2a-hier-rs"
-formats = ["fp8-e4m3", "mxfp8-e4m3", "mxfp6-e2m3", "mxfp4", "mxint8", "nf4", "int4-sr"]
-distributions = ["normal"]
-min = -0.05
-max = 0.05
-why = "two hops for the declared formats too: measured -0.005 to 0.004"
-
-[[scaling]]
-path = "ring-rs"
-formats = ["int2", "int3", "int4", "int5", "int6", "int7", "int8",
-           "int2-asym", "int3-asym", "int4-asym", "int5-asym", "int6-asym", "int7-asym", "int8-asym",
-           "ds-int4", "ds-int8"]
-distributions = ["normal"]
-min = 0.4
-max = 1.0
-why = "NUMERICS 5: the ring's error compounds with N - 1 hops, about sqrt(N) or faster; measured 0.51 to 0.73 over N = 8, 64, 384"
-
-[[scaling]]
-path = "ring-rs"
-formats = ["fp8-e4m3", "mxfp8-e4m3", "mxfp6-e2m3", "mxfp4", "mxint8", "nf4", "int4-sr"]
-distributions = ["normal"]
-min = 0.3
-max = 1.0
-why = "the ring compounds for the declared formats too: measured 0.51 to 0.77, except mxfp4 at 0.37, whose error at N = 384 is already 0.87 of the signal (E2M1 keeps 3 significant levels per binade, and the floor scale saturates the top of every block), so its growth flattens as the error approaches the size of what it measures"
-
-[[scaling]]
-path = "tree-rs"
-distributions = ["normal"]
-min = 0.05
-max = 0.35
-why = "NUMERICS 5: recursive halving grows slowly (k <= log2 N; INT4 about 0.16); measured 0.13 to 0.22 over N = 8, 64, 256"
-
-# A user budget: qgZ's two-hop reduce-scatter with INT4 keeps relative RMS error at most 0.2.
-[[budget]]
-name = "a2a-hier-rs-int4-normal"
-path = "a2a-hier-rs"
-format = "int4"
-dist = "normal"
-metric = "rel_rms_error"
-max = 0.2
-)";
-}
 
 namespace {
 
@@ -138,6 +40,7 @@ struct Ctx {
 // Where each key of the effective config was set (line 0 in the default).
 struct Lines {
     std::map<std::string, toml::source_region> at;
+    std::string fallback = "default gate";  // whose value a key not in `at` is
     std::string source_of(const std::string& k, const Ctx& user) const { return at.count(k) ? user.source : "default gate"; }
 };
 
@@ -222,7 +125,6 @@ Result<std::vector<kernels::Distribution>> dists_of(const Ctx& c, const toml::no
     return out;
 }
 
-const std::set<std::string> kMetrics{"rel_rms_error", "max_abs_error", "rms_error", "max_error_to_a_posteriori"};
 
 Status unknown(const Ctx& c, const toml::key& k, const std::string& prefix, const std::vector<std::string>& known) {
     std::string list;
@@ -317,10 +219,12 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                 } else if (b == "metrics") {
                     auto m = get_strs(c, bv, name);
                     if (!m) return m.error();
-                    for (const auto& s : *m)
-                        if (!kMetrics.count(s))
-                            return c.err(bv.source(), name, "unknown metric '" + s + "' (rel_rms_error, max_abs_error, rms_error, max_error_to_a_posteriori)");
-                    cfg.baseline_metrics = *m;
+                    cfg.baseline_metrics.clear();
+                    for (const auto& s : *m) {
+                        auto x = parse_metric(s);
+                        if (!x) return c.err(bv.source(), name, x.error().message);
+                        cfg.baseline_metrics.push_back(*x);
+                    }
                 } else {
                     return unknown(c, bk, "baseline.", {"margin", "metrics"});
                 }
@@ -402,9 +306,9 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                         } else if (s == "metric") {
                             auto x = get_str(c, sv, name);
                             if (!x) return x.error();
-                            if (!kMetrics.count(*x))
-                                return c.err(sv.source(), name, "unknown metric '" + *x + "' (rel_rms_error, max_abs_error, rms_error, max_error_to_a_posteriori)");
-                            b.metric = *x;
+                            auto m = parse_metric(*x);
+                            if (!m) return c.err(sv.source(), name, m.error().message);
+                            b.metric = *m;
                         } else if (s == "max") {
                             auto x = get_num(c, sv, name);
                             if (!x) return x.error();
@@ -418,7 +322,7 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                         if (!have) return c.err(e.source(), at + "." + what, "is required");
                     if (!have_name)
                         b.name = std::string(path_info(b.path).name) + "-" + b.format.name() + (b.dist.empty() ? "" : "-" + b.dist) +
-                                 "-" + b.metric;
+                                 "-" + to_string(b.metric);
                     cfg.budgets.push_back(std::move(b));
                 }
             }
@@ -431,10 +335,10 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
 
 // The constraints between keys: M divisible by every N, G dividing every N, tree-rs at powers of
 // two, budgets that name what the gate runs.
-Status validate(const Ctx& user, GateConfig& cfg, const Lines& lines) {
+Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
     auto at = [&](const std::string& k) {
         auto it = lines.at.find(k);
-        return it != lines.at.end() ? user.err(it->second, k, "") : make_error(ErrorCode::kInvalidArgument, "default gate: " + k + ": ");
+        return it != lines.at.end() ? user.err(it->second, k, "") : make_error(ErrorCode::kInvalidArgument, lines.fallback + ": " + k + ": ");
     };
     auto err = [&](const std::string& k, const std::string& what) {
         auto e = at(k);
@@ -501,6 +405,61 @@ Result<toml::table> parse_doc(const std::string& text, const std::string& source
 
 }  // namespace
 
+const char* to_string(Metric m) {
+    switch (m) {
+        case Metric::kRelRmsError: return "rel_rms_error";
+        case Metric::kMaxAbsError: return "max_abs_error";
+        case Metric::kRmsError: return "rms_error";
+        case Metric::kMaxErrorToAPosteriori: return "max_error_to_a_posteriori";
+    }
+    return "?";
+}
+
+Result<Metric> parse_metric(std::string_view name) {
+    for (auto m : {Metric::kRelRmsError, Metric::kMaxAbsError, Metric::kRmsError, Metric::kMaxErrorToAPosteriori})
+        if (name == to_string(m)) return m;
+    return make_error(ErrorCode::kInvalidArgument, "unknown metric '" + std::string(name) +
+                                                       "' (rel_rms_error, max_abs_error, rms_error, max_error_to_a_posteriori)");
+}
+
+double metric_of(const reports::GateRun& r, Metric m) {
+    switch (m) {
+        case Metric::kRelRmsError: return r.rel_rms_error;
+        case Metric::kMaxAbsError: return r.max_abs_error;
+        case Metric::kRmsError: return r.rms_error;
+        case Metric::kMaxErrorToAPosteriori: return r.max_error_to_a_posteriori;
+    }
+    return NAN;
+}
+
+Status validate(GateConfig& cfg) {
+    const std::string src = cfg.source.empty() ? "gate config" : cfg.source;
+    auto err = [&](const std::string& key, const std::string& what) {
+        return make_error(ErrorCode::kInvalidArgument, src + ": " + key + ": " + what);
+    };
+    if (cfg.formats.empty()) return err("gate.formats", "is empty");
+    if (cfg.paths.empty()) return err("gate.paths", "is empty");
+    if (cfg.dists.empty()) return err("gate.distributions", "is empty");
+    for (const auto* ns : {&cfg.ranks, &cfg.tree_ranks})
+        for (int64_t n : *ns)
+            if (n < 1) return err(ns == &cfg.ranks ? "gate.ranks" : "gate.tree_ranks", "N = " + std::to_string(n) + " is not a number of ranks (>= 1)");
+    if (cfg.elements < 1 || cfg.elements > (int64_t{1} << 30))
+        return err("gate.elements", "must be in 1..2^30, got " + std::to_string(cfg.elements));
+    if (cfg.block < 1) return err("gate.block", "must be >= 1, got " + std::to_string(cfg.block));
+    if (cfg.ranks_per_node < 0) return err("gate.ranks_per_node", "must be >= 0, got " + std::to_string(cfg.ranks_per_node));
+    if (cfg.threads < 0) return err("gate.threads", "must be >= 0, got " + std::to_string(cfg.threads));
+    if (!(cfg.baseline_margin >= 0)) return err("baseline.margin", "must be >= 0 (0.10: 10% worse allowed)");
+    for (const auto& f : cfg.formats)
+        if (auto st = f.check_block(cfg.block); !st) return err("gate.block", st.error().message);
+    for (size_t i = 0; i < cfg.scaling.size(); ++i)
+        if (!(cfg.scaling[i].min <= cfg.scaling[i].max))
+            return err("scaling[" + std::to_string(i) + "]", "min " + std::to_string(cfg.scaling[i].min) + " is above max " +
+                                                               std::to_string(cfg.scaling[i].max));
+    Lines none;
+    none.fallback = src;
+    return validate_keys(Ctx{src}, cfg, none);
+}
+
 Result<GateConfig> parse_gate_config(const std::string& toml, const std::string& source) {
     GateConfig cfg;
     Lines none, lines;
@@ -514,7 +473,7 @@ Result<GateConfig> parse_gate_config(const std::string& toml, const std::string&
         if (auto st = apply(user, *u, cfg, lines); !st) return st.error();
         cfg.source = source;
     }
-    if (auto st = validate(user, cfg, lines); !st) return st.error();
+    if (auto st = validate_keys(user, cfg, lines); !st) return st.error();
     return cfg;
 }
 
@@ -526,4 +485,4 @@ Result<GateConfig> load_gate_config(const std::string& path) {
     return parse_gate_config(ss.str(), path);
 }
 
-}  // namespace qtransit::cli
+}  // namespace qtransit::gate

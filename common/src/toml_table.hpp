@@ -1,0 +1,20 @@
+// What the TOML readers of format declarations (decl_toml.cpp) and of gate configs (gate/src/config.cpp)
+// share. Private: toml++ stays out of every installed header (TOML_EXCEPTIONS=1, compiled mode: qt_toml).
+#pragma once
+
+#include <string>
+
+#include <toml++/toml.h>
+
+#include "qtransit/common/format.hpp"
+
+namespace qtransit::detail {
+
+// A declaration from a table already parsed (a gate config's [[format]] entry). `prefix` is put
+// before every key in messages ("format[0]."), `source` before the line.
+Result<FormatSpec> declaration_from_table(const toml::table& t, const std::string& source, const std::string& prefix);
+
+// "a string", "an integer", ...: a TOML value's type for error messages (declarations, gate configs).
+const char* type_name(const toml::node& n);
+
+}  // namespace qtransit::detail

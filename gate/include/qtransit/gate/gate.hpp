@@ -1,0 +1,113 @@
+// The numerics gate behind `qtransit check`, as a library: its configuration (TOML or built in code,
+// src/config.cpp), the runs and kernel checks it makes (src/gate.cpp), and the verdicts it draws from
+// them (verdicts.hpp). Results go into qtransit::reports' model; the writers live there. Nothing
+// here prints or exits: progress goes to GateOptions::progress, failures come back as Errors.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qtransit/collectives/transport.hpp"
+#include "qtransit/common/format.hpp"
+#include "qtransit/common/transit.hpp"
+#include "qtransit/kernels/inputs.hpp"
+#include "qtransit/reports/gate_result.hpp"
+
+namespace qtransit::gate {
+
+// What a budget bounds, and what a baseline compares.
+enum class Metric : uint8_t { kRelRmsError, kMaxAbsError, kRmsError, kMaxErrorToAPosteriori };
+const char* to_string(Metric m);
+// An Error listing the known names for anything else.
+Result<Metric> parse_metric(std::string_view name);
+double metric_of(const reports::GateRun& r, Metric m);
+
+// scaling: the fitted exponent of relative RMS error against N of `path` must lie in [min, max]
+// for every format and distribution listed.
+struct ScalingRule {
+    PathKind path = PathKind::kRingRs;
+    std::vector<FormatSpec> formats;                 // empty: every format of the gate
+    std::vector<kernels::Distribution> dists;        // empty: every distribution of the gate
+    double min = -1e300, max = 1e300;
+    std::string why;                                 // shown in the verdict's message
+};
+
+// budget: the largest `metric` over the matching runs is at most `max`.
+struct Budget {
+    std::string name;
+    PathKind path = PathKind::kRingRs;
+    FormatSpec format{};
+    std::string dist;                                // empty: every distribution
+    int64_t ranks = 0;                               // 0: every N
+    Metric metric = Metric::kRelRmsError;
+    double max = 0;
+};
+
+struct GateConfig {
+    std::string source = "default";
+    std::vector<FormatSpec> formats;
+    std::vector<PathKind> paths;
+    std::vector<kernels::Distribution> dists;
+    std::vector<int64_t> ranks, tree_ranks;  // tree-rs runs at tree_ranks (powers of two)
+    bool tree_ranks_derived = true;          // tree_ranks not given: derived from ranks
+    int64_t ranks_per_node = kDefaultRanksPerNode;  // 0: default_ranks_per_node(N)
+    int64_t elements = 0, block = 32;
+    uint64_t seed = 1;
+    int threads = 0;
+    bool gpu = true;                         // compare GPU kernels when a GPU answers
+    double baseline_margin = 0.10;
+    std::vector<Metric> baseline_metrics{Metric::kRelRmsError, Metric::kMaxAbsError};
+    std::vector<ScalingRule> scaling;
+    std::vector<Budget> budgets;
+};
+
+// The embedded default gate (`qtransit check` with no --config), as TOML.
+const char* default_gate_toml();
+// The default gate with `toml` (the file's text) applied on top: keys given replace the default's;
+// [[scaling]] and [[budget]] replace the default's lists when present. An Error says
+// "<source>:<line>: <key>: <what>".
+Result<GateConfig> parse_gate_config(const std::string& toml, const std::string& source);
+Result<GateConfig> load_gate_config(const std::string& path);
+// The checks parse_gate_config makes, for a config built in code: every field in range, M divisible
+// by every N, G dividing every N, tree-rs at powers of two, budgets and rules naming what the gate
+// runs. Derives tree_ranks from ranks when tree_ranks_derived. An Error names the field
+// ("<source>: gate.elements: ...").
+Status validate(GateConfig& cfg);
+
+// One step of the gate's progress: a group (one format on one distribution) starting a sweep at
+// some N, or finished.
+struct GateProgress {
+    size_t group = 0, groups = 0;        // 0-based index of the (format, distribution) group, and how many
+    std::string format, dist;
+    bool finished = false;               // false: a sweep at N starts (part, n, step, steps); true: the group is done
+    bool tree = false;                   // the sweep is tree-rs's (at tree_ranks)
+    int64_t n = 0;
+    size_t step = 0, steps = 0;
+    size_t runs = 0;                     // finished: runs made
+    bool holds = true, refused = false;  // finished: every bound and k held; the input was refused (binary16 range)
+    double seconds = 0;                  // finished: the group's wall time
+};
+
+struct GateOptions {
+    const std::vector<reports::GateRun>* baseline = nullptr;  // compare against these runs
+    std::string baseline_path;
+    std::function<void(const GateProgress&)> progress;  // called as the gate goes; may be empty
+    // Where the paths run (backend_problem says whether the config can run there: under one process
+    // per rank, mpi or nccl under mpirun, the gate's N is the number of processes).
+    collectives::Backend backend = collectives::Backend::kCpu;
+};
+
+// Runs everything, draws every verdict. An Error only for something that is not a verdict (an
+// unexpected library error); a failed check is a failed verdict.
+Result<reports::GateResult> run_gate(const GateConfig& config, const GateOptions& options);
+
+// Why `config` cannot run on `backend` ("" when it can): no GPU for device or nccl, N not the number
+// of GPUs for nccl in one process, or, one process per rank, N not the number of processes.
+// `name` is the backend as the user wrote it.
+std::string backend_problem(const GateConfig& config, collectives::Backend backend, const std::string& name);
+
+}  // namespace qtransit::gate

@@ -1,0 +1,281 @@
+// The numerics gate: every (format, distribution) runs every path at every N through the
+// simulation with exact checking (run_sweep, with the k ledger compared to NUMERICS.md section 3),
+// every format's kernels are compared with the reference (CPU, and GPU when one answers), and the
+// results become named verdicts (bounds, kernel-vs-reference, k, scaling, budget, baseline).
+#include "qtransit/version.hpp"
+#include "qtransit/gate/gate.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <set>
+
+#include "qtransit/collectives/mpi.hpp"
+#include "qtransit/kernels/gpu.hpp"
+#include "qtransit/gate/sweep.hpp"
+#include "qtransit/gate/verdicts.hpp"
+#include "qtransit/gate/verify.hpp"
+
+namespace qtransit::gate {
+namespace {
+
+using reports::GateRun;
+using reports::Verdict;
+using reports::VerdictStatus;
+
+const char* shape_name(PathShape s) {
+    switch (s) {
+        case PathShape::kReduceScatter: return "reduce-scatter";
+        case PathShape::kAllReduce: return "all-reduce";
+        case PathShape::kAllGather: return "all-gather";
+    }
+    return "?";
+}
+
+GateRun to_run(const RunRow& r, const std::string& dist, uint64_t seed) {
+    GateRun x;
+    const auto& s = r.stats;
+    x.path = path_info(r.config.path).name;
+    x.shape = shape_name(path_info(r.config.path).shape);
+    x.quantized = path_info(r.config.path).quantized;
+    x.format = r.config.format.name();
+    x.dist = dist;
+    x.ranks = r.config.ranks;
+    x.ranks_per_node = r.config.ranks_per_node;
+    x.elements = r.config.elements;
+    x.block = r.config.block;
+    x.seed = seed;
+    x.k_min = s.k_min;
+    x.k_max = s.k_max;
+    x.k_checked = r.k_checked;
+    x.k_mismatches = r.k_mismatches;
+    x.first_k_mismatch = r.first_k_mismatch;
+    x.max_abs_error = s.max_abs_error;
+    x.rms_error = s.outputs_checked ? std::sqrt(s.sum_sq_error / static_cast<double>(s.outputs_checked)) : 0.0;
+    x.rel_rms_error = s.rel_rms_error();
+    x.max_a_posteriori = s.max_a_posteriori;
+    x.max_a_priori = s.max_a_priori;
+    x.max_error_to_a_posteriori = s.max_error_to_a_posteriori;
+    x.bound_holds = s.bound_holds;
+    x.violations = s.violations;
+    x.nonfinite_outputs = s.nonfinite_outputs;
+    x.outputs_checked = s.outputs_checked;
+    x.first_violation = s.first_violation;
+    x.bytes_per_rank = r.bytes_per_rank;
+    x.cross_node_bytes_per_rank = r.cross_node_bytes_per_rank;
+    x.fp16_bytes_per_rank = r.fp16_path_bytes_per_rank;
+    x.fp16_ring_rs_bytes_per_rank = r.fp16_ring_rs;
+    return x;
+}
+
+
+
+
+
+// GPU encode/decode of x against the CPU kernel's (already checked against the reference).
+std::string gpu_compare(const FormatSpec& f, std::span<const float> x, int64_t block, const QuantizeCheck& cpu) {
+    auto enc = kernels::gpu::encode(f, x, block);
+    if (!enc) return "differ: GPU encode failed: " + enc.error().message;
+    auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+        return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](float p, float q) {
+                   return std::bit_cast<uint32_t>(p) == std::bit_cast<uint32_t>(q);
+               });
+    };
+    if (enc->codes != cpu.encoded.codes) return "differ: packed codes";
+    if (!same_bits(enc->scales, cpu.encoded.scales)) return "differ: scales";
+    if (!same_bits(enc->offsets, cpu.encoded.offsets)) return "differ: offsets";
+    auto dec = kernels::gpu::decode(*enc);
+    if (!dec) return "differ: GPU decode failed: " + dec.error().message;
+    if (!same_bits(*dec, cpu.decoded)) return "differ: decoded values";
+    return "match";
+}
+
+std::string now_utc() {
+    const std::time_t t = std::time(nullptr);
+    char b[32];
+    std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    return b;
+}
+
+}  // namespace
+
+Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& opt) {
+    const auto t0 = std::chrono::steady_clock::now();
+    reports::GateResult res;
+    res.version = QTRANSIT_VERSION;
+    res.config_source = cfg.source;
+    res.started_at = now_utc();
+    for (const auto& f : cfg.formats) res.formats.push_back(f.name());
+    for (auto p : cfg.paths) res.paths.push_back(path_info(p).name);
+    for (auto d : cfg.dists) res.dists.push_back(kernels::to_string(d));
+    res.ranks = cfg.ranks;
+    res.ranks_per_node = cfg.ranks_per_node;
+    res.elements = cfg.elements;
+    res.block = cfg.block;
+    res.seed = cfg.seed;
+    res.baseline = opt.baseline_path;
+    const bool tree = std::find(cfg.paths.begin(), cfg.paths.end(), PathKind::kTreeRs) != cfg.paths.end();
+    std::vector<PathKind> flat_paths;
+    for (auto p : cfg.paths)
+        if (p != PathKind::kTreeRs) flat_paths.push_back(p);
+    if (tree) {
+        res.tree_ranks = cfg.tree_ranks;
+        if (cfg.tree_ranks != cfg.ranks) {
+            std::string ns;
+            for (auto n : cfg.tree_ranks) ns += (ns.empty() ? "" : ", ") + std::to_string(n);
+            res.notes.push_back("tree-rs needs N a power of two: it runs at N = " + ns + " instead of the gate's N.");
+        }
+    }
+    res.gpu_available = cfg.gpu && kernels::gpu::device_available();
+    if (opt.backend != collectives::Backend::kCpu) {
+        const char* b = collectives::to_string(opt.backend);
+        res.notes.push_back(
+            one_process_per_rank(opt.backend)
+                ? std::string("The paths ran with --backend ") + b + ": one process per rank (" +
+                      std::to_string(collectives::mpi::size()) + " processes), each checking its own outputs; the "
+                      "verdicts were combined on rank 0. RMS errors are summed in another order than in one process "
+                      "(equal to about 1e-15 relative)."
+                : std::string("The paths ran with --backend ") + b + ".");
+    }
+
+    // ---- runs ------------------------------------------------------------------------------------
+    const size_t total = cfg.formats.size() * cfg.dists.size();
+    size_t done = 0;
+    std::vector<float> x(static_cast<size_t>(cfg.elements));
+    for (const auto& f : cfg.formats) {
+        for (auto d : cfg.dists) {
+            const auto g0 = std::chrono::steady_clock::now();
+            const std::string dist = kernels::to_string(d);
+            size_t runs_before = res.runs.size();
+            bool refused = false;
+            // The kernels on rank 0's input.
+            kernels::generate_span(d, cfg.seed, 0, 0, x);
+            reports::FormatCheck fc;
+            fc.format = f.name();
+            fc.dist = dist;
+            fc.elements = cfg.elements;
+            fc.block = cfg.block;
+            Site site;
+            site.tensor = dist + " input";
+            site.rank = 0;
+            auto qc = quantize_and_check(f, x, cfg.block, Nonfinite::kError, site);
+            if (!qc) {
+                fc.refused = qc.error().message;
+            } else {
+                fc.cpu_matches_reference = qc->matches_reference;
+                fc.cpu_mismatch = qc->mismatch;
+                fc.bound_holds = qc->bounds.holds;
+                fc.max_error_to_bound = qc->bounds.max_error_to_bound;
+                fc.gpu = !cfg.gpu ? "not run: gate.gpu = false"
+                         : res.gpu_available ? gpu_compare(f, x, cfg.block, *qc)
+                                             : "not run: no GPU answered";
+            }
+            res.format_checks.push_back(fc);
+
+            // The paths: every path but tree-rs at the gate's N, tree-rs at tree_ranks.
+            for (int part = 0; part < 2 && !refused; ++part) {
+                SweepSpec spec;
+                spec.paths = part == 0 ? flat_paths : std::vector<PathKind>{PathKind::kTreeRs};
+                if (spec.paths.empty() || (part == 1 && !tree)) continue;
+                spec.ranks = part == 0 ? cfg.ranks : cfg.tree_ranks;
+                spec.ranks_per_node = cfg.ranks_per_node;
+                spec.elements = cfg.elements;
+                spec.format = f;
+                spec.block = cfg.block;
+                spec.dist = d;
+                spec.seed = cfg.seed;
+                spec.threads = cfg.threads;
+                spec.check_k = true;
+                spec.backend = opt.backend;
+                if (opt.progress)
+                    spec.on_group = [&, part](size_t i, size_t groups, int64_t n) {
+                        GateProgress p;
+                        p.group = done, p.groups = total, p.format = f.name(), p.dist = dist;
+                        p.tree = part == 1, p.n = n, p.step = i, p.steps = groups;
+                        opt.progress(p);
+                    };
+                auto sw = run_sweep(spec);
+                if (!sw) {
+                    if (sw.error().code == ErrorCode::kRangeOverflow || sw.error().code == ErrorCode::kNonFinite) {
+                        // ds-int<b> refuses inputs beyond binary16 (docs/DECISIONS.md D3): reported, not run.
+                        res.refusals.push_back({f.name(), dist, sw.error().message});
+                        refused = true;
+                        break;
+                    }
+                    return sw.error();
+                }
+                for (const auto& r : sw->runs) res.runs.push_back(to_run(r, dist, cfg.seed));
+                for (const auto& fit : sw->fits)
+                    res.fits.push_back({path_info(fit.path).name, f.name(), dist, fit.exponent, fit.points});
+            }
+            ++done;
+            if (opt.progress) {
+                GateProgress p;
+                p.group = done - 1, p.groups = total, p.format = f.name(), p.dist = dist, p.finished = true;
+                p.runs = res.runs.size() - runs_before;
+                p.refused = refused;
+                for (size_t i = runs_before; i < res.runs.size(); ++i) p.holds = p.holds && res.runs[i].bound_holds && res.runs[i].k_mismatches == 0;
+                p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - g0).count();
+                opt.progress(p);
+            }
+        }
+    }
+
+    // ---- verdicts ---------------------------------------------------------------------------------
+    auto add = [&res](std::vector<Verdict> v) { res.verdicts.insert(res.verdicts.end(), v.begin(), v.end()); };
+    add(kernel_verdicts(cfg, res, res.gpu_available ? "" : kernels::gpu::query_devices().note));
+    add(bound_and_k_verdicts(cfg, res.runs));
+    add(scaling_verdicts(cfg, res));
+    add(budget_verdicts(cfg, res.runs));
+    if (opt.baseline) add(baseline_verdicts(cfg, res.runs, *opt.baseline));
+
+    res.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return res;
+}
+
+// What --backend asks of the gate before anything runs ("" when it can run). One process per rank
+// (mpi; nccl under mpirun): the gate's N, and tree-rs's, must be the number of processes (docs/
+// DECISIONS.md D14: a gate's verdicts are drawn over all its N, so running only some would change
+// what they mean). device, nccl in one process: a GPU, and for nccl one per rank.
+std::string backend_problem(const GateConfig& cfg, collectives::Backend backend, const std::string& name) {
+    namespace mpi = collectives::mpi;
+    auto list = [](const std::vector<int64_t>& v) {
+        std::string s;
+        for (int64_t n : v) s += (s.empty() ? "" : ", ") + std::to_string(n);
+        return "[" + s + "]";
+    };
+    const bool tree = std::find(cfg.paths.begin(), cfg.paths.end(), PathKind::kTreeRs) != cfg.paths.end();
+    if (one_process_per_rank(backend)) {
+        const int64_t np = mpi::size();
+        const std::string started = " but the job has " + std::to_string(np) + " process(es) (mpirun -np)";
+        if (cfg.ranks.size() != 1 || cfg.ranks[0] != np)
+            return "--backend " + name + " runs the gate at one N, one process per rank: the gate's ranks are " +
+                   list(cfg.ranks) + " (" + cfg.source + ")" + started + "; give ranks = [" + std::to_string(np) +
+                   "] in the gate config" + (cfg.ranks.size() == 1 ? ", or start " + std::to_string(cfg.ranks[0]) + " processes" : "");
+        if (tree && (cfg.tree_ranks.size() != 1 || cfg.tree_ranks[0] != np))
+            return "--backend " + name + " runs the gate at one N, one process per rank: tree-rs would run at N = " +
+                   list(cfg.tree_ranks) + " (" + (cfg.tree_ranks_derived ? "a power of two" : "tree_ranks") + ")" + started +
+                   "; remove tree-rs from paths" + (cfg.tree_ranks_derived ? "" : ", or give tree_ranks = [" + std::to_string(np) + "]");
+        if (backend == collectives::Backend::kNccl)
+            if (const auto q = kernels::gpu::query_devices(); q.devices.empty())
+                return "no GPU: " + q.note + " (--backend nccl needs one GPU per process)";
+        return "";
+    }
+    if (backend == collectives::Backend::kCpu) return "";
+    const auto q = kernels::gpu::query_devices();
+    if (q.devices.empty()) return "no GPU: " + q.note + " (--backend " + name + " needs one)";
+    if (backend == collectives::Backend::kNccl) {
+        std::vector<int64_t> all = cfg.ranks;
+        if (tree) all.insert(all.end(), cfg.tree_ranks.begin(), cfg.tree_ranks.end());
+        for (int64_t n : all)
+            if (n != static_cast<int64_t>(q.devices.size()))
+                return "--backend nccl runs one rank per GPU: the gate has N = " + std::to_string(n) + " but " +
+                       std::to_string(q.devices.size()) + " GPU(s) are visible (give ranks = [" +
+                       std::to_string(q.devices.size()) + "], or run under mpirun with one process per GPU)";
+    }
+    return "";
+}
+
+}  // namespace qtransit::gate

@@ -1,0 +1,102 @@
+#include "qtransit/version.hpp"
+#include "qtransit/gate/survey.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "qtransit/gate/verify.hpp"
+#include "qtransit/kernels/codec.hpp"
+
+namespace qtransit::gate {
+
+Result<SurveyResult> run_survey(const SurveySpec& spec) {
+    if (auto st = kernels::validate_block(spec.block); !st) return st.error();
+    SurveyResult out;
+    int done = 0;
+    const int total = static_cast<int>(spec.formats.size() * spec.dists.size());
+    std::vector<float> x(static_cast<size_t>(spec.elements));
+    for (const auto& f : spec.formats) {
+        for (auto d : spec.dists) {
+            kernels::generate_span(d, spec.seed, 0, 0, x);
+            Site site;
+            site.tensor = std::string(kernels::to_string(d)) + " input";
+            SurveyCase sc;
+            sc.format = f.name();
+            sc.dist = kernels::to_string(d);
+            auto c = quantize_and_check(f, x, spec.block, Nonfinite::kError, site);
+            ++done;
+            if (!c) {
+                // ds-int<b> refuses inputs beyond binary16 (docs/DECISIONS.md D3): a reported refusal,
+                // not a failure of the survey.
+                sc.refused = c.error().message;
+            } else {
+                double se = 0, sx = 0;
+                for (size_t i = 0; i < x.size(); ++i) {
+                    const double e = static_cast<double>(c->decoded[i]) - static_cast<double>(x[i]);
+                    se += e * e;
+                    sx += static_cast<double>(x[i]) * x[i];
+                }
+                sc.rel_rms_error = sx > 0 ? std::sqrt(se / sx) : 0.0;
+                // Requantize the decoded values once: same codes is idempotence.
+                if (auto again = kernels::encode(f, c->decoded, spec.block)) {
+                    const auto codes2 = kernels::unpack_codes(*again);
+                    sc.requantized_codes_changed = 0;
+                    for (size_t i = 0; i < codes2.size(); ++i) sc.requantized_codes_changed += codes2[i] != c->codes[i];
+                }
+                sc.max_abs_error = c->bounds.max_error;
+                sc.max_error_to_bound = c->bounds.max_error_to_bound;
+                sc.bound_holds = c->bounds.holds;
+                sc.matches_reference = c->matches_reference;
+                sc.reference_mismatch = c->mismatch;
+                sc.wire_bytes = c->encoded.wire_bytes();
+                sc.pass = c->bounds.holds && c->matches_reference &&
+                          (f.kind != FormatKind::kSym || sc.requantized_codes_changed == 0);  // int<b> promises idempotence
+                out.failures += !sc.pass;
+            }
+            out.cases.push_back(sc);
+            if (spec.on_case) spec.on_case(done, total, out.cases.back());
+        }
+    }
+    return out;
+}
+
+nlohmann::json survey_json(const SurveySpec& spec, const SurveyResult& r) {
+    nlohmann::json cases = nlohmann::json::array();
+    for (const auto& c : r.cases) {
+        if (!c.refused.empty()) {
+            cases.push_back({{"format", c.format}, {"dist", c.dist}, {"refused", c.refused}});
+            continue;
+        }
+        cases.push_back({{"format", c.format}, {"dist", c.dist}, {"elements", spec.elements}, {"block", spec.block},
+                         {"seed", spec.seed}, {"max_abs_error", c.max_abs_error}, {"max_error_to_bound", c.max_error_to_bound},
+                         {"rel_rms_error", c.rel_rms_error}, {"bound_holds", c.bound_holds},
+                         {"matches_reference", c.matches_reference}, {"reference_mismatch", c.reference_mismatch},
+                         {"requantized_codes_changed", c.requantized_codes_changed}, {"wire_bytes", c.wire_bytes}, {"pass", c.pass}});
+    }
+    return {{"schema_version", 1}, {"tool", "qtransit survey"}, {"version", QTRANSIT_VERSION},
+            {"elements", spec.elements}, {"block", spec.block}, {"seed", spec.seed},
+            {"cases", cases}, {"failures", r.failures}, {"skipped_formats", spec.skipped_formats}};
+}
+
+std::string survey_markdown(const SurveySpec& spec, const SurveyResult& r) {
+    std::string o = "# qtransit survey\n\n" + std::to_string(spec.elements) + " elements per case, block " + std::to_string(spec.block) +
+                    ", seed " + std::to_string(spec.seed) +
+                    ". Kernel output compared bit for bit with the reference; every element's error compared with its bound in "
+                    "exact arithmetic; the decoded values requantized once (int<b> must keep its codes; ds-int<b> need not).\n\n"
+                    "| format | dist | max abs error | max error/bound | rel RMS error | kernel = reference | "
+                    "bound holds | requantized codes changed |\n|---|---|---|---|---|---|---|---|\n";
+    for (const auto& c : r.cases) {
+        if (!c.refused.empty()) {
+            o += "| " + c.format + " | " + c.dist + " | refused: " + c.refused + " |||||\n";
+            continue;
+        }
+        char line[512];
+        std::snprintf(line, sizeof line, "| %s | %s | %.4g | %.4f | %.4g | %s | %s | %lld |\n", c.format.c_str(), c.dist.c_str(),
+                      c.max_abs_error, c.max_error_to_bound, c.rel_rms_error, c.matches_reference ? "yes" : "NO",
+                      c.bound_holds ? "yes" : "NO", static_cast<long long>(c.requantized_codes_changed));
+        o += line;
+    }
+    return o + "\n" + std::to_string(r.failures) + " failing case(s).\n";
+}
+
+}  // namespace qtransit::gate

@@ -1,0 +1,235 @@
+// The verdicts of the gate, drawn from its results: pure functions, no I/O.
+#include "qtransit/gate/verdicts.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace qtransit::gate {
+namespace {
+
+using reports::GateRun;
+using reports::Verdict;
+using reports::VerdictStatus;
+
+std::string g4(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.4g", v);
+    return b;
+}
+
+Verdict verdict(const std::string& name, bool ok, std::string message) {
+    Verdict v;
+    v.name = name;
+    v.category = name.substr(0, name.find('/'));
+    v.status = ok ? VerdictStatus::kPass : VerdictStatus::kFail;
+    v.message = std::move(message);
+    return v;
+}
+
+std::string run_label(const GateRun& r) { return r.dist + " N=" + std::to_string(r.ranks); }
+
+}  // namespace
+
+std::vector<Verdict> kernel_verdicts(const GateConfig& cfg, const reports::GateResult& res, const std::string& no_gpu_note) {
+    std::vector<Verdict> out;
+    for (const auto& f : cfg.formats) {
+        int checked = 0, refused = 0;
+        std::string bad;
+        double worst = 0;
+        for (const auto& c : res.format_checks) {
+            if (c.format != f.name()) continue;
+            if (!c.refused.empty()) {
+                ++refused;
+                continue;
+            }
+            ++checked;
+            worst = std::max(worst, c.max_error_to_bound);
+            if (bad.empty() && !c.cpu_matches_reference) bad = c.dist + ": kernel differs from the reference: " + c.cpu_mismatch;
+            if (bad.empty() && !c.bound_holds) bad = c.dist + ": an element's error exceeds its bound";
+        }
+        const std::string extra = refused ? " (" + std::to_string(refused) + " distribution(s) refused: beyond binary16)" : "";
+        out.push_back(verdict("kernel-vs-reference/" + f.name(), bad.empty(),
+                                       bad.empty() ? "CPU kernel equals the reference bit for bit (scales, offsets, codes, decoded) on " +
+                                                         std::to_string(checked) + " distribution(s); largest error/bound " + g4(worst) + extra
+                                                   : bad));
+        if (res.gpu_available) {
+            std::string gbad;
+            for (const auto& c : res.format_checks)
+                if (c.format == f.name() && c.refused.empty() && c.gpu != "match" && gbad.empty()) gbad = c.dist + ": " + c.gpu;
+            out.push_back(verdict("kernel-vs-reference-gpu/" + f.name(), gbad.empty(),
+                                           gbad.empty() ? "GPU kernel equals the CPU kernel (and so the reference) bit for bit" : gbad));
+        }
+    }
+    if (!res.gpu_available) {
+        Verdict v;
+        v.name = v.category = "kernel-vs-reference-gpu";
+        v.status = VerdictStatus::kSkip;
+        v.message = cfg.gpu ? "no GPU answered: " + no_gpu_note : "gate.gpu = false";
+        out.push_back(v);
+    }
+
+    return out;
+}
+
+std::vector<Verdict> bound_and_k_verdicts(const GateConfig& cfg, const std::vector<GateRun>& runs) {
+    std::vector<Verdict> out;
+    for (const auto& f : cfg.formats) {
+        for (auto p : cfg.paths) {
+            const std::string pn = path_info(p).name, suffix = f.name() + "/" + pn;
+            int nruns = 0;
+            int64_t outputs = 0, kpairs = 0;
+            double worst = 0;
+            int32_t kmin = INT32_MAX, kmax = 0;
+            std::string bad, kbad;
+            for (const auto& r : runs) {
+                if (r.path != pn || r.format != f.name()) continue;
+                ++nruns;
+                outputs += r.outputs_checked;
+                kpairs += r.k_checked;
+                worst = std::max(worst, r.max_error_to_a_posteriori);
+                kmin = std::min(kmin, r.k_min);
+                kmax = std::max(kmax, r.k_max);
+                if (bad.empty() && !r.bound_holds)
+                    bad = run_label(r) + ": " + std::to_string(r.violations) + " violation(s)" +
+                          (r.nonfinite_outputs ? ", " + std::to_string(r.nonfinite_outputs) + " non-finite output(s)" : "") +
+                          (r.first_violation.empty() ? "" : "; first: " + r.first_violation);
+                if (kbad.empty() && r.k_mismatches)
+                    kbad = run_label(r) + ": " + std::to_string(r.k_mismatches) + " (row, contributor) pair(s) with k other than "
+                           "NUMERICS.md section 3 says; first: " + r.first_k_mismatch;
+            }
+            if (nruns == 0) continue;  // refused for every distribution
+            out.push_back(verdict("bounds/" + suffix, bad.empty(),
+                                           bad.empty() ? "|error| <= a_posteriori <= a_priori on all " + std::to_string(outputs) +
+                                                             " outputs of " + std::to_string(nruns) + " runs; largest |error|/a_posteriori " + g4(worst)
+                                                       : bad));
+            out.push_back(verdict("k/" + suffix, kbad.empty(),
+                                           kbad.empty() ? "k of all " + std::to_string(kpairs) + " (output row, contributor) pairs as NUMERICS.md "
+                                                          "section 3 says; k in " + std::to_string(kmin) + ".." + std::to_string(kmax)
+                                                        : kbad));
+        }
+    }
+
+    return out;
+}
+
+std::vector<Verdict> scaling_verdicts(const GateConfig& cfg, const reports::GateResult& res) {
+    std::vector<Verdict> out;
+    for (const auto& rule : cfg.scaling) {
+        if (std::find(cfg.paths.begin(), cfg.paths.end(), rule.path) == cfg.paths.end()) continue;
+        const auto& formats = rule.formats.empty() ? cfg.formats : rule.formats;
+        const auto& dists = rule.dists.empty() ? cfg.dists : rule.dists;
+        for (const auto& f : formats) {
+            if (std::find(cfg.formats.begin(), cfg.formats.end(), f) == cfg.formats.end()) continue;
+            for (auto d : dists) {
+                if (std::find(cfg.dists.begin(), cfg.dists.end(), d) == cfg.dists.end()) continue;
+                const std::string name = std::string("scaling/") + f.name() + "/" + path_info(rule.path).name + "/" + kernels::to_string(d);
+                const reports::GateFit* fit = nullptr;
+                for (const auto& x : res.fits)
+                    if (x.path == path_info(rule.path).name && x.format == f.name() && x.dist == kernels::to_string(d)) fit = &x;
+                bool refused = false;
+                for (const auto& x : res.refusals) refused = refused || (x.format == f.name() && x.dist == kernels::to_string(d));
+                Verdict v;
+                if (!fit) {
+                    v = verdict(name, true, refused ? "not run: the input was refused" : "fewer than two N with a non-zero error: no fit");
+                    v.status = VerdictStatus::kSkip;
+                } else {
+                    const bool ok = fit->exponent >= rule.min && fit->exponent <= rule.max;
+                    std::string range = "[" + g4(rule.min) + ", " + g4(rule.max) + "]";
+                    v = verdict(name, ok, "fitted exponent " + g4(fit->exponent) + " over " + std::to_string(fit->points.size()) +
+                                              " N, allowed " + range + (rule.why.empty() ? "" : ": " + rule.why));
+                    v.value = fit->exponent;
+                    v.limit = ok ? rule.max : (fit->exponent < rule.min ? rule.min : rule.max);
+                }
+                out.push_back(v);
+            }
+        }
+    }
+
+    return out;
+}
+
+std::vector<Verdict> budget_verdicts(const GateConfig& cfg, const std::vector<GateRun>& runs) {
+    std::vector<Verdict> out;
+    for (const auto& b : cfg.budgets) {
+        double worst = -1;
+        const GateRun* at = nullptr;
+        for (const auto& r : runs) {
+            if (r.path != path_info(b.path).name || r.format != b.format.name()) continue;
+            if (!b.dist.empty() && r.dist != b.dist) continue;
+            if (b.ranks != 0 && r.ranks != b.ranks) continue;
+            const double m = metric_of(r, b.metric);
+            if (!at || !(m <= worst)) {
+                worst = m;
+                at = &r;
+            }
+        }
+        const std::string what = std::string(to_string(b.metric)) + " of " + path_info(b.path).name + " with " + b.format.name() +
+                                 (b.dist.empty() ? "" : " on " + b.dist) + (b.ranks ? " at N=" + std::to_string(b.ranks) : "");
+        Verdict v;
+        if (!at) {
+            v = verdict("budget/" + b.name, false, what + ": no run matched (the input was refused)");
+        } else {
+            const bool ok = worst <= b.max;
+            v = verdict("budget/" + b.name, ok,
+                        what + ": " + g4(worst) + " (worst: " + run_label(*at) + ") " + (ok ? "<=" : "exceeds the budget") + " " + g4(b.max));
+            v.value = worst;
+        }
+        v.limit = b.max;
+        out.push_back(v);
+    }
+
+    return out;
+}
+
+std::vector<Verdict> baseline_verdicts(const GateConfig& cfg, const std::vector<GateRun>& runs, const std::vector<GateRun>& baseline) {
+    std::vector<Verdict> out;
+    std::map<std::string, const GateRun*> base;
+    for (const auto& r : baseline) base[r.key()] = &r;
+    for (const auto& m : cfg.baseline_metrics) {
+        for (const auto& f : cfg.formats) {
+            for (auto p : cfg.paths) {
+                const std::string pn = path_info(p).name;
+                int matched = 0, missing = 0;
+                double worst_ratio = 0;
+                std::string bad;
+                for (const auto& r : runs) {
+                    if (r.path != pn || r.format != f.name()) continue;
+                    auto it = base.find(r.key());
+                    if (it == base.end()) {
+                        ++missing;
+                        continue;
+                    }
+                    ++matched;
+                    const double now = metric_of(r, m), was = metric_of(*it->second, m);
+                    if (!std::isfinite(was)) continue;  // null in the baseline: nothing to compare
+                    const double ratio = was > 0 ? now / was : (now > 0 ? INFINITY : 1.0);
+                    worst_ratio = std::max(worst_ratio, ratio);
+                    if (bad.empty() && (!std::isfinite(now) || now > was * (1 + cfg.baseline_margin)))
+                        bad = run_label(r) + ": " + to_string(m) + " " + g4(now) + " against " + g4(was) + " in the baseline (more than " +
+                              g4(cfg.baseline_margin * 100) + "% worse)";
+                }
+                const std::string name = std::string("baseline/") + to_string(m) + "/" + f.name() + "/" + pn;
+                Verdict v;
+                if (matched == 0) {
+                    v = verdict(name, true, "no run of the baseline matches (path, format, dist, N, G, M, block, seed)");
+                    v.status = VerdictStatus::kSkip;
+                } else {
+                    v = verdict(name, bad.empty(),
+                                bad.empty() ? std::to_string(matched) + " run(s) compared; worst ratio to the baseline " + g4(worst_ratio) +
+                                                  " (allowed " + g4(1 + cfg.baseline_margin) + ")" +
+                                                  (missing ? "; " + std::to_string(missing) + " run(s) not in the baseline" : "")
+                                            : bad);
+                    v.value = worst_ratio;
+                    v.limit = 1 + cfg.baseline_margin;
+                }
+                out.push_back(v);
+            }
+        }
+    }
+    return out;
+}
+
+}  // namespace qtransit::gate

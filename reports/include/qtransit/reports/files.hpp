@@ -1,0 +1,26 @@
+// Writing the reports, and reading a baseline back.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "qtransit/common/status.hpp"
+#include "qtransit/reports/gate_result.hpp"
+
+namespace qtransit::reports {
+
+using ReportFiles = std::vector<std::pair<std::string, std::string>>;  // file name in the directory, its text
+
+// Writes every file into `dir` (created if missing) together: all of them into a temporary
+// directory beside it first, then each renamed into place, so a failed write leaves the previous
+// report whole. An Error names the file that could not be written.
+Status write_files(const std::filesystem::path& dir, const ReportFiles& files);
+// The gate's four reports: report.json, report.md, junit.xml, report.html.
+ReportFiles report_files(const GateResult& r);
+Status write_reports(const GateResult& r, const std::filesystem::path& dir);
+// The runs of a previous report.json. An Error names the file and says what is wrong with it.
+Result<std::vector<GateRun>> load_baseline(const std::filesystem::path& file);
+
+}  // namespace qtransit::reports
