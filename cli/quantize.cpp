@@ -1,43 +1,15 @@
 // `qtransit quantize`: one .npy tensor through the production kernel, checked against the
 // reference bit for bit and against the per-element bound in exact arithmetic.
-#include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "qtransit/common/decl_toml.hpp"
+#include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/npy.hpp"
 #include "qtransit/reports/numbers.hpp"
 #include "qtransit/gate/verify.hpp"
 
 namespace qtransit::cli {
-namespace {
-
-nlohmann::json float_array(std::span<const float> v) {
-    nlohmann::json a = nlohmann::json::array();
-    for (float f : v) {
-        if (std::isfinite(f)) a.push_back(reports::json_float(f));
-        else a.push_back(nullptr);  // JSON has no NaN: a poisoned block's values print as null
-    }
-    return a;
-}
-
-Status write_file_atomic(const std::filesystem::path& path, const std::vector<uint8_t>& bytes) {
-    const auto tmp = path.string() + ".tmp";
-    {
-        std::ofstream f(tmp, std::ios::binary);
-        f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-        if (!f) return make_error(ErrorCode::kIo, tmp + ": cannot write");
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) return make_error(ErrorCode::kIo, path.string() + ": " + ec.message());
-    return Status::Ok();
-}
-
-}  // namespace
 
 int run_quantize(const QuantizeArgs& a) {
     auto named = resolve_format(a.format);
@@ -58,41 +30,11 @@ int run_quantize(const QuantizeArgs& a) {
     const gate::QuantizeCheck& c = *check;
     const int64_t wire = c.encoded.wire_bytes();
 
-    if (!a.out_dir.empty()) {
-        namespace fs = std::filesystem;
-        std::error_code ec;
-        fs::create_directories(a.out_dir, ec);
-        if (ec) return fail(a.out_dir + ": cannot create directory: " + ec.message());
-        const fs::path dir(a.out_dir);
-        const std::vector<int64_t> nblocks{static_cast<int64_t>(c.encoded.scales.size())};
-        if (auto st = kernels::write_npy((dir / "decoded.npy").string(), c.decoded, arr->shape); !st) return fail(st.error());
-        if (auto st = kernels::write_npy((dir / "scales.npy").string(), c.encoded.scales, nblocks); !st)
-            return fail(st.error());
-        if (!c.encoded.offsets.empty())
-            if (auto st = kernels::write_npy((dir / "offsets.npy").string(), c.encoded.offsets, nblocks); !st)
-                return fail(st.error());
-        if (auto st = write_file_atomic(dir / "codes.bin", c.encoded.codes); !st) return fail(st.error());
-    }
+    if (!a.out_dir.empty())
+        if (auto st = gate::write_quantize_outputs(a.out_dir, c, arr->shape); !st) return fail(st.error());
 
     if (a.json) {
-        nlohmann::json j;
-        j["format"] = format->name();
-        if (format->stochastic()) j["seed"] = a.seed;
-        j["block"] = a.block;
-        j["elements"] = c.encoded.elements;
-        j["shape"] = arr->shape;
-        j["nonfinite"] = to_string(*policy);
-        j["scales"] = float_array(c.encoded.scales);
-        if (format->has_offset()) j["offsets"] = float_array(c.encoded.offsets);
-        j["codes"] = c.codes;
-        j["decoded"] = float_array(c.decoded);
-        j["max_abs_error"] = c.bounds.max_error;
-        j["max_error_to_bound"] = c.bounds.max_error_to_bound;
-        j["bound_holds"] = c.bounds.holds;
-        j["wire_bytes"] = wire;
-        j["poisoned_blocks"] = c.poisoned_blocks;
-        j["matches_reference"] = c.matches_reference;
-        if (!c.matches_reference) j["reference_mismatch"] = c.mismatch;
+        const auto j = gate::quantize_json(*format, c, arr->shape, *policy, a.seed);
         std::printf("%s\n", j.dump().c_str());
     } else {
         std::printf("format            %s (block %lld, policy %s)\n", format->name().c_str(),

@@ -8,7 +8,6 @@
 #include "commands.hpp"
 #include "qtransit/common/decl_toml.hpp"
 #include "qtransit/collectives/mpi.hpp"
-#include "qtransit/kernels/gpu.hpp"
 #include "qtransit/gate/sweep.hpp"
 
 namespace qtransit::cli {
@@ -47,30 +46,7 @@ int run_simulate(const SimulateArgs& a) {
     spec.backend = *backend;
     namespace mpi = collectives::mpi;
     const bool per_rank = gate::one_process_per_rank(spec.backend);  // mpi; nccl under mpirun
-    if (spec.backend == collectives::Backend::kMpi && !mpi::active())
-        return fail("--backend mpi runs under mpirun or srun, one process per rank (" +
-                    std::string(mpi::built() ? "MPI is not initialized" : "this build has no MPI") + ")");
-    if (per_rank) {
-        if (a.ranks.size() != 1 || a.ranks[0] != mpi::size())
-            return fail("--backend " + a.backend + " under mpirun runs one process per rank: give --ranks " +
-                        std::to_string(mpi::size()) + " (the number of processes mpirun started)");
-        if (!a.in.empty()) return fail("--backend " + a.backend + " under mpirun takes generated inputs (--dist), not --in");
-        // nccl: every process needs a GPU. The ranks compare their answers so that all of them stop
-        // (exit 2) when one has none, instead of the others waiting for it in NCCL's set-up.
-        std::string mine;
-        if (spec.backend == collectives::Backend::kNccl)
-            if (const auto q = kernels::gpu::query_devices(); q.devices.empty())
-                mine = "no GPU: " + q.note + " (--backend nccl needs one GPU per process)";
-        if (const std::string e = mpi::first_error(mine); !e.empty()) return fail(e);
-    } else if (spec.backend != collectives::Backend::kCpu) {
-        const auto q = kernels::gpu::query_devices();
-        if (q.devices.empty()) return fail("no GPU: " + q.note + " (--backend " + a.backend + " needs one)");
-        if (spec.backend == collectives::Backend::kNccl)
-            for (int64_t n : spec.ranks)
-                if (n != static_cast<int64_t>(q.devices.size()))
-                    return fail("--backend nccl runs one rank per GPU: --ranks " + std::to_string(n) + " but " +
-                                std::to_string(q.devices.size()) + " GPU(s) are visible");
-    }
+    if (const auto problem = gate::sweep_backend_problem(spec, a.backend, !a.in.empty()); !problem.empty()) return fail(problem);
 
     kernels::NpyArray file;
     if (!a.in.empty()) {

@@ -9,6 +9,7 @@
 
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/collectives/paths.hpp"
+#include "qtransit/kernels/gpu.hpp"
 
 namespace qtransit::gate {
 namespace {
@@ -63,6 +64,37 @@ reference::PathStats combine_ranks(const reference::PathStats& s) {
 
 bool one_process_per_rank(collectives::Backend b) {
     return b == collectives::Backend::kMpi || (b == collectives::Backend::kNccl && collectives::mpi::active());
+}
+
+// `qtransit simulate`'s checks of --backend before any work ("" when the sweep can run there).
+std::string sweep_backend_problem(const SweepSpec& spec, const std::string& name, bool has_in) {
+    namespace mpi = collectives::mpi;
+    const bool per_rank = one_process_per_rank(spec.backend);
+    if (spec.backend == collectives::Backend::kMpi && !mpi::active())
+        return "--backend mpi runs under mpirun or srun, one process per rank (" +
+                    std::string(mpi::built() ? "MPI is not initialized" : "this build has no MPI") + ")";
+    if (per_rank) {
+        if (spec.ranks.size() != 1 || spec.ranks[0] != mpi::size())
+            return "--backend " + name + " under mpirun runs one process per rank: give --ranks " +
+                        std::to_string(mpi::size()) + " (the number of processes mpirun started)";
+        if (has_in) return "--backend " + name + " under mpirun takes generated inputs (--dist), not --in";
+        // nccl: every process needs a GPU. The ranks compare their answers so that all of them stop
+        // (exit 2) when one has none, instead of the others waiting for it in NCCL's set-up.
+        std::string mine;
+        if (spec.backend == collectives::Backend::kNccl)
+            if (const auto q = kernels::gpu::query_devices(); q.devices.empty())
+                mine = "no GPU: " + q.note + " (--backend nccl needs one GPU per process)";
+        return mpi::first_error(mine);
+    } else if (spec.backend != collectives::Backend::kCpu) {
+        const auto q = kernels::gpu::query_devices();
+        if (q.devices.empty()) return "no GPU: " + q.note + " (--backend " + name + " needs one)";
+        if (spec.backend == collectives::Backend::kNccl)
+            for (int64_t n : spec.ranks)
+                if (n != static_cast<int64_t>(q.devices.size()))
+                    return "--backend nccl runs one rank per GPU: --ranks " + std::to_string(n) + " but " +
+                                std::to_string(q.devices.size()) + " GPU(s) are visible";
+    }
+    return "";
 }
 
 Result<SweepResult> run_sweep(const SweepSpec& spec) {

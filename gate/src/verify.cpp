@@ -1,7 +1,11 @@
 #include "qtransit/gate/verify.hpp"
 
+#include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
+#include "qtransit/kernels/npy.hpp"
 #include "qtransit/reports/numbers.hpp"
 
 namespace qtransit::gate {
@@ -83,6 +87,72 @@ Result<QuantizeCheck> quantize_and_check(const FormatSpec& format, std::span<con
     }
     c.bounds = reference::check_bounds(mine, x);
     return c;
+}
+
+namespace {
+
+nlohmann::json float_array(std::span<const float> v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (float f : v) {
+        if (std::isfinite(f)) a.push_back(reports::json_float(f));
+        else a.push_back(nullptr);  // JSON has no NaN: a poisoned block's values print as null
+    }
+    return a;
+}
+
+Status write_file_atomic(const std::filesystem::path& path, const std::vector<uint8_t>& bytes) {
+    const auto tmp = path.string() + ".tmp";
+    {
+        std::ofstream f(tmp, std::ios::binary);
+        f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        if (!f) return make_error(ErrorCode::kIo, tmp + ": cannot write");
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) return make_error(ErrorCode::kIo, path.string() + ": " + ec.message());
+    return Status::Ok();
+}
+
+}  // namespace
+
+nlohmann::json quantize_json(const FormatSpec& format, const QuantizeCheck& c, const std::vector<int64_t>& shape, Nonfinite policy,
+                             uint64_t seed) {
+    nlohmann::json j;
+    j["format"] = format.name();
+    if (format.stochastic()) j["seed"] = seed;
+    j["block"] = c.encoded.block;
+    j["elements"] = c.encoded.elements;
+    j["shape"] = shape;
+    j["nonfinite"] = to_string(policy);
+    j["scales"] = float_array(c.encoded.scales);
+    if (format.has_offset()) j["offsets"] = float_array(c.encoded.offsets);
+    j["codes"] = c.codes;
+    j["decoded"] = float_array(c.decoded);
+    j["max_abs_error"] = c.bounds.max_error;
+    j["max_error_to_bound"] = c.bounds.max_error_to_bound;
+    j["bound_holds"] = c.bounds.holds;
+    j["wire_bytes"] = c.encoded.wire_bytes();
+    j["poisoned_blocks"] = c.poisoned_blocks;
+    j["matches_reference"] = c.matches_reference;
+    if (!c.matches_reference) j["reference_mismatch"] = c.mismatch;
+    return j;
+}
+
+Status write_quantize_outputs(const std::string& dir_name, const QuantizeCheck& c, const std::vector<int64_t>& shape) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::create_directories(dir_name, ec);
+    if (ec) return make_error(ErrorCode::kIo, dir_name + ": cannot create directory: " + ec.message());
+    const fs::path dir(dir_name);
+    const std::vector<int64_t> nblocks{static_cast<int64_t>(c.encoded.scales.size())};
+    if (auto st = kernels::write_npy((dir / "decoded.npy").string(), c.decoded, shape); !st) return st;
+    if (auto st = kernels::write_npy((dir / "scales.npy").string(), c.encoded.scales, nblocks); !st)
+        return st;
+    if (!c.encoded.offsets.empty())
+        if (auto st = kernels::write_npy((dir / "offsets.npy").string(), c.encoded.offsets, nblocks); !st)
+            return st;
+    if (auto st = write_file_atomic(dir / "codes.bin", c.encoded.codes); !st) return st;
+    return {};
 }
 
 }  // namespace qtransit::gate

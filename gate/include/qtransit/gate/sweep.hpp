@@ -81,6 +81,11 @@ struct SweepResult {
 // (verdicts combined over the processes): mpi, and nccl started by a launcher (MPI active).
 bool one_process_per_rank(collectives::Backend b);
 
+// Why the sweep cannot run on spec.backend ("" when it can): mpi outside a launcher, N not the number
+// of processes, a file input under one process per rank, no GPU, N not the number of GPUs for nccl.
+// Under one process per rank the ranks agree on the answer. `name` is the backend as written.
+std::string sweep_backend_problem(const SweepSpec& spec, const std::string& name, bool has_in);
+
 // Validates every configuration before any work (an Error names the path and the constraint).
 Result<SweepResult> run_sweep(const SweepSpec& spec);
 

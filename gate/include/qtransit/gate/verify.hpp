@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "qtransit/common/format.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/reference/formats.hpp"
@@ -25,5 +27,12 @@ struct QuantizeCheck {
 
 Result<QuantizeCheck> quantize_and_check(const FormatSpec& format, std::span<const float> x, int64_t block,
                                          Nonfinite policy, const Site& site = {}, uint64_t seed = 0);
+
+// The object `qtransit quantize --json` prints (README "The command"): every binary32 shortest,
+// NaN (a poisoned block) as null.
+nlohmann::json quantize_json(const FormatSpec& format, const QuantizeCheck& c, const std::vector<int64_t>& shape, Nonfinite policy,
+                             uint64_t seed);
+// `--out DIR`: decoded.npy (input shape), scales.npy, offsets.npy (asym), codes.bin (the packed wire codes).
+Status write_quantize_outputs(const std::string& dir, const QuantizeCheck& c, const std::vector<int64_t>& shape);
 
 }  // namespace qtransit::gate

@@ -1,0 +1,32 @@
+// The CPU backend's encode and decode throughput as a ratio to memcpy of the same input bytes, both
+// measured in the same run (absolute times on shared machines mean little): `qtransit bench`.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "qtransit/common/format.hpp"
+
+namespace qtransit::gate {
+
+struct ThroughputSpec {
+    std::vector<FormatSpec> formats;
+    int64_t mib = 64, block = kDefaultBlock;   // binary32 input size
+    int repeats = 7;                           // median of
+    int threads = 0;                           // the multi-thread rows' threads (0: every hardware thread)
+};
+
+struct ThroughputRow {
+    std::string format, op;                    // op: encode, decode
+    int threads = 1;
+    double seconds = 0, memcpy_seconds = 0;
+    double ratio_to_memcpy = 0;                // memcpy time / op time: > 1 is faster than memcpy
+};
+
+// One thread, then all: every format's encode and decode. on_row sees each row as it is measured.
+Result<std::vector<ThroughputRow>> measure_throughput(const ThroughputSpec& spec,
+                                                      const std::function<void(const ThroughputRow&)>& on_row = {});
+
+}  // namespace qtransit::gate
