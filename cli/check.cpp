@@ -71,8 +71,9 @@ int run_check(const CheckArgs& a) {
             std::ifstream f(a.config, std::ios::binary);
             const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
             const auto all = mpi::allgather_strings(std::to_string(fnv1a(text)));
-            for (size_t r = 1; r < all.size() && problem.empty(); ++r)
-                if (all[r] != all[0])
+            if (!all) problem = all.error().message;  // the job's failure (fail() ends the job)
+            for (size_t r = 1; all && r < all->size() && problem.empty(); ++r)
+                if ((*all)[r] != (*all)[0])
                     problem = a.config + ": rank " + std::to_string(r) + " read other contents than rank 0 (every rank must "
                               "run the same gate config)";
         }
@@ -105,7 +106,8 @@ int run_check(const CheckArgs& a) {
             std::fflush(stdout);
         }
     }
-    if (per_rank) mpi::broadcast(&rc, sizeof rc);  // rank 0's verdict (and report) is the job's
+    if (per_rank)  // rank 0's verdict (and report) is the job's
+        if (auto st = mpi::broadcast(&rc, sizeof rc); !st) return fail(st.error());
     return rc;
 }
 

@@ -2,12 +2,16 @@
 #include <fstream>
 
 #include "commands.hpp"
+#include "qtransit/collectives/mpi.hpp"
 
 namespace qtransit::cli {
 
 int fail(const Error& e) { return fail(e.message); }
 
 int fail(const std::string& message) {
+    // An mpi job whose ranks fell out of step (mpi.hpp: job_failure) ends here, whatever error that
+    // surfaced as: every process of the job, with the failure's own one line.
+    if (const Error* e = collectives::mpi::job_failure()) collectives::mpi::abort_job(e->message);
     std::fprintf(stderr, "qtransit: %s\n", message.c_str());
     return kExitUsage;
 }

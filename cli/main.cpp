@@ -15,8 +15,10 @@ int dispatch(int argc, char** argv);
 
 // `--backend mpi`, and `--backend nccl` started by a launcher (mpirun, srun: one process per GPU):
 // MPI starts before anything else (every rank checks that every rank runs the same arguments) and
-// ends after the command, whatever it returned. `--backend nccl` run as one plain process keeps the
-// single-process mode (one rank per visible GPU) and never starts MPI.
+// ends after the command, whatever it returned: MPI_Finalize, or MPI_Abort of the whole job when the
+// library reported the ranks out of step (mpi::job_failure; the library itself never aborts).
+// `--backend nccl` run as one plain process keeps the single-process mode (one rank per visible GPU)
+// and never starts MPI.
 int main(int argc, char** argv) {
     namespace mpi = qtransit::collectives::mpi;
     const bool nccl_ranks = mpi::requested(argc, argv, "nccl") && mpi::launched();
@@ -27,10 +29,13 @@ int main(int argc, char** argv) {
                                    "this build has no mpi backend (install openmpi-bin and libopenmpi-dev, then rebuild)");
     int rc = qtransit::cli::kExitUsage;
     if (auto st = mpi::init(&argc, &argv); !st) {
-        std::fprintf(stderr, "qtransit: rank %d: %s\n", mpi::rank(), st.error().message.c_str());
+        if (!mpi::job_failure()) std::fprintf(stderr, "qtransit: rank %d: %s\n", mpi::rank(), st.error().message.c_str());
     } else {
         rc = dispatch(argc, argv);
     }
+    // Ranks out of step (a wait past its deadline: a dead or stalled rank) cannot all reach
+    // MPI_Finalize: the library returned the failure, and here the job ends, every process of it.
+    if (const qtransit::Error* e = mpi::job_failure()) mpi::abort_job(e->message);
     mpi::finalize();
     return rc;
 }

@@ -23,10 +23,10 @@
 #include <nccl.h>
 #endif
 
-#include "check.hpp"  // kernels/cuda: QT_CUDA_CHECK
 #include "qtransit/collectives/device.hpp"
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/kernels/block_math.hpp"
+#include "qtransit/kernels/cuda_check.hpp"
 #include "qtransit/kernels/fp16.hpp"
 #include "qtransit/kernels/gpu.hpp"
 
@@ -110,9 +110,10 @@ public:
             throw_if(cuda(cudaStreamSynchronize(stream_[static_cast<size_t>(to)]), "cudaStreamSynchronize (recv)"));
             return m;
         }
-        std::fprintf(stderr, "qtransit: internal error: rank %lld waits for a message from rank %lld that was never sent\n",
-                     static_cast<long long>(to), static_cast<long long>(from));
-        std::abort();
+        // A schedule that receives what nobody sent is a bug in this program, not a user error.
+        throw DeviceFailure{make_error(ErrorCode::kInternal, "internal error: rank " + std::to_string(to) +
+                                                                 " waits for a message from rank " + std::to_string(from) +
+                                                                 " that was never sent")};
     }
 
     // ---- DeviceOps ------------------------------------------------------------------------------
@@ -392,6 +393,19 @@ struct NcclRanks {
 };
 NcclRanks* g_ranks = nullptr;
 
+// After a job failure: every communicator of this process aborted (ncclCommAbort ends the NCCL
+// kernels still waiting for a peer) and forgotten, so nothing waits on them or destroys them again.
+void abort_nccl_ranks() {
+    if (!g_ranks) return;
+    for (auto& [g, c] : g_ranks->split) {
+        ncclCommAbort(c.first);
+        ncclCommAbort(c.second);
+    }
+    g_ranks->split.clear();
+    if (g_ranks->world) ncclCommAbort(g_ranks->world);
+    g_ranks->world = nullptr;
+}
+
 std::string nccl_error(const char* call, ncclResult_t r) {
     return std::string(call) + " failed: " + ncclGetErrorString(r) + " (NCCL_DEBUG=WARN says more)";
 }
@@ -415,7 +429,9 @@ Result<NcclRanks*> nccl_ranks() {
     // Two processes of one node on the same GPU: NCCL refuses that; say which ranks and how to fix it.
     char host[256] = "";
     gethostname(host, sizeof host - 1);
-    const auto ids = mpi::allgather_strings(std::string(host) + " " + bus);
+    const auto all_ids = mpi::allgather_strings(std::string(host) + " " + bus);
+    if (!all_ids) return all_ids.error();
+    const std::vector<std::string>& ids = *all_ids;
     for (size_t a = 0; a < ids.size(); ++a)
         for (size_t b = a + 1; b < ids.size(); ++b)
             if (ids[a] == ids[b])
@@ -430,7 +446,7 @@ Result<NcclRanks*> nccl_ranks() {
     if (mpi::rank() == 0)
         if (const ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) e0 = nccl_error("ncclGetUniqueId", r);
     if (std::string e = mpi::first_error(e0); !e.empty()) return make_error(ErrorCode::kCuda, e);
-    mpi::broadcast(&id, sizeof id);
+    if (auto st = mpi::broadcast(&id, sizeof id); !st) return st.error();
     auto w = std::make_unique<NcclRanks>();
     w->device = device;
     if (const ncclResult_t r = ncclCommInitRank(&w->world, mpi::size(), id, mpi::rank()); r != ncclSuccess)
@@ -441,7 +457,7 @@ Result<NcclRanks*> nccl_ranks() {
             ncclCommDestroy(c.first);
             ncclCommDestroy(c.second);
         }
-        ncclCommDestroy(g_ranks->world);
+        if (g_ranks->world) ncclCommDestroy(g_ranks->world);
         delete g_ranks;
         g_ranks = nullptr;
     });
@@ -585,10 +601,11 @@ protected:
                 got.resize(at + bytes);
                 QT_CUDA_CHECK(cudaMemcpy(got.data() + at, ptr, bytes, cudaMemcpyDeviceToHost));
             }
-            if (got != x.expect)
-                mpi::abort_job("internal error: the payload received from rank " + std::to_string(x.peer) +
-                                            " over NCCL differs from the one computed here (the ranks disagree on the "
-                                            "inputs or the schedule)");
+            if (got != x.expect)  // the ranks are out of step: the job's failure (mpi.hpp)
+                return mpi::fail_job(ErrorCode::kInternal,
+                                     "internal error: the payload received from rank " + std::to_string(x.peer) +
+                                         " over NCCL differs from the one computed here (the ranks disagree on the "
+                                         "inputs or the schedule)");
             if (x.meta_words) {  // staged wire metadata: what arrived becomes the device's binary32 words
                 float md[2] = {0, 0};
                 read_metadata(format_, got.data() + (got.size() - x.parts.back().second), &md[0], &md[1]);
@@ -619,7 +636,10 @@ private:
         }
     }
 
-    // The stream's NCCL work done, under the deadline; an NCCL error or the deadline aborts the job.
+    // The stream's NCCL work done, under the deadline. An NCCL error or the deadline is the job's
+    // failure (mpi.hpp; cli/ then aborts the job); the communicators are aborted first, so that the
+    // NCCL kernels still waiting for a peer end and freeing this transport's device memory (which
+    // synchronizes with them) cannot hang the process on its way back to the caller.
     Status wait(cudaStream_t s) {
         const auto start = std::chrono::steady_clock::now();
         for (long spins = 0;; ++spins) {
@@ -628,14 +648,19 @@ private:
             if (e != cudaErrorNotReady) return cuda(e, "cudaStreamQuery (NCCL messages)");
             for (ncclComm_t c : {world_, intra_, inter_}) {
                 ncclResult_t a = ncclSuccess;
-                if (ncclCommGetAsyncError(c, &a) == ncclSuccess && a != ncclSuccess && a != ncclInProgress)
-                    mpi::abort_job(nccl_error("an NCCL send or receive", a));
+                if (ncclCommGetAsyncError(c, &a) == ncclSuccess && a != ncclSuccess && a != ncclInProgress) {
+                    abort_nccl_ranks();
+                    return mpi::fail_job(ErrorCode::kCuda, nccl_error("an NCCL send or receive", a));
+                }
             }
             std::this_thread::sleep_for(std::chrono::microseconds(spins < 1000 ? 10 : 500));
-            if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > mpi::timeout_s())
-                mpi::abort_job("timed out after " + std::to_string(static_cast<long>(mpi::timeout_s())) +
-                                            " s waiting for NCCL messages (a rank died, or the ranks run different "
-                                            "arguments; QTRANSIT_MPI_TIMEOUT sets the limit)");
+            if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > mpi::timeout_s()) {
+                abort_nccl_ranks();
+                return mpi::fail_job(ErrorCode::kTimeout,
+                                     "timed out after " + std::to_string(static_cast<long>(mpi::timeout_s())) +
+                                         " s waiting for NCCL messages (a rank died, or the ranks run different "
+                                         "arguments; QTRANSIT_MPI_TIMEOUT sets the limit)");
+            }
         }
     }
 

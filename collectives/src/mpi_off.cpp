@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 namespace qtransit::collectives::mpi {
 namespace {
@@ -10,6 +11,9 @@ Error not_built() {
     return make_error(ErrorCode::kInvalidArgument,
                       "this build has no mpi backend (install openmpi-bin and libopenmpi-dev, then reconfigure)");
 }
+// The same contract as with MPI, though nothing fails a job here: the one caller of fail_job, the nccl
+// transport under mpirun, needs MPI.
+std::optional<Error> g_failure;
 }  // namespace
 
 bool built() { return false; }
@@ -22,16 +26,22 @@ int node_local_size() { return 1; }
 void at_finalize(std::function<void()>) {}
 void finalize() {}
 double timeout_s() { return 0; }
+const Error* job_failure() { return g_failure ? &*g_failure : nullptr; }
+Error fail_job(ErrorCode code, const std::string& what) {
+    if (!g_failure) g_failure = make_error(code, what);
+    return *g_failure;
+}
+// For cli/ only (mpi.hpp): without MPI there is no job to abort, only this process.
 void abort_job(const std::string& what) {
     std::fprintf(stderr, "qtransit: %s\n", what.c_str());
     std::abort();
 }
-void broadcast(void*, size_t) {}
+Status broadcast(void*, size_t) { return Status::Ok(); }
 std::string first_error(const std::string& mine) { return mine; }
-std::vector<double> allgather(const std::vector<double>& mine) { return mine; }
-std::vector<std::string> allgather_strings(const std::string& mine) { return {mine}; }
-void allreduce_sum(std::vector<int64_t>&) {}
-std::vector<float> gather_rows(const std::vector<float>& row) { return row; }
+Result<std::vector<double>> allgather(const std::vector<double>& mine) { return mine; }
+Result<std::vector<std::string>> allgather_strings(const std::string& mine) { return std::vector<std::string>{mine}; }
+Status allreduce_sum(std::vector<int64_t>&) { return Status::Ok(); }
+Result<std::vector<float>> gather_rows(const std::vector<float>& row) { return row; }
 Result<std::unique_ptr<Transport>> make_mpi_transport(int64_t, int64_t, FormatSpec) { return not_built(); }
 
 }  // namespace qtransit::collectives::mpi

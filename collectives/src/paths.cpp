@@ -618,6 +618,8 @@ Status run_column(const PathConfig& c, const Inputs& inputs, Transport& transpor
         }
     } catch (const ColumnFailure& f) {
         return f.error;
+    } catch (const TransportFailure& f) {
+        return f.error;
     } catch (const DeviceFailure& f) {
         return f.error;
     }

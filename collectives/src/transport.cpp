@@ -1,8 +1,5 @@
 #include "qtransit/collectives/transport.hpp"
 
-#include <cstdio>
-#include <cstdlib>
-
 namespace qtransit::collectives {
 
 const char* to_string(Backend b) {
@@ -89,9 +86,9 @@ Message SimTransport::recv(int64_t to, int64_t from) {
         }
     }
     // A schedule that receives what nobody sent is a bug in this program, not a user error.
-    std::fprintf(stderr, "qtransit: internal error: rank %lld waits for a message from rank %lld that was never sent\n",
-                 static_cast<long long>(to), static_cast<long long>(from));
-    std::abort();
+    throw TransportFailure{make_error(ErrorCode::kInternal, "internal error: rank " + std::to_string(to) +
+                                                                " waits for a message from rank " + std::to_string(from) +
+                                                                " that was never sent")};
 }
 
 bool SimTransport::idle() const {

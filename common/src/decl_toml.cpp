@@ -2,11 +2,11 @@
 // and the CLI's format arguments (names or .toml files), with the stochastic twins of --rounding.
 #include "qtransit/common/decl_toml.hpp"
 
+#include "qtransit/common/shortest.hpp"
 #include "toml_table.hpp"
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -300,11 +300,10 @@ Result<FormatSpec> load_declaration(const std::string& path) {
 
 namespace {
 
-std::string shortest(float v) {
+// shortest() as a TOML float: a zero keeps its sign and every value its ".", "e" or "E".
+std::string toml_float(float v) {
     if (v == 0) return std::signbit(v) ? "-0.0" : "0.0";
-    char b[64];
-    auto r = std::to_chars(b, b + sizeof b, v);
-    std::string s(b, r.ptr);
+    std::string s = shortest(v);
     // TOML: "1e+30" is a float, "3" an integer (both parse back to the same binary32); keep integers
     // as floats for readability.
     if (s.find_first_of(".eE") == std::string::npos) s += ".0";
@@ -338,7 +337,7 @@ Result<std::string> declaration_to_toml(const FormatSpec& f) {
             break;
         case ElemType::kTable:
             o << "values = [";
-            for (int i = 0; i < d.table_size; ++i) o << (i % 4 == 0 ? "\n    " : " ") << shortest(d.table[i]) << ",";
+            for (int i = 0; i < d.table_size; ++i) o << (i % 4 == 0 ? "\n    " : " ") << toml_float(d.table[i]) << ",";
             o << "\n]\n";
             break;
     }

@@ -158,4 +158,13 @@ int32_t expected_k(const PathConfig& c, int64_t first, int64_t holder, int64_t c
     return -1;
 }
 
+const char* to_string(PathShape s) {
+    switch (s) {
+        case PathShape::kReduceScatter: return "reduce-scatter";
+        case PathShape::kAllReduce: return "all-reduce";
+        case PathShape::kAllGather: return "all-gather";
+    }
+    return "?";
+}
+
 }  // namespace qtransit

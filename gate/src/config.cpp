@@ -472,6 +472,16 @@ Result<GateConfig> parse_gate_config(const std::string& toml, const std::string&
         if (!u) return u.error();
         if (auto st = apply(user, *u, cfg, lines); !st) return st.error();
         cfg.source = source;
+        // The default gate's budgets bound what the default gate runs: where the user's gate runs
+        // another path, format or distribution, they do not apply (and are no error of the user's).
+        if (!u->contains("budget"))
+            std::erase_if(cfg.budgets, [&](const Budget& b) {
+                const bool dist = b.dist.empty() || std::any_of(cfg.dists.begin(), cfg.dists.end(), [&](auto d) {
+                                      return b.dist == kernels::to_string(d);
+                                  });
+                return std::find(cfg.paths.begin(), cfg.paths.end(), b.path) == cfg.paths.end() ||
+                       std::find(cfg.formats.begin(), cfg.formats.end(), b.format) == cfg.formats.end() || !dist;
+            });
     }
     if (auto st = validate_keys(user, cfg, lines); !st) return st.error();
     return cfg;

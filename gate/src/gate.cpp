@@ -25,20 +25,12 @@ using reports::GateRun;
 using reports::Verdict;
 using reports::VerdictStatus;
 
-const char* shape_name(PathShape s) {
-    switch (s) {
-        case PathShape::kReduceScatter: return "reduce-scatter";
-        case PathShape::kAllReduce: return "all-reduce";
-        case PathShape::kAllGather: return "all-gather";
-    }
-    return "?";
-}
 
 GateRun to_run(const RunRow& r, const std::string& dist, uint64_t seed) {
     GateRun x;
     const auto& s = r.stats;
     x.path = path_info(r.config.path).name;
-    x.shape = shape_name(path_info(r.config.path).shape);
+    x.shape = path_info(r.config.path).shape;
     x.quantized = path_info(r.config.path).quantized;
     x.format = r.config.format.name();
     x.dist = dist;

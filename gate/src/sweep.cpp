@@ -23,8 +23,8 @@ double max_of(const std::vector<int64_t>& v) {
 
 // --backend mpi: this process's stats combined with every other rank's (each checked only the rows
 // it holds), the same way PathChecker::merge combines threads; the first violation is the lowest
-// rank's. Only the verdicts travel, never the tensors.
-reference::PathStats combine_ranks(const reference::PathStats& s) {
+// rank's. Only the verdicts travel, never the tensors. An Error is the mpi job's failure.
+Result<reference::PathStats> combine_ranks(const reference::PathStats& s) {
     namespace mpi = collectives::mpi;
     const std::vector<double> mine{static_cast<double>(s.outputs_checked), s.max_abs_error, s.sum_sq_error,
                                    s.sum_sq_target, s.max_a_posteriori, s.max_a_priori, s.max_error_to_a_posteriori,
@@ -32,8 +32,12 @@ reference::PathStats combine_ranks(const reference::PathStats& s) {
                                    static_cast<double>(s.k_min), static_cast<double>(s.k_max),
                                    static_cast<double>(s.nonfinite_outputs)};
     const size_t w = mine.size();
-    const std::vector<double> all = mpi::allgather(mine);
-    const std::vector<std::string> firsts = mpi::allgather_strings(s.first_violation);
+    const auto gathered = mpi::allgather(mine);
+    if (!gathered) return gathered.error();
+    const auto gathered_firsts = mpi::allgather_strings(s.first_violation);
+    if (!gathered_firsts) return gathered_firsts.error();
+    const std::vector<double>& all = *gathered;
+    const std::vector<std::string>& firsts = *gathered_firsts;
     reference::PathStats out;
     bool have_k = false;
     for (int r = 0; r < mpi::size(); ++r) {
@@ -219,15 +223,14 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
         if (!totals) return totals.error();
         const double group_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - group_start).count();
         if (on_mpi) {  // each process counted what it sent; each holds its own dump row
-            for (auto& b : totals->bytes) {
-                collectives::mpi::allreduce_sum(b.sent);
-                collectives::mpi::allreduce_sum(b.cross_node);
-                collectives::mpi::allreduce_sum(b.fp16_equiv);
-            }
+            for (auto& b : totals->bytes)
+                for (std::vector<int64_t>* v : {&b.sent, &b.cross_node, &b.fp16_equiv})
+                    if (auto st = collectives::mpi::allreduce_sum(*v); !st) return st.error();
             if (spec.dump) {
                 const std::vector<float> mine(spec.dump->begin() + me * dump_cols, spec.dump->begin() + (me + 1) * dump_cols);
-                std::vector<float> all = collectives::mpi::gather_rows(mine);
-                if (me == 0) *spec.dump = std::move(all);
+                auto all = collectives::mpi::gather_rows(mine);
+                if (!all) return all.error();
+                if (me == 0) *spec.dump = std::move(*all);
             }
         }
         for (size_t k = 0; k < g.size(); ++k) {
@@ -235,16 +238,24 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
             r.config = g[k];
             reference::PathChecker all(g[k]);
             for (auto& c : checkers[k]) all.merge(c);
-            r.stats = on_mpi ? combine_ranks(all.stats()) : all.stats();
+            if (on_mpi) {
+                auto combined = combine_ranks(all.stats());
+                if (!combined) return combined.error();
+                r.stats = std::move(*combined);
+            } else {
+                r.stats = all.stats();
+            }
             if (on_mpi) {
                 std::vector<int64_t> kc{r.k_checked, r.k_mismatches};
                 for (const auto& [checked, wrong] : kcount[k]) {
                     kc[0] += checked;
                     kc[1] += wrong;
                 }
-                collectives::mpi::allreduce_sum(kc);
+                if (auto st = collectives::mpi::allreduce_sum(kc); !st) return st.error();
                 kcount[k].assign(1, {kc[0], kc[1]});
-                for (const auto& f : collectives::mpi::allgather_strings(kfirst[k]))
+                const auto firsts = collectives::mpi::allgather_strings(kfirst[k]);
+                if (!firsts) return firsts.error();
+                for (const auto& f : *firsts)
                     if (!f.empty()) {
                         kfirst[k] = f;
                         break;
@@ -252,8 +263,10 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
             }
             if (on_mpi) {
                 constexpr size_t w = 5;
-                const auto t = collectives::mpi::allgather(
+                const auto gathered = collectives::mpi::allgather(
                     {group_s, check_s[k], check_cpu[k], totals->seconds[k], totals->cpu_seconds[k]});
+                if (!gathered) return gathered.error();
+                const std::vector<double>& t = *gathered;
                 std::vector<double> coll, coll_cpu, ratio;
                 for (size_t i = 0; i + w <= t.size(); i += w) {
                     r.group_seconds = std::max(r.group_seconds, t[i]);

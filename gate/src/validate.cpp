@@ -18,6 +18,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "qtransit/reports/numbers.hpp"
 #include "qtransit/gate/validate.hpp"
 
 #include "qtransit/common/decl_toml.hpp"
@@ -33,11 +34,7 @@ namespace {
 using reports::Verdict;
 using reports::VerdictStatus;
 
-std::string g4(double v) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.4g", v);
-    return b;
-}
+using reports::g4;
 
 // One property's tally over every block it was evaluated on.
 struct Prop {
@@ -433,7 +430,7 @@ std::vector<ComparisonRow> comparison(const reports::GateResult& r, int64_t bloc
         for (const auto& x : r.runs) {
             if (x.format != name) continue;
             row.holds = row.holds && x.bound_holds;
-            if (x.dist != dist || !x.quantized || x.shape == "all-gather") continue;
+            if (x.dist != dist || !x.quantized || x.shape == PathShape::kAllGather) continue;
             if (x.k_max == 1 && x.ranks >= n1) n1 = x.ranks, row.k1 = x.rel_rms_error;
             if (x.k_max == 2 && x.ranks >= n2) n2 = x.ranks, row.k2 = x.rel_rms_error;
             if (x.k_max > row.kmax) row.kmax = x.k_max, row.kmax_err = x.rel_rms_error;

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <map>
 
+#include "qtransit/reports/numbers.hpp"
+
 namespace qtransit::gate {
 namespace {
 
@@ -14,11 +16,7 @@ using reports::GateRun;
 using reports::Verdict;
 using reports::VerdictStatus;
 
-std::string g4(double v) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.4g", v);
-    return b;
-}
+using reports::g4;
 
 Verdict verdict(const std::string& name, bool ok, std::string message) {
     Verdict v;

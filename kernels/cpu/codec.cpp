@@ -3,14 +3,13 @@
 // three times (x86-64-v4 = AVX-512, x86-64-v3 = AVX2, baseline) with the best one chosen at load
 // time (target_clones), so a binary built here runs on any x86-64 machine at full width.
 #include <algorithm>
-#include <array>
-#include <charconv>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "qtransit/common/shortest.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/decl_math.hpp"
 
@@ -52,12 +51,6 @@ void parallel_blocks(int64_t blocks, int threads, Fn&& fn) {
         pool.emplace_back([&fn, t, b0, b1] { fn(t, b0, b1); });
     }
     for (auto& th : pool) th.join();
-}
-
-std::string shortest(float v) {
-    std::array<char, 64> buf{};
-    auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);
-    return std::string(buf.data(), end);
 }
 
 // Block statistics in one pass, as integer reductions (they vectorize; float min/max with NaN and

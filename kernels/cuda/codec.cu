@@ -20,8 +20,8 @@
 #include <mutex>
 #include <vector>
 
-#include "check.hpp"
 #include "qtransit/kernels/block_math.hpp"
+#include "qtransit/kernels/cuda_check.hpp"
 #include "qtransit/kernels/decl_math.hpp"
 #include "qtransit/kernels/gpu.hpp"
 

@@ -13,6 +13,7 @@
 
 #include "generators.hpp"
 #include "qtransit/collectives/paths.hpp"
+#include "qtransit/collectives/transport.hpp"
 #include "qtransit/reference/checker.hpp"
 #include "qtransit/reference/paths.hpp"
 
@@ -302,5 +303,18 @@ TEST(Paths, RingAgRequantDriftsOnlyForDsFormats) {
         if (std::string(name).rfind("ds-", 0) == 0) EXPECT_GT(differing, 0) << name;
         else EXPECT_EQ(differing, 0) << name;
         std::cout << name << ": " << differing << " (rank, block) pairs differ from the owner's bits\n";
+    }
+}
+
+// A schedule that receives what was never sent is a bug in qtransit: the transport says so with an
+// Error that run_column returns (ErrorCode::kInternal), never by ending the process.
+TEST(Transport, ReceiveOfWhatWasNeverSentIsAnInternalError) {
+    qt::collectives::SimTransport t(4, 4, *qt::parse_format("int8"));
+    try {
+        (void)t.recv(1, 0);
+        FAIL() << "recv returned a message that nobody sent";
+    } catch (const qt::collectives::TransportFailure& f) {
+        EXPECT_EQ(f.error.code, qt::ErrorCode::kInternal);
+        EXPECT_EQ(f.error.message, "internal error: rank 1 waits for a message from rank 0 that was never sent");
     }
 }

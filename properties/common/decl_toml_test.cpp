@@ -1,4 +1,4 @@
-// Format declarations in TOML (cli/decl_toml.cpp, docs/FORMATS.md section 8): every kind of mistake
+// Format declarations in TOML (common/src/decl_toml.cpp, docs/FORMATS.md section 8): every kind of mistake
 // is an Error naming its key (and line), every declarable built-in prints as TOML that parses back
 // to the same declaration, and a declared copy of int4 encodes exactly like int4.
 #include <gtest/gtest.h>
@@ -162,8 +162,9 @@ TEST(DeclToml, EveryDeclarableBuiltinRoundTrips) {
         EXPECT_EQ(back->code_max(), f.code_max()) << f.name();
         EXPECT_EQ(back->metadata_bytes(), f.metadata_bytes()) << f.name();
         EXPECT_EQ(back->fixed_block(), f.fixed_block()) << f.name();
-        if (orig->elem == qt::ElemType::kTable)
+        if (orig->elem == qt::ElemType::kTable) {
             EXPECT_EQ(std::memcmp(orig->table, back->decl->table, sizeof(float) * 16), 0) << f.name();
+        }
         ++declared;
     }
     EXPECT_EQ(declared, static_cast<int>(qt::all_builtin_formats().size()) - 2);

@@ -232,9 +232,9 @@ TEST(Distributions, AllFiniteIncludingExtremes) {
                     }
     // The extreme Philox words: u1 = 2^-53 (all-zero words) gives the largest |z| = sqrt(106 ln 2);
     // all-one words give u1 = 1 and z = 0. Everything derived from them stays finite.
-    const double zmax = qd::normal_from(qk::Philox4x32{{0, 0, 0, 0}});
+    const double zmax = qd::normal_from(qtransit::Philox4x32{{0, 0, 0, 0}});
     EXPECT_NEAR(zmax, std::sqrt(106 * std::log(2.0)), 1e-12);
-    EXPECT_EQ(qd::normal_from(qk::Philox4x32{{~0u, ~0u, ~0u, ~0u}}), 0.0);
+    EXPECT_EQ(qd::normal_from(qtransit::Philox4x32{{~0u, ~0u, ~0u, ~0u}}), 0.0);
     EXPECT_TRUE(std::isfinite(static_cast<float>(qd::exp_d(qd::kHeavySigma * zmax))));
     EXPECT_TRUE(std::isfinite(static_cast<float>(zmax * qd::kOutlierFactor)));
     EXPECT_GT(static_cast<float>(qd::exp_d(-qd::kHeavySigma * zmax)), 0.0f);

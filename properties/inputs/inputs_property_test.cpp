@@ -12,6 +12,7 @@
 #include <rapidcheck/gtest.h>
 
 #include "inputs/temp_dir.hpp"
+#include "qtransit/common/philox.hpp"
 #include "qtransit/kernels/fp16.hpp"
 #include "qtransit/kernels/inputs.hpp"
 #include "qtransit/kernels/npy.hpp"
@@ -62,7 +63,7 @@ int64_t product(const std::vector<int64_t>& s) {
     return n;
 }
 
-int popcount128(const qk::Philox4x32& a, const qk::Philox4x32& b) {
+int popcount128(const qtransit::Philox4x32& a, const qtransit::Philox4x32& b) {
     int n = 0;
     for (int i = 0; i < 4; ++i) n += __builtin_popcount(a.v[i] ^ b.v[i]);
     return n;
@@ -82,8 +83,8 @@ RC_GTEST_PROP(PhiloxProperty, OneBitChangeAvalanches, ()) {
     if (word < 4) c2[word] ^= 1u << bit;
     else k2[word - 4] ^= 1u << bit;
     RC_TAG(word < 4 ? "counter" : "key");
-    const auto a = qk::philox4x32_10(qk::Philox4x32{{c[0], c[1], c[2], c[3]}}, k0, k1);
-    const auto b = qk::philox4x32_10(qk::Philox4x32{{c2[0], c2[1], c2[2], c2[3]}}, k2[0], k2[1]);
+    const auto a = qtransit::philox4x32_10(qtransit::Philox4x32{{c[0], c[1], c[2], c[3]}}, k0, k1);
+    const auto b = qtransit::philox4x32_10(qtransit::Philox4x32{{c2[0], c2[1], c2[2], c2[3]}}, k2[0], k2[1]);
     const int d = popcount128(a, b);
     RC_ASSERT(d >= 24);
     RC_ASSERT(d <= 104);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "qtransit/common/philox.hpp"
 #include "qtransit/kernels/inputs.hpp"
 
 namespace qk = qtransit::kernels;
@@ -28,20 +29,20 @@ TEST(Philox, KnownAnswers) {
          {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
     };
     for (const Kat& k : kats) {
-        const qk::Philox4x32 r =
-            qk::philox4x32_10(qk::Philox4x32{{k.ctr[0], k.ctr[1], k.ctr[2], k.ctr[3]}}, k.key[0], k.key[1]);
+        const qtransit::Philox4x32 r =
+            qtransit::philox4x32_10(qtransit::Philox4x32{{k.ctr[0], k.ctr[1], k.ctr[2], k.ctr[3]}}, k.key[0], k.key[1]);
         for (int i = 0; i < 4; ++i) EXPECT_EQ(r.v[i], k.out[i]) << "word " << i << " of ctr " << std::hex << k.ctr[0];
     }
 }
 
 // Every word of the counter and of the key matters (a one-bit change elsewhere is the property test).
 TEST(Philox, EveryCounterAndKeyWordMatters) {
-    const qk::Philox4x32 base = qk::philox4x32_10(qk::Philox4x32{{1, 2, 3, 4}}, 5, 6);
+    const qtransit::Philox4x32 base = qtransit::philox4x32_10(qtransit::Philox4x32{{1, 2, 3, 4}}, 5, 6);
     for (int w = 0; w < 6; ++w) {
         uint32_t c[4] = {1, 2, 3, 4}, k[2] = {5, 6};
         if (w < 4) c[w] ^= 0x80000000u;
         else k[w - 4] ^= 1u;
-        const qk::Philox4x32 r = qk::philox4x32_10(qk::Philox4x32{{c[0], c[1], c[2], c[3]}}, k[0], k[1]);
+        const qtransit::Philox4x32 r = qtransit::philox4x32_10(qtransit::Philox4x32{{c[0], c[1], c[2], c[3]}}, k[0], k[1]);
         int same = 0;
         for (int i = 0; i < 4; ++i) same += r.v[i] == base.v[i];
         EXPECT_EQ(same, 0) << "changing word " << w;

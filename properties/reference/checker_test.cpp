@@ -343,7 +343,7 @@ TEST(PathChecker, FitExponent) {
 // A 384-rank ring-rs column (32-element blocks, normal inputs): 383 events reach the output.
 // Reports ns per contribution (one element of one rank's row), for int8, int4-asym and ds-int4.
 TEST(PathCheckerSpeed, RingRs384) {
-    for (const FormatSpec f : {FormatSpec{FormatKind::kSym, 8}, FormatSpec{FormatKind::kAsym, 4},
+    for (const FormatSpec& f : {FormatSpec{FormatKind::kSym, 8}, FormatSpec{FormatKind::kAsym, 4},
                                FormatSpec{FormatKind::kDs, 4}}) {
         PathConfig c;
         c.path = PathKind::kRingRs;

@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <bit>
 #include <cassert>
-#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -23,17 +22,12 @@
 
 #include "binary32.hpp"
 #include "decl_internal.hpp"
-#include "qtransit/kernels/inputs.hpp"
+#include "qtransit/common/philox.hpp"
+#include "qtransit/common/shortest.hpp"
 
 namespace qtransit::reference::detail {
 
 namespace {
-
-std::string fmt(float v) {
-    char buf[64];
-    const auto res = std::to_chars(buf, buf + sizeof buf, v);
-    return std::string(buf, res.ptr);
-}
 
 const Exact& ex_half() { static const Exact v = Exact::pow2(-1); return v; }
 const Exact& ex_u() { static const Exact v = Exact::pow2(-24); return v; }
@@ -294,22 +288,22 @@ Error block_error(const FormatSpec& f, const BlockScale& b, std::span<const floa
     switch (b.problem) {
         case Problem::kNonFinite:
             return make_error(ErrorCode::kNonFinite,
-                              describe(site, start + b.index) + ": value " + fmt(xb[b.index]) +
+                              describe(site, start + b.index) + ": value " + shortest(xb[b.index]) +
                                   " is not finite (policy 'error' refuses NaN and inf; " + advice + ")");
         case Problem::kRangeOverflow:
             return make_error(ErrorCode::kRangeOverflow,
                               describe(site, start) + ": the block of elements " + std::to_string(first) + ".." +
                                   std::to_string(last) + " has a range that overflows binary32: hi - lo = " +
-                                  fmt(b.hi) + " - (" + fmt(b.lo) + ") rounds to inf (" + f.name() +
+                                  shortest(b.hi) + " - (" + shortest(b.lo) + ") rounds to inf (" + f.name() +
                                   "; policy 'error' refuses it; " + advice + ")");
         case Problem::kScaleOverflow: {
             const bool fp16 = f.decl->scale == ScaleType::kFp16Absmax && std::isfinite(b.s_unrounded);
             return make_error(ErrorCode::kRangeOverflow,
                               describe(site, start) + ": the block of elements " + std::to_string(first) + ".." +
                                   std::to_string(last) + " has " + (f.decl->offset_min ? "range " : "absmax ") +
-                                  fmt(b.a) + ", and its scale " +
-                                  (fp16 ? fmt(b.s_unrounded) + " overflows binary16 (max 65504)"
-                                        : "a / A = " + fmt(b.a) + " / " + fmt(f.decl->amp) + " overflows binary32") +
+                                  shortest(b.a) + ", and its scale " +
+                                  (fp16 ? shortest(b.s_unrounded) + " overflows binary16 (max 65504)"
+                                        : "a / A = " + shortest(b.a) + " / " + shortest(f.decl->amp) + " overflows binary32") +
                                   " (" + f.name() + "; policy 'error' refuses it; " + advice + ")");
         }
         case Problem::kNone: break;
@@ -321,10 +315,8 @@ Error block_error(const FormatSpec& f, const BlockScale& b, std::span<const floa
 uint32_t draw24(const StochasticKey& key, const Site& site, int64_t g) {
     const uint64_t ug = static_cast<uint64_t>(g);
     const uint32_t rank_word = site.rank < 0 ? 0xFFFFFFFFu : static_cast<uint32_t>(site.rank);
-    const kernels::Philox4x32 ctr{{static_cast<uint32_t>(ug), static_cast<uint32_t>(ug >> 32), rank_word,
-                                   4u | (key.hop << 8)}};
-    const kernels::Philox4x32 w =
-        kernels::philox4x32_10(ctr, static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32));
+    const Philox4x32 ctr{{static_cast<uint32_t>(ug), static_cast<uint32_t>(ug >> 32), rank_word, 4u | (key.hop << 8)}};
+    const Philox4x32 w = philox4x32_10(ctr, static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32));
     return w.v[0] >> 8;
 }
 

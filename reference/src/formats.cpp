@@ -22,12 +22,13 @@
 #include <algorithm>
 #include <bit>
 #include <cassert>
-#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
+
+#include "qtransit/common/shortest.hpp"
 
 namespace qtransit::reference {
 
@@ -49,13 +50,6 @@ bool valid_format(const FormatSpec& f) {
         case FormatKind::kDecl: return f.decl != nullptr;
     }
     return false;
-}
-
-// Shortest round-trip text of a binary32 value.
-std::string fmt(float v) {
-    char buf[64];
-    const auto res = std::to_chars(buf, buf + sizeof buf, v);
-    return std::string(buf, res.ptr);
 }
 
 // ---- decode, one element (shared by quantize() and decode()) ----------------------------------
@@ -125,11 +119,11 @@ Error problem_error(const FormatSpec& f, const BlockProblem& p, std::span<const 
     switch (p.kind) {
         case Problem::kNonFinite:
             return make_error(ErrorCode::kNonFinite,
-                              describe(site, i) + ": value " + fmt(block_x[p.index]) +
+                              describe(site, i) + ": value " + shortest(block_x[p.index]) +
                                   " is not finite (policy 'error' refuses NaN and inf; " + advice + ")");
         case Problem::kFp16Overflow:
             return make_error(ErrorCode::kRangeOverflow,
-                              describe(site, i) + ": value " + fmt(block_x[p.index]) + " overflows binary16 (" +
+                              describe(site, i) + ": value " + shortest(block_x[p.index]) + " overflows binary16 (" +
                                   f.name() +
                                   ": the ds formats round the input to binary16 first, max 65504; policy "
                                   "'error' refuses it; " + advice + ")");
@@ -139,8 +133,8 @@ Error problem_error(const FormatSpec& f, const BlockProblem& p, std::span<const 
             return make_error(ErrorCode::kRangeOverflow,
                               describe(site, block_start) + ": the block of elements " + std::to_string(first) +
                                   ".." + std::to_string(last) + " has a range that overflows binary32: hi - lo = " +
-                                  fmt(p.hi) + " - (" + fmt(p.lo) + ") rounds to inf (lo = " + fmt(p.lo) +
-                                  ", hi = " + fmt(p.hi) + "; " + f.name() + "; policy 'error' refuses it; " +
+                                  shortest(p.hi) + " - (" + shortest(p.lo) + ") rounds to inf (lo = " + shortest(p.lo) +
+                                  ", hi = " + shortest(p.hi) + "; " + f.name() + "; policy 'error' refuses it; " +
                                   advice + ")");
         }
         case Problem::kNone: break;

@@ -94,7 +94,7 @@ std::string to_html(const GateResult& r) {
             std::map<int32_t, std::vector<double>> by_k;
             svg::Series pts{"", {}, false, true, marker_of(f), color};  // unnamed: no legend row
             for (const auto& x : r.runs) {
-                if (x.format != f || x.dist != dist || !x.quantized || x.shape == "all-gather" || x.k_max <= 0) continue;
+                if (x.format != f || x.dist != dist || !x.quantized || x.shape == PathShape::kAllGather || x.k_max <= 0) continue;
                 pts.points.push_back({static_cast<double>(x.k_max), x.rel_rms_error, tip(x)});
                 if (x.rel_rms_error > 0) by_k[x.k_max].push_back(std::log(x.rel_rms_error));
             }

@@ -37,7 +37,7 @@ nlohmann::json to_json(const GateResult& r) {
         nlohmann::json j{{"path", x.path},
                          {"format", x.format},
                          {"dist", x.dist},
-                         {"shape", x.shape},
+                         {"shape", to_string(x.shape)},
                          {"quantized", x.quantized},
                          {"ranks", x.ranks},
                          {"ranks_per_node", x.ranks_per_node},

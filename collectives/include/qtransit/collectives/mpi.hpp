@@ -16,8 +16,11 @@
 // process is that of the whole simulation); the checking per process is of its own outputs only.
 //
 // Every wait (a receive, a send's completion, a collective) has a deadline: QTRANSIT_MPI_TIMEOUT
-// seconds (default 300). Past it the rank prints what it was waiting for and calls MPI_Abort, so a
-// dead rank or ranks that disagree end the run with a message, never a hang.
+// seconds (default 300). Past it, or when the ranks are found to disagree (a received payload that
+// differs from the one computed here), the job has failed (job_failure()): the library returns that
+// Error up to its caller and never exits itself; cli/ then prints it and ends every process with
+// abort_job (MPI_Abort), so a dead rank or ranks that disagree end the run with a message, never a
+// hang.
 #pragma once
 
 #include <cstddef>
@@ -51,22 +54,35 @@ int node_local_rank();
 int node_local_size();
 // Runs `f` in finalize, before MPI_Finalize (the nccl backend frees its communicators there).
 void at_finalize(std::function<void()> f);
+// MPI_Finalize, after the at_finalize functions. Does nothing after a job failure (MPI_Finalize
+// could wait forever for a dead rank): such a job ends with abort_job.
 void finalize();
 double timeout_s();
-// Prints "qtransit: rank R: <what>" and aborts every process of the job (MPI_Abort).
+
+// The job's failure, or null while there is none: a wait past its deadline (ErrorCode::kTimeout), the
+// ranks found to disagree (kInternal), an NCCL error under mpirun (kCuda). The ranks are then no
+// longer in step, so every later collective and mpi transport call returns it at once, without MPI;
+// the process must end the whole job with abort_job (cli/main.cpp and cli::fail do).
+const Error* job_failure();
+// Makes `what` the job's failure (the first one recorded stays) and returns the job's failure. For
+// the transports built on MPI (the nccl transport under mpirun).
+Error fail_job(ErrorCode code, const std::string& what);
+// Prints "qtransit: rank R: <what>" and aborts every process of the job (MPI_Abort). For cli/ only:
+// library code returns errors and never ends the process.
 [[noreturn]] void abort_job(const std::string& what);
 
-// Collectives over every process, each wait under the deadline.
-std::vector<double> allgather(const std::vector<double>& mine);          // every rank's, by rank
-std::vector<std::string> allgather_strings(const std::string& mine);     // every rank's, by rank
-void allreduce_sum(std::vector<int64_t>& v);
+// Collectives over every process, each wait under the deadline; an Error is the job's failure.
+Result<std::vector<double>> allgather(const std::vector<double>& mine);       // every rank's, by rank
+Result<std::vector<std::string>> allgather_strings(const std::string& mine);  // every rank's, by rank
+Status allreduce_sum(std::vector<int64_t>& v);
 // Rank 0's `bytes` bytes at `data` copied to every rank's `data`.
-void broadcast(void* data, size_t bytes);
+Status broadcast(void* data, size_t bytes);
 // Every rank's error ("" for none) compared: "" when no rank has one, else the lowest failing
-// rank's, as "rank R: <error>" (just "<error>" when every rank has that same error). Collective.
+// rank's, as "rank R: <error>" (just "<error>" when every rank has that same error); the job's
+// failure's message when the ranks could not compare. Collective.
 std::string first_error(const std::string& mine);
 // Rank r's `row` (the same length on every rank) into rows [r] of the result, on rank 0 only.
-std::vector<float> gather_rows(const std::vector<float>& row);
+Result<std::vector<float>> gather_rows(const std::vector<float>& row);
 
 // Rank mpi::rank() of `ranks` (which must equal mpi::size()).
 Result<std::unique_ptr<Transport>> make_mpi_transport(int64_t ranks, int64_t ranks_per_node, FormatSpec format);

@@ -42,6 +42,14 @@ std::string known_backend_names();                        // "cpu, device, nccl,
 
 class DeviceOps;  // device.hpp: Q, D and the adds of a column on a device transport
 
+// Thrown by a transport's send or recv when the schedule cannot go on: an inconsistency it caught
+// (a receive of what was never sent, a payload that differs from the one computed here) or a wait
+// past its deadline. Schedules are straight-line code over recv's value; run_column turns this into
+// the Error it carries, so nothing escapes the library (as ColumnFailure, DeviceFailure).
+struct TransportFailure {
+    Error error;
+};
+
 // Payload bytes of a message in the given format (codes + metadata, or raw values).
 int64_t wire_bytes(const FormatSpec& format, const Message& m);
 
@@ -91,7 +99,7 @@ private:
 };
 
 // In-process delivery: a FIFO mailbox per receiver. Deterministic; a receive with nothing from
-// that sender is a schedule bug and aborts with a message.
+// that sender is a schedule bug: a TransportFailure (ErrorCode::kInternal) naming both ranks.
 class SimTransport final : public Transport {
 public:
     SimTransport(int64_t ranks, int64_t ranks_per_node, FormatSpec format);

@@ -17,6 +17,8 @@ enum class ErrorCode {
     kBadFile,          // a malformed or unreadable file
     kIo,               // the OS refused a read or write
     kCuda,             // a CUDA or NCCL call failed
+    kInternal,         // a bug in qtransit that it caught itself (a schedule receiving what was never sent)
+    kTimeout,          // a wait past its deadline: another rank died or stalled (mpi, nccl under mpirun)
 };
 
 struct Error {

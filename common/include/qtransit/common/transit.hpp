@@ -35,6 +35,9 @@ enum class PathShape : uint8_t {
     kAllGather,      // output: every rank holds every shard (the target is the shards themselves)
 };
 
+// "reduce-scatter", "all-reduce", "all-gather": the names the reports use.
+const char* to_string(PathShape s);
+
 struct PathInfo {
     PathKind kind;
     const char* name;   // command-line name, e.g. "ring-rs", "hpz-ag-fp"

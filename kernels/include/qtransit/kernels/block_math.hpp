@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "qtransit/kernels/fp16.hpp"
-#include "qtransit/kernels/hd.hpp"
+#include "qtransit/common/hd.hpp"
 
 namespace qtransit::kernels {
 

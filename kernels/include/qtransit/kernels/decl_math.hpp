@@ -8,8 +8,9 @@
 #include <cstdint>
 
 #include "qtransit/common/decl.hpp"
+#include "qtransit/common/philox.hpp"
 #include "qtransit/kernels/block_math.hpp"
-#include "qtransit/kernels/inputs.hpp"
+#include "qtransit/kernels/inputs.hpp"  // detail::pow2i
 
 namespace qtransit::kernels {
 

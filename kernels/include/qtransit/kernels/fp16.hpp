@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "qtransit/kernels/hd.hpp"
+#include "qtransit/common/hd.hpp"
 
 namespace qtransit::kernels {
 

@@ -11,17 +11,11 @@
 #include <string_view>
 #include <vector>
 
+#include "qtransit/common/hd.hpp"
+#include "qtransit/common/philox.hpp"
 #include "qtransit/common/status.hpp"
-#include "qtransit/kernels/hd.hpp"
 
 namespace qtransit::kernels {
-
-struct Philox4x32 {
-    uint32_t v[4];
-};
-
-// Philox4x32-10 (Salmon et al., SC'11; Random123), counter ctr, key key.
-QT_HD Philox4x32 philox4x32_10(Philox4x32 ctr, uint32_t key0, uint32_t key1);
 
 enum class Distribution : uint8_t { kNormal, kUniform, kHeavy, kOutliers, kMixedScale, kCorrelated };
 
@@ -38,4 +32,4 @@ void generate_span(Distribution d, uint64_t seed, uint32_t rank, uint64_t first,
 
 }  // namespace qtransit::kernels
 
-#include "qtransit/kernels/inputs_impl.hpp"
+#include "qtransit/kernels/detail/inputs_impl.hpp"

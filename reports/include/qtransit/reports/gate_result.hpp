@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qtransit/common/status.hpp"
+#include "qtransit/common/transit.hpp"
 
 namespace qtransit::reports {
 
@@ -20,7 +21,7 @@ inline constexpr int kSchemaVersion = 1;
 // One collective path run at one N on one input distribution, checked exactly.
 struct GateRun {
     std::string path, format, dist;
-    std::string shape;               // "reduce-scatter", "all-reduce" or "all-gather"
+    PathShape shape = PathShape::kReduceScatter;
     bool quantized = true;           // false for fp32-ring-rs
     int64_t ranks = 0, ranks_per_node = 0, elements = 0, block = 0;
     uint64_t seed = 0;

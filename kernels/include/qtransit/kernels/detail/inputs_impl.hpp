@@ -1,5 +1,6 @@
-// Header-only implementation of the counter-based inputs declared in inputs.hpp. Included at the end
-// of inputs.hpp; do not include it on its own. docs/INPUTS.md is the normative definition of every
+// Header-only implementation of the counter-based inputs declared in inputs.hpp (Philox4x32-10
+// itself is common's, qtransit/common/philox.hpp). Included at the end of inputs.hpp; do not include
+// it on its own. docs/INPUTS.md is the normative definition of every
 // value produced here (counter/key layout, the distributions, the math); keep the two in step.
 //
 // Bit-identity CPU <-> GPU. Every value is computed in binary64 from +, -, *, / and sqrt only (all
@@ -17,53 +18,6 @@
 #include <cstring>
 
 namespace qtransit::kernels {
-
-// ---- Philox4x32-10 -------------------------------------------------------------------------------
-
-namespace detail {
-
-// Random123's constants (philox.h): round multipliers and the Weyl key increments (golden ratio and
-// sqrt(3) - 1 in 0.32 fixed point).
-inline constexpr uint32_t kPhiloxM0 = 0xD2511F53u;
-inline constexpr uint32_t kPhiloxM1 = 0xCD9E8D57u;
-inline constexpr uint32_t kPhiloxW0 = 0x9E3779B9u;
-inline constexpr uint32_t kPhiloxW1 = 0xBB67AE85u;
-
-QT_HD uint32_t mulhilo32(uint32_t a, uint32_t b, uint32_t* hi) {
-#if defined(__CUDA_ARCH__)
-    *hi = __umulhi(a, b);
-    return a * b;
-#else
-    const uint64_t p = static_cast<uint64_t>(a) * b;
-    *hi = static_cast<uint32_t>(p >> 32);
-    return static_cast<uint32_t>(p);
-#endif
-}
-
-QT_HD void philox_round(uint32_t c[4], uint32_t k0, uint32_t k1) {
-    uint32_t hi0, hi1;
-    const uint32_t lo0 = mulhilo32(kPhiloxM0, c[0], &hi0);
-    const uint32_t lo1 = mulhilo32(kPhiloxM1, c[2], &hi1);
-    const uint32_t n0 = hi1 ^ c[1] ^ k0, n2 = hi0 ^ c[3] ^ k1;
-    c[0] = n0;
-    c[1] = lo1;
-    c[2] = n2;
-    c[3] = lo0;
-}
-
-}  // namespace detail
-
-QT_HD Philox4x32 philox4x32_10(Philox4x32 ctr, uint32_t key0, uint32_t key1) {
-    uint32_t c[4] = {ctr.v[0], ctr.v[1], ctr.v[2], ctr.v[3]};
-    for (int round = 0; round < 10; ++round) {
-        if (round > 0) {  // the key is bumped between rounds (9 bumps for 10 rounds)
-            key0 += detail::kPhiloxW0;
-            key1 += detail::kPhiloxW1;
-        }
-        detail::philox_round(c, key0, key1);
-    }
-    return Philox4x32{{c[0], c[1], c[2], c[3]}};
-}
 
 // ---- binary64 math from +, -, *, /, sqrt ---------------------------------------------------------
 

@@ -1,5 +1,11 @@
 // QT_CUDA_CHECK: every CUDA runtime return code becomes a Status naming the call and the place.
+// Public, for every TU that calls the CUDA runtime (kernels/cuda, collectives' device transports, a
+// user's own launchers). It needs <cuda_runtime.h>: in a build without CUDA (QTRANSIT_HAVE_CUDA=0,
+// and not compiled by nvcc) it declares nothing, so that it still compiles alone there, as every
+// public header must (cmake/install.cmake's header check).
 #pragma once
+
+#if defined(__CUDACC__) || QTRANSIT_HAVE_CUDA
 
 #include <cuda_runtime.h>
 
@@ -32,3 +38,5 @@ inline Status cuda_status(cudaError_t e, const char* what, const char* file, int
             !qt_st_)                                                                                          \
             return qt_st_.error();                                                                            \
     } while (0)
+
+#endif  // defined(__CUDACC__) || QTRANSIT_HAVE_CUDA

@@ -1,0 +1,226 @@
+// qtransit::gate as a library: what a user's own test can call without the qtransit command.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "qtransit/gate/gate.hpp"
+#include "qtransit/gate/verdicts.hpp"
+#include "qtransit/reports/files.hpp"
+
+namespace qt = qtransit;
+namespace fs = std::filesystem;
+using qt::reports::GateRun;
+using qt::reports::Verdict;
+using qt::reports::VerdictStatus;
+
+namespace {
+
+const Verdict* find(const std::vector<Verdict>& vs, const std::string& name) {
+    for (const auto& v : vs)
+        if (v.name == name) return &v;
+    return nullptr;
+}
+
+qt::gate::GateConfig small_config() {
+    auto cfg = qt::gate::parse_gate_config("[gate]\nformats = [\"int4\"]\npaths = [\"a2a-rs\", \"ring-rs\"]\n"
+                                           "distributions = [\"normal\"]\nranks = [8, 16]\nelements = 512\n[[scaling]]\n"
+                                           "path = \"ring-rs\"\nmin = 0.2\nmax = 1.2\n",
+                                           "small.toml");
+    EXPECT_TRUE(cfg) << cfg.error().message;
+    return *cfg;
+}
+
+GateRun run(const std::string& path, const std::string& format, int64_t n, double rel_rms) {
+    GateRun r;
+    r.path = path, r.format = format, r.dist = "normal", r.ranks = n, r.ranks_per_node = 8, r.elements = 1024, r.block = 32, r.seed = 1;
+    r.rel_rms_error = rel_rms, r.max_abs_error = 2 * rel_rms, r.rms_error = rel_rms;
+    return r;
+}
+
+std::string slurp(const fs::path& p) {
+    std::ifstream f(p);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+fs::path temp_dir(const std::string& name) {
+    const fs::path d = fs::temp_directory_path() / ("qtransit_gate_lib_" + name + "_" + std::to_string(::getpid()));
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
+}
+
+}  // namespace
+
+TEST(GateConfig, ParseErrorsNameTheLineAndKey) {
+    auto bad = qt::gate::parse_gate_config("[gate]\nranks = [8]\n\n[[budget]]\npath = \"a2a-rs\"\nformat = \"int4\"\nmetric = \"rms\"\nmax = 1\n",
+                                           "mine.toml");
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().message.find("mine.toml:7: budget[0].metric: unknown metric 'rms'"), std::string::npos) << bad.error().message;
+}
+
+TEST(GateConfig, ValidateChecksAConfigBuiltInCode) {
+    auto base = small_config();
+    struct Case {
+        std::function<void(qt::gate::GateConfig&)> mutate;
+        std::string want;
+    };
+    const std::vector<Case> cases = {
+        {[](auto& c) { c.formats.clear(); }, "small.toml: gate.formats: is empty"},
+        {[](auto& c) { c.elements = 0; }, "gate.elements: must be in 1..2^30"},
+        {[](auto& c) { c.elements = 1000; }, "M = gate.elements = 1000 is not divisible by N = 16"},
+        {[](auto& c) { c.ranks_per_node = 3; }, "G = 3 ranks per node does not divide N = 8"},
+        {[](auto& c) { c.block = 0; }, "gate.block: must be >= 1"},
+        {[](auto& c) { c.scaling[0].min = 2; }, "scaling[0]: min"},
+        {[](auto& c) {
+             qt::gate::Budget b;
+             b.path = qt::PathKind::kTreeRs;
+             b.format = c.formats[0];
+             c.budgets = {b};
+         },
+         "path tree-rs is not in gate.paths"},
+    };
+    for (const auto& k : cases) {
+        auto c = base;
+        k.mutate(c);
+        auto st = qt::gate::validate(c);
+        ASSERT_FALSE(st) << k.want;
+        EXPECT_NE(st.error().message.find(k.want), std::string::npos) << st.error().message;
+    }
+    EXPECT_TRUE(qt::gate::validate(base));
+    // A tree-rs config derives its N as parse does: the largest power of two at or below each N.
+    auto t = base;
+    t.paths.push_back(qt::PathKind::kTreeRs);
+    t.ranks = {8, 24};
+    t.elements = 768;
+    t.tree_ranks_derived = true;
+    ASSERT_TRUE(qt::gate::validate(t));
+    EXPECT_EQ(t.tree_ranks, (std::vector<int64_t>{8, 16}));
+}
+
+TEST(GateVerdicts, BudgetsPassFailAndSayWhenNothingMatched) {
+    auto cfg = small_config();
+    qt::gate::Budget b;
+    b.name = "tight";
+    b.path = qt::PathKind::kA2aRs;
+    b.format = cfg.formats[0];
+    b.metric = qt::gate::Metric::kMaxAbsError;
+    b.max = 0.15;
+    cfg.budgets = {b};
+    auto v = qt::gate::budget_verdicts(cfg, {run("a2a-rs", "int4", 8, 0.05), run("a2a-rs", "int4", 16, 0.07)});
+    ASSERT_EQ(v.size(), 1u);
+    EXPECT_EQ(v[0].status, VerdictStatus::kPass) << v[0].message;  // worst max_abs_error 0.14
+    EXPECT_DOUBLE_EQ(*v[0].value, 0.14);
+    v = qt::gate::budget_verdicts(cfg, {run("a2a-rs", "int4", 8, 0.05), run("a2a-rs", "int4", 16, 0.08)});
+    EXPECT_EQ(v[0].status, VerdictStatus::kFail);
+    EXPECT_NE(v[0].message.find("max_abs_error of a2a-rs with int4: 0.16 (worst: normal N=16) exceeds the budget 0.15"), std::string::npos)
+        << v[0].message;
+    v = qt::gate::budget_verdicts(cfg, {run("ring-rs", "int4", 8, 0.05)});
+    EXPECT_EQ(v[0].status, VerdictStatus::kFail);
+    EXPECT_NE(v[0].message.find("no run matched"), std::string::npos) << v[0].message;
+}
+
+TEST(GateVerdicts, BaselineComparesEachRunWithItsTwin) {
+    auto cfg = small_config();
+    cfg.baseline_metrics = {qt::gate::Metric::kRelRmsError};
+    cfg.baseline_margin = 0.10;
+    const std::vector<GateRun> base{run("a2a-rs", "int4", 8, 0.10), run("a2a-rs", "int4", 16, 0.10)};
+    auto v = qt::gate::baseline_verdicts(cfg, {run("a2a-rs", "int4", 8, 0.109), run("a2a-rs", "int4", 16, 0.10)}, base);
+    const auto* a2a = find(v, "baseline/rel_rms_error/int4/a2a-rs");
+    ASSERT_NE(a2a, nullptr);
+    EXPECT_EQ(a2a->status, VerdictStatus::kPass) << a2a->message;
+    const auto* ring = find(v, "baseline/rel_rms_error/int4/ring-rs");
+    ASSERT_NE(ring, nullptr);
+    EXPECT_EQ(ring->status, VerdictStatus::kSkip);  // no run of ring-rs at all
+    v = qt::gate::baseline_verdicts(cfg, {run("a2a-rs", "int4", 8, 0.10), run("a2a-rs", "int4", 16, 0.12)}, base);
+    a2a = find(v, "baseline/rel_rms_error/int4/a2a-rs");
+    ASSERT_NE(a2a, nullptr);
+    EXPECT_EQ(a2a->status, VerdictStatus::kFail);
+    EXPECT_NE(a2a->message.find("normal N=16: rel_rms_error 0.12 against 0.1 in the baseline"), std::string::npos) << a2a->message;
+}
+
+TEST(GateVerdicts, ScalingWithinAndOutsideTheRule) {
+    auto cfg = small_config();
+    qt::reports::GateResult res;
+    res.fits.push_back({"ring-rs", "int4", "normal", 0.5, {{8, 0.1}, {16, 0.14}}});
+    auto v = qt::gate::scaling_verdicts(cfg, res);
+    ASSERT_EQ(v.size(), 1u);
+    EXPECT_EQ(v[0].name, "scaling/int4/ring-rs/normal");
+    EXPECT_EQ(v[0].status, VerdictStatus::kPass);
+    res.fits[0].exponent = 1.5;
+    v = qt::gate::scaling_verdicts(cfg, res);
+    EXPECT_EQ(v[0].status, VerdictStatus::kFail);
+    EXPECT_DOUBLE_EQ(*v[0].limit, 1.2);
+    res.fits.clear();
+    v = qt::gate::scaling_verdicts(cfg, res);
+    EXPECT_EQ(v[0].status, VerdictStatus::kSkip);
+}
+
+TEST(Gate, RunsInProcessWithProgressAndNamedVerdicts) {
+    const auto cfg = small_config();
+    std::vector<qt::gate::GateProgress> seen;
+    qt::gate::GateOptions opt;
+    opt.progress = [&](const qt::gate::GateProgress& p) { seen.push_back(p); };
+    auto res = qt::gate::run_gate(cfg, opt);
+    ASSERT_TRUE(res) << res.error().message;
+    EXPECT_EQ(res->runs.size(), 4u);  // 2 paths x 2 N
+    for (const char* name : {"kernel-vs-reference/int4", "bounds/int4/a2a-rs", "k/int4/ring-rs", "scaling/int4/ring-rs/normal"}) {
+        const auto* v = find(res->verdicts, name);
+        ASSERT_NE(v, nullptr) << name;
+        EXPECT_EQ(v->status, VerdictStatus::kPass) << name << ": " << v->message;
+    }
+    size_t finished = 0, started = 0;
+    for (const auto& p : seen) (p.finished ? finished : started)++;
+    EXPECT_EQ(finished, 1u);  // one (format, distribution) group
+    EXPECT_EQ(started, 2u);   // a sweep at each N
+    EXPECT_EQ(seen.back().runs, 4u);
+    EXPECT_TRUE(seen.back().holds);
+}
+
+TEST(Reports, WrittenTogetherOrNotAtAll) {
+    const auto dir = temp_dir("write");
+    qt::reports::GateResult r;
+    r.version = "test";
+    ASSERT_TRUE(qt::reports::write_reports(r, dir));
+    for (const char* f : {"report.json", "report.md", "junit.xml", "report.html"}) EXPECT_TRUE(fs::exists(dir / f)) << f;
+    const std::string before = slurp(dir / "report.md");
+    // A second write whose last file cannot be written (a name in a folder that does not exist)
+    // leaves the first report whole, and no temporary folder behind.
+    auto st = qt::reports::write_files(dir, {{"report.md", "replaced\n"}, {"no/such/folder.txt", "x"}});
+    ASSERT_FALSE(st);
+    EXPECT_NE(st.error().message.find("no/such/folder.txt: cannot write"), std::string::npos) << st.error().message;
+    EXPECT_EQ(slurp(dir / "report.md"), before);
+    for (const auto& e : fs::directory_iterator(dir.parent_path()))
+        EXPECT_EQ(e.path().filename().string().find("." + dir.filename().string() + ".tmp-"), std::string::npos) << e.path();
+    fs::remove_all(dir);
+}
+
+TEST(Reports, LoadBaselineSaysWhatIsWrong) {
+    const auto dir = temp_dir("baseline");
+    auto missing = qt::reports::load_baseline(dir / "none.json");
+    ASSERT_FALSE(missing);
+    EXPECT_NE(missing.error().message.find("none.json: baseline not found"), std::string::npos);
+    std::ofstream(dir / "bad.json") << "{ not json";
+    auto bad = qt::reports::load_baseline(dir / "bad.json");
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().message.find("bad.json: not valid JSON"), std::string::npos) << bad.error().message;
+    std::ofstream(dir / "old.json") << "{\"schema_version\": 0, \"runs\": []}";
+    auto old = qt::reports::load_baseline(dir / "old.json");
+    ASSERT_FALSE(old);
+    EXPECT_NE(old.error().message.find("schema_version 0"), std::string::npos) << old.error().message;
+    // A report written by the gate reads back with the same runs.
+    auto res = qt::gate::run_gate(small_config(), {});
+    ASSERT_TRUE(res);
+    ASSERT_TRUE(qt::reports::write_reports(*res, dir / "r"));
+    auto back = qt::reports::load_baseline(dir / "r" / "report.json");
+    ASSERT_TRUE(back) << back.error().message;
+    ASSERT_EQ(back->size(), res->runs.size());
+    for (size_t i = 0; i < back->size(); ++i) EXPECT_EQ((*back)[i].key(), res->runs[i].key());
+    fs::remove_all(dir);
+}
