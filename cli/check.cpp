@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "qtransit/collectives/mpi.hpp"
+#include "qtransit/common/text_file.hpp"
 #include "qtransit/gate/gate.hpp"
 #include "qtransit/gate/sweep.hpp"
 #include "qtransit/reports/files.hpp"
@@ -58,6 +59,11 @@ int run_check(const CheckArgs& a) {
             problem = "--update-baseline needs --baseline FILE (where to write it)";
         }
     }
+    // Where the results go is checked now, not after minutes of work.
+    if (problem.empty() && speaker && !a.junit.empty())
+        if (auto st = check_writable_file(a.junit, "JUnit report"); !st) problem = st.error().message;
+    if (problem.empty() && speaker && a.update_baseline)
+        if (auto st = check_writable_file(a.baseline, "baseline"); !st) problem = st.error().message;
     if (problem.empty()) problem = gate::backend_problem(*cfg, *backend, a.backend);
     if (problem.empty() && speaker) {
         std::error_code ec;

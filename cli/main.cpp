@@ -41,6 +41,10 @@ int main(int argc, char** argv) {
 }
 
 namespace {
+// Counts and seeds: a negative value is refused (CLI11's own range check prints DBL_MAX).
+const CLI::Validator non_negative(
+    [](std::string& v) { return v.starts_with('-') ? "must be >= 0, got " + v : std::string(); }, "NON-NEGATIVE");
+
 int dispatch(int argc, char** argv) {
     using namespace qtransit::cli;
     CLI::App app{"qtransit: numerics verification for quantized collective communication.\n"
@@ -66,7 +70,7 @@ int dispatch(int argc, char** argv) {
                     "formats; writes the gate's reports. Exit 0 all promised properties and bounds hold, 1 one fails, 2 bad file");
     formats_validate->add_option("file", va.file, "The declaration, FILE.toml")->required();
     formats_validate->add_option("--report-dir", va.report_dir, "Where the reports go")->capture_default_str();
-    formats_validate->add_option("--seed", va.seed, "Inputs' seed (and stochastic rounding's keys)")->capture_default_str();
+    formats_validate->add_option("--seed", va.seed, "Inputs' seed (and stochastic rounding's keys)")->check(non_negative)->capture_default_str();
     formats_validate->add_flag("--quick", va.quick, "Fewer blocks, ranks and elements (a few seconds)");
 
     QuantizeArgs qa;
@@ -76,7 +80,7 @@ int dispatch(int argc, char** argv) {
     quantize->add_option("--format", qa.format, "Format name (see `qtransit formats`) or a declaration FILE.toml")->required();
     quantize->add_option("--rounding", qa.rounding, "nearest (the format's own) or stochastic (its -sr twin)")
         ->capture_default_str();
-    quantize->add_option("--seed", qa.seed, "Stochastic rounding's key (replays exactly)")->capture_default_str();
+    quantize->add_option("--seed", qa.seed, "Stochastic rounding's key (replays exactly)")->check(non_negative)->capture_default_str();
     quantize->add_option("--block", qa.block, "Elements per quantization block (last block may be short)")
         ->capture_default_str();
     quantize->add_option("--in", qa.in, "Input .npy (binary32 or binary16, any shape, C order)")->required();
@@ -92,7 +96,7 @@ int dispatch(int argc, char** argv) {
     bench->add_option("--mib", ba.mib, "Input size in MiB of binary32")->capture_default_str()->check(CLI::Range(1, 4096));
     bench->add_option("--repeats", ba.repeats, "Timed repetitions (the median is reported)")
         ->capture_default_str()->check(CLI::Range(1, 1000));
-    bench->add_option("--threads", ba.threads, "Threads for the multi-thread rows (0: all)")->capture_default_str();
+    bench->add_option("--threads", ba.threads, "Threads for the multi-thread rows (0: all)")->check(non_negative)->capture_default_str();
     bench->add_option("--block", ba.block, "Block size")->capture_default_str();
     bench->add_option("--format", ba.formats, "Formats, comma-separated (names or .toml declarations)")
         ->delimiter(',')
@@ -107,7 +111,7 @@ int dispatch(int argc, char** argv) {
     survey->add_option("--dist", sa.distributions, "Distributions (default: all)")->delimiter(',');
     survey->add_option("--elements", sa.elements, "Elements per case")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
     survey->add_option("--block", sa.block, "Block size")->capture_default_str();
-    survey->add_option("--seed", sa.seed, "Generator seed")->capture_default_str();
+    survey->add_option("--seed", sa.seed, "Generator seed")->check(non_negative)->capture_default_str();
     survey->add_option("--report-dir", sa.report_dir, "Where survey.json and survey.md go")->capture_default_str();
     survey->add_flag("--json", sa.json, "Print the JSON report on stdout instead of the table");
 
@@ -118,18 +122,18 @@ int dispatch(int argc, char** argv) {
     simulate->add_option("--path", ma.paths, "Paths, comma-separated, or all: " + qtransit::known_path_names())
         ->required()->delimiter(',');
     simulate->add_option("--ranks", ma.ranks, "N, comma-separated for a sweep (e.g. 4,8,16)")->delimiter(',');
-    simulate->add_option("--ranks-per-node", ma.ranks_per_node, "G (default: 8 when it divides N, else N)");
+    simulate->add_option("--ranks-per-node", ma.ranks_per_node, "G (default: 8 when it divides N, else N)")->check(non_negative);
     simulate->add_option("--elements", ma.elements, "M, elements per rank (M % N == 0)");
     simulate->add_option("--format", ma.format, "Format name (see `qtransit formats`) or a declaration FILE.toml")->required();
     simulate->add_option("--rounding", ma.rounding, "nearest (the format's own) or stochastic (its -sr twin, keyed by --seed)")
         ->capture_default_str();
     simulate->add_option("--block", ma.block, "Quantization block size")->capture_default_str();
     simulate->add_option("--dist", ma.dist, "Input distribution")->capture_default_str();
-    simulate->add_option("--seed", ma.seed, "Generator seed, and stochastic rounding's key")->capture_default_str();
+    simulate->add_option("--seed", ma.seed, "Generator seed, and stochastic rounding's key")->check(non_negative)->capture_default_str();
     simulate->add_option("--accum", ma.accum, "Accumulation: fp32 or fp16")->capture_default_str();
     simulate->add_option("--in", ma.in, "Inputs from a binary32 .npy of shape [N, M], one row per rank");
     simulate->add_option("--dump", ma.dump, "Write the result (one path, one N) as .npy: [N, S] or [N, M]");
-    simulate->add_option("--threads", ma.threads, "Worker threads (0: all)")->capture_default_str();
+    simulate->add_option("--threads", ma.threads, "Worker threads (0: all)")->check(non_negative)->capture_default_str();
     const std::string backend_help =
         "Where the values are computed and the messages travel: cpu (in process), device (every rank on one GPU), "
         "nccl (one rank per GPU: one process for every visible GPU, or under mpirun/srun one process per rank and "

@@ -3,6 +3,7 @@
 #include "qtransit/common/decl_toml.hpp"
 
 #include "qtransit/common/shortest.hpp"
+#include "qtransit/common/text_file.hpp"
 #include "toml_table.hpp"
 
 #include <algorithm>
@@ -291,11 +292,9 @@ Result<FormatSpec> parse_declaration(const std::string& text, const std::string&
 }
 
 Result<FormatSpec> load_declaration(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) return make_error(ErrorCode::kBadFile, path + ": cannot read the declaration file (" + std::strerror(errno) + ")");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return parse_declaration(ss.str(), path);
+    auto text = read_text_file(path, kMaxConfigBytes, "declaration file");
+    if (!text) return text.error();
+    return parse_declaration(*text, path);
 }
 
 namespace {

@@ -63,6 +63,9 @@ int64_t FormatSpec::wire_bytes(int64_t elements, int64_t block) const {
 Status FormatSpec::check_block(int64_t block) const {
     if (block < 1)
         return make_error(ErrorCode::kInvalidArgument, "block size must be a positive integer, got " + std::to_string(block));
+    if (block > kMaxBlock)
+        return make_error(ErrorCode::kInvalidArgument,
+                          "block size " + std::to_string(block) + " is past the limit of 2^30 = " + std::to_string(kMaxBlock));
     if (fixed_block() != 0 && block != fixed_block())
         return make_error(ErrorCode::kInvalidArgument, name() + " has fixed blocks of " + std::to_string(fixed_block()) +
                                                            " elements; got block size " + std::to_string(block));

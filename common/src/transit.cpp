@@ -55,6 +55,9 @@ const char* to_string(Accum a) { return a == Accum::kFp32 ? "fp32" : "fp16"; }
 Status validate(const PathConfig& c) {
     auto bad = [](std::string m) { return Status(make_error(ErrorCode::kInvalidArgument, std::move(m))); };
     if (c.ranks < 1) return bad("--ranks must be at least 1, got " + std::to_string(c.ranks));
+    if (c.ranks > kMaxRanks) return bad("N = " + std::to_string(c.ranks) + " ranks is past the limit of 2^16 = 65536");
+    if (c.elements > kMaxElements)
+        return bad("M = " + std::to_string(c.elements) + " elements per rank is past the limit of 2^30 = 1073741824");
     if (c.ranks_per_node < 1 || c.ranks % c.ranks_per_node != 0)
         return bad("ranks per node G = " + std::to_string(c.ranks_per_node) + " does not divide N = " +
                    std::to_string(c.ranks) + " ranks");

@@ -11,6 +11,7 @@
 #include <toml++/toml.h>  // TOML_EXCEPTIONS=1 and compiled mode: qt_toml (CMakeLists.txt)
 
 #include "qtransit/common/decl_toml.hpp"
+#include "qtransit/common/text_file.hpp"
 #include "qtransit/gate/gate.hpp"
 #include "qtransit/gate/sweep.hpp"
 #include "toml_table.hpp"
@@ -56,7 +57,19 @@ Result<int64_t> get_int(const Ctx& c, const toml::node& n, const std::string& ke
 Result<double> get_num(const Ctx& c, const toml::node& n, const std::string& key) {
     if (n.is_integer()) return static_cast<double>(n.as_integer()->get());
     if (auto st = want(c, n, toml::node_type::floating_point, key, "a number"); !st) return st.error();
-    return n.as_floating_point()->get();
+    const double v = n.as_floating_point()->get();
+    if (!std::isfinite(v)) return c.err(n.source(), key, "must be a finite number, got " + std::to_string(v));
+    return v;
+}
+
+// A list that names the same thing twice (ranks = [4, 4], a path twice) is a config error: the runs
+// would repeat and the fits over N would divide by zero.
+template <class T, class Name>
+Status no_duplicates(const Ctx& c, const toml::node& n, const std::string& key, const std::vector<T>& v, Name name) {
+    for (size_t i = 0; i < v.size(); ++i)
+        for (size_t j = 0; j < i; ++j)
+            if (v[i] == v[j]) return c.err(n.source(), key, name(v[i]) + " is listed twice");
+    return {};
 }
 Result<std::string> get_str(const Ctx& c, const toml::node& n, const std::string& key) {
     if (auto st = want(c, n, toml::node_type::string, key, "a string"); !st) return st.error();
@@ -158,6 +171,7 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                 if (g == "formats") {
                     auto f = formats_of(c, gv, name);
                     if (!f) return f.error();
+                    if (auto st = no_duplicates(c, gv, name, *f, [](const FormatSpec& x) { return x.name(); }); !st) return st;
                     cfg.formats = *f;
                 } else if (g == "paths") {
                     auto names = get_strs(c, gv, name);
@@ -172,15 +186,21 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                         if (!p) return c.err(gv.source(), name, p.error().message);
                         cfg.paths.push_back(*p);
                     }
+                    if (auto st = no_duplicates(c, gv, name, cfg.paths, [](PathKind x) { return std::string(path_info(x).name); }); !st)
+                        return st;
                 } else if (g == "distributions") {
                     auto d = dists_of(c, gv, name);
                     if (!d) return d.error();
+                    if (auto st = no_duplicates(c, gv, name, *d, [](kernels::Distribution x) { return std::string(kernels::to_string(x)); }); !st)
+                        return st;
                     cfg.dists = *d;
                 } else if (g == "ranks" || g == "tree_ranks") {
                     auto r = get_ints(c, gv, name);
                     if (!r) return r.error();
                     for (int64_t n : *r)
-                        if (n < 1) return c.err(gv.source(), name, "N = " + std::to_string(n) + " is not a number of ranks (>= 1)");
+                        if (n < 1 || n > kMaxRanks)
+                            return c.err(gv.source(), name, "N = " + std::to_string(n) + " is not a number of ranks (1..65536)");
+                    if (auto st = no_duplicates(c, gv, name, *r, [](int64_t x) { return "N = " + std::to_string(x); }); !st) return st;
                     if (g == "ranks") {
                         cfg.ranks = *r;
                     } else {
@@ -192,7 +212,8 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                     if (!i) return i.error();
                     const int64_t lo = g == "ranks_per_node" || g == "seed" || g == "threads" ? 0 : 1;
                     if (*i < lo) return c.err(gv.source(), name, "must be >= " + std::to_string(lo) + ", got " + std::to_string(*i));
-                    if (g == "elements" && *i > (int64_t{1} << 30)) return c.err(gv.source(), name, "at most 2^30 elements per rank");
+                    if (g == "elements" && *i > kMaxElements) return c.err(gv.source(), name, "at most 2^30 elements per rank");
+                    if (g == "block" && *i > kMaxBlock) return c.err(gv.source(), name, "at most 2^30 elements per block");
                     if (g == "ranks_per_node") cfg.ranks_per_node = *i;
                     else if (g == "elements") cfg.elements = *i;
                     else if (g == "block") cfg.block = *i;
@@ -488,11 +509,9 @@ Result<GateConfig> parse_gate_config(const std::string& toml, const std::string&
 }
 
 Result<GateConfig> load_gate_config(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) return make_error(ErrorCode::kBadFile, path + ": cannot read the config file");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return parse_gate_config(ss.str(), path);
+    auto text = read_text_file(path, kMaxConfigBytes, "config file");
+    if (!text) return text.error();
+    return parse_gate_config(*text, path);
 }
 
 }  // namespace qtransit::gate

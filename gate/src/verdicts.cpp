@@ -202,7 +202,11 @@ std::vector<Verdict> baseline_verdicts(const GateConfig& cfg, const std::vector<
                     }
                     ++matched;
                     const double now = metric_of(r, m), was = metric_of(*it->second, m);
-                    if (!std::isfinite(was)) continue;  // null in the baseline: nothing to compare
+                    if (!std::isfinite(was)) {  // null in the baseline: nothing to compare against is no pass
+                        if (bad.empty())
+                            bad = run_label(r) + ": the baseline's " + to_string(m) + " is null (not finite): nothing to compare against";
+                        continue;
+                    }
                     const double ratio = was > 0 ? now / was : (now > 0 ? INFINITY : 1.0);
                     worst_ratio = std::max(worst_ratio, ratio);
                     if (bad.empty() && (!std::isfinite(now) || now > was * (1 + cfg.baseline_margin)))

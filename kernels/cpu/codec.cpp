@@ -374,6 +374,9 @@ Status validate_block(int64_t block) {
     if (block < 1)
         return make_error(ErrorCode::kInvalidArgument,
                           "block size must be a positive integer, got " + std::to_string(block));
+    if (block > kMaxBlock)
+        return make_error(ErrorCode::kInvalidArgument,
+                          "block size " + std::to_string(block) + " is past the limit of 2^30 = " + std::to_string(kMaxBlock));
     return Status::Ok();
 }
 

@@ -4,12 +4,15 @@
 #include "qtransit/kernels/npy.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -246,7 +249,28 @@ constexpr bool kHostLittle = std::endian::native == std::endian::little;
 
 Result<NpyArray> read_npy(const std::string& path) {
     errno = 0;
-    File file(std::fopen(path.c_str(), "rb"));
+    File file;
+    struct stat sb {};
+    if (::stat(path.c_str(), &sb) == 0 && S_ISFIFO(sb.st_mode)) {
+        // A pipe is read as it comes (process substitution, a writer in another process), but one
+        // that nobody writes to would block the open forever: it is opened without blocking and
+        // given QTRANSIT_INPUT_TIMEOUT seconds (default 30) before its first byte or its close.
+        const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
+        if (fd < 0) return make_error(ErrorCode::kIo, path + ": cannot open for reading: " + errno_text(errno));
+        const char* env = std::getenv("QTRANSIT_INPUT_TIMEOUT");
+        const int seconds = env && std::atoi(env) > 0 ? std::atoi(env) : 30;
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, seconds * 1000) <= 0) {
+            ::close(fd);
+            return make_error(ErrorCode::kBadFile, path + ": a FIFO nothing was written to within " + std::to_string(seconds) +
+                                                       " s (QTRANSIT_INPUT_TIMEOUT)");
+        }
+        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        file.reset(::fdopen(fd, "rb"));
+        if (!file) ::close(fd);
+    } else {
+        file.reset(std::fopen(path.c_str(), "rb"));
+    }
     if (!file) return make_error(ErrorCode::kIo, path + ": cannot open for reading: " + errno_text(errno));
     std::FILE* f = file.get();
     auto io_error = [&](const char* when) {

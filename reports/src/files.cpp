@@ -1,5 +1,7 @@
 #include "qtransit/reports/files.hpp"
 
+#include "qtransit/common/text_file.hpp"
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -57,12 +59,16 @@ ReportFiles report_files(const GateResult& r) {
 Status write_reports(const GateResult& r, const fs::path& dir) { return write_files(dir, report_files(r)); }
 
 Result<std::vector<GateRun>> load_baseline(const fs::path& file) {
-    std::ifstream f(file, std::ios::binary);
-    if (!f) return make_error(ErrorCode::kBadFile, file.string() + ": baseline not found (run with --update-baseline to create it)");
+    std::error_code ec;
+    if (!fs::exists(file, ec))
+        return make_error(ErrorCode::kBadFile, file.string() + ": baseline not found (run with --update-baseline to create it)");
+    auto text = read_text_file(file.string(), kMaxBaselineBytes, "baseline (a report.json)");
+    if (!text) return text.error();
     try {
-        const auto j = nlohmann::json::parse(f);
+        const auto j = nlohmann::json::parse(*text);
         auto runs = runs_from_json(j);
         if (!runs) return make_error(ErrorCode::kBadFile, file.string() + ": " + runs.error().message);
+        if (runs->empty()) return make_error(ErrorCode::kBadFile, file.string() + ": the baseline has no runs: nothing to compare against");
         return runs;
     } catch (const nlohmann::json::exception& e) {
         return make_error(ErrorCode::kBadFile, file.string() + ": not valid JSON: " + e.what());

@@ -86,5 +86,11 @@ Result<Nonfinite> parse_nonfinite(std::string_view name);
 const char* to_string(Nonfinite policy);
 
 inline constexpr int64_t kDefaultBlock = 32;
+// The sizes qtransit accepts, checked before any work (a size past one is an Error naming it): a
+// block, the elements of one rank's tensor, and the ranks of a path. With all three at their limits
+// every product the code forms (bytes of a tensor, N x M, codes of a block) fits in int64.
+inline constexpr int64_t kMaxBlock = int64_t{1} << 30;
+inline constexpr int64_t kMaxElements = int64_t{1} << 30;
+inline constexpr int64_t kMaxRanks = int64_t{1} << 16;
 
 }  // namespace qtransit

@@ -1,0 +1,58 @@
+#include "qtransit/common/text_file.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace qtransit {
+
+Status check_regular_file(const std::string& path, const std::string& what) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+        return make_error(ErrorCode::kBadFile, path + ": cannot read the " + what + " (" + std::strerror(errno) + ")");
+    if (S_ISDIR(st.st_mode)) return make_error(ErrorCode::kBadFile, path + ": is a directory, not a " + what);
+    if (!S_ISREG(st.st_mode))
+        return make_error(ErrorCode::kBadFile, path + ": is not a regular file (" +
+                                                   (S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "a socket or other") +
+                                                   "), not a " + what);
+    return {};
+}
+
+Status check_writable_file(const std::string& path, const std::string& what) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        return make_error(ErrorCode::kBadFile, path + ": is a directory; the " + what + " is a file");
+    std::string dir = path.substr(0, path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/'));
+    if (dir.empty()) dir = path.find('/') == 0 ? "/" : ".";
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        return make_error(ErrorCode::kBadFile, path + ": cannot write the " + what + ": the folder " + dir + " does not exist");
+    if (::access(dir.c_str(), W_OK) != 0)
+        return make_error(ErrorCode::kBadFile, path + ": cannot write the " + what + " in " + dir + " (" + std::strerror(errno) + ")");
+    return {};
+}
+
+Result<std::string> read_text_file(const std::string& path, int64_t max_bytes, const std::string& what) {
+    if (auto st = check_regular_file(path, what); !st) return st.error();
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return make_error(ErrorCode::kBadFile, path + ": cannot read the " + what + " (" + std::strerror(errno) + ")");
+    std::string text;
+    char buf[1 << 16];
+    size_t got;
+    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) {
+        // Counted as read, not from stat: the file may grow while it is read.
+        if (static_cast<int64_t>(text.size() + got) > max_bytes) {
+            std::fclose(f);
+            return make_error(ErrorCode::kBadFile, path + ": the " + what + " is larger than the limit of " +
+                                                       std::to_string(max_bytes) + " bytes");
+        }
+        text.append(buf, got);
+    }
+    const bool failed = std::ferror(f) != 0;
+    std::fclose(f);
+    if (failed) return make_error(ErrorCode::kIo, path + ": read failed: " + std::strerror(errno));
+    return text;
+}
+
+}  // namespace qtransit
