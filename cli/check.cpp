@@ -101,8 +101,8 @@ int run_check(const CheckArgs& a) {
         const fs::path dir(a.report_dir);
         const auto files = reports::report_files(*res);
         auto st = reports::write_files(dir, files);
-        if (st && !a.junit.empty()) st = write_file(a.junit, files[2].second);
-        if (st && a.update_baseline) st = write_file(a.baseline, files[0].second);
+        if (st && !a.junit.empty()) st = reports::write_file(a.junit, files[2].second);
+        if (st && a.update_baseline) st = reports::write_file(a.baseline, files[0].second);
         if (!st) {
             rc = fail(st.error());
         } else {

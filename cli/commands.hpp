@@ -19,8 +19,6 @@ inline constexpr int kExitOk = 0, kExitCheckFailed = 1, kExitUsage = 2;
 // Print "qtransit: <message>" on stderr and return kExitUsage.
 int fail(const Error& e);
 int fail(const std::string& message);
-// Writes `text` to `p` (truncating); an Error naming the file if it cannot.
-Status write_file(const std::filesystem::path& p, const std::string& text);
 // The gate's progress on stderr: on a terminal "\r[i/total] format dist paths N=.. (j/n)" and a cleared
 // line at the end; else one line per finished group.
 std::function<void(const gate::GateProgress&)> progress_printer(bool tty);

@@ -1,5 +1,4 @@
 #include <cstdio>
-#include <fstream>
 
 #include "commands.hpp"
 #include "qtransit/collectives/mpi.hpp"
@@ -14,14 +13,6 @@ int fail(const std::string& message) {
     if (const Error* e = collectives::mpi::job_failure()) collectives::mpi::abort_job(e->message);
     std::fprintf(stderr, "qtransit: %s\n", message.c_str());
     return kExitUsage;
-}
-
-Status write_file(const std::filesystem::path& p, const std::string& text) {
-    std::ofstream f(p, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.close();
-    if (!f) return make_error(ErrorCode::kIo, p.string() + ": cannot write");
-    return {};
 }
 
 std::function<void(const gate::GateProgress&)> progress_printer(bool tty) {

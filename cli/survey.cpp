@@ -8,6 +8,7 @@
 #include "qtransit/common/decl_toml.hpp"
 #include "qtransit/gate/survey.hpp"
 #include "qtransit/kernels/codec.hpp"
+#include "qtransit/reports/files.hpp"
 
 namespace qtransit::cli {
 
@@ -60,8 +61,8 @@ int run_survey(const SurveyArgs& a) {
 
     const auto report = gate::survey_json(spec, *res);
     const fs::path json_path = fs::path(a.report_dir) / "survey.json", md_path = fs::path(a.report_dir) / "survey.md";
-    if (auto st = write_file(json_path, report.dump(2) + "\n"); !st) return fail(st.error());
-    if (auto st = write_file(md_path, gate::survey_markdown(spec, *res)); !st) return fail(st.error());
+    if (auto st = reports::write_files(a.report_dir, {{"survey.json", report.dump(2) + "\n"}, {"survey.md", gate::survey_markdown(spec, *res)}}); !st)
+        return fail(st.error());
     if (a.json) std::printf("%s\n", report.dump(2).c_str());
     else std::printf("%zu case(s), %d failing. Report: %s and %s\n", res->cases.size(), res->failures, json_path.c_str(), md_path.c_str());
     if (!spec.skipped_formats.empty() && !a.json) {

@@ -2,29 +2,26 @@
 // simulation with exact checking (run_sweep, with the k ledger compared to NUMERICS.md section 3),
 // every format's kernels are compared with the reference (CPU, and GPU when one answers), and the
 // results become named verdicts (bounds, kernel-vs-reference, k, scaling, budget, baseline).
-#include "qtransit/version.hpp"
 #include "qtransit/gate/gate.hpp"
 
+#include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <ctime>
-#include <map>
-#include <set>
 
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/kernels/gpu.hpp"
 #include "qtransit/gate/sweep.hpp"
 #include "qtransit/gate/verdicts.hpp"
 #include "qtransit/gate/verify.hpp"
+#include "qtransit/version.hpp"
 
 namespace qtransit::gate {
 namespace {
 
 using reports::GateRun;
 using reports::Verdict;
-using reports::VerdictStatus;
-
 
 GateRun to_run(const RunRow& r, const std::string& dist, uint64_t seed) {
     GateRun x;
@@ -61,10 +58,6 @@ GateRun to_run(const RunRow& r, const std::string& dist, uint64_t seed) {
     x.fp16_ring_rs_bytes_per_rank = r.fp16_ring_rs;
     return x;
 }
-
-
-
-
 
 // GPU encode/decode of x against the CPU kernel's (already checked against the reference).
 std::string gpu_compare(const FormatSpec& f, std::span<const float> x, int64_t block, const QuantizeCheck& cpu) {

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <cstdio>
 #include <map>
 
 #include "qtransit/reports/numbers.hpp"

@@ -11,17 +11,13 @@
 namespace qtransit::reports {
 namespace fs = std::filesystem;
 
-namespace {
-
-Status write_one(const fs::path& p, const std::string& text) {
+Status write_file(const fs::path& p, const std::string& text) {
     std::ofstream f(p, std::ios::binary | std::ios::trunc);
     f << text;
     f.close();
     if (!f) return make_error(ErrorCode::kIo, p.string() + ": cannot write (" + std::strerror(errno) + ")");
     return {};
 }
-
-}  // namespace
 
 Status write_files(const fs::path& dir, const ReportFiles& files) {
     std::error_code ec;
@@ -36,7 +32,7 @@ Status write_files(const fs::path& dir, const ReportFiles& files) {
     }
     if (tmp.empty()) return make_error(ErrorCode::kIo, parent.string() + ": cannot create a temporary directory: " + ec.message());
     for (const auto& [name, text] : files)
-        if (auto st = write_one(tmp / name, text); !st) {
+        if (auto st = write_file(tmp / name, text); !st) {
             fs::remove_all(tmp, ec);
             return make_error(ErrorCode::kIo, (dir / name).string() + ": cannot write: " + st.error().message);
         }

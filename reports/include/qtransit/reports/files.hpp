@@ -13,6 +13,8 @@ namespace qtransit::reports {
 
 using ReportFiles = std::vector<std::pair<std::string, std::string>>;  // file name in the directory, its text
 
+// One file (truncated and rewritten); an Error naming it if it cannot be written.
+Status write_file(const std::filesystem::path& p, const std::string& text);
 // Writes every file into `dir` (created if missing) together: all of them into a temporary
 // directory beside it first, then each renamed into place, so a failed write leaves the previous
 // report whole. An Error names the file that could not be written.
