@@ -45,6 +45,13 @@ int run_check(const CheckArgs& a) {
     std::string problem;  // this rank's, before anything runs
     auto cfg = a.config.empty() ? gate::parse_gate_config("", "default") : gate::load_gate_config(a.config);
     if (!cfg) problem = cfg.error().message;
+    if (problem.empty() && !a.conformance.empty()) {
+        auto k = kernels::parse_conformance(a.conformance);
+        if (!k) problem = "--conformance: " + k.error().message;
+        else cfg->conformance = *k;
+    }
+    if (problem.empty() && !a.codec.empty())
+        if (auto st = gate::attach_codec(*cfg, a.codec); !st) problem = "--codec: " + st.error().message;
 
     std::vector<reports::GateRun> baseline;
     bool have_baseline = false;

@@ -16,7 +16,10 @@ namespace qtransit::cli {
 
 inline constexpr int kExitOk = 0, kExitCheckFailed = 1, kExitUsage = 2;
 
-// Print "qtransit: <message>" on stderr and return kExitUsage.
+// The message with control characters escaped (\n, \t, \xNN) and cut to 1,000 bytes around the
+// middle: what fail() prints.
+std::string one_line(const std::string& message);
+// Print "qtransit: <message>" on stderr, as one_line(), and return kExitUsage.
 int fail(const Error& e);
 int fail(const std::string& message);
 // The gate's progress on stderr: on a terminal "\r[i/total] format dist paths N=.. (j/n)" and a cleared
@@ -29,6 +32,9 @@ struct QuantizeArgs {
     bool json = false;
     std::string rounding = "nearest";  // nearest, or stochastic: the format's -sr twin
     uint64_t seed = 0;                 // stochastic rounding's key (kernels::CodecOptions::seed)
+    std::string codec;                 // a codec plugin (.so) in place of qtransit's kernel
+    std::string conformance = "exact"; // with --codec: exact or bounded
+    int64_t shard = 0;                 // blocks restart every `shard` elements (0: the whole tensor)
 };
 int run_quantize(const QuantizeArgs& a);
 
@@ -44,6 +50,7 @@ struct ValidateArgs {
     std::string report_dir = "qtransit-validate";
     uint64_t seed = 1;
     bool quick = false;                        // fewer blocks, N and elements: a few seconds
+    std::string codec;                         // a codec plugin (.so) of the format: the kernel under test
 };
 // `qtransit formats validate FILE.toml`: every generic property and every path on the declared
 // format; the gate's reports. 0 all promised properties and bounds hold, 1 one fails, 2 bad file.
@@ -87,6 +94,7 @@ struct SimulateArgs {
     int threads = 0;
     std::string backend = "cpu";  // cpu, device (N ranks on one GPU), nccl (one rank per GPU), mpi
     std::string rounding = "nearest";  // nearest, or stochastic: the format's -sr twin keyed by seed
+    std::string codec;                 // a codec plugin (.so) running every Q and D
 };
 int run_simulate(const SimulateArgs& a);
 
@@ -96,6 +104,8 @@ struct CheckArgs {
     std::string baseline, junit;
     bool update_baseline = false;
     std::string backend = "cpu";             // as simulate's --backend
+    std::string codec;                       // a codec plugin (.so) replacing gate.codec
+    std::string conformance;                 // exact | bounded, replacing gate.conformance
 };
 int run_check(const CheckArgs& a);
 

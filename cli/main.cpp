@@ -68,7 +68,8 @@ int dispatch(int argc, char** argv) {
     auto* formats_validate = formats->add_subcommand(
         "validate", "Check a declaration (FILE.toml), then every generic property and every path on it next to built-in "
                     "formats; writes the gate's reports. Exit 0 all promised properties and bounds hold, 1 one fails, 2 bad file");
-    formats_validate->add_option("file", va.file, "The declaration, FILE.toml")->required();
+    formats_validate->add_option("file", va.file, "The declaration, FILE.toml (with --codec: may be left out)");
+    formats_validate->add_option("--codec", va.codec, "A codec plugin (.so, docs/PLUGIN.md) of the format: every property and path runs it");
     formats_validate->add_option("--report-dir", va.report_dir, "Where the reports go")->capture_default_str();
     formats_validate->add_option("--seed", va.seed, "Inputs' seed (and stochastic rounding's keys)")->check(non_negative)->capture_default_str();
     formats_validate->add_flag("--quick", va.quick, "Fewer blocks, ranks and elements (a few seconds)");
@@ -77,7 +78,12 @@ int dispatch(int argc, char** argv) {
     auto* quantize = app.add_subcommand(
         "quantize", "Quantize a .npy tensor with the production kernel; check the bound exactly and the kernel "
                     "against the reference bit for bit");
-    quantize->add_option("--format", qa.format, "Format name (see `qtransit formats`) or a declaration FILE.toml")->required();
+    quantize->add_option("--format", qa.format, "Format name (see `qtransit formats`) or a declaration FILE.toml (with --codec: may be left out)");
+    quantize->add_option("--codec", qa.codec, "A codec plugin (.so, docs/PLUGIN.md) run in place of qtransit's kernel; its format is the format");
+    quantize->add_option("--conformance", qa.conformance, "With --codec: exact (every bit) or bounded (every element within the format's bound)")
+        ->capture_default_str();
+    quantize->add_option("--shard", qa.shard, "Blocks restart every SHARD elements (0: the whole tensor; must divide it)")
+        ->check(non_negative)->capture_default_str();
     quantize->add_option("--rounding", qa.rounding, "nearest (the format's own) or stochastic (its -sr twin)")
         ->capture_default_str();
     quantize->add_option("--seed", qa.seed, "Stochastic rounding's key (replays exactly)")->check(non_negative)->capture_default_str();
@@ -124,7 +130,8 @@ int dispatch(int argc, char** argv) {
     simulate->add_option("--ranks", ma.ranks, "N, comma-separated for a sweep (e.g. 4,8,16)")->delimiter(',');
     simulate->add_option("--ranks-per-node", ma.ranks_per_node, "G (default: 8 when it divides N, else N)")->check(non_negative);
     simulate->add_option("--elements", ma.elements, "M, elements per rank (M % N == 0)");
-    simulate->add_option("--format", ma.format, "Format name (see `qtransit formats`) or a declaration FILE.toml")->required();
+    simulate->add_option("--format", ma.format, "Format name (see `qtransit formats`) or a declaration FILE.toml (with --codec: may be left out)");
+    simulate->add_option("--codec", ma.codec, "A codec plugin (.so, docs/PLUGIN.md) running every quantization and decode of the paths");
     simulate->add_option("--rounding", ma.rounding, "nearest (the format's own) or stochastic (its -sr twin, keyed by --seed)")
         ->capture_default_str();
     simulate->add_option("--block", ma.block, "Quantization block size")->capture_default_str();
@@ -150,6 +157,8 @@ int dispatch(int argc, char** argv) {
     check->add_option("--baseline", ca.baseline, "A previous report.json: fail on a metric worse than it by more than the margin");
     check->add_flag("--update-baseline", ca.update_baseline, "Write this run's report.json to --baseline");
     check->add_option("--junit", ca.junit, "Also write the JUnit XML here");
+    check->add_option("--codec", ca.codec, "A codec plugin (.so, docs/PLUGIN.md) run in place of qtransit's kernels, on its format only");
+    check->add_option("--conformance", ca.conformance, "exact (every bit, the default) or bounded (every element within the format's bound)");
     check->add_option("--backend", ca.backend,
                       backend_help + ". Under mpi (and nccl under mpirun) the gate's N must equal the number of "
                                      "processes; rank 0 writes the reports")

@@ -1,5 +1,7 @@
 // `qtransit quantize`: one .npy tensor through the production kernel, checked against the
 // reference bit for bit and against the per-element bound in exact arithmetic.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "commands.hpp"
@@ -7,15 +9,116 @@
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/npy.hpp"
 #include "qtransit/reports/numbers.hpp"
+#include "qtransit/gate/codec_check.hpp"
 #include "qtransit/gate/verify.hpp"
+#include "qtransit/kernels/plugin.hpp"
 
 namespace qtransit::cli {
 
+namespace {
+
+// --format and --codec together: the codec's format must be the one named.
+Result<FormatSpec> format_of(const std::string& format, const std::string& rounding, const kernels::PluginCodec* codec) {
+    if (format.empty() && !codec) return make_error(ErrorCode::kInvalidArgument, "--format or --codec is required");
+    if (codec) {
+        if (rounding != "nearest") return make_error(ErrorCode::kInvalidArgument, "--rounding is for qtransit's kernels; a codec's rounding is its format's");
+        if (!format.empty()) {
+            auto named = resolve_format(format);
+            if (!named) return named.error();
+            if (!(*named == codec->format()))
+                return make_error(ErrorCode::kInvalidArgument, "--format " + named->name() + " but the codec " + codec->name() +
+                                                                   " implements " + codec->format().name());
+        }
+        return codec->format();
+    }
+    auto named = resolve_format(format);
+    if (!named) return named.error();
+    return apply_rounding(*named, rounding);
+}
+
+int run_quantize_codec(const QuantizeArgs& a, const kernels::PluginCodec& codec, const FormatSpec& format) {
+    auto conf = kernels::parse_conformance(a.conformance);
+    if (!conf) return fail("--conformance: " + conf.error().message);
+    if (a.nonfinite != "error")
+        return fail("--nonfinite " + a.nonfinite + ": a codec plugin refuses non-finite input (docs/PLUGIN.md); the policy is for qtransit's kernels");
+    if (auto st = codec.check_block(a.block); !st) return fail("--block: " + st.error().message);
+    auto arr = kernels::read_npy(a.in);
+    if (!arr) return fail(arr.error());
+    const int64_t n = static_cast<int64_t>(arr->data.size());
+    const int64_t shard = a.shard > 0 ? a.shard : n;
+    if (n == 0) return fail(a.in + ": the tensor has no elements");
+    if (n % shard) return fail("--shard " + std::to_string(a.shard) + " does not divide the " + std::to_string(n) + " elements");
+    Site site;
+    site.tensor = a.in;
+    auto r = gate::codec_check(&codec, format, arr->data, a.block, shard, site, a.seed, *conf);
+    if (!r) return fail(r.error());
+    const gate::CodecCheck& c = *r;
+    if (!c.refusal.empty()) {  // nothing to write or print but the disagreement
+        std::fprintf(stderr, "qtransit: %s\n", c.refusal.c_str());
+        return kExitCheckFailed;
+    }
+    gate::QuantizeCheck q;
+    q.encoded = c.encoded;
+    q.codes = c.codes;
+    q.decoded = c.decoded;
+    q.bounds.holds = c.bound_holds;
+    q.bounds.first_violation = c.first_violation;
+    q.bounds.max_error_to_bound = c.max_error_to_bound;
+    for (size_t i = 0; i < q.decoded.size(); ++i)
+        if (std::isfinite(q.decoded[i]))
+            q.bounds.max_error = std::max(q.bounds.max_error, std::fabs(static_cast<double>(q.decoded[i]) - static_cast<double>(arr->data[i])));
+    q.matches_reference = c.exact;
+    q.mismatch = c.first_difference;
+    if (!a.out_dir.empty())
+        if (auto st = gate::write_quantize_outputs(a.out_dir, q, arr->shape); !st) return fail(st.error());
+    if (a.json) {
+        auto j = gate::quantize_json(format, q, arr->shape, Nonfinite::kError, a.seed);
+        j["codec"] = codec.name();
+        j["conformance"] = kernels::to_string(*conf);
+        j["shard"] = shard;
+        j["differing_elements"] = c.differing_elements;
+        j["differing_scale_blocks"] = c.differing_scale_blocks;
+        j["elements_in_differing_blocks"] = c.elements_in_differing_blocks;
+        j["max_ulps"] = c.max_ulps;
+        j["conforms"] = c.conforms;
+        std::printf("%s\n", j.dump().c_str());
+    } else {
+        std::printf("codec             %s\n", codec.describe().c_str());
+        std::printf("format            %s (block %lld, blocks restart every %lld elements)\n", format.name().c_str(),
+                    static_cast<long long>(a.block), static_cast<long long>(shard));
+        std::printf("elements          %lld in %zu blocks\n", static_cast<long long>(n), c.encoded.scales.size());
+        std::printf("max error/bound   %.6f (%s, exact arithmetic, the reference's block statistics)\n", c.max_error_to_bound,
+                    c.bound_holds ? "bound holds" : "BOUND VIOLATED");
+        std::printf("codec = reference %s\n", c.exact ? "yes, bit for bit" : c.first_difference.c_str());
+        std::printf("differing         %lld elements (%lld in the %lld blocks whose scale differs), largest %lld ulp\n",
+                    static_cast<long long>(c.differing_elements), static_cast<long long>(c.elements_in_differing_blocks),
+                    static_cast<long long>(c.differing_scale_blocks), static_cast<long long>(c.max_ulps));
+        std::printf("conformance       %s: %s\n", kernels::to_string(*conf), c.conforms ? "conforms" : "DOES NOT CONFORM");
+    }
+    if (!c.conforms) {
+        if (!c.bound_holds)
+            std::fprintf(stderr, "qtransit: codec %s: %s%s%s\n", codec.name().c_str(), c.violation.c_str(),
+                         c.exact ? "" : "; first difference: ", c.first_difference.c_str());
+        else
+            std::fprintf(stderr, "qtransit: codec %s differs from the reference: %s\n", codec.name().c_str(), c.first_difference.c_str());
+        return kExitCheckFailed;
+    }
+    return kExitOk;
+}
+
+}  // namespace
+
 int run_quantize(const QuantizeArgs& a) {
-    auto named = resolve_format(a.format);
-    if (!named) return fail(named.error());
-    auto format = apply_rounding(*named, a.rounding);
+    std::shared_ptr<const kernels::PluginCodec> codec;
+    if (!a.codec.empty()) {
+        auto c = kernels::PluginCodec::load(a.codec);
+        if (!c) return fail("--codec: " + c.error().message);
+        codec = *c;
+    }
+    auto format = format_of(a.format, a.rounding, codec.get());
     if (!format) return fail(format.error());
+    if (codec) return run_quantize_codec(a, *codec, *format);
+    if (a.shard != 0) return fail("--shard is for --codec (qtransit's kernel quantizes the tensor as one shard)");
     if (auto st = format->check_block(a.block); !st) return fail("--block: " + st.error().message);
     auto policy = parse_nonfinite(a.nonfinite);
     if (!policy) return fail(policy.error());

@@ -9,6 +9,7 @@
 #include "qtransit/common/decl_toml.hpp"
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/gate/sweep.hpp"
+#include "qtransit/kernels/plugin.hpp"
 
 namespace qtransit::cli {
 
@@ -24,10 +25,29 @@ int run_simulate(const SimulateArgs& a) {
         if (!p) return fail(p.error());
         spec.paths.push_back(*p);
     }
-    auto named = resolve_format(a.format);
-    if (!named) return fail(named.error());
-    auto format = apply_rounding(*named, a.rounding);
-    if (!format) return fail(format.error());
+    std::shared_ptr<const kernels::PluginCodec> codec;
+    Result<FormatSpec> format = make_error(ErrorCode::kInvalidArgument, "--format or --codec is required");
+    if (!a.codec.empty()) {
+        auto c = kernels::PluginCodec::load(a.codec);
+        if (!c) return fail("--codec: " + c.error().message);
+        codec = *c;
+        if (a.rounding != "nearest") return fail("--rounding is for qtransit's kernels; a codec's rounding is its format's");
+        if (!a.format.empty()) {
+            auto named = resolve_format(a.format);
+            if (!named) return fail(named.error());
+            if (!(*named == codec->format()))
+                return fail("--format " + named->name() + " but the codec " + codec->name() + " implements " + codec->format().name());
+        }
+        format = codec->format();
+        if (auto st = codec->check_block(a.block); !st) return fail("--block: " + st.error().message);
+        spec.codec = codec;
+    } else {
+        if (a.format.empty()) return fail(format.error());
+        auto named = resolve_format(a.format);
+        if (!named) return fail(named.error());
+        format = apply_rounding(*named, a.rounding);
+        if (!format) return fail(format.error());
+    }
     if (auto st = format->check_block(a.block); !st) return fail("--block: " + st.error().message);
     auto accum = parse_accum(a.accum);
     if (!accum) return fail(accum.error());
@@ -87,6 +107,10 @@ int run_simulate(const SimulateArgs& a) {
         };
     auto result = gate::run_sweep(spec);
     if (tty) std::fprintf(stderr, "\r%40s\r", "");
+    if (!result && result.error().code == ErrorCode::kCodec) {  // the user's codec broke on valid input: a finding
+        std::fprintf(stderr, "qtransit: %s\n", one_line(result.error().message).c_str());
+        return kExitCheckFailed;
+    }
     if (!result) return fail(result.error());
     if (!a.dump.empty() && speaker)
         if (auto st = kernels::write_npy(a.dump, dump, dump_shape); !st) return fail(st.error());
@@ -114,6 +138,7 @@ int run_simulate(const SimulateArgs& a) {
         }
         for (const auto& f : result->fits)
             std::printf("fit %-16s relative RMS error ~ N^%.3f\n", path_info(f.path).name, f.exponent);
+        if (codec) std::printf("(every Q and D by the codec %s)\n", codec->describe().c_str());
         std::printf("(%s, block %lld, %lld elements per rank, %s inputs, %s accumulation; bytes: busiest rank's payload)\n",
                     format->name().c_str(), static_cast<long long>(a.block), static_cast<long long>(spec.elements),
                     dist_name.c_str(), to_string(*accum));

@@ -8,26 +8,41 @@
 #include "commands.hpp"
 #include "qtransit/common/decl_toml.hpp"
 #include "qtransit/gate/validate.hpp"
+#include "qtransit/kernels/plugin.hpp"
 #include "qtransit/reports/files.hpp"
 
 namespace qtransit::cli {
 
 int run_formats_validate(const ValidateArgs& a) {
     namespace fs = std::filesystem;
-    if (!is_declaration_file(a.file)) return fail(a.file + ": formats validate takes a declaration file (FILE.toml)");
-    auto f = load_declaration(a.file);
-    if (!f) return fail(f.error());
-    if (auto st = register_or_find(*f); !st) return fail(a.file + ": " + st.error().message);
+    std::shared_ptr<const kernels::PluginCodec> codec;
+    if (!a.codec.empty()) {
+        auto c = kernels::PluginCodec::load(a.codec);
+        if (!c) return fail("--codec: " + c.error().message);
+        codec = *c;
+    }
+    if (a.file.empty() && !codec) return fail("formats validate takes a declaration file (FILE.toml), or --codec lib.so");
+    Result<FormatSpec> f = codec ? Result<FormatSpec>(codec->format()) : make_error(ErrorCode::kInvalidArgument, "");
+    if (!a.file.empty()) {
+        if (!is_declaration_file(a.file)) return fail(a.file + ": formats validate takes a declaration file (FILE.toml)");
+        f = load_declaration(a.file);
+        if (!f) return fail(f.error());
+        if (auto st = register_or_find(*f); !st) return fail(a.file + ": " + st.error().message);
+        if (codec && !(codec->format() == *f))
+            return fail("--codec: the codec " + codec->name() + " implements " + codec->format().name() + ", not " + f->name() + " (" + a.file + ")");
+    }
+    const std::string file = a.file.empty() ? "codec " + codec->name() : a.file;
     std::error_code ec;
     fs::create_directories(a.report_dir, ec);
     if (ec) return fail(a.report_dir + ": cannot create directory: " + ec.message());
 
-    std::fprintf(stderr, "qtransit formats validate: %s (%s): generic properties ...\n", f->name().c_str(), a.file.c_str());
+    std::fprintf(stderr, "qtransit formats validate: %s (%s): generic properties ...\n", f->name().c_str(), file.c_str());
     gate::ValidateOptions o;
     o.seed = a.seed;
     o.quick = a.quick;
+    o.codec = codec;
     o.gate.progress = progress_printer(isatty(fileno(stderr)) != 0);
-    auto v = gate::validate_format(*f, a.file, o);
+    auto v = gate::validate_format(*f, file, o);
     if (!v) return fail(v.error());
     const fs::path dir(a.report_dir);
     if (auto st = reports::write_files(dir, gate::validation_reports(*v)); !st) return fail(st.error());

@@ -6,6 +6,11 @@ include(CMakePackageConfigHelpers)
 
 set(QTRANSIT_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/qtransit)
 set(_qt_libs qt_numerics qt_common qt_kernels qt_reference qt_collectives qt_reports qt_gate)
+set(_qt_rooms common kernels reference collectives reports gate)
+if(QTRANSIT_HAVE_TESTING)
+  list(APPEND _qt_libs qt_testing)
+  list(APPEND _qt_rooms testing)
+endif()
 foreach(t IN LISTS _qt_libs)
   string(REGEX REPLACE "^qt_" "" _name ${t})
   set_target_properties(${t} PROPERTIES EXPORT_NAME ${_name})
@@ -15,7 +20,7 @@ endforeach()
 install(TARGETS ${_qt_libs} EXPORT qtransitTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-foreach(room common kernels reference collectives reports gate)
+foreach(room IN LISTS _qt_rooms)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${room}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endforeach()
 install(FILES ${PROJECT_BINARY_DIR}/include/qtransit/version.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/qtransit)
@@ -25,6 +30,7 @@ install(EXPORT qtransitTargets NAMESPACE qtransit:: DESTINATION ${QTRANSIT_INSTA
 # qtransitConfig.cmake, for what this build was configured with.
 set(QTRANSIT_CONFIG_HAVE_CUDA ${QTRANSIT_HAVE_CUDA})
 set(QTRANSIT_CONFIG_HAVE_MPI ${QTRANSIT_HAVE_MPI})
+set(QTRANSIT_CONFIG_HAVE_TESTING ${QTRANSIT_HAVE_TESTING})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/qtransitConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/qtransitConfig.cmake INSTALL_DESTINATION ${QTRANSIT_INSTALL_CMAKEDIR})
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/qtransitConfigVersion.cmake COMPATIBILITY SameMinorVersion)
@@ -36,9 +42,9 @@ install(FILES ${PROJECT_BINARY_DIR}/qtransitConfig.cmake ${PROJECT_BINARY_DIR}/q
 # of a public one, not included alone.
 if(QTRANSIT_HEADER_CHECK)
   set(_hdr_srcs "")
-  foreach(room common kernels reference collectives reports gate)
+  foreach(room IN LISTS _qt_rooms)
     file(GLOB_RECURSE _hdrs RELATIVE ${PROJECT_SOURCE_DIR}/${room}/include CONFIGURE_DEPENDS
-         ${PROJECT_SOURCE_DIR}/${room}/include/*.hpp)
+         ${PROJECT_SOURCE_DIR}/${room}/include/*.hpp ${PROJECT_SOURCE_DIR}/${room}/include/*.h)
     list(FILTER _hdrs EXCLUDE REGEX "(^|/)detail/")  # implementation parts, included by their public header
     foreach(h IN LISTS _hdrs)
       string(MAKE_C_IDENTIFIER ${h} _id)
@@ -48,5 +54,5 @@ if(QTRANSIT_HEADER_CHECK)
     endforeach()
   endforeach()
   add_library(qt_header_check OBJECT ${_hdr_srcs})
-  target_link_libraries(qt_header_check PRIVATE qt_gate)
+  target_link_libraries(qt_header_check PRIVATE qt_gate $<$<BOOL:${QTRANSIT_HAVE_TESTING}>:qt_testing>)
 endif()

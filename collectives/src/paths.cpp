@@ -2,6 +2,7 @@
 // and receives over the Transport; the values a rank holds travel with their provenance (which
 // quantization events and which adds produced them), and that provenance becomes the ledger.
 #include "qtransit/collectives/paths.hpp"
+#include "qtransit/kernels/plugin.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -127,7 +128,12 @@ public:
         opt.site = site;
         opt.seed = c_.seed;
         opt.hop = static_cast<uint32_t>(stage);
-        if (dev_) {  // encoded in `from`'s device buffer; codes and metadata copied back for the ledger
+        if (c_.codec) {  // a user's codec: it reads its own element type, so the ledger records what it read
+            for (float& v : p.v) v = kernels::round_to(c_.codec->input_type(), v);
+            m.codes.resize(static_cast<size_t>(c_.format.code_bytes(n)));
+            if (auto st = c_.codec->encode_block(p.v.data(), n, c_.block, m.codes.data(), &m.scale, &m.offset, opt); !st)
+                throw ColumnFailure{st.error()};
+        } else if (dev_) {  // encoded in `from`'s device buffer; codes and metadata copied back for the ledger
             if (auto st = dev_->encode(from, p.v.data(), n, opt, m); !st) throw ColumnFailure{st.error()};
         } else {
             m.codes.resize(static_cast<size_t>(c_.format.code_bytes(n)));
@@ -171,7 +177,10 @@ public:
     Partial decode(const Message& m) {
         Partial p;
         p.v.resize(static_cast<size_t>(m.len));
-        if (dev_) {
+        if (c_.codec && m.quantized) {
+            if (auto st = c_.codec->decode_block(m.codes.data(), m.len, c_.block, m.scale, m.offset, p.v.data()); !st)
+                throw ColumnFailure{st.error()};
+        } else if (dev_) {
             if (auto st = dev_->decode(m, p.v.data()); !st) throw ColumnFailure{st.error()};
             p.holder = m.dev_rank;
         } else if (m.quantized)
@@ -697,8 +706,14 @@ Result<std::unique_ptr<Transport>> make_transport(Backend backend, const PathCon
 Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& inputs, int threads,
                             const std::function<void(size_t, int, const ColumnRecord&)>& sink, Backend backend) {
     if (paths.empty()) return RunTotals{};
-    for (const auto& p : paths)
+    for (const auto& p : paths) {
         if (auto st = validate(p); !st) return st.error();
+        if (p.codec && (backend == Backend::kDevice || backend == Backend::kNccl))
+            return make_error(ErrorCode::kInvalidArgument, std::string("a codec plugin runs the paths with --backend cpu or mpi, not ") +
+                                                               to_string(backend) + " (docs/PLUGIN.md)");
+        if (p.codec)
+            if (auto st = p.codec->check_block(p.block); !st) return st.error();
+    }
     const PathConfig& c0 = paths.front();
     // Paths that share the reduce/gather column partition run column by column together; hpz-ag's
     // secondary columns are a partition of their own.

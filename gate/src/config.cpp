@@ -223,9 +223,24 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                     auto b = get_bool(c, gv, name);
                     if (!b) return b.error();
                     cfg.gpu = *b;
+                } else if (g == "codec") {
+                    auto p = get_str(c, gv, name);
+                    if (!p) return p.error();
+                    if (p->empty()) return c.err(gv.source(), name, "is empty: give the path of a codec plugin (.so)");
+                    // Relative to the config file, as a user moving the pair together expects.
+                    std::filesystem::path lib(*p);
+                    if (lib.is_relative() && c.source != "default gate")
+                        lib = std::filesystem::path(c.source).parent_path() / lib;
+                    cfg.codec_path = lib.string();
+                } else if (g == "conformance") {
+                    auto p = get_str(c, gv, name);
+                    if (!p) return p.error();
+                    auto k = kernels::parse_conformance(*p);
+                    if (!k) return c.err(gv.source(), name, k.error().message);
+                    cfg.conformance = *k;
                 } else {
                     return unknown(c, gk, "gate.", {"formats", "paths", "distributions", "ranks", "tree_ranks", "ranks_per_node",
-                                                    "elements", "block", "seed", "threads", "gpu"});
+                                                    "elements", "block", "seed", "threads", "gpu", "codec", "conformance"});
                 }
             }
         } else if (key == "baseline") {
@@ -505,7 +520,27 @@ Result<GateConfig> parse_gate_config(const std::string& toml, const std::string&
             });
     }
     if (auto st = validate_keys(user, cfg, lines); !st) return st.error();
+    if (!cfg.codec_path.empty()) {
+        const std::string lib = cfg.codec_path;
+        if (auto st = attach_codec(cfg, lib); !st) {
+            auto it = lines.at.find("gate.codec");
+            if (it == lines.at.end()) return st.error();
+            return user.err(it->second, "gate.codec", st.error().message);
+        }
+    }
     return cfg;
+}
+
+Status attach_codec(GateConfig& cfg, const std::string& path) {
+    auto codec = kernels::PluginCodec::load(path);
+    if (!codec) return codec.error();
+    if (auto st = (*codec)->check_block(cfg.block); !st) return st;
+    const FormatSpec f = (*codec)->format();
+    cfg.formats = {f};
+    std::erase_if(cfg.budgets, [&](const Budget& b) { return !(b.format == f); });
+    cfg.codec_path = path;
+    cfg.codec = *codec;
+    return Status::Ok();
 }
 
 Result<GateConfig> load_gate_config(const std::string& path) {

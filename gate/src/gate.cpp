@@ -12,6 +12,7 @@
 
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/kernels/gpu.hpp"
+#include "qtransit/gate/codec_check.hpp"
 #include "qtransit/gate/sweep.hpp"
 #include "qtransit/gate/verdicts.hpp"
 #include "qtransit/gate/verify.hpp"
@@ -60,7 +61,7 @@ GateRun to_run(const RunRow& r, const std::string& dist, uint64_t seed) {
 }
 
 // GPU encode/decode of x against the CPU kernel's (already checked against the reference).
-std::string gpu_compare(const FormatSpec& f, std::span<const float> x, int64_t block, const QuantizeCheck& cpu) {
+std::string gpu_compare(const FormatSpec& f, std::span<const float> x, int64_t block, const CodecCheck& cpu) {
     auto enc = kernels::gpu::encode(f, x, block);
     if (!enc) return "differ: GPU encode failed: " + enc.error().message;
     auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
@@ -75,6 +76,22 @@ std::string gpu_compare(const FormatSpec& f, std::span<const float> x, int64_t b
     if (!dec) return "differ: GPU decode failed: " + dec.error().message;
     if (!same_bits(*dec, cpu.decoded)) return "differ: decoded values";
     return "match";
+}
+
+void fill_check(reports::FormatCheck& fc, const CodecCheck& c, const kernels::PluginCodec* codec) {
+    fc.kernel = codec ? codec->name() : "qtransit";
+    fc.conformance = kernels::to_string(c.conformance);
+    fc.shard = c.shard;
+    fc.cpu_matches_reference = c.exact;
+    fc.cpu_mismatch = c.first_difference;
+    fc.bound_holds = c.bound_holds;
+    fc.max_error_to_bound = c.max_error_to_bound;
+    fc.conforms = c.conforms;
+    fc.differing_elements = c.differing_elements;
+    fc.differing_scale_blocks = c.differing_scale_blocks;
+    fc.elements_in_differing_blocks = c.elements_in_differing_blocks;
+    fc.max_ulps = c.max_ulps;
+    fc.violation = c.violation;
 }
 
 std::string now_utc() {
@@ -125,11 +142,39 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
                 : std::string("The paths ran with --backend ") + b + ".");
     }
 
+    if (cfg.codec)
+        res.notes.push_back("The kernel under test is the codec " + cfg.codec->describe() + ", judged under " +
+                            kernels::to_string(cfg.conformance) + " conformance, wherever the gate runs " + cfg.codec->format().name() + ".");
+    std::vector<Verdict> codec_failures;
+    // The codec runs its own format; any other format of the config keeps qtransit's kernels.
+    auto codec_of = [&cfg](const FormatSpec& f) -> const kernels::PluginCodec* {
+        return cfg.codec && cfg.codec->format() == f ? cfg.codec.get() : nullptr;
+    };
+
     // ---- runs ------------------------------------------------------------------------------------
     const size_t total = cfg.formats.size() * cfg.dists.size();
     size_t done = 0;
     std::vector<float> x(static_cast<size_t>(cfg.elements));
     for (const auto& f : cfg.formats) {
+        {  // the edge cases (codec_check.hpp), in shards whose length is not a multiple of the block
+            const EdgeTensor e = edge_tensor(f, cfg.block, cfg.seed);
+            reports::FormatCheck fc;
+            fc.format = f.name();
+            fc.dist = "edge-cases";
+            fc.elements = static_cast<int64_t>(e.x.size());
+            fc.block = cfg.block;
+            Site site;
+            site.tensor = "edge-case input";
+            site.rank = 0;
+            auto cc = codec_check(codec_of(f), f, e.x, cfg.block, e.shard, site, cfg.seed, cfg.conformance);
+            if (!cc) {
+                fc.refused = cc.error().message;
+            } else {
+                fill_check(fc, *cc, codec_of(f));
+                fc.gpu = "not run: the edge cases are checked on the CPU";
+            }
+            res.format_checks.push_back(fc);
+        }
         for (auto d : cfg.dists) {
             const auto g0 = std::chrono::steady_clock::now();
             const std::string dist = kernels::to_string(d);
@@ -145,17 +190,17 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
             Site site;
             site.tensor = dist + " input";
             site.rank = 0;
-            auto qc = quantize_and_check(f, x, cfg.block, Nonfinite::kError, site);
-            if (!qc) {
-                fc.refused = qc.error().message;
+            auto cc = codec_check(codec_of(f), f, x, cfg.block, cfg.elements, site, cfg.seed, cfg.conformance);
+            if (!cc) {
+                fc.refused = cc.error().message;
             } else {
-                fc.cpu_matches_reference = qc->matches_reference;
-                fc.cpu_mismatch = qc->mismatch;
-                fc.bound_holds = qc->bounds.holds;
-                fc.max_error_to_bound = qc->bounds.max_error_to_bound;
-                fc.gpu = !cfg.gpu ? "not run: gate.gpu = false"
-                         : res.gpu_available ? gpu_compare(f, x, cfg.block, *qc)
-                                             : "not run: no GPU answered";
+                fill_check(fc, *cc, codec_of(f));
+                if (codec_of(f))
+                    fc.gpu = "not run: the codec is the kernel under test";
+                else
+                    fc.gpu = !cfg.gpu ? "not run: gate.gpu = false"
+                             : res.gpu_available ? gpu_compare(f, x, cfg.block, *cc)
+                                                 : "not run: no GPU answered";
             }
             res.format_checks.push_back(fc);
 
@@ -174,6 +219,7 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
                 spec.threads = cfg.threads;
                 spec.check_k = true;
                 spec.backend = opt.backend;
+                if (codec_of(f)) spec.codec = cfg.codec;
                 if (opt.progress)
                     spec.on_group = [&, part](size_t i, size_t groups, int64_t n) {
                         GateProgress p;
@@ -182,6 +228,25 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
                         opt.progress(p);
                     };
                 auto sw = run_sweep(spec);
+                if (!sw && codec_of(f) && (sw.error().code == ErrorCode::kCodec || sw.error().code == ErrorCode::kCuda) &&
+                    !fc.refused.empty()) {
+                    // The kernel check found this input refused by codec and reference alike: the codec
+                    // refusing it in a path is the specified outcome, reported as the built-in's is.
+                    res.refusals.push_back({f.name(), dist, sw.error().message});
+                    refused = true;
+                    break;
+                }
+                if (!sw && codec_of(f) && (sw.error().code == ErrorCode::kCodec || sw.error().code == ErrorCode::kCuda)) {
+                    // The user's codec failed inside a path: a finding about the codec, not a bad input.
+                    Verdict v;
+                    v.name = "codec-call/" + cfg.codec->name() + "/" + dist;
+                    v.category = "codec-call";
+                    v.status = reports::VerdictStatus::kFail;
+                    v.message = "a call into the codec failed while running the paths on " + dist + " inputs: " + sw.error().message;
+                    codec_failures.push_back(v);
+                    refused = true;
+                    break;
+                }
                 if (!sw) {
                     if (sw.error().code == ErrorCode::kRangeOverflow || sw.error().code == ErrorCode::kNonFinite) {
                         // ds-int<b> refuses inputs beyond binary16 (docs/DECISIONS.md D3): reported, not run.
@@ -211,10 +276,12 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
     // ---- verdicts ---------------------------------------------------------------------------------
     auto add = [&res](std::vector<Verdict> v) { res.verdicts.insert(res.verdicts.end(), v.begin(), v.end()); };
     add(kernel_verdicts(cfg, res, res.gpu_available ? "" : kernels::gpu::query_devices().note));
+    add(codec_failures);
     add(bound_and_k_verdicts(cfg, res.runs));
     add(scaling_verdicts(cfg, res));
     add(budget_verdicts(cfg, res.runs));
     if (opt.baseline) add(baseline_verdicts(cfg, res.runs, *opt.baseline));
+    fail_what_checked_nothing(res.verdicts);
 
     res.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
@@ -232,6 +299,8 @@ std::string backend_problem(const GateConfig& cfg, collectives::Backend backend,
         return "[" + s + "]";
     };
     const bool tree = std::find(cfg.paths.begin(), cfg.paths.end(), PathKind::kTreeRs) != cfg.paths.end();
+    if (cfg.codec && (backend == collectives::Backend::kDevice || backend == collectives::Backend::kNccl))
+        return "a codec runs the gate's paths with --backend cpu or mpi, not " + name + " (docs/PLUGIN.md)";
     if (one_process_per_rank(backend)) {
         const int64_t np = mpi::size();
         const std::string started = " but the job has " + std::to_string(np) + " process(es) (mpirun -np)";

@@ -74,6 +74,8 @@ bool one_process_per_rank(collectives::Backend b) {
 std::string sweep_backend_problem(const SweepSpec& spec, const std::string& name, bool has_in) {
     namespace mpi = collectives::mpi;
     const bool per_rank = one_process_per_rank(spec.backend);
+    if (spec.codec && (spec.backend == collectives::Backend::kDevice || spec.backend == collectives::Backend::kNccl))
+        return "--codec runs the paths with --backend cpu or mpi, not " + name + " (docs/PLUGIN.md)";
     if (spec.backend == collectives::Backend::kMpi && !mpi::active())
         return "--backend mpi runs under mpirun or srun, one process per rank (" +
                     std::string(mpi::built() ? "MPI is not initialized" : "this build has no MPI") + ")";
@@ -101,6 +103,22 @@ std::string sweep_backend_problem(const SweepSpec& spec, const std::string& name
     return "";
 }
 
+namespace {
+// The inputs in a codec's element type (binary16, bfloat16), widened back exactly.
+class CastInputs final : public collectives::Inputs {
+public:
+    CastInputs(std::unique_ptr<collectives::Inputs> in, kernels::ValueType t) : in_(std::move(in)), t_(t) {}
+    void fill(int64_t rank, int64_t first, int64_t len, float* out) const override {
+        in_->fill(rank, first, len, out);
+        for (int64_t i = 0; i < len; ++i) out[i] = kernels::round_to(t_, out[i]);
+    }
+
+private:
+    std::unique_ptr<collectives::Inputs> in_;
+    kernels::ValueType t_;
+};
+}  // namespace
+
 Result<SweepResult> run_sweep(const SweepSpec& spec) {
     std::vector<std::vector<PathConfig>> groups;  // per N: the paths run together on shared inputs
     for (int64_t n : spec.ranks) {
@@ -115,6 +133,7 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
             c.elements = spec.elements;
             c.accum = spec.accum;
             c.seed = spec.seed;  // stochastic rounding's key (docs/FORMATS.md section 4)
+            c.codec = spec.codec;
             if (auto st = validate(c); !st)
                 return make_error(st.error().code, std::string(path_info(p).name) + ": " + st.error().message);
             g.push_back(c);
@@ -133,6 +152,8 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
         std::unique_ptr<collectives::Inputs> inputs;
         if (spec.file) inputs = std::make_unique<collectives::ArrayInputs>(spec.file->data, spec.elements);
         else inputs = std::make_unique<collectives::GeneratedInputs>(spec.dist, spec.seed);
+        if (spec.codec && spec.codec->input_type() != kernels::ValueType::kBinary32)
+            inputs = std::make_unique<CastInputs>(std::move(inputs), spec.codec->input_type());
 
         std::vector<std::vector<reference::PathChecker>> checkers(g.size());
         for (size_t k = 0; k < g.size(); ++k)

@@ -9,6 +9,7 @@
 // reports as `qtransit check` plus a comparison table (error after k = 1 and 2 quantizations,
 // bits per element).
 #include <algorithm>
+#include <limits>
 #include <bit>
 #include <cfloat>
 #include <chrono>
@@ -20,6 +21,7 @@
 
 #include "qtransit/reports/numbers.hpp"
 #include "qtransit/gate/validate.hpp"
+#include "qtransit/gate/codec_check.hpp"
 
 #include "qtransit/common/decl_toml.hpp"
 #include "qtransit/gate/gate.hpp"
@@ -182,14 +184,45 @@ struct Props {
     std::vector<const Prop*> all() const { return {&bound, &kernel, &range, &monotone, &pack, &odd, &idem, &equi, &unbiased}; }
 };
 
-Result<kernels::EncodedTensor> encode(const FormatSpec& f, std::span<const float> x, int64_t block, uint64_t seed = 0) {
+// The kernel under test: qtransit's (codec null) or a user's codec plugin.
+Result<kernels::EncodedTensor> encode(const kernels::PluginCodec* codec, const FormatSpec& f, std::span<const float> x,
+                                      int64_t block, uint64_t seed = 0) {
     kernels::CodecOptions o;
     o.seed = seed;
-    return kernels::encode(f, x, block, o);
+    if (!codec) return kernels::encode(f, x, block, o);
+    const int64_t n = static_cast<int64_t>(x.size());
+    if (n == 0) return make_error(ErrorCode::kInvalidArgument, "no elements");
+    kernels::EncodedTensor t = kernels::sized_encoded(f, n, block);
+    if (auto st = codec->encode(x, block, n, t.codes, t.scales, t.offsets, o); !st) return st.error();
+    return t;
 }
 
-void check_properties(const FormatSpec& f, int64_t block, uint64_t seed, bool quick, Props& p, std::vector<std::string>& notes) {
-    const Decl& d = *f.decl;
+std::vector<float> decode(const kernels::PluginCodec* codec, const kernels::EncodedTensor& t) {
+    if (!codec) return kernels::decode(t);
+    std::vector<float> out(static_cast<size_t>(t.elements), std::numeric_limits<float>::quiet_NaN());
+    if (!codec->decode(t.block, t.elements, t.codes, t.scales, t.offsets, out)) std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
+    return out;
+}
+
+Result<QuantizeCheck> qcheck(const kernels::PluginCodec* codec, const FormatSpec& f, std::span<const float> x, int64_t block,
+                             Nonfinite policy, const Site& site = {}, uint64_t seed = 0) {
+    if (!codec) return quantize_and_check(f, x, block, policy, site, seed);
+    auto c = codec_check(codec, f, x, block, static_cast<int64_t>(x.size()), site, seed, kernels::Conformance::kExact);
+    if (!c) return c.error();
+    QuantizeCheck q;
+    q.encoded = c->encoded;
+    q.codes = c->codes;
+    q.decoded = c->decoded;
+    q.bounds.holds = c->bound_holds;
+    q.bounds.first_violation = c->first_violation;
+    q.bounds.max_error_to_bound = c->max_error_to_bound;
+    q.matches_reference = c->exact;
+    q.mismatch = c->first_difference;
+    return q;
+}
+
+void check_properties(const kernels::PluginCodec* codec, const FormatSpec& f, const Decl& d, int64_t block, uint64_t seed, bool quick,
+                      Props& p, std::vector<std::string>& notes) {
     const bool int_codes = d.elem != ElemType::kFloat;  // codes ordered like values (int two's complement, table index)
     const int64_t nblocks = quick ? 40 : 500;
     int64_t refused = 0;
@@ -199,8 +232,8 @@ void check_properties(const FormatSpec& f, int64_t block, uint64_t seed, bool qu
         Site site;
         site.tensor = t.label;
         // The kernel's output is what every other property is measured on; the reference checks it.
-        auto enc = encode(f, x, block);
-        auto qc = quantize_and_check(f, x, block, Nonfinite::kError, site);
+        auto enc = encode(codec, f, x, block);
+        auto qc = qcheck(codec, f, x, block, Nonfinite::kError, site);
         p.kernel.checked += nb;
         p.bound.checked += nb;
         if (!enc) {
@@ -221,7 +254,7 @@ void check_properties(const FormatSpec& f, int64_t block, uint64_t seed, bool qu
                              g4(qc->bounds.max_error_to_bound) + ")");
         }
         const auto codes = kernels::unpack_codes(*enc);
-        const auto dec = kernels::decode(*enc);
+        const auto dec = decode(codec, *enc);
         const auto& scales = enc->scales;
         for (int64_t j = 0; j < nb; ++j) {
             const size_t lo = static_cast<size_t>(j * block), hi = std::min(x.size(), lo + static_cast<size_t>(block));
@@ -249,8 +282,8 @@ void check_properties(const FormatSpec& f, int64_t block, uint64_t seed, bool qu
         // odd symmetry
         std::vector<float> neg(t.x);
         for (float& v : neg) v = -v;
-        if (auto en = encode(f, neg, block); en) {
-            const auto dn = kernels::decode(*en);
+        if (auto en = encode(codec, f, neg, block); en) {
+            const auto dn = decode(codec, *en);
             for (int64_t j = 0; j < nb; ++j) {
                 ++p.odd.checked;
                 const size_t lo = static_cast<size_t>(j * block), hi = std::min(x.size(), lo + static_cast<size_t>(block));
@@ -264,7 +297,7 @@ void check_properties(const FormatSpec& f, int64_t block, uint64_t seed, bool qu
         }
 
         // idempotence: requantize the decoded values, block by block
-        if (auto e2 = encode(f, dec, block); e2) {
+        if (auto e2 = encode(codec, f, dec, block); e2) {
             const auto c2 = kernels::unpack_codes(*e2);
             for (int64_t j = 0; j < nb; ++j) {
                 const float s = scales[static_cast<size_t>(j)];
@@ -299,10 +332,10 @@ void check_properties(const FormatSpec& f, int64_t block, uint64_t seed, bool qu
         for (int k : {3, -5}) {
             std::vector<float> y(t.x);
             for (float& v : y) v = std::ldexp(v, k);
-            auto ey = encode(f, y, block);
+            auto ey = encode(codec, f, y, block);
             if (!ey) continue;
             const auto cy = kernels::unpack_codes(*ey);
-            const auto dy = kernels::decode(*ey);
+            const auto dy = decode(codec, *ey);
             for (int64_t j = 0; j < nb; ++j) {
                 const size_t lo = static_cast<size_t>(j * block), hi = std::min(x.size(), lo + static_cast<size_t>(block));
                 const float sx = scales[static_cast<size_t>(j)], sy = ey->scales[static_cast<size_t>(j)];
@@ -372,17 +405,17 @@ void check_properties(const FormatSpec& f, int64_t block, uint64_t seed, bool qu
             double sum = 0, sum2 = 0;
             int64_t n = 0;
             for (int key = 0; key < keys; ++key) {
-                auto e = encode(f, x, block, seed * 1000003ull + static_cast<uint64_t>(key) + 1);
+                auto e = encode(codec, f, x, block, seed * 1000003ull + static_cast<uint64_t>(key) + 1);
                 if (!e) {
                     p.unbiased.fail(std::string(kernels::to_string(dist)) + ": " + e.error().message);
                     break;
                 }
-                const auto dx = kernels::decode(*e);
+                const auto dx = decode(codec, *e);
                 if (key < 2) {  // the same key replays bit for bit, and the reference agrees at that key
                     const uint64_t k = seed * 1000003ull + static_cast<uint64_t>(key) + 1;
-                    auto again = encode(f, x, block, k);
+                    auto again = encode(codec, f, x, block, k);
                     if (!again || again->codes != e->codes) p.unbiased.fail("the same key gave different codes");
-                    auto qc = quantize_and_check(f, x, block, Nonfinite::kError, {}, k);
+                    auto qc = qcheck(codec, f, x, block, Nonfinite::kError, {}, k);
                     ++p.kernel.checked;
                     ++p.bound.checked;
                     if (!qc) p.kernel.fail("stochastic key " + std::to_string(k) + ": " + qc.error().message);
@@ -473,16 +506,32 @@ std::string comparison_html(const std::vector<ComparisonRow>& rows, const std::s
 
 Result<FormatValidation> validate_format(const FormatSpec& f, const std::string& file, const ValidateOptions& o) {
     const auto t0 = std::chrono::steady_clock::now();
-    if (!f.decl) return make_error(ErrorCode::kInvalidArgument, f.name() + ": formats validate takes a declared format");
+    const kernels::PluginCodec* codec = o.codec.get();
+    if (codec && !(codec->format() == f))
+        return make_error(ErrorCode::kInvalidArgument, "the codec " + codec->name() + " implements " + codec->format().name() + ", not " + f.name());
+    // The properties read the declaration; int<b> and int<b>-asym have one that reproduces them.
+    Decl decl;
+    if (f.decl) {
+        decl = *f.decl;
+    } else if (codec) {
+        auto d = declaration_of(f);
+        if (!d) return make_error(ErrorCode::kInvalidArgument, "formats validate --codec: " + d.error().message + " (check --codec runs every path on it)");
+        decl = *d;
+    } else {
+        return make_error(ErrorCode::kInvalidArgument, f.name() + ": formats validate takes a declared format");
+    }
     const int64_t block = f.fixed_block() ? f.fixed_block() : kDefaultBlock;
+    if (codec)
+        if (auto st = codec->check_block(block); !st)
+            return make_error(ErrorCode::kInvalidArgument, "formats validate runs blocks of " + std::to_string(block) + ": " + st.error().message);
     FormatValidation v;
     v.format = f;
     v.file = file;
 
     // (a) the properties
-    Props props(*f.decl);
+    Props props(decl);
     std::vector<std::string> notes;
-    check_properties(f, block, o.seed, o.quick, props, notes);
+    check_properties(codec, f, decl, block, o.seed, o.quick, props, notes);
     const double t_props = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     // (b) every path, next to the built-ins
@@ -499,6 +548,7 @@ Result<FormatValidation> validate_format(const FormatSpec& f, const std::string&
     cfg.elements = o.quick ? 256 : 4096;
     cfg.block = block;
     cfg.seed = o.seed;
+    cfg.codec = o.codec;  // run on the codec's format only; the neighbours keep qtransit's kernels
     auto res = run_gate(cfg, o.gate);
     if (!res) return res.error();
 

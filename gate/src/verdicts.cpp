@@ -26,6 +26,11 @@ Verdict verdict(const std::string& name, bool ok, std::string message) {
     return v;
 }
 
+Verdict checked(int64_t n, Verdict v) {
+    v.checked = n;
+    return v;
+}
+
 std::string run_label(const GateRun& r) { return r.dist + " N=" + std::to_string(r.ranks); }
 
 }  // namespace
@@ -33,9 +38,13 @@ std::string run_label(const GateRun& r) { return r.dist + " N=" + std::to_string
 std::vector<Verdict> kernel_verdicts(const GateConfig& cfg, const reports::GateResult& res, const std::string& no_gpu_note) {
     std::vector<Verdict> out;
     for (const auto& f : cfg.formats) {
+        const kernels::PluginCodec* codec = cfg.codec && cfg.codec->format() == f ? cfg.codec.get() : nullptr;
+        const std::string who = codec ? "codec " + codec->name() : "CPU kernel";
+        const bool bounded = codec && cfg.conformance == kernels::Conformance::kBounded;
         int checked = 0, refused = 0;
-        std::string bad;
+        std::string bad, differs;
         double worst = 0;
+        int64_t elements = 0, diff = 0, diff_blocks = 0, in_blocks = 0, ulps = 0;
         for (const auto& c : res.format_checks) {
             if (c.format != f.name()) continue;
             if (!c.refused.empty()) {
@@ -43,19 +52,38 @@ std::vector<Verdict> kernel_verdicts(const GateConfig& cfg, const reports::GateR
                 continue;
             }
             ++checked;
+            elements += c.elements;
             worst = std::max(worst, c.max_error_to_bound);
-            if (bad.empty() && !c.cpu_matches_reference) bad = c.dist + ": kernel differs from the reference: " + c.cpu_mismatch;
-            if (bad.empty() && !c.bound_holds) bad = c.dist + ": an element's error exceeds its bound";
+            diff += c.differing_elements;
+            diff_blocks += c.differing_scale_blocks;
+            in_blocks += c.elements_in_differing_blocks;
+            ulps = std::max(ulps, c.max_ulps);
+            if (differs.empty() && !c.cpu_matches_reference) differs = c.dist + ": first difference: " + c.cpu_mismatch;
+            if (bad.empty() && !c.bound_holds)
+                bad = c.dist + ": " + (c.violation.empty() ? "an element's error exceeds the format's bound" : c.violation) +
+                      (c.cpu_mismatch.empty() ? "" : "; first difference: " + c.cpu_mismatch);
+            if (bad.empty() && !bounded && !c.cpu_matches_reference) bad = differs;
         }
-        const std::string extra = refused ? " (" + std::to_string(refused) + " distribution(s) refused: beyond binary16)" : "";
-        out.push_back(verdict("kernel-vs-reference/" + f.name(), bad.empty(),
-                                       bad.empty() ? "CPU kernel equals the reference bit for bit (scales, offsets, codes, decoded) on " +
-                                                         std::to_string(checked) + " distribution(s); largest error/bound " + g4(worst) + extra
-                                                   : bad));
-        if (res.gpu_available) {
+        const std::string extra = refused ? " (" + std::to_string(refused) + " input(s) refused by both: beyond the format's range)" : "";
+        const std::string counts = std::to_string(diff) + " of " + std::to_string(elements) + " elements differ in bits (" +
+                                   std::to_string(in_blocks) + " of them in the " + std::to_string(diff_blocks) +
+                                   " blocks whose scale differs), largest difference " + std::to_string(ulps) + " ulp";
+        std::string msg;
+        if (!bad.empty()) msg = bad;
+        else if (!bounded || diff == 0)
+            msg = who + " equals the reference bit for bit (scales, offsets, codes, decoded) on " + std::to_string(checked) +
+                  " input(s) (" + std::to_string(elements) + " elements, the edge cases included); largest error/bound " + g4(worst) + extra;
+        else
+            msg = who + " is within the format's bound on every element (bounded conformance); " + counts + "; " + differs +
+                  "; largest error/bound " + g4(worst) + extra;
+        Verdict v = verdict("kernel-vs-reference/" + (codec ? codec->name() : f.name()), bad.empty(), msg);
+        v.value = static_cast<double>(diff);
+        v.checked = elements;
+        out.push_back(v);
+        if (res.gpu_available && !codec) {
             std::string gbad;
             for (const auto& c : res.format_checks)
-                if (c.format == f.name() && c.refused.empty() && c.gpu != "match" && gbad.empty()) gbad = c.dist + ": " + c.gpu;
+                if (c.format == f.name() && c.refused.empty() && c.gpu != "match" && c.dist != "edge-cases" && gbad.empty()) gbad = c.dist + ": " + c.gpu;
             out.push_back(verdict("kernel-vs-reference-gpu/" + f.name(), gbad.empty(),
                                            gbad.empty() ? "GPU kernel equals the CPU kernel (and so the reference) bit for bit" : gbad));
         }
@@ -98,14 +126,14 @@ std::vector<Verdict> bound_and_k_verdicts(const GateConfig& cfg, const std::vect
                            "NUMERICS.md section 3 says; first: " + r.first_k_mismatch;
             }
             if (nruns == 0) continue;  // refused for every distribution
-            out.push_back(verdict("bounds/" + suffix, bad.empty(),
+            out.push_back(checked(outputs, verdict("bounds/" + suffix, bad.empty(),
                                            bad.empty() ? "|error| <= a_posteriori <= a_priori on all " + std::to_string(outputs) +
                                                              " outputs of " + std::to_string(nruns) + " runs; largest |error|/a_posteriori " + g4(worst)
-                                                       : bad));
-            out.push_back(verdict("k/" + suffix, kbad.empty(),
+                                                       : bad)));
+            out.push_back(checked(kpairs, verdict("k/" + suffix, kbad.empty(),
                                            kbad.empty() ? "k of all " + std::to_string(kpairs) + " (output row, contributor) pairs as NUMERICS.md "
                                                           "section 3 says; k in " + std::to_string(kmin) + ".." + std::to_string(kmax)
-                                                        : kbad));
+                                                        : kbad)));
         }
     }
 
@@ -138,6 +166,7 @@ std::vector<Verdict> scaling_verdicts(const GateConfig& cfg, const reports::Gate
                     v = verdict(name, ok, "fitted exponent " + g4(fit->exponent) + " over " + std::to_string(fit->points.size()) +
                                               " N, allowed " + range + (rule.why.empty() ? "" : ": " + rule.why));
                     v.value = fit->exponent;
+                    v.checked = static_cast<int64_t>(fit->points.size());
                     v.limit = ok ? rule.max : (fit->exponent < rule.min ? rule.min : rule.max);
                 }
                 out.push_back(v);
@@ -153,10 +182,12 @@ std::vector<Verdict> budget_verdicts(const GateConfig& cfg, const std::vector<Ga
     for (const auto& b : cfg.budgets) {
         double worst = -1;
         const GateRun* at = nullptr;
+        int64_t outputs = 0;
         for (const auto& r : runs) {
             if (r.path != path_info(b.path).name || r.format != b.format.name()) continue;
             if (!b.dist.empty() && r.dist != b.dist) continue;
             if (b.ranks != 0 && r.ranks != b.ranks) continue;
+            outputs += r.outputs_checked;
             const double m = metric_of(r, b.metric);
             if (!at || !(m <= worst)) {
                 worst = m;
@@ -175,6 +206,7 @@ std::vector<Verdict> budget_verdicts(const GateConfig& cfg, const std::vector<Ga
             v.value = worst;
         }
         v.limit = b.max;
+        v.checked = outputs;
         out.push_back(v);
     }
 
@@ -225,12 +257,25 @@ std::vector<Verdict> baseline_verdicts(const GateConfig& cfg, const std::vector<
                                             : bad);
                     v.value = worst_ratio;
                     v.limit = 1 + cfg.baseline_margin;
+                    v.checked = matched;
                 }
                 out.push_back(v);
             }
         }
     }
     return out;
+}
+
+}  // namespace qtransit::gate
+
+namespace qtransit::gate {
+
+void fail_what_checked_nothing(std::vector<Verdict>& verdicts) {
+    for (auto& v : verdicts)
+        if (v.status == VerdictStatus::kPass && v.checked == 0) {
+            v.status = VerdictStatus::kFail;
+            v.message = "checked nothing (0 elements, outputs or runs): a check over nothing never passes; " + v.message;
+        }
 }
 
 }  // namespace qtransit::gate

@@ -86,6 +86,15 @@ nlohmann::json to_json(const GateResult& r) {
             j["bound_holds"] = c.bound_holds;
             j["max_error_to_bound"] = num(c.max_error_to_bound);
             j["gpu"] = c.gpu;
+            j["kernel"] = c.kernel;
+            j["conformance"] = c.conformance;
+            j["shard"] = c.shard;
+            j["conforms"] = c.conforms;
+            j["differing_elements"] = c.differing_elements;
+            j["differing_scale_blocks"] = c.differing_scale_blocks;
+            j["elements_in_differing_blocks"] = c.elements_in_differing_blocks;
+            j["max_ulps"] = c.max_ulps;
+            if (!c.violation.empty()) j["violation"] = c.violation;
         }
         checks.push_back(std::move(j));
     }
@@ -94,6 +103,7 @@ nlohmann::json to_json(const GateResult& r) {
         nlohmann::json j{{"name", v.name}, {"category", v.category}, {"status", to_string(v.status)}, {"message", v.message}};
         if (v.value) j["value"] = num(*v.value);
         if (v.limit) j["limit"] = num(*v.limit);
+        if (v.checked >= 0) j["checked"] = v.checked;
         verdicts.push_back(std::move(j));
     }
     return {{"schema_version", r.schema_version},

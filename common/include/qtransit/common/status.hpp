@@ -19,6 +19,7 @@ enum class ErrorCode {
     kCuda,             // a CUDA or NCCL call failed
     kInternal,         // a bug in qtransit that it caught itself (a schedule receiving what was never sent)
     kTimeout,          // a wait past its deadline: another rank died or stalled (mpi, nccl under mpirun)
+    kCodec,            // a codec plugin's own call failed, or it broke its declared layout (its message)
 };
 
 struct Error {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,6 +59,10 @@ const char* to_string(Accum a);
 inline constexpr int64_t kDefaultRanksPerNode = 8;
 inline constexpr int64_t default_ranks_per_node(int64_t n) { return n % kDefaultRanksPerNode == 0 ? kDefaultRanksPerNode : n; }
 
+namespace kernels {
+class PluginCodec;  // kernels/plugin.hpp: a user's codec, run in place of qtransit's kernels
+}
+
 struct PathConfig {
     PathKind path = PathKind::kRingRs;
     FormatSpec format{};
@@ -68,6 +73,9 @@ struct PathConfig {
     Accum accum = Accum::kFp32;
     // The key of stochastic rounding (docs/FORMATS.md section 4); unused by other formats.
     uint64_t seed = 0;
+    // A codec plugin whose encode and decode every Q and D of the path runs (null: qtransit's own
+    // kernels). Its format is `format`.
+    std::shared_ptr<const kernels::PluginCodec> codec;
 
     int64_t shard() const { return elements / ranks; }  // S = M / N
     int64_t nodes() const { return ranks / ranks_per_node; }

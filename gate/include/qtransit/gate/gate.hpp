@@ -15,6 +15,7 @@
 #include "qtransit/common/format.hpp"
 #include "qtransit/common/transit.hpp"
 #include "qtransit/kernels/inputs.hpp"
+#include "qtransit/kernels/plugin.hpp"
 #include "qtransit/reports/gate_result.hpp"
 
 namespace qtransit::gate {
@@ -63,7 +64,18 @@ struct GateConfig {
     std::vector<Metric> baseline_metrics{Metric::kRelRmsError, Metric::kMaxAbsError};
     std::vector<ScalingRule> scaling;
     std::vector<Budget> budgets;
+    // A user's codec (gate.codec, a path relative to the config file; `check --codec`): the gate
+    // runs its format only, with its encode and decode wherever it runs qtransit's kernels, and
+    // judges it under `conformance` (gate.conformance; `--conformance`).
+    std::string codec_path;
+    std::shared_ptr<const kernels::PluginCodec> codec;
+    kernels::Conformance conformance = kernels::Conformance::kExact;
 };
+
+// Loads the codec at `path` into cfg: its block constraints must take gate.block; the gate's formats
+// become the codec's one format, and budgets about other formats are dropped. The Error names the
+// library and what is wrong (docs/PLUGIN.md).
+Status attach_codec(GateConfig& cfg, const std::string& path);
 
 // The embedded default gate (`qtransit check` with no --config), as TOML.
 const char* default_gate_toml();

@@ -14,6 +14,7 @@
 #include "qtransit/common/transit.hpp"
 #include "qtransit/kernels/inputs.hpp"
 #include "qtransit/kernels/npy.hpp"
+#include "qtransit/kernels/plugin.hpp"
 #include "qtransit/reference/checker.hpp"
 
 namespace qtransit::gate {
@@ -40,6 +41,9 @@ struct SweepSpec {
     // When set: every output row's k per contributor (contribution_k, from the ledger) is compared
     // with NUMERICS.md section 3's table (expected_k); RunRow::k_mismatches counts the differences.
     bool check_k = false;
+    // A codec plugin run in place of qtransit's kernels (its format is `format`). Inputs are cast to
+    // its input type first, as a framework's tensors already are.
+    std::shared_ptr<const kernels::PluginCodec> codec;
 };
 
 struct RunRow {

@@ -21,6 +21,8 @@ struct ValidateOptions {
     uint64_t seed = 1;
     bool quick = false;       // fewer blocks, N and elements: under a second
     GateOptions gate;         // progress and backend of the path runs
+    // A codec plugin of the format: the kernel every property and path of the format runs.
+    std::shared_ptr<const kernels::PluginCodec> codec;
 };
 
 // One generic property: "holds", "FAILS", "not run" or "not promised", and its verdict.

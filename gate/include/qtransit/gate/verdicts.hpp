@@ -24,4 +24,8 @@ std::vector<reports::Verdict> budget_verdicts(const GateConfig& cfg, const std::
 std::vector<reports::Verdict> baseline_verdicts(const GateConfig& cfg, const std::vector<reports::GateRun>& runs,
                                                 const std::vector<reports::GateRun>& baseline);
 
+// Issue 15's rule: a verdict that passed over nothing (checked == 0: no element, output, k pair,
+// fitted N or compared run) fails instead, saying so.
+void fail_what_checked_nothing(std::vector<reports::Verdict>& verdicts);
+
 }  // namespace qtransit::gate

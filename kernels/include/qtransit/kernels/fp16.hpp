@@ -70,4 +70,15 @@ QT_HD float f16_bits_to_f32(uint16_t h) {
 // fl16(v): v rounded to binary16 and widened back.
 QT_HD float round_f16(float v) { return f16_bits_to_f32(f32_to_f16_bits(v)); }
 
+// binary32 -> bfloat16 bits (the upper half of a binary32), RNE on the 16 dropped bits: subnormals
+// kept (bfloat16 has binary32's exponent range, so its subnormals are binary32's with 7 fraction
+// bits), overflow past the largest bfloat16 to ±inf by the same carry, NaN a quiet NaN, sign kept.
+QT_HD uint16_t f32_to_bf16_bits(float f) {
+    const uint32_t x = f32_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);
+    return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+QT_HD float bf16_bits_to_f32(uint16_t h) { return bits_f32(static_cast<uint32_t>(h) << 16); }
+QT_HD float round_bf16(float v) { return bf16_bits_to_f32(f32_to_bf16_bits(v)); }
+
 }  // namespace qtransit::kernels

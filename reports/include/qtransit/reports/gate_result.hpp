@@ -63,6 +63,13 @@ struct FormatCheck {
     bool bound_holds = false;
     double max_error_to_bound = 0;
     std::string gpu;                 // "match", "differ: <what>", or "not run: <why>"
+    // Whose kernel ran ("qtransit", or a codec plugin's name), over shards of `shard` elements
+    // (blocks restart at each), judged under `conformance` ("exact" or "bounded").
+    std::string kernel = "qtransit", conformance = "exact";
+    int64_t shard = 0;
+    bool conforms = false;
+    int64_t differing_elements = 0, differing_scale_blocks = 0, elements_in_differing_blocks = 0, max_ulps = 0;
+    std::string violation;           // the first element past the format's bound, in words ("" if none)
 };
 
 enum class VerdictStatus : uint8_t { kPass, kFail, kSkip };
@@ -75,6 +82,9 @@ struct Verdict {
     VerdictStatus status = VerdictStatus::kPass;
     std::string message;             // what was measured against what; for a failure, why
     std::optional<double> value, limit;
+    // How many things it checked (elements, outputs, (row, contributor) pairs, fitted N, compared
+    // runs; -1: not counted, as for a skip). A pass over 0 is turned into a failure.
+    int64_t checked = -1;
 };
 
 struct GateResult {

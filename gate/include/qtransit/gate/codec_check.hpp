@@ -1,0 +1,60 @@
+// A kernel (qtransit's own, or a user's codec plugin) against the reference, over a tensor whose
+// blocks restart at every shard: every scale, offset, wire byte, code and decoded value compared
+// bit for bit, the first difference named (element, block, both values, both codes), and every
+// element's error compared in exact arithmetic with the format's bound for its block, computed from
+// the reference's block statistics (so a kernel cannot widen its own bound by a wrong scale).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "qtransit/common/format.hpp"
+#include "qtransit/kernels/codec.hpp"
+#include "qtransit/kernels/plugin.hpp"
+
+namespace qtransit::gate {
+
+struct CodecCheck {
+    kernels::Conformance conformance = kernels::Conformance::kExact;
+    int64_t elements = 0, block = 0, shard = 0;
+    // The kernel's output in qtransit's layout (blocks of every shard in order).
+    kernels::EncodedTensor encoded;
+    std::vector<int32_t> codes;
+    std::vector<float> decoded;
+    bool exact = false;             // every scale, offset, wire byte, code and decoded value equal
+    std::string first_difference;   // "" when exact
+    int64_t differing_elements = 0; // code or decoded value differs
+    int64_t differing_scale_blocks = 0;       // blocks whose scale (or offset) differs
+    int64_t elements_in_differing_blocks = 0; // of differing_elements, those in such blocks
+    int64_t max_ulps = 0;           // largest |decoded - reference| in units in the last place
+    bool bound_holds = true;        // every element within the format's bound (reference statistics)
+    int64_t first_violation = -1;
+    std::string violation;          // the first element past its bound, in words
+    std::string refusal;            // one side refused what the other quantized (then nothing else is set)
+    double max_error_to_bound = 0;
+    bool conforms = false;          // exact, or (bounded) bound_holds
+};
+
+// `codec` null: qtransit's own CPU kernels. x is cast to the codec's input type first (the
+// reference quantizes the cast values); decoded values are compared with the reference's rounded to
+// the codec's output type. An Error only when kernel and reference both refuse the input (then it
+// is a bad input, and the Error is the reference's); a refusal by one of them only is a difference.
+Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSpec& format, std::span<const float> x,
+                               int64_t block, int64_t shard, const Site& site, uint64_t seed,
+                               kernels::Conformance conformance);
+
+// The edge cases every kernel check adds to its random inputs, for `format` and `block`: exact
+// ties (on power-of-two and on non-power-of-two scales), subnormal blocks (a negative absmax, scales
+// that lose bits), subnormals under a normal absmax, ±0 and constant blocks, the largest magnitude
+// last, one-signed short blocks, FLT_MAX where the format takes it. Shards of `shard_length()`
+// elements, which is not a multiple of the block (for block >= 2), so short blocks restart at
+// every shard. Blocks the reference refuses are left out.
+struct EdgeTensor {
+    std::vector<float> x;
+    int64_t shard = 0;
+};
+EdgeTensor edge_tensor(const FormatSpec& format, int64_t block, uint64_t seed);
+
+}  // namespace qtransit::gate

@@ -1,0 +1,377 @@
+#include "qtransit/gate/codec_check.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <cstdlib>
+
+#include "qtransit/kernels/inputs.hpp"
+#include "qtransit/reference/formats.hpp"
+#include "qtransit/reports/numbers.hpp"
+
+namespace qtransit::gate {
+namespace {
+
+bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }
+
+int64_t ordered(float f) {
+    const int32_t i = std::bit_cast<int32_t>(f);
+    return i >= 0 ? i : -static_cast<int64_t>(i & 0x7fffffff);
+}
+
+std::string show(float v) {
+    if (kernels::is_unwritten(v)) return "unwritten";
+    if (std::isnan(v)) return "NaN";
+    return reports::shortest(v);
+}
+
+// The reference over every shard, concatenated in qtransit's layout.
+struct RefOut {
+    std::vector<float> scales, offsets, decoded;
+    std::vector<int32_t> codes;
+    std::vector<uint8_t> bytes;
+    std::vector<uint8_t> poisoned;
+    std::vector<reference::Quantized> per_shard;
+};
+
+Result<RefOut> reference_sharded(const FormatSpec& f, std::span<const float> x, int64_t block, int64_t shard,
+                                 const Site& site, uint64_t seed) {
+    RefOut r;
+    reference::StochasticKey key;
+    key.seed = seed;
+    for (int64_t s = 0; s * shard < static_cast<int64_t>(x.size()); ++s) {
+        Site ss = site;
+        ss.index_base = site.index_base + s * shard;
+        auto q = reference::quantize(f, x.subspan(static_cast<size_t>(s * shard), static_cast<size_t>(shard)), block,
+                                     Nonfinite::kError, ss, key);
+        if (!q) return q.error();
+        r.scales.insert(r.scales.end(), q->scales.begin(), q->scales.end());
+        r.offsets.insert(r.offsets.end(), q->offsets.begin(), q->offsets.end());
+        r.decoded.insert(r.decoded.end(), q->decoded.begin(), q->decoded.end());
+        r.codes.insert(r.codes.end(), q->codes.begin(), q->codes.end());
+        const auto b = reference::pack(f, q->codes, block);
+        r.bytes.insert(r.bytes.end(), b.begin(), b.end());
+        r.per_shard.push_back(std::move(*q));
+    }
+    return r;
+}
+
+// qtransit's own CPU kernel over every shard.
+Status builtin_sharded(const FormatSpec& f, std::span<const float> x, int64_t block, int64_t shard, const Site& site,
+                       uint64_t seed, kernels::EncodedTensor& enc, std::vector<float>& decoded) {
+    const auto one = kernels::encoded_sizes(f, shard, block);
+    const int64_t shards = static_cast<int64_t>(x.size()) / shard;
+    decoded.assign(x.size(), 0.0f);
+    for (int64_t s = 0; s < shards; ++s) {
+        kernels::CodecOptions opt;
+        opt.seed = seed;
+        opt.threads = 1;
+        opt.site = site;
+        opt.site.index_base = site.index_base + s * shard;
+        auto codes = std::span<uint8_t>(enc.codes).subspan(static_cast<size_t>(s * one.code_bytes), static_cast<size_t>(one.code_bytes));
+        auto scales = std::span<float>(enc.scales).subspan(static_cast<size_t>(s * one.blocks), static_cast<size_t>(one.blocks));
+        auto offs = std::span<float>(enc.offsets).subspan(static_cast<size_t>(s * one.offsets), static_cast<size_t>(one.offsets));
+        if (auto st = kernels::encode_into(f, x.subspan(static_cast<size_t>(s * shard), static_cast<size_t>(shard)), block, codes,
+                                           scales, offs, opt);
+            !st)
+            return st;
+        kernels::decode_into(f, block, codes, scales, offs,
+                             std::span<float>(decoded).subspan(static_cast<size_t>(s * shard), static_cast<size_t>(shard)), 1);
+    }
+    return Status::Ok();
+}
+
+}  // namespace
+
+Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSpec& format, std::span<const float> x_in,
+                               int64_t block, int64_t shard, const Site& site, uint64_t seed,
+                               kernels::Conformance conformance) {
+    const int64_t n = static_cast<int64_t>(x_in.size());
+    if (shard <= 0) shard = n;
+    if (n == 0 || n % shard)
+        return make_error(ErrorCode::kInvalidArgument, "a kernel check needs a shard length that divides the " + std::to_string(n) + " elements");
+    const kernels::ValueType in = codec ? codec->input_type() : kernels::ValueType::kBinary32;
+    const kernels::ValueType out = codec ? codec->output_type() : kernels::ValueType::kBinary32;
+    std::vector<float> x(x_in.begin(), x_in.end());
+    for (float& v : x) v = kernels::round_to(in, v);
+
+    CodecCheck c;
+    c.conformance = conformance;
+    c.elements = n;
+    c.block = block;
+    c.shard = shard;
+    const std::string who = codec ? "codec '" + codec->name() + "'" : "the kernel";
+    auto ref = reference_sharded(format, x, block, shard, site, seed);
+
+    const auto sz = kernels::sharded_sizes(format, n, block, shard);
+    c.encoded.format = format;
+    c.encoded.block = block;
+    c.encoded.elements = n;
+    c.encoded.codes.assign(static_cast<size_t>(sz.code_bytes), 0);
+    c.encoded.scales.assign(static_cast<size_t>(sz.blocks), 0.0f);
+    c.encoded.offsets.assign(static_cast<size_t>(sz.offsets), 0.0f);
+    Status st;
+    if (codec) {
+        kernels::CodecOptions opt;
+        opt.seed = seed;
+        opt.site = site;
+        st = codec->encode(x, block, shard, c.encoded.codes, c.encoded.scales, c.encoded.offsets, opt);
+        if (st) {
+            c.decoded.assign(x.size(), 0.0f);
+            st = codec->decode(block, shard, c.encoded.codes, c.encoded.scales, c.encoded.offsets, c.decoded);
+        }
+    } else {
+        st = builtin_sharded(format, x, block, shard, site, seed, c.encoded, c.decoded);
+    }
+    if (!st || !ref) {
+        if (!st && !ref) return ref.error();  // both refuse: a bad input, said by the reference
+        c.first_difference = !st ? who + " refused an input the reference quantizes: " + st.error().message
+                                 : who + " encoded an input the reference refuses: " + ref.error().message;
+        c.refusal = c.first_difference;
+        c.violation = c.first_difference;
+        c.exact = false;
+        c.bound_holds = false;
+        c.conforms = false;
+        return c;
+    }
+    const RefOut& r = *ref;
+    // Codes in qtransit's layout, block by block over the shards.
+    c.codes.assign(static_cast<size_t>(n), 0);
+    std::vector<int64_t> block_of(static_cast<size_t>(n));
+    {
+        int64_t byte = 0, j = 0;
+        for (int64_t s = 0; s < n / shard; ++s)
+            for (int64_t b = 0; b * block < shard; ++b, ++j) {
+                const int64_t len = std::min(block, shard - b * block), first = s * shard + b * block;
+                for (int64_t i = 0; i < len; ++i) {
+                    c.codes[static_cast<size_t>(first + i)] = kernels::unpack_code(format, c.encoded.codes.data() + byte, i);
+                    block_of[static_cast<size_t>(first + i)] = j;
+                }
+                byte += format.code_bytes(len);
+            }
+    }
+    std::vector<float> rdec(r.decoded);
+    for (float& v : rdec) v = kernels::round_to(out, v);
+
+    // Blocks whose metadata differs.
+    const int64_t nb = sz.blocks;
+    std::vector<uint8_t> meta_differs(static_cast<size_t>(nb), 0);
+    for (int64_t j = 0; j < nb; ++j) {
+        const bool ds = !same_bits(c.encoded.scales[static_cast<size_t>(j)], r.scales[static_cast<size_t>(j)]);
+        const bool dof = format.has_offset() && !same_bits(c.encoded.offsets[static_cast<size_t>(j)], r.offsets[static_cast<size_t>(j)]);
+        meta_differs[static_cast<size_t>(j)] = ds || dof;
+        c.differing_scale_blocks += ds || dof;
+    }
+    auto block_text = [&](int64_t j) {
+        std::string t = "scale " + show(c.encoded.scales[static_cast<size_t>(j)]) + " vs reference " + show(r.scales[static_cast<size_t>(j)]);
+        if (format.has_offset())
+            t += ", offset " + show(c.encoded.offsets[static_cast<size_t>(j)]) + " vs " + show(r.offsets[static_cast<size_t>(j)]);
+        return t;
+    };
+    for (int64_t i = 0; i < n; ++i) {
+        const size_t k = static_cast<size_t>(i);
+        const bool differs = c.codes[k] != r.codes[k] || !same_bits(c.decoded[k], rdec[k]);
+        if (!differs) continue;
+        ++c.differing_elements;
+        const int64_t j = block_of[k];
+        if (meta_differs[static_cast<size_t>(j)]) ++c.elements_in_differing_blocks;
+        if (!std::isnan(c.decoded[k]) && !std::isnan(rdec[k]))
+            c.max_ulps = std::max<int64_t>(c.max_ulps, std::llabs(ordered(c.decoded[k]) - ordered(rdec[k])));
+        if (c.first_difference.empty()) {
+            const int64_t s = i / shard, in_shard = i % shard;
+            c.first_difference = "element " + std::to_string(site.index_base + i) + " (shard " + std::to_string(s) + ", block " +
+                                 std::to_string(j) + ", element " + std::to_string(in_shard % block) + " of it; input " +
+                                 show(x[k]) + "): " + (codec ? "codec" : "kernel") + " decodes " + show(c.decoded[k]) + " (code " +
+                                 std::to_string(c.codes[k]) + "), reference " + show(rdec[k]) + " (code " + std::to_string(r.codes[k]) +
+                                 "); " + block_text(j);
+        }
+    }
+    if (c.first_difference.empty() && c.differing_scale_blocks)
+        for (int64_t j = 0; j < nb; ++j)
+            if (meta_differs[static_cast<size_t>(j)]) {
+                c.first_difference = "block " + std::to_string(j) + ": " + block_text(j) + " (every code and decoded value equal)";
+                break;
+            }
+    if (c.first_difference.empty())
+        for (size_t b = 0; b < r.bytes.size() && b < c.encoded.codes.size(); ++b)
+            if (r.bytes[b] != c.encoded.codes[b]) {
+                c.first_difference = "wire byte " + std::to_string(b) + ": " + std::to_string(c.encoded.codes[b]) + " vs reference " +
+                                     std::to_string(r.bytes[b]) + " (the codes unpack equal: padding bits differ)";
+                break;
+            }
+    c.exact = c.first_difference.empty();
+
+    // The bound, per shard, with the reference's block statistics, on two sets of values: the
+    // kernel's decoded values, and what a receiver decoding the kernel's wire form (codes, scales,
+    // offsets) by the format's definition gets. The second is what another rank holds: a codec whose
+    // codes mean something else (another nibble order, sign-magnitude) fails it even when it decodes
+    // its own codes back to the right values.
+    auto bound_check = [&](const std::vector<float>& values, const char* what) {
+        for (size_t s = 0; s < r.per_shard.size(); ++s) {
+            reference::Quantized q = r.per_shard[s];
+            const size_t base = s * static_cast<size_t>(shard);
+            for (size_t i = 0; i < q.decoded.size(); ++i) {
+                const float v = values[base + i];
+                const size_t j = i / static_cast<size_t>(block);
+                const bool poisoned = j < q.poisoned.size() && q.poisoned[j];
+                if (!poisoned && !std::isfinite(v)) {
+                    if (c.bound_holds) {
+                        c.first_violation = static_cast<int64_t>(base + i);
+                        c.violation = std::string(what) + " element " + std::to_string(site.index_base + static_cast<int64_t>(base + i)) +
+                                      " is " + show(v) + " (input " + show(x[base + i]) + ")";
+                    }
+                    c.bound_holds = false;
+                    // q.decoded[i] keeps the reference's value: the exact check needs finite values.
+                } else {
+                    q.decoded[i] = v;
+                }
+            }
+            const auto bc = reference::check_bounds(q, std::span<const float>(x).subspan(base, q.decoded.size()));
+            c.max_error_to_bound = std::max(c.max_error_to_bound, bc.max_error_to_bound);
+            if (!bc.holds) {
+                if (c.bound_holds) {
+                    c.first_violation = static_cast<int64_t>(base) + bc.first_violation;
+                    const size_t k = base + static_cast<size_t>(bc.first_violation);
+                    c.violation = std::string(what) + " element " + std::to_string(site.index_base + static_cast<int64_t>(k)) +
+                                  " is " + show(values[k]) + " for input " + show(x[k]) + ", past the format's bound (the reference decodes " +
+                                  show(rdec[k]) + ")";
+                }
+                c.bound_holds = false;
+            }
+        }
+    };
+    bound_check(c.decoded, "decoded");
+    {
+        std::vector<float> wire(static_cast<size_t>(n));
+        const auto one = kernels::sharded_sizes(format, shard, block, shard);
+        for (int64_t s = 0; s < n / shard; ++s) {
+            const auto codes = std::span<const int32_t>(c.codes).subspan(static_cast<size_t>(s * shard), static_cast<size_t>(shard));
+            const auto scales = std::span<const float>(c.encoded.scales).subspan(static_cast<size_t>(s * one.blocks), static_cast<size_t>(one.blocks));
+            const auto offs = std::span<const float>(c.encoded.offsets).subspan(static_cast<size_t>(s * one.offsets), static_cast<size_t>(one.offsets));
+            const auto d = reference::decode(format, codes, scales, offs, block);
+            for (int64_t i = 0; i < shard; ++i) wire[static_cast<size_t>(s * shard + i)] = kernels::round_to(out, d[static_cast<size_t>(i)]);
+        }
+        bound_check(wire, "wire-decoded");  // the codes and metadata decoded by the format's definition
+    }
+    c.conforms = conformance == kernels::Conformance::kExact ? c.exact : c.bound_holds;
+    return c;
+}
+
+// ---- the edge tensor ------------------------------------------------------------------------------
+namespace {
+
+// One block's values of length len, recipe r (see edge_tensor's comment).
+std::vector<float> recipe(const FormatSpec& f, int r, int64_t len, uint64_t seed, int64_t salt) {
+    std::vector<float> v(static_cast<size_t>(len));
+    const int b = f.bits;
+    const int32_t qmax = f.kind == FormatKind::kAsym ? (1 << b) - 1 : (1 << (std::min(b, 8) - 1)) - 1;
+    auto ties = [&](float s, float sign) {
+        // Element 0 holds the largest magnitude qmax * s; the others sit on exact ties (k + 1/2) s.
+        // Element 1 (asym: 2) is the tie 1/2 s, so that a block of two (asym: three) has one.
+        const int64_t first_tie = f.kind == FormatKind::kAsym ? 2 : 1;
+        for (int64_t i = 0; i < len; ++i) {
+            const int32_t k = static_cast<int32_t>(((i - first_tie) % std::max(qmax, 1) + std::max(qmax, 1)) % std::max(qmax, 1));
+            float t = (static_cast<float>(k) + 0.5f) * s;
+            if (f.kind != FormatKind::kAsym && (i % 3 == 1)) t = -t;
+            v[static_cast<size_t>(i)] = sign * t;
+        }
+        if (f.kind == FormatKind::kAsym) {
+            v[0] = 0.0f;
+            if (len > 1) v[1] = sign * static_cast<float>(qmax) * s;  // lo, hi = 0, ±qmax s: s exact
+        } else {
+            v[0] = sign * static_cast<float>(qmax) * s;
+        }
+    };
+    switch (r) {
+        case 0: {  // ties on a power-of-two scale
+            if (f.kind == FormatKind::kDs) {
+                // a = 4: scale = fl32(2^b / 8), a power of two; x = (k + 1/2) / scale are exact ties
+                // of x * scale, and exact in binary16.
+                const float scale = static_cast<float>(1 << b) / 8.0f;
+                for (int64_t i = 0; i < len; ++i)
+                    v[static_cast<size_t>(i)] = (static_cast<float>(i % (1 << (b - 1))) + 0.5f) / scale * (i % 2 ? -1.0f : 1.0f);
+                v[0] = 4.0f;
+            } else {
+                ties(0.125f, 1.0f);
+            }
+            break;
+        }
+        case 1: ties(3.0f * 0.0625f, 1.0f); break;   // ties on the scale 3/16: x / s exact, x * fl32(1/s) not
+        case 2: ties(3.0f * 0.0625f, -1.0f); break;  // the same with a negative absmax
+        case 3: {  // subnormal block, negative absmax: s = max(fl32(a / qmax), 2^-149) loses bits
+            // int8: a = 300 ulps, s = 2 ulps, -300 / s = -150 is clamped; 4 bits: a = 10, s = 1 ulp.
+            const int wide[] = {-300, 3, 7, -5, 1, 2, -9, 4, -1, 6, -150, 100, 77, -151, 13, -2};
+            const int narrow[] = {-10, 3, 7, -5, 1, 2, -9, 4, -1, 6, -8, 5, 9, -7, 8, -2};
+            for (int64_t i = 0; i < len; ++i) v[static_cast<size_t>(i)] = static_cast<float>((b > 4 ? wide : narrow)[i % 16]) * 0x1p-149f;
+            break;
+        }
+        case 4: {  // subnormals under a small normal absmax: they quantize to nonzero codes
+            for (int64_t i = 0; i < len; ++i) v[static_cast<size_t>(i)] = (i % 2 ? -1.0f : 1.0f) * static_cast<float>(1 + i % 5) * 0x1p-128f;
+            v[0] = 0x1p-124f;
+            break;
+        }
+        case 5:  // ±0
+            for (int64_t i = 0; i < len; ++i) v[static_cast<size_t>(i)] = i % 2 ? -0.0f : 0.0f;
+            break;
+        case 6:  // constant
+            for (auto& e : v) e = -1.25f;
+            break;
+        case 7: {  // the largest magnitude last
+            for (int64_t i = 0; i < len; ++i) v[static_cast<size_t>(i)] = 0.001f * static_cast<float>(1 + i) * (i % 2 ? -1.0f : 1.0f);
+            v[static_cast<size_t>(len - 1)] = -3.5f;
+            break;
+        }
+        case 8:  // one-signed, away from 0 (a zero entering the statistics moves lo)
+            for (int64_t i = 0; i < len; ++i) v[static_cast<size_t>(i)] = 2.0f + 0.0625f * static_cast<float>(i % 9);
+            break;
+        case 9:
+            for (int64_t i = 0; i < len; ++i) v[static_cast<size_t>(i)] = -2.0f - 0.0625f * static_cast<float>(i % 9);
+            break;
+        case 10: {  // FLT_MAX
+            for (int64_t i = 0; i < len; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i % 5) * 1e37f * (i % 2 ? -1.0f : 1.0f);
+            v[0] = FLT_MAX;
+            break;
+        }
+        default: {  // random normal values
+            for (int64_t i = 0; i < len; ++i)
+                v[static_cast<size_t>(i)] = kernels::generate(kernels::Distribution::kNormal, seed, 7,
+                                                              static_cast<uint64_t>(salt * 65536 + i));
+            break;
+        }
+    }
+    return v;
+}
+
+}  // namespace
+
+EdgeTensor edge_tensor(const FormatSpec& f, int64_t block, uint64_t seed) {
+    EdgeTensor t;
+    const int64_t tail = block >= 3 ? block / 2 + 1 : (block == 2 ? 1 : 0);
+    t.shard = 3 * block + tail;
+    constexpr int kRecipes = 14;  // 11 fixed ones, 3 random
+    // Each block slot takes the next recipe the reference accepts; short blocks (the shards' last)
+    // cycle over the ones that tell a short block apart.
+    const int shorts[] = {8, 9, 0, 3, 7, 1};
+    int next = 0, next_short = 0;
+    int64_t salt = 0;
+    while (next < kRecipes || (tail > 0 && next_short < 6)) {
+        for (int64_t b = 0; b * block < t.shard; ++b) {
+            const int64_t len = std::min(block, t.shard - b * block);
+            const bool short_block = len < block;
+            std::vector<float> v;
+            for (int tries = 0; tries < kRecipes; ++tries) {
+                const int r = short_block ? shorts[next_short++ % 6] : (next++ % kRecipes);
+                v = recipe(f, r, len, seed, ++salt);
+                Site s;
+                if (reference::quantize(f, v, block, Nonfinite::kError, s)) break;
+                v.clear();
+            }
+            if (v.empty()) v.assign(static_cast<size_t>(len), 0.0f);
+            t.x.insert(t.x.end(), v.begin(), v.end());
+        }
+    }
+    return t;
+}
+
+}  // namespace qtransit::gate

@@ -1,0 +1,554 @@
+// The codec plugin adapter (plugin.hpp): dlopen, the checks of every declared field, and the
+// conversions between the codec's declared layout and qtransit's.
+#include "qtransit/kernels/plugin.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "qtransit/codec_plugin.h"
+#include "qtransit/common/decl_toml.hpp"
+#include "qtransit/kernels/fp16.hpp"
+#include "qtransit/kernels/gpu.hpp"
+
+namespace qtransit::kernels {
+namespace {
+
+// A scale slot the codec was given and did not write still holds this NaN (not the poison NaN).
+constexpr uint32_t kUnwritten = 0x7fc5a5a5u;
+constexpr size_t kErrLen = 512;
+
+enum class Stream : uint8_t { kLsb, kMsb, kBytePerCode };
+
+Stream canonical_stream(const FormatSpec& f) {
+    if (f.kind == FormatKind::kDecl) return f.decl->packing == Packing::kLsbFirst ? Stream::kLsb : Stream::kMsb;
+    if (f.kind == FormatKind::kDs && f.bits == 4) return Stream::kMsb;
+    return Stream::kLsb;  // 8 bits: a byte per code either way
+}
+
+bool signed_codes(const FormatSpec& f) {
+    switch (f.kind) {
+        case FormatKind::kSym:
+        case FormatKind::kDs: return true;
+        case FormatKind::kAsym: return false;
+        case FormatKind::kDecl: return f.decl->elem == ElemType::kInt && f.decl->is_signed;
+    }
+    return false;
+}
+
+uint32_t get_raw(Stream s, int bits, const uint8_t* b, int64_t i) {
+    if (s == Stream::kBytePerCode || bits == 8) return b[i];
+    const int64_t bit = i * bits;
+    if (s == Stream::kLsb) {
+        const uint32_t two = b[bit >> 3] | ((((bit & 7) + bits) > 8) ? (static_cast<uint32_t>(b[(bit >> 3) + 1]) << 8) : 0u);
+        return (two >> (bit & 7)) & ((1u << bits) - 1u);
+    }
+    const uint32_t two = (static_cast<uint32_t>(b[bit >> 3]) << 8) | ((((bit & 7) + bits) > 8) ? b[(bit >> 3) + 1] : 0u);
+    return (two >> (16 - (bit & 7) - bits)) & ((1u << bits) - 1u);
+}
+
+// Writes raw code v (bits wide; kBytePerCode: the byte) of element i into zeroed bytes.
+void set_raw(Stream s, int bits, uint8_t* b, int64_t i, uint32_t v) {
+    if (s == Stream::kBytePerCode || bits == 8) {
+        b[i] = static_cast<uint8_t>(v);
+        return;
+    }
+    const int64_t bit = i * bits;
+    if (s == Stream::kLsb) {
+        const uint32_t two = v << (bit & 7);
+        b[bit >> 3] = static_cast<uint8_t>(b[bit >> 3] | (two & 0xFFu));
+        if ((bit & 7) + bits > 8) b[(bit >> 3) + 1] = static_cast<uint8_t>(b[(bit >> 3) + 1] | (two >> 8));
+    } else {
+        const uint32_t w = v << (16 - (bit & 7) - bits);
+        b[bit >> 3] = static_cast<uint8_t>(b[bit >> 3] | (w >> 8));
+        if ((bit & 7) + bits > 8) b[(bit >> 3) + 1] = static_cast<uint8_t>(b[(bit >> 3) + 1] | (w & 0xFFu));
+    }
+}
+
+const char* packing_name(int p) {
+    switch (p) {
+        case QTRANSIT_PACKING_FORMAT: return "format";
+        case QTRANSIT_PACKING_LOW_NIBBLE_FIRST: return "low-nibble-first";
+        case QTRANSIT_PACKING_HIGH_NIBBLE_FIRST: return "high-nibble-first";
+        case QTRANSIT_PACKING_BYTE_PER_CODE: return "byte-per-code";
+    }
+    return "?";
+}
+
+bool valid_name(const char* s) {
+    if (!s) return false;
+    const size_t n = std::strlen(s);
+    if (n < 1 || n > 64) return false;
+    return std::all_of(s, s + n, [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    });
+}
+
+// Device copies of a call's buffers for a cuda codec (freed on every path out).
+struct DeviceBuffer {
+    void* p = nullptr;
+    ~DeviceBuffer() {
+        if (p) gpu::device_free(p);
+    }
+    Status alloc(size_t bytes) {
+        auto r = gpu::device_alloc(std::max<size_t>(bytes, 1));
+        if (!r) return r.error();
+        p = *r;
+        return Status::Ok();
+    }
+};
+
+template <class T>
+std::vector<T>& scratch(int slot) {
+    thread_local std::vector<T> v[4];
+    return v[slot];
+}
+
+}  // namespace
+
+bool is_unwritten(float v) { return std::bit_cast<uint32_t>(v) == kUnwritten; }
+
+Result<Conformance> parse_conformance(std::string_view name) {
+    if (name == "exact") return Conformance::kExact;
+    if (name == "bounded") return Conformance::kBounded;
+    return make_error(ErrorCode::kInvalidArgument, "unknown conformance '" + std::string(name) + "' (known: exact, bounded)");
+}
+const char* to_string(Conformance c) { return c == Conformance::kExact ? "exact" : "bounded"; }
+
+const char* to_string(ValueType t) {
+    switch (t) {
+        case ValueType::kBinary32: return "binary32";
+        case ValueType::kBinary16: return "binary16";
+        case ValueType::kBfloat16: return "bfloat16";
+    }
+    return "?";
+}
+
+float round_to(ValueType t, float v) {
+    switch (t) {
+        case ValueType::kBinary32: return v;
+        case ValueType::kBinary16: return round_f16(v);
+        case ValueType::kBfloat16: return round_bf16(v);
+    }
+    return v;
+}
+
+EncodedSizes sharded_sizes(const FormatSpec& format, int64_t elements, int64_t block, int64_t shard) {
+    EncodedSizes s;
+    if (block < 1 || shard < 1 || elements <= 0 || elements % shard) return s;
+    const EncodedSizes one = encoded_sizes(format, shard, block);
+    const int64_t shards = elements / shard;
+    s.blocks = one.blocks * shards;
+    s.code_bytes = one.code_bytes * shards;
+    s.offsets = one.offsets * shards;
+    return s;
+}
+
+Result<std::shared_ptr<const PluginCodec>> PluginCodec::load(const std::string& path) {
+    auto bad = [&path](const std::string& what) {
+        return make_error(ErrorCode::kInvalidArgument, "codec '" + path + "': " + what);
+    };
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) return bad("no such file");
+    if (!std::filesystem::is_regular_file(path, ec)) return bad("not a regular file");
+    // A name without a slash would make dlopen search the library path instead of this file.
+    const std::string open_as = path.find('/') == std::string::npos ? "./" + path : path;
+    void* h = dlopen(open_as.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char* e = dlerror();
+        return bad(std::string("cannot be loaded: ") + (e ? e : "dlopen failed"));
+    }
+    // The library stays loaded for the life of the process: a codec's code and strings must outlive
+    // every object that points into them.
+    auto entry = reinterpret_cast<qtransit_codec_v1_fn>(dlsym(h, QTRANSIT_CODEC_ENTRY));
+    if (!entry) return bad("exports no function " QTRANSIT_CODEC_ENTRY " (is it built against qtransit/codec_plugin.h, with the symbol visible?)");
+    char err[kErrLen] = {0};
+    const qtransit_codec_v1_t* c = entry(err, sizeof err);
+    err[kErrLen - 1] = 0;
+    if (!c) return bad(std::string(QTRANSIT_CODEC_ENTRY " returned NULL: ") + (err[0] ? err : "no reason given"));
+    return from_descriptor(c, path);
+}
+
+Result<std::shared_ptr<const PluginCodec>> PluginCodec::from_descriptor(const qtransit_codec_v1_t* c, const std::string& path) {
+    auto bad = [&path](const std::string& what) {
+        return make_error(ErrorCode::kInvalidArgument, "codec '" + path + "': " + what);
+    };
+    if (!c) return bad("no descriptor");
+    if (c->abi_version != QTRANSIT_CODEC_ABI_VERSION)
+        return bad("implements codec ABI version " + std::to_string(c->abi_version) + "; this qtransit reads version " +
+                   std::to_string(QTRANSIT_CODEC_ABI_VERSION));
+    if (c->struct_size < sizeof(qtransit_codec_v1_t))
+        return bad("its qtransit_codec_v1_t is " + std::to_string(c->struct_size) + " bytes; version 1's is " +
+                   std::to_string(sizeof(qtransit_codec_v1_t)));
+    if (!valid_name(c->name)) return bad("its name must be 1 to 64 characters of [A-Za-z0-9._-]");
+    auto p = std::make_shared<PluginCodec>();
+    p->c_ = c;
+    p->name_ = c->name;
+    p->path_ = path;
+    const std::string who = "codec '" + p->name_ + "' (" + path + ")";
+    auto refuse = [&who](const std::string& what) { return make_error(ErrorCode::kInvalidArgument, who + ": " + what); };
+    if ((c->format != nullptr) == (c->format_toml != nullptr))
+        return refuse("declare its format by exactly one of `format` (a built-in name) and `format_toml` (a declaration)");
+    if (c->format) {
+        auto f = parse_format(c->format);
+        if (!f) return refuse(f.error().message);
+        p->format_ = *f;
+    } else {
+        auto f = parse_declaration(c->format_toml, who + " format_toml");
+        if (!f) return make_error(ErrorCode::kInvalidArgument, f.error().message);
+        if (auto st = register_or_find(*f); !st) return refuse(st.error().message);
+        p->format_ = *f;
+    }
+    const FormatSpec& f = p->format_;
+    if (c->device != QTRANSIT_DEVICE_CPU && c->device != QTRANSIT_DEVICE_CUDA)
+        return refuse("device " + std::to_string(c->device) + " is not QTRANSIT_DEVICE_CPU (0) or QTRANSIT_DEVICE_CUDA (1)");
+    p->cuda_ = c->device == QTRANSIT_DEVICE_CUDA;
+    for (int32_t t : {c->input_type, c->output_type})
+        if (t < QTRANSIT_BINARY32 || t > QTRANSIT_BFLOAT16)
+            return refuse("element type " + std::to_string(t) + " is not QTRANSIT_BINARY32 (0), BINARY16 (1) or BFLOAT16 (2)");
+    p->in_ = static_cast<ValueType>(c->input_type);
+    p->out_ = static_cast<ValueType>(c->output_type);
+    p->packing_ = c->packing;
+    switch (c->packing) {
+        case QTRANSIT_PACKING_FORMAT: break;
+        case QTRANSIT_PACKING_LOW_NIBBLE_FIRST:
+        case QTRANSIT_PACKING_HIGH_NIBBLE_FIRST:
+            if (f.bits != 4) return refuse(std::string("packing ") + packing_name(c->packing) + " is for 4-bit codes; " + f.name() + " has " + std::to_string(f.bits));
+            break;
+        case QTRANSIT_PACKING_BYTE_PER_CODE:
+            if (f.bits > 8) return refuse("packing byte-per-code is for codes of at most 8 bits; " + f.name() + " has " + std::to_string(f.bits));
+            break;
+        default: return refuse("packing " + std::to_string(c->packing) + " is not one of format (0), low-nibble-first (1), high-nibble-first (2), byte-per-code (3)");
+    }
+    p->layout_ = c->scale_layout;
+    if (c->scale_layout == QTRANSIT_SCALES_IN_ORDER) {
+        if (c->scale_row_blocks != 0) return refuse("scale_row_blocks is for the swizzled layout: give 0 with QTRANSIT_SCALES_IN_ORDER");
+    } else if (c->scale_layout == QTRANSIT_SCALES_SWIZZLED_128X4) {
+        if (c->scale_row_blocks < 1 || c->scale_row_blocks > (int64_t{1} << 20))
+            return refuse("QTRANSIT_SCALES_SWIZZLED_128X4 needs scale_row_blocks in [1, 2^20], got " + std::to_string(c->scale_row_blocks));
+        p->row_blocks_ = c->scale_row_blocks;
+    } else {
+        return refuse("scale layout " + std::to_string(c->scale_layout) + " is not QTRANSIT_SCALES_IN_ORDER (0) or QTRANSIT_SCALES_SWIZZLED_128X4 (1)");
+    }
+    if (c->block_min < 0 || c->block_max < 0 || c->block_multiple < 0)
+        return refuse("block_min, block_max and block_multiple must not be negative");
+    p->block_min_ = std::max<int64_t>(c->block_min, 1);
+    p->block_max_ = c->block_max;
+    p->block_multiple_ = std::max<int64_t>(c->block_multiple, 1);
+    if (p->block_max_ && p->block_max_ < p->block_min_)
+        return refuse("block_max " + std::to_string(p->block_max_) + " is below block_min " + std::to_string(p->block_min_));
+    if (const int64_t fb = f.fixed_block(); fb && !p->check_block(fb))
+        return refuse(f.name() + " has blocks of " + std::to_string(fb) + ", which the codec's block constraints refuse");
+    if (c->thread_safe != 0 && c->thread_safe != 1) return refuse("thread_safe must be 0 or 1");
+    p->thread_safe_ = c->thread_safe == 1;
+    if (!c->encode) return refuse("its encode entry point is NULL");
+    if (!c->decode) return refuse("its decode entry point is NULL");
+    p->has_reduce_ = c->reduce_requantize != nullptr;
+    if (p->cuda_) {
+        if (!gpu::build_info().cuda) return refuse("a cuda codec, and this qtransit was built without CUDA");
+        if (!gpu::device_available()) return refuse("a cuda codec, and no GPU answered: " + gpu::query_devices().note);
+    }
+    return std::shared_ptr<const PluginCodec>(std::move(p));
+}
+
+std::string PluginCodec::describe() const {
+    return name_ + " (" + format_.name() + "; " + (cuda_ ? "cuda" : "cpu") + "; packing " + packing_name(packing_) + "; " +
+           to_string(in_) + " in, " + to_string(out_) + " out; scales " +
+           (layout_ == QTRANSIT_SCALES_IN_ORDER ? std::string("in order") : "swizzled 128x4, " + std::to_string(row_blocks_) + " per row") +
+           (thread_safe_ ? "" : "; one call at a time") + ") from " + path_;
+}
+
+Status PluginCodec::check_block(int64_t block) const {
+    if (auto st = format_.check_block(block); !st) return st;
+    auto bad = [&](const std::string& what) {
+        return make_error(ErrorCode::kInvalidArgument, "codec '" + name_ + "' " + what + "; the block size is " + std::to_string(block));
+    };
+    if (block < block_min_) return bad("takes blocks of at least " + std::to_string(block_min_));
+    if (block_max_ && block > block_max_) return bad("takes blocks of at most " + std::to_string(block_max_));
+    if (block % block_multiple_) return bad("takes blocks that are multiples of " + std::to_string(block_multiple_));
+    return Status::Ok();
+}
+
+int64_t PluginCodec::plugin_code_bytes(int64_t len) const {
+    return packing_ == QTRANSIT_PACKING_BYTE_PER_CODE ? len : format_.code_bytes(len);
+}
+
+size_t PluginCodec::plugin_scale_count(int64_t blocks) const {
+    if (layout_ == QTRANSIT_SCALES_IN_ORDER) return static_cast<size_t>(blocks);
+    const int64_t rows = (blocks + row_blocks_ - 1) / row_blocks_;
+    return static_cast<size_t>(((rows + 127) / 128) * 128 * ((row_blocks_ + 3) / 4) * 4);
+}
+
+int64_t PluginCodec::scale_slot(int64_t j) const {
+    if (layout_ == QTRANSIT_SCALES_IN_ORDER) return j;
+    const int64_t r = j / row_blocks_, col = j % row_blocks_, col_tiles = (row_blocks_ + 3) / 4;
+    const int64_t tile = (r / 128) * col_tiles + col / 4;
+    return tile * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + col % 4;
+}
+
+Error PluginCodec::codec_error(const std::string& what, const char* msg) const {
+    return make_error(ErrorCode::kCodec, "codec '" + name_ + "' " + what + " failed: " + (msg && msg[0] ? msg : "no message"));
+}
+
+Status PluginCodec::call_encode(const void* x, int64_t elements, int64_t block, int64_t shard, uint8_t* codes,
+                                float* scales, float* offsets, const CodecOptions& opt, size_t code_bytes,
+                                size_t scale_count) const {
+    qtransit_encode_args a{};
+    a.struct_size = sizeof a;
+    a.elements = elements;
+    a.block = block;
+    a.shard = shard;
+    a.index_base = opt.site.index_base;
+    a.rank = opt.site.rank;
+    a.hop = opt.hop;
+    a.seed = opt.seed;
+    char err[kErrLen] = {0};
+    std::unique_lock<std::mutex> lock(serial_, std::defer_lock);
+    if (!thread_safe_) lock.lock();
+    if (!cuda_) {
+        a.x = x, a.codes = codes, a.scales = scales, a.offsets = offsets;
+        const int rc = c_->encode(c_->state, &a, err, sizeof err);
+        err[kErrLen - 1] = 0;
+        return rc == 0 ? Status::Ok() : Status(codec_error("encode", err));
+    }
+    const size_t xbytes = static_cast<size_t>(elements) * (in_ == ValueType::kBinary32 ? 4 : 2);
+    DeviceBuffer dx, dc, ds, dofs;
+    for (auto st : {dx.alloc(xbytes), dc.alloc(code_bytes), ds.alloc(scale_count * 4), dofs.alloc(offsets ? scale_count * 4 : 0)})
+        if (!st) return st;
+    if (auto st = gpu::copy_to_device(dx.p, x, xbytes); !st) return st;
+    if (auto st = gpu::copy_to_device(dc.p, codes, code_bytes); !st) return st;
+    if (auto st = gpu::copy_to_device(ds.p, scales, scale_count * 4); !st) return st;
+    if (offsets)
+        if (auto st = gpu::copy_to_device(dofs.p, offsets, scale_count * 4); !st) return st;
+    a.x = dx.p, a.codes = static_cast<uint8_t*>(dc.p), a.scales = static_cast<float*>(ds.p);
+    a.offsets = offsets ? static_cast<float*>(dofs.p) : nullptr;
+    a.stream = nullptr;
+    const int rc = c_->encode(c_->state, &a, err, sizeof err);
+    err[kErrLen - 1] = 0;
+    if (rc != 0) return codec_error("encode", err);
+    if (auto st = gpu::device_synchronize(); !st) return st;
+    if (auto st = gpu::copy_to_host(codes, dc.p, code_bytes); !st) return st;
+    if (auto st = gpu::copy_to_host(scales, ds.p, scale_count * 4); !st) return st;
+    if (offsets)
+        if (auto st = gpu::copy_to_host(offsets, dofs.p, scale_count * 4); !st) return st;
+    return Status::Ok();
+}
+
+Status PluginCodec::call_decode(const uint8_t* codes, const float* scales, const float* offsets, int64_t elements,
+                                int64_t block, int64_t shard, void* out, size_t code_bytes, size_t scale_count) const {
+    qtransit_decode_args a{};
+    a.struct_size = sizeof a;
+    a.elements = elements;
+    a.block = block;
+    a.shard = shard;
+    char err[kErrLen] = {0};
+    std::unique_lock<std::mutex> lock(serial_, std::defer_lock);
+    if (!thread_safe_) lock.lock();
+    if (!cuda_) {
+        a.codes = codes, a.scales = scales, a.offsets = offsets, a.out = out;
+        const int rc = c_->decode(c_->state, &a, err, sizeof err);
+        err[kErrLen - 1] = 0;
+        return rc == 0 ? Status::Ok() : Status(codec_error("decode", err));
+    }
+    const size_t obytes = static_cast<size_t>(elements) * (out_ == ValueType::kBinary32 ? 4 : 2);
+    DeviceBuffer dc, ds, dofs, dout;
+    for (auto st : {dc.alloc(code_bytes), ds.alloc(scale_count * 4), dofs.alloc(offsets ? scale_count * 4 : 0), dout.alloc(obytes)})
+        if (!st) return st;
+    if (auto st = gpu::device_fill(dout.p, 0, obytes); !st) return st;  // as a host caller's zeroed buffer
+    if (auto st = gpu::copy_to_device(dc.p, codes, code_bytes); !st) return st;
+    if (auto st = gpu::copy_to_device(ds.p, scales, scale_count * 4); !st) return st;
+    if (offsets)
+        if (auto st = gpu::copy_to_device(dofs.p, offsets, scale_count * 4); !st) return st;
+    a.codes = static_cast<const uint8_t*>(dc.p), a.scales = static_cast<const float*>(ds.p);
+    a.offsets = offsets ? static_cast<const float*>(dofs.p) : nullptr;
+    a.out = dout.p;
+    const int rc = c_->decode(c_->state, &a, err, sizeof err);
+    err[kErrLen - 1] = 0;
+    if (rc != 0) return codec_error("decode", err);
+    if (auto st = gpu::device_synchronize(); !st) return st;
+    return gpu::copy_to_host(out, dout.p, obytes);
+}
+
+Status PluginCodec::encode(std::span<const float> x, int64_t block, int64_t shard, std::span<uint8_t> codes,
+                           std::span<float> scales, std::span<float> offsets, const CodecOptions& opt) const {
+    const int64_t n = static_cast<int64_t>(x.size());
+    if (auto st = check_block(block); !st) return st;
+    if (n == 0) return Status::Ok();  // nothing to encode: the codec is not called
+    if (shard < 1 || n % shard)
+        return make_error(ErrorCode::kInvalidArgument, "shard length " + std::to_string(shard) + " does not divide the " +
+                                                           std::to_string(n) + " elements");
+    const EncodedSizes sz = sharded_sizes(format_, n, block, shard);
+    if (static_cast<int64_t>(codes.size()) != sz.code_bytes || static_cast<int64_t>(scales.size()) != sz.blocks ||
+        static_cast<int64_t>(offsets.size()) != sz.offsets)
+        return make_error(ErrorCode::kInternal, "PluginCodec::encode: buffers of the wrong size");
+    // The input in the codec's element type.
+    const void* xin = x.data();
+    auto& x16 = scratch<uint16_t>(0);
+    if (in_ != ValueType::kBinary32) {
+        x16.resize(x.size());
+        for (size_t i = 0; i < x.size(); ++i)
+            x16[i] = in_ == ValueType::kBinary16 ? f32_to_f16_bits(x[i]) : f32_to_bf16_bits(x[i]);
+        xin = x16.data();
+    }
+    // The codec's own layout, prefilled so that what it leaves unwritten shows.
+    const int64_t per_shard_blocks = (shard + block - 1) / block, shards = n / shard;
+    const int64_t tail = shard % block;
+    int64_t pbytes = 0;
+    for (int64_t s = 0; s < shards; ++s)
+        pbytes += (shard / block) * plugin_code_bytes(block) + (tail ? plugin_code_bytes(tail) : 0);
+    const bool same_codes = packing_ == QTRANSIT_PACKING_FORMAT;
+    const bool same_scales = layout_ == QTRANSIT_SCALES_IN_ORDER;
+    auto& pcodes = scratch<uint8_t>(1);
+    auto& pscales = scratch<float>(2);
+    auto& poffs = scratch<float>(3);
+    uint8_t* cptr = codes.data();
+    if (!same_codes) {
+        pcodes.assign(static_cast<size_t>(pbytes), 0);
+        cptr = pcodes.data();
+    } else {
+        std::fill(codes.begin(), codes.end(), uint8_t{0});
+    }
+    const size_t nscales = plugin_scale_count(sz.blocks);
+    const float unwritten = std::bit_cast<float>(kUnwritten);
+    float* sptr = scales.data();
+    float* optr = format_.has_offset() ? offsets.data() : nullptr;
+    if (!same_scales) {
+        pscales.assign(nscales, unwritten);
+        sptr = pscales.data();
+        if (optr) {
+            poffs.assign(nscales, unwritten);
+            optr = poffs.data();
+        }
+    } else {
+        std::fill(scales.begin(), scales.end(), unwritten);
+        std::fill(offsets.begin(), offsets.end(), unwritten);
+    }
+    if (auto st = call_encode(xin, n, block, shard, cptr, sptr, optr, opt, static_cast<size_t>(pbytes), nscales); !st)
+        return st;
+    // Back to qtransit's layout.
+    if (!same_scales) {
+        for (int64_t j = 0; j < sz.blocks; ++j) {
+            scales[static_cast<size_t>(j)] = pscales[static_cast<size_t>(scale_slot(j))];
+            if (format_.has_offset()) offsets[static_cast<size_t>(j)] = poffs[static_cast<size_t>(scale_slot(j))];
+        }
+    }
+    if (!same_codes) {
+        const Stream from = packing_ == QTRANSIT_PACKING_LOW_NIBBLE_FIRST    ? Stream::kLsb
+                            : packing_ == QTRANSIT_PACKING_HIGH_NIBBLE_FIRST ? Stream::kMsb
+                                                                             : Stream::kBytePerCode;
+        const Stream to = canonical_stream(format_);
+        const int bits = format_.bits;
+        const bool sgn = signed_codes(format_);
+        const uint32_t mask = bits >= 32 ? ~0u : (1u << bits) - 1u;
+        std::fill(codes.begin(), codes.end(), uint8_t{0});
+        int64_t pin = 0, qout = 0;
+        for (int64_t s = 0; s < shards; ++s) {
+            for (int64_t b = 0; b < per_shard_blocks; ++b) {
+                const int64_t len = std::min(block, shard - b * block);
+                for (int64_t i = 0; i < len; ++i) {
+                    uint32_t r = get_raw(from, bits, cptr + pin, i);
+                    if (from == Stream::kBytePerCode && bits < 8) {
+                        const int32_t v = sgn ? static_cast<int8_t>(r) : static_cast<int32_t>(r);
+                        const int32_t lo = sgn ? -(1 << (bits - 1)) : 0, hi = sgn ? (1 << (bits - 1)) - 1 : (1 << bits) - 1;
+                        if (v < lo || v > hi)
+                            return make_error(ErrorCode::kCodec, "codec '" + name_ + "' wrote code " + std::to_string(v) + " for element " +
+                                                                     std::to_string(s * shard + b * block + i) + ", which is not a " +
+                                                                     std::to_string(bits) + "-bit " + (sgn ? "signed" : "unsigned") + " code");
+                        r = static_cast<uint32_t>(v) & mask;
+                    }
+                    set_raw(to, bits, codes.data() + qout, i, r);
+                }
+                pin += plugin_code_bytes(len);
+                qout += format_.code_bytes(len);
+            }
+        }
+    }
+    return Status::Ok();
+}
+
+Status PluginCodec::decode(int64_t block, int64_t shard, std::span<const uint8_t> codes, std::span<const float> scales,
+                           std::span<const float> offsets, std::span<float> out) const {
+    const int64_t n = static_cast<int64_t>(out.size());
+    if (auto st = check_block(block); !st) return st;
+    if (n == 0) return Status::Ok();
+    if (shard < 1 || n % shard)
+        return make_error(ErrorCode::kInvalidArgument, "shard length " + std::to_string(shard) + " does not divide the " +
+                                                           std::to_string(n) + " elements");
+    const EncodedSizes sz = sharded_sizes(format_, n, block, shard);
+    if (static_cast<int64_t>(codes.size()) != sz.code_bytes || static_cast<int64_t>(scales.size()) != sz.blocks ||
+        static_cast<int64_t>(offsets.size()) != sz.offsets)
+        return make_error(ErrorCode::kInternal, "PluginCodec::decode: buffers of the wrong size");
+    const int64_t per_shard_blocks = (shard + block - 1) / block, shards = n / shard, tail = shard % block;
+    const uint8_t* cptr = codes.data();
+    auto& pcodes = scratch<uint8_t>(1);
+    int64_t pbytes = 0;
+    for (int64_t s = 0; s < shards; ++s)
+        pbytes += (shard / block) * plugin_code_bytes(block) + (tail ? plugin_code_bytes(tail) : 0);
+    if (packing_ != QTRANSIT_PACKING_FORMAT) {
+        pcodes.assign(static_cast<size_t>(pbytes), 0);
+        const Stream to = packing_ == QTRANSIT_PACKING_LOW_NIBBLE_FIRST    ? Stream::kLsb
+                          : packing_ == QTRANSIT_PACKING_HIGH_NIBBLE_FIRST ? Stream::kMsb
+                                                                           : Stream::kBytePerCode;
+        const Stream from = canonical_stream(format_);
+        const int bits = format_.bits;
+        const bool sgn = signed_codes(format_);
+        int64_t pin = 0, qout = 0;
+        for (int64_t s = 0; s < shards; ++s)
+            for (int64_t b = 0; b < per_shard_blocks; ++b) {
+                const int64_t len = std::min(block, shard - b * block);
+                for (int64_t i = 0; i < len; ++i) {
+                    uint32_t r = get_raw(from, bits, cptr + qout, i);
+                    if (to == Stream::kBytePerCode && bits < 8 && sgn) r = static_cast<uint32_t>(sign_extend(r, bits)) & 0xFFu;
+                    set_raw(to, bits, pcodes.data() + pin, i, r);
+                }
+                pin += plugin_code_bytes(len);
+                qout += format_.code_bytes(len);
+            }
+        cptr = pcodes.data();
+    }
+    const size_t nscales = plugin_scale_count(sz.blocks);
+    const float* sptr = scales.data();
+    const float* optr = format_.has_offset() ? offsets.data() : nullptr;
+    auto& pscales = scratch<float>(2);
+    auto& poffs = scratch<float>(3);
+    if (layout_ != QTRANSIT_SCALES_IN_ORDER) {
+        pscales.assign(nscales, 0.0f);
+        poffs.assign(optr ? nscales : 0, 0.0f);
+        for (int64_t j = 0; j < sz.blocks; ++j) {
+            pscales[static_cast<size_t>(scale_slot(j))] = scales[static_cast<size_t>(j)];
+            if (optr) poffs[static_cast<size_t>(scale_slot(j))] = offsets[static_cast<size_t>(j)];
+        }
+        sptr = pscales.data();
+        if (optr) optr = poffs.data();
+    }
+    if (out_ == ValueType::kBinary32)
+        return call_decode(cptr, sptr, optr, n, block, shard, out.data(), static_cast<size_t>(pbytes), nscales);
+    std::vector<uint16_t> o16(static_cast<size_t>(n));
+    if (auto st = call_decode(cptr, sptr, optr, n, block, shard, o16.data(), static_cast<size_t>(pbytes), nscales); !st) return st;
+    for (int64_t i = 0; i < n; ++i)
+        out[static_cast<size_t>(i)] = out_ == ValueType::kBinary16 ? f16_bits_to_f32(o16[static_cast<size_t>(i)])
+                                                                   : bf16_bits_to_f32(o16[static_cast<size_t>(i)]);
+    return Status::Ok();
+}
+
+Status PluginCodec::encode_block(const float* x, int64_t len, int64_t block, uint8_t* codes, float* scale, float* offset,
+                                 const CodecOptions& opt) const {
+    const int64_t cb = format_.code_bytes(len);
+    float o = 0;
+    return encode(std::span<const float>(x, static_cast<size_t>(len)), block, len,
+                  std::span<uint8_t>(codes, static_cast<size_t>(cb)), std::span<float>(scale, 1),
+                  format_.has_offset() ? std::span<float>(offset, 1) : std::span<float>(&o, 0), opt);
+}
+
+Status PluginCodec::decode_block(const uint8_t* codes, int64_t len, int64_t block, float scale, float offset, float* out) const {
+    const int64_t cb = format_.code_bytes(len);
+    return decode(block, len, std::span<const uint8_t>(codes, static_cast<size_t>(cb)),
+                  std::span<const float>(&scale, 1), format_.has_offset() ? std::span<const float>(&offset, 1) : std::span<const float>(),
+                  std::span<float>(out, static_cast<size_t>(len)));
+}
+
+}  // namespace qtransit::kernels

@@ -1,0 +1,142 @@
+// `--codec` through the command line: quantize, simulate, check (and gate.codec in a config, relative
+// to the file), formats validate. A correct codec passes (0), a mutant fails (1) naming the verdict
+// and the first differing element, a broken plugin or a misuse is refused (2) with one line, and a
+// check of the correct example gives the built-in kernels' verdicts on the same config.
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <map>
+
+#include "../cli/cli_fixture.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string lib(const std::string& name) { return std::string(QT_CODEC_DIR) + "/libqt_codec_" + name + ".so"; }
+std::string bad(int n) { return std::string(QT_BAD_CODEC_DIR) + "/libqt_bad_codec_" + std::to_string(n) + ".so"; }
+
+class CodecCli : public qtransit::testing::CliTest {
+protected:
+    void refused(const std::string& args, const std::string& want) {
+        const auto o = run(args);
+        EXPECT_EQ(o.code, 2) << args << "\n" << o.out << o.err;
+        EXPECT_NE(o.err.find(want), std::string::npos) << args << "\nwanted: " << want << "\ngot: " << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    }
+    std::string write(const std::string& name, const std::string& text) {
+        std::ofstream(dir_ / name) << text;
+        return (dir_ / name).string();
+    }
+    std::string small_config(const std::string& fmt, const std::string& extra = "") {
+        return write("gate.toml", "[gate]\nformats = [\"" + fmt + "\"]\npaths = [\"all\"]\ndistributions = [\"normal\", \"heavy\"]\n"
+                                  "ranks = [4, 8]\nranks_per_node = 2\nelements = 512\nblock = 32\ngpu = false\n" + extra +
+                                  // Two small N make no scaling law: one loose rule replaces the default's.
+                                  "[[scaling]]\npath = \"a2a-rs\"\nmin = -10.0\nmax = 10.0\n");
+    }
+    nlohmann::json report(const std::string& d) {
+        std::ifstream f(fs::path(d) / "report.json");
+        return nlohmann::json::parse(f);
+    }
+};
+
+TEST_F(CodecCli, QuantizeWithTheCorrectCodecAndAMutant) {
+    const std::string npy = (dir_ / "x.npy").string();
+    ASSERT_EQ(run("simulate --path a2a-rs --ranks 4 --elements 256 --format int4 --dump " + npy).code, 0);
+    auto ok = run("quantize --codec " + lib("example-int4") + " --in " + npy + " --block 32 --json");
+    ASSERT_EQ(ok.code, 0) << ok.err;
+    const auto j = nlohmann::json::parse(ok.out);
+    EXPECT_EQ(j["codec"], "example-int4");
+    EXPECT_TRUE(j["matches_reference"].get<bool>());
+    EXPECT_EQ(j["differing_elements"], 0);
+    auto sharded = run("quantize --codec " + lib("example-int4") + " --in " + npy + " --block 32 --shard 16");
+    EXPECT_EQ(sharded.code, 0) << sharded.out << sharded.err;
+    auto mut = run("quantize --codec " + lib("mutant01-trunc-int4") + " --in " + npy + " --block 32");
+    EXPECT_EQ(mut.code, 1) << mut.out << mut.err;
+    EXPECT_NE(mut.err.find("codec mutant01-trunc-int4: "), std::string::npos) << mut.err;
+    EXPECT_NE(mut.err.find("first difference: element "), std::string::npos) << mut.err;
+    // Within the bound, different bits: exact fails, bounded passes.
+    auto fma = run("quantize --codec " + lib("mutant04-fma-decode-int4-asym") + " --in " + npy + " --block 32 --conformance bounded");
+    EXPECT_EQ(fma.code, 0) << fma.out << fma.err;
+}
+
+TEST_F(CodecCli, MisusesAndBrokenPluginsAreRefused) {
+    const std::string npy = std::string(QTRANSIT_DATA) + "/f4_le_2x3.npy";
+    refused("quantize --codec " + bad(1) + " --in " + npy, "implements codec ABI version 2");
+    refused("quantize --codec " + bad(4) + " --in " + npy, "its encode entry point is NULL");
+    refused("quantize --codec " + bad(3) + " --in " + npy, "int9");
+    refused("quantize --codec " + bad(12) + " --in " + npy + " --block 32", "takes blocks that are multiples of 64");
+    refused("quantize --codec " + lib("example-int4") + " --format int8 --in " + npy, "--format int8 but the codec example-int4 implements int4");
+    refused("quantize --codec " + lib("example-int4") + " --in " + npy + " --nonfinite propagate", "a codec plugin refuses non-finite input");
+    refused("quantize --codec " + lib("example-int4") + " --in " + npy + " --shard 4", "--shard 4 does not divide the 6 elements");
+    refused("quantize --codec " + lib("example-int4") + " --in " + npy + " --conformance loose", "unknown conformance 'loose'");
+    refused("quantize --format int4 --in " + npy + " --shard 3", "--shard is for --codec");
+    refused("quantize --in " + npy, "--format or --codec is required");
+    refused("simulate --path a2a-rs --ranks 4 --elements 64 --codec " + lib("example-int4") + " --backend device",
+            "--codec runs the paths with --backend cpu or mpi");
+    refused("check --config " + small_config("int4") + " --codec /nonexistent.so", "codec '/nonexistent.so': no such file");
+    refused("check --config " + small_config("int4", "codec = \"libnothing.so\"\n"), "gate.toml:10: gate.codec:");
+    EXPECT_FALSE(fs::exists(dir_ / "qtransit-report"));
+}
+
+TEST_F(CodecCli, SimulateRunsEveryPathThroughTheCodec) {
+    auto o = run("simulate --path all --ranks 4,8 --ranks-per-node 2 --elements 256 --codec " + lib("example-int4-asym") + " --json");
+    ASSERT_EQ(o.code, 0) << o.err;
+    const auto j = nlohmann::json::parse(o.out);
+    EXPECT_EQ(j["runs"].size(), 20u);
+    auto b = run("simulate --path all --ranks 4,8 --ranks-per-node 2 --elements 256 --format int4-asym --json");
+    ASSERT_EQ(b.code, 0) << b.err;
+    EXPECT_EQ(nlohmann::json::parse(b.out)["runs"], j["runs"]) << "the correct codec gives qtransit's own numbers";
+}
+
+// The same config through the built-in kernels and through the correct example codec: the same
+// verdicts (the kernel verdict renamed after the codec), the same runs, bit for bit.
+TEST_F(CodecCli, CheckWithTheCorrectCodecGivesTheBuiltInVerdicts) {
+    for (const std::string fmt : {"int8", "int4", "int4-asym"}) {
+        const std::string cfg = small_config(fmt);
+        const std::string a = (dir_ / ("builtin-" + fmt)).string(), b = (dir_ / ("codec-" + fmt)).string();
+        ASSERT_EQ(run("check --config " + cfg + " --report-dir " + a).code, 0) << fmt;
+        const auto o = run("check --config " + cfg + " --codec " + lib("example-" + fmt) + " --report-dir " + b);
+        ASSERT_EQ(o.code, 0) << fmt << o.err;
+        const auto ra = report(a), rb = report(b);
+        std::map<std::string, nlohmann::json> va, vb;
+        for (const auto& v : ra["verdicts"]) va[v["name"]] = v;
+        for (const auto& v : rb["verdicts"]) vb[v["name"] == "kernel-vs-reference/example-" + fmt ? "kernel-vs-reference/" + fmt : v["name"].get<std::string>()] = v;
+        ASSERT_EQ(va.size(), vb.size()) << fmt;
+        for (const auto& [name, v] : va) {
+            ASSERT_TRUE(vb.count(name)) << fmt << ": " << name;
+            EXPECT_EQ(v["status"], vb[name]["status"]) << name;
+            EXPECT_EQ(v.value("value", nlohmann::json()), vb[name].value("value", nlohmann::json())) << name;
+            if (name.rfind("kernel-vs-reference/", 0) != 0) EXPECT_EQ(v["message"], vb[name]["message"]) << name;
+        }
+        EXPECT_EQ(ra["runs"], rb["runs"]) << fmt;
+        EXPECT_NE(rb["notes"].dump().find("example-" + fmt), std::string::npos);
+    }
+}
+
+TEST_F(CodecCli, CheckCatchesAMutantAndNamesTheElement) {
+    const std::string d = (dir_ / "r").string();
+    const auto o = run("check --config " + small_config("int4") + " --codec " + lib("mutant11-skip-last-int4") + " --report-dir " + d);
+    EXPECT_EQ(o.code, 1) << o.err;
+    bool found = false;
+    const auto rep = report(d);
+    for (const auto& v : rep["verdicts"])
+        if (v["name"] == "kernel-vs-reference/mutant11-skip-last-int4") {
+            found = true;
+            EXPECT_EQ(v["status"], "fail");
+            EXPECT_NE(v["message"].get<std::string>().find("first difference: element "), std::string::npos) << v["message"];
+        }
+    EXPECT_TRUE(found);
+    // gate.codec in the config, relative to the config file's directory.
+    fs::copy_file(lib("example-int4"), dir_ / "mine.so");
+    EXPECT_EQ(run("check --config " + small_config("int4", "codec = \"mine.so\"\n") + " --report-dir " + (dir_ / "r2").string()).code, 0);
+}
+
+TEST_F(CodecCli, FormatsValidateRunsTheCodec) {
+    const auto ok = run("formats validate --codec " + lib("example-int4") + " --quick --report-dir " + (dir_ / "v").string());
+    EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
+    const auto bad_one = run("formats validate --codec " + lib("mutant06-nibble-order-int4") + " --quick --report-dir " + (dir_ / "w").string());
+    EXPECT_EQ(bad_one.code, 1) << bad_one.out << bad_one.err;
+}
+
+}  // namespace

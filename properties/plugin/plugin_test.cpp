@@ -1,0 +1,230 @@
+// The codec plugin ABI from qtransit's side: the loader's refusals (one line each, naming the
+// library and what is wrong), a codec's own errors coming back, the example codecs conforming bit
+// for bit in every declared layout, a mutant's first difference, and the threading promise of
+// docs/PLUGIN.md: a thread_safe codec is called from many threads at once and gives the same bits;
+// a codec with thread_safe = 0 is never entered twice at once (its detector provably can fire).
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "qtransit/codec_plugin.h"
+#include "qtransit/kernels/inputs.hpp"
+#include "qtransit/kernels/plugin.hpp"
+#include "qtransit/testing/blocks.hpp"
+#include "qtransit/testing/conforms.hpp"
+
+namespace qtransit {
+namespace {
+
+using kernels::PluginCodec;
+
+std::string codec_lib(const std::string& name) { return std::string(QT_CODEC_DIR) + "/libqt_codec_" + name + ".so"; }
+std::string bad_lib(int n) { return std::string(QT_BAD_CODEC_DIR) + "/libqt_bad_codec_" + std::to_string(n) + ".so"; }
+
+std::shared_ptr<const PluginCodec> load_ok(const std::string& path) {
+    auto c = PluginCodec::load(path);
+    EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().message);
+    return c.ok() ? *c : nullptr;
+}
+
+TEST(PluginLoad, RefusesEachBrokenDeclarationWithOneLine) {
+    const std::vector<std::pair<int, std::string>> cases = {
+        {1, "implements codec ABI version 2; this qtransit reads version 1"},
+        {2, "its qtransit_codec_v1_t is 16 bytes"},
+        {3, "int9"},
+        {4, "its encode entry point is NULL"},
+        {5, "exports no function qtransit_codec_v1"},
+        {6, "returned NULL: no licence for this machine"},
+        {7, "packing high-nibble-first is for 4-bit codes; int8 has 8"},
+        {8, "block_max 16 is below block_min 64"},
+        {9, "exactly one of `format`"},
+        {10, "bits"},
+        {11, "its name must be 1 to 64 characters"},
+    };
+    for (const auto& [n, want] : cases) {
+        auto c = PluginCodec::load(bad_lib(n));
+        ASSERT_FALSE(c.ok()) << "BAD=" << n << " was accepted";
+        EXPECT_EQ(c.error().code, ErrorCode::kInvalidArgument);
+        EXPECT_NE(c.error().message.find(want), std::string::npos) << "BAD=" << n << ": " << c.error().message;
+        EXPECT_NE(c.error().message.find(bad_lib(n)), std::string::npos) << "names the library: " << c.error().message;
+        EXPECT_EQ(c.error().message.find('\n'), std::string::npos) << "one line: " << c.error().message;
+    }
+}
+
+TEST(PluginLoad, RefusesWhatIsNotAPlugin) {
+    auto missing = PluginCodec::load("/nonexistent/libnothing.so");
+    ASSERT_FALSE(missing.ok());
+    EXPECT_NE(missing.error().message.find("no such file"), std::string::npos) << missing.error().message;
+    const auto text = std::filesystem::temp_directory_path() / "qt_not_a_plugin.so";
+    std::ofstream(text) << "not an ELF file\n";
+    auto junk = PluginCodec::load(text.string());
+    ASSERT_FALSE(junk.ok());
+    EXPECT_NE(junk.error().message.find("cannot be loaded"), std::string::npos) << junk.error().message;
+    std::filesystem::remove(text);
+}
+
+TEST(PluginLoad, DeclaredFormatAndBlockConstraints) {
+    auto decl = load_ok(bad_lib(13));
+    ASSERT_TRUE(decl);
+    EXPECT_EQ(decl->format().name(), "plugin-int4");
+    EXPECT_EQ(decl->format().kind, FormatKind::kDecl);
+    auto mult = load_ok(bad_lib(12));
+    ASSERT_TRUE(mult);
+    auto st = mult->check_block(32);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.error().message.find("multiples of 64"), std::string::npos) << st.error().message;
+    EXPECT_TRUE(mult->check_block(128).ok());
+}
+
+TEST(PluginCall, ACodecsOwnErrorComesBackWithItsMessage) {
+    auto c = load_ok(bad_lib(0));
+    ASSERT_TRUE(c);
+    std::vector<float> x(40, 1.0f);
+    auto t = kernels::sized_encoded(c->format(), 40, 32);
+    auto st = c->encode(x, 32, 40, t.codes, t.scales, t.offsets, {});
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.error().code, ErrorCode::kCodec);
+    EXPECT_NE(st.error().message.find("codec 'bad-codec' encode failed: this codec refuses everything"), std::string::npos)
+        << st.error().message;
+}
+
+TEST(ExampleCodecs, ConformBitForBitInEveryDeclaredLayout) {
+    for (const char* name : {"example-int8", "example-int4", "example-int4-asym", "example-int8-bf16in", "example-int4-bytes",
+                             "example-int4-hinib", "example-int8-swizzled", "example-int4-serial"}) {
+        auto c = load_ok(codec_lib(name));
+        ASSERT_TRUE(c) << name;
+        for (int64_t block : {1, 7, 32, 64}) {
+            testing::ConformOptions o;
+            o.block = block;
+            const auto r = testing::conforms(*c, o);
+            EXPECT_TRUE(r.ok) << name << " block " << block << ": " << r;
+            EXPECT_TRUE(r.exact) << name << " block " << block << ": " << r;
+            EXPECT_GT(r.elements, 6 * 4096) << name;
+        }
+    }
+}
+
+TEST(ExampleCodecs, AMutantIsNamedAtItsFirstDifference) {
+    auto c = load_ok(codec_lib("mutant02-ties-away-int4"));
+    ASSERT_TRUE(c);
+    const auto r = testing::conforms(*c);
+    EXPECT_FALSE(r.ok);
+    EXPECT_NE(r.first_difference.find("element "), std::string::npos) << r;
+    EXPECT_NE(r.first_difference.find("(code "), std::string::npos) << r;
+    EXPECT_NE(r.first_difference.find("reference"), std::string::npos) << r;
+}
+
+// Many threads at once through one thread_safe codec: each thread's bits equal a lone call's.
+TEST(PluginThreads, AThreadSafeCodecRunsOnManyThreadsAtOnce) {
+    auto c = load_ok(codec_lib("example-int4-asym"));
+    ASSERT_TRUE(c);
+    ASSERT_TRUE(c->thread_safe());
+    constexpr int kThreads = 8;
+    constexpr int64_t kN = 1 << 14;
+    std::vector<std::vector<float>> x(kThreads, std::vector<float>(kN));
+    std::vector<kernels::EncodedTensor> alone, together;
+    for (int t = 0; t < kThreads; ++t) {
+        kernels::generate_span(kernels::Distribution::kNormal, 3, static_cast<uint32_t>(t), 0, x[t]);
+        alone.push_back(kernels::sized_encoded(c->format(), kN, 32));
+        ASSERT_TRUE(c->encode(x[t], 32, kN, alone[t].codes, alone[t].scales, alone[t].offsets, {}).ok());
+        together.push_back(kernels::sized_encoded(c->format(), kN, 32));
+    }
+    std::atomic<int> failures{0};
+    std::atomic<bool> go{false};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < kThreads; ++t)
+        pool.emplace_back([&, t] {
+            while (!go.load()) std::this_thread::yield();
+            for (int rep = 0; rep < 20; ++rep)
+                if (!c->encode(x[t], 32, kN, together[t].codes, together[t].scales, together[t].offsets, {}).ok()) ++failures;
+        });
+    go = true;
+    for (auto& th : pool) th.join();
+    EXPECT_EQ(failures.load(), 0);
+    for (int t = 0; t < kThreads; ++t) {
+        EXPECT_EQ(together[t].codes, alone[t].codes) << "thread " << t;
+        EXPECT_EQ(0, std::memcmp(together[t].scales.data(), alone[t].scales.data(), alone[t].scales.size() * 4)) << t;
+    }
+}
+
+// thread_safe = 0: the serial codec fails any call that overlaps another. Called raw (bypassing
+// qtransit) from two threads its detector fires; through PluginCodec it never does.
+TEST(PluginThreads, ACodecThatIsNotThreadSafeIsNeverEnteredTwice) {
+    const std::string path = codec_lib("example-int4-serial");
+    auto c = load_ok(path);
+    ASSERT_TRUE(c);
+    ASSERT_FALSE(c->thread_safe());
+    constexpr int64_t kN = 4096;
+    std::vector<float> x(kN);
+    kernels::generate_span(kernels::Distribution::kNormal, 5, 0, 0, x);
+
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(h, nullptr);
+    auto entry = reinterpret_cast<qtransit_codec_v1_fn>(dlsym(h, QTRANSIT_CODEC_ENTRY));
+    ASSERT_NE(entry, nullptr);
+    char err[256];
+    const qtransit_codec_v1_t* raw = entry(err, sizeof err);
+    ASSERT_NE(raw, nullptr);
+    std::atomic<int> overlaps{0};
+    auto hammer = [&](auto call) {
+        std::vector<std::thread> pool;
+        for (int t = 0; t < 4; ++t)
+            pool.emplace_back([&] {
+                for (int rep = 0; rep < 200; ++rep) call();
+            });
+        for (auto& th : pool) th.join();
+    };
+    hammer([&] {
+        std::vector<uint8_t> codes(static_cast<size_t>(kN / 2));
+        std::vector<float> scales(static_cast<size_t>(kN / 32));
+        qtransit_encode_args a{};
+        a.struct_size = sizeof a;
+        a.x = x.data();
+        a.elements = kN;
+        a.block = 32;
+        a.shard = kN;
+        a.codes = codes.data();
+        a.scales = scales.data();
+        a.rank = -1;
+        char e[256];
+        if (raw->encode(raw->state, &a, e, sizeof e) != 0) ++overlaps;
+    });
+    EXPECT_GT(overlaps.load(), 0) << "the detector never fired: this test could not fail";
+
+    std::atomic<int> failures{0};
+    hammer([&] {
+        auto t = kernels::sized_encoded(c->format(), kN, 32);
+        if (!c->encode(x, 32, kN, t.codes, t.scales, t.offsets, {}).ok()) ++failures;
+    });
+    EXPECT_EQ(failures.load(), 0) << "qtransit called a thread_safe = 0 codec from two threads at once";
+}
+
+RC_GTEST_PROP(ExampleCodecs, ConformOnGeneratedTensors, ()) {
+    static const auto codecs = [] {
+        std::vector<std::shared_ptr<const PluginCodec>> v;
+        for (const char* n : {"example-int8", "example-int4", "example-int4-asym"}) {
+            auto c = PluginCodec::load(codec_lib(n));
+            if (c) v.push_back(*c);
+        }
+        return v;
+    }();
+    RC_ASSERT(codecs.size() == 3u);
+    const auto tc = *testing::tensor_case();
+    for (const auto& c : codecs) {
+        testing::ConformOptions o;
+        o.block = tc.block;
+        const auto r = testing::conforms(*c, tc.x, o);
+        RC_ASSERT(r.ok);
+    }
+}
+
+}  // namespace
+}  // namespace qtransit
