@@ -16,15 +16,17 @@ REPORT_DIR ?= qtransit-report
 PACKAGES := g++ cmake ninja-build libgtest-dev libgmock-dev librapidcheck-dev libboost-dev \
             libbenchmark-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev \
             openmpi-bin libopenmpi-dev python3
-# What only `make test` needs: Chromium renders report.html in properties/reports.
-TEST_PACKAGES := chromium
+# What only `make test` needs: Chromium renders report.html in properties/reports; clang and its
+# runtime (libFuzzer, the sanitizers) build and run the fuzz targets of properties/fuzz.
+TEST_PACKAGES := chromium clang libclang-rt-14-dev
 
-.PHONY: help deps deps-test print-packages build build-asan run test bench clean
+.PHONY: help deps deps-test print-packages build build-asan run test fuzz bench clean
 
 help:
 	@echo "make run    build and run the default job (qtransit check: the numerics gate), reports in $(REPORT_DIR)/"
 	@echo "make test   build (Release and ASan+UBSan) and run the whole test suite"
 	@echo "make bench  encode/decode throughput against memcpy"
+	@echo "make fuzz   build the libFuzzer targets (clang) and run each for FUZZ_TIME seconds (default 30)"
 
 # One line before any build: what was installed, or that nothing was missing. apt's own output goes to
 # build/deps.log (its tail is printed when apt fails).
@@ -52,6 +54,8 @@ print-packages:
 
 BUILD_RELEASE = cmake --preset release && cmake --build --preset release -j $(JOBS)
 BUILD_ASAN = cmake --preset asan && cmake --build --preset asan -j $(JOBS)
+BUILD_FUZZ = cmake --preset fuzz >build/fuzz.configure.log && cmake --build --preset fuzz -j $(JOBS)
+FUZZ_TIME ?= 30
 
 build: deps
 	$(BUILD_RELEASE)

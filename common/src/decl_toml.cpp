@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -131,9 +132,15 @@ Result<float> table_value(const Ctx& c, const toml::node& n, const std::string& 
     if (n.is_integer()) v = static_cast<double>(n.as_integer()->get());
     else if (n.is_floating_point()) v = n.as_floating_point()->get();
     else return c.err(n.source(), key, std::string("expected a number, got ") + type_name(n));
-    if (!std::isfinite(v) || std::fabs(v) > std::numeric_limits<float>::max())
-        return c.err(n.source(), key, "is not a finite binary32 value");
-    const float f = static_cast<float>(v);  // to nearest binary32 (documented: values are binary32)
+    // Values round to the nearest binary32 (documented: values are binary32). FLT_MAX's shortest
+    // spelling, 3.4028235e38, lies above FLT_MAX but below FLT_MAX + 2^103 (half its ulp), so it rounds
+    // to FLT_MAX; at or past that midpoint a value rounds to infinity.
+    constexpr double kTop = static_cast<double>(std::numeric_limits<float>::max()) + 0x1p103;
+    if (!std::isfinite(v) || std::fabs(v) >= kTop)
+        return c.err(n.source(), key, "is not a finite binary32 value (it rounds to infinity)");
+    if (std::fabs(v) > static_cast<double>(std::numeric_limits<float>::max()))
+        v = std::copysign(static_cast<double>(std::numeric_limits<float>::max()), v);
+    const float f = static_cast<float>(v);
     if (v != 0 && f == 0) return c.err(n.source(), key, "underflows binary32 (rounds to 0)");
     return f;
 }
@@ -279,16 +286,54 @@ Result<FormatSpec> declaration_from_table(const toml::table& t, const std::strin
 }
 }  // namespace detail
 
-Result<FormatSpec> parse_declaration(const std::string& text, const std::string& source) {
-    toml::table t;
+namespace detail {
+
+Result<toml::table> parse_toml(const std::string& text, const std::string& source) {
+    // toml++ 3.3's whitespace test reaches __builtin_unreachable for these code points, wherever its
+    // parser happens to test one (found by decl_fuzz; the tokenizer tests characters inside values
+    // too), so they are refused before it sees the text.
+    int64_t line = 1, col = 0;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const unsigned char c = static_cast<unsigned char>(text[i]);
+        ++col;
+        if (c == '\n') {
+            ++line, col = 0;
+            continue;
+        }
+        if (c < 0x80) continue;
+        uint32_t cp = 0;
+        size_t n = 0;
+        if ((c & 0xE0) == 0xC0) cp = c & 0x1F, n = 1;
+        else if ((c & 0xF0) == 0xE0) cp = c & 0x0F, n = 2;
+        else if ((c & 0xF8) == 0xF0) cp = c & 0x07, n = 3;
+        else continue;  // a stray continuation byte: toml++ reports invalid UTF-8
+        for (size_t k = 1; k <= n && i + k < text.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+        if ((cp >= 0xA1 && cp < 0x49A) || (cp >= 0x2D8E && cp < 0x3188 && cp != 0x3000) || (cp >= 0xFC56 && cp < 0xFEFF)) {
+            char u[16];
+            std::snprintf(u, sizeof u, "U+%04X", cp);
+            return make_error(ErrorCode::kInvalidArgument,
+                              source + ":" + std::to_string(line) + ":" + std::to_string(col) + ": the character " + u +
+                                  " cannot be read safely by this build's TOML library (toml++ 3.3); in a string, write it as \\u" +
+                                  std::string(u + 2));
+        }
+        i += n;
+    }
     try {
-        t = toml::parse(text, source);
+        return toml::parse(text, source);
     } catch (const toml::parse_error& e) {
+        // toml++ quotes the offending character raw, a newline included: escaped for one line.
         return make_error(ErrorCode::kInvalidArgument, source + ":" + std::to_string(e.source().begin.line) + ":" +
                                                            std::to_string(e.source().begin.column) + ": TOML syntax error: " +
-                                                           std::string(e.description()));
+                                                           printable(e.description(), 300));
     }
-    return detail::declaration_from_table(t, source, "");
+}
+
+}  // namespace detail
+
+Result<FormatSpec> parse_declaration(const std::string& text, const std::string& source) {
+    auto t = detail::parse_toml(text, source);
+    if (!t) return t.error();
+    return detail::declaration_from_table(*t, source, "");
 }
 
 Result<FormatSpec> load_declaration(const std::string& path) {

@@ -8,6 +8,25 @@
 
 namespace qtransit {
 
+std::string printable(std::string_view s, size_t max) {
+    std::string out;
+    for (size_t i = 0; i < s.size() && out.size() < max; ++i) {
+        const unsigned char ch = static_cast<unsigned char>(s[i]);
+        if (ch == '\n') out += "\\n";
+        else if (ch == '\t') out += "\\t";
+        else if (ch < 0x20 || ch == 0x7f) {
+            static const char* hex = "0123456789abcdef";
+            out += "\\x";
+            out += hex[ch >> 4];
+            out += hex[ch & 15];
+        } else {
+            out += static_cast<char>(ch);
+        }
+        if (out.size() >= max && i + 1 < s.size()) out += "... (" + std::to_string(s.size() - i - 1) + " more bytes)";
+    }
+    return out;
+}
+
 std::string describe(const Site& site, int64_t local_index) {
     std::string s = "tensor '" + site.tensor + "'";
     if (site.rank >= 0) s += " rank " + std::to_string(site.rank);
@@ -353,7 +372,7 @@ Result<FormatSpec> parse_format(std::string_view name) {
             if (f.name() == name) return f;
     }
     return make_error(ErrorCode::kInvalidArgument,
-                      "unknown format '" + std::string(name) + "'; known formats: " + known_format_names());
+                      "unknown format '" + printable(name) + "'; known formats: " + known_format_names());
 }
 
 Result<Nonfinite> parse_nonfinite(std::string_view name) {

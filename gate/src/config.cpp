@@ -430,14 +430,7 @@ Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
     return {};
 }
 
-Result<toml::table> parse_doc(const std::string& text, const std::string& source) {
-    try {
-        return toml::parse(text, source);
-    } catch (const toml::parse_error& e) {
-        return make_error(ErrorCode::kInvalidArgument, source + ":" + std::to_string(e.source().begin.line) + ": " +
-                                                           std::string(e.description()));
-    }
-}
+Result<toml::table> parse_doc(const std::string& text, const std::string& source) { return detail::parse_toml(text, source); }
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "qtransit/kernels/npy.hpp"
 #include "qtransit/reports/numbers.hpp"
@@ -139,20 +140,45 @@ nlohmann::json quantize_json(const FormatSpec& format, const QuantizeCheck& c, c
 }
 
 Status write_quantize_outputs(const std::string& dir_name, const QuantizeCheck& c, const std::vector<int64_t>& shape) {
+    // The set is written together or not at all (issue 15): every target is checked first, the files
+    // go into a temporary directory beside `dir`, then each is renamed into place; a stale
+    // offsets.npy of an earlier -asym run into the same directory is removed.
     namespace fs = std::filesystem;
     std::error_code ec;
     fs::create_directories(dir_name, ec);
     if (ec) return make_error(ErrorCode::kIo, dir_name + ": cannot create directory: " + ec.message());
     const fs::path dir(dir_name);
-    const std::vector<int64_t> nblocks{static_cast<int64_t>(c.encoded.scales.size())};
-    if (auto st = kernels::write_npy((dir / "decoded.npy").string(), c.decoded, shape); !st) return st;
-    if (auto st = kernels::write_npy((dir / "scales.npy").string(), c.encoded.scales, nblocks); !st)
+    std::vector<std::string> names{"decoded.npy", "scales.npy", "codes.bin"};
+    if (!c.encoded.offsets.empty()) names.push_back("offsets.npy");
+    for (const auto& n : {"decoded.npy", "scales.npy", "codes.bin", "offsets.npy"}) {
+        const fs::path t = dir / n;
+        if (fs::exists(fs::symlink_status(t, ec)) && !fs::is_regular_file(fs::symlink_status(t, ec)))
+            return make_error(ErrorCode::kIo, t.string() + ": is not a regular file (a directory?): nothing was written");
+    }
+    const fs::path parent = fs::absolute(dir, ec).parent_path();
+    fs::path tmp;
+    for (int i = 0; i < 16 && tmp.empty(); ++i) {
+        const fs::path t = parent / ("." + dir.filename().string() + ".tmp-" + std::to_string(std::random_device{}()));
+        if (fs::create_directory(t, ec)) tmp = t;
+    }
+    if (tmp.empty()) return make_error(ErrorCode::kIo, parent.string() + ": cannot create a temporary directory: " + ec.message());
+    auto abandon = [&tmp](Status st) {
+        std::error_code ignore;
+        fs::remove_all(tmp, ignore);
         return st;
+    };
+    const std::vector<int64_t> nblocks{static_cast<int64_t>(c.encoded.scales.size())};
+    if (auto st = kernels::write_npy((tmp / "decoded.npy").string(), c.decoded, shape); !st) return abandon(st);
+    if (auto st = kernels::write_npy((tmp / "scales.npy").string(), c.encoded.scales, nblocks); !st) return abandon(st);
     if (!c.encoded.offsets.empty())
-        if (auto st = kernels::write_npy((dir / "offsets.npy").string(), c.encoded.offsets, nblocks); !st)
-            return st;
-    if (auto st = write_file_atomic(dir / "codes.bin", c.encoded.codes); !st) return st;
-    return {};
+        if (auto st = kernels::write_npy((tmp / "offsets.npy").string(), c.encoded.offsets, nblocks); !st) return abandon(st);
+    if (auto st = write_file_atomic(tmp / "codes.bin", c.encoded.codes); !st) return abandon(st);
+    for (const auto& n : names) {
+        fs::rename(tmp / n, dir / n, ec);
+        if (ec) return abandon(make_error(ErrorCode::kIo, (dir / n).string() + ": cannot replace: " + ec.message()));
+    }
+    if (c.encoded.offsets.empty()) fs::remove(dir / "offsets.npy", ec);  // an earlier -asym run's
+    return abandon(Status::Ok());
 }
 
 }  // namespace qtransit::gate

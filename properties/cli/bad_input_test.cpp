@@ -101,3 +101,65 @@ TEST_F(BadInput, NegativeCounts) {
     refused("simulate --path a2a-rs --ranks 4 --elements 64 --format int4 --ranks-per-node -2", "--ranks-per-node: must be >= 0, got -2");
     refused("survey --seed -1", "--seed: must be >= 0, got -1");
 }
+
+// 4. FLT_MAX in a table: its shortest spelling loads, `formats show` prints what loads back, and the
+// kernel and the reference agree on a tensor whose scaled values overflow binary32 (both saturate).
+TEST_F(BadInput, TableWithFltMax) {
+    const std::string decl = write("big.toml",
+                                   "name = \"big-table\"\nscale = \"fp32-absmax\"\noffset = \"none\"\nrounding = \"nearest-even\"\n"
+                                   "packing = \"lsb-first\"\n[element]\ntype = \"table\"\n"
+                                   "values = [-3.4028235e38, -2.0e38, -1.0e38, 0.0, 1.0e38, 2.0e38, 3.0e38, 3.4028235e38]\n");
+    const auto shown = run("formats show " + decl);
+    ASSERT_EQ(shown.code, 0) << shown.err;
+    EXPECT_NE(shown.out.find("3.4028235e+38"), std::string::npos) << shown.out;
+    const std::string back = write("back.toml", shown.out);
+    const auto again = run("formats show " + back);
+    EXPECT_EQ(again.code, 0) << again.err;
+    EXPECT_EQ(again.out, shown.out);
+    // A tiny block: its scale a / FLT_MAX is subnormal, so x / s overflows for the largest elements.
+    const std::string npy = (dir_ / "x.npy").string();
+    ASSERT_EQ(run("simulate --path a2a-rs --ranks 4 --elements 256 --format int4 --dist normal --dump " + npy).code, 0);
+    const auto q = run("quantize --format " + decl + " --in " + npy + " --block 8");
+    EXPECT_EQ(q.code, 0) << q.out << q.err;
+    EXPECT_NE(q.out.find("kernel = reference yes, bit for bit"), std::string::npos) << q.out;
+    refused("formats show " + write("inf.toml", "name = \"inf-table\"\nscale = \"fp32-absmax\"\n[element]\ntype = \"table\"\n"
+                                                "values = [-1.0, 3.4028236e38]\n"),
+            "is not a finite binary32 value (it rounds to infinity)");
+}
+
+// 11. Control characters and huge names in a message: escaped and cut, still one line.
+TEST_F(BadInput, NamesAreEscapedAndCut) {
+    const auto o = run("quantize --format 'int4\nfake line' --in x.npy");
+    EXPECT_EQ(o.code, 2);
+    EXPECT_NE(o.err.find("int4\\nfake line"), std::string::npos) << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    const auto big = run("quantize --format " + std::string(100000, 'k') + " --in x.npy");
+    EXPECT_EQ(big.code, 2);
+    EXPECT_LT(big.err.size(), 1200u);
+    EXPECT_NE(big.err.find("more bytes)"), std::string::npos) << big.err.substr(0, 300);
+}
+
+// Found by decl_fuzz: toml++ 3.3 reaches __builtin_unreachable on some non-ASCII characters where it
+// looks for whitespace (é among them). Refused before toml++ sees them, naming line and column.
+TEST_F(BadInput, TomlCharactersTheLibraryCannotRead) {
+    refused("check --config " + write("u.toml", "[gate]\nseed = 1 \xc3\xa9\n"), "u.toml:2:10: the character U+00E9 cannot be read safely");
+    refused("formats show " + write("u2.toml", "name = \"x\xd0\x96\"\n"), "u2.toml:1:10: the character U+0416");
+    // toml++ quotes the offending character raw, a newline too: one line still.
+    refused("formats show " + write("nl.toml", "name =f\n\"5z\"\n"), "nl.toml:1:8: TOML syntax error");
+}
+
+// 7. quantize --out writes its set together or not at all, and leaves no stale file of another format.
+TEST_F(BadInput, QuantizeOutIsOneSet) {
+    const std::string out = (dir_ / "q").string();
+    ASSERT_EQ(run("quantize --format int4-asym --in " + npy() + " --out " + out).code, 0);
+    EXPECT_TRUE(fs::exists(dir_ / "q" / "offsets.npy"));
+    ASSERT_EQ(run("quantize --format int4 --in " + npy() + " --out " + out).code, 0);
+    EXPECT_FALSE(fs::exists(dir_ / "q" / "offsets.npy")) << "a stale offsets.npy of the -asym run";
+    const auto before = fs::last_write_time(dir_ / "q" / "decoded.npy");
+    fs::remove(dir_ / "q" / "codes.bin");
+    fs::create_directories(dir_ / "q" / "codes.bin");
+    refused("quantize --format int8 --in " + npy() + " --out " + out, "codes.bin: is not a regular file (a directory?): nothing was written");
+    EXPECT_EQ(fs::last_write_time(dir_ / "q" / "decoded.npy"), before) << "decoded.npy was rewritten";
+    for (const auto& e : fs::directory_iterator(dir_))
+        EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+}

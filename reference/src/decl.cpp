@@ -134,6 +134,16 @@ int32_t nan_code(const Decl& d) { return static_cast<int32_t>((1u << (d.bits - 1
 int32_t encode_value(const Decl& d, float v, uint32_t u24) {
     const bool neg = std::signbit(v);
     const float av = std::fabs(v);
+    if (std::isinf(v)) {
+        // fl32(x / s) overflows when the element's largest value is near FLT_MAX (a table holding
+        // FLT_MAX) or a subnormal scale lost bits: the element saturates, as any v past its largest
+        // value does (FORMATS.md: round, then saturate).
+        switch (d.elem) {
+            case ElemType::kInt: return neg ? d.qmin : d.qmax;
+            case ElemType::kFloat: return static_cast<int32_t>(float_code_of(d, d.max_finite, neg));
+            case ElemType::kTable: return neg ? 0 : d.table_size - 1;
+        }
+    }
     switch (d.elem) {
         case ElemType::kInt: {
             const int64_t r = round_grid(av, d.fraction_bits, d.rounding, neg, u24);

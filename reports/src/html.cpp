@@ -218,13 +218,14 @@ std::string to_html(const GateResult& r) {
       << "<div class=\"plots\">";
     for (const auto& [sec, s] : plots)
         if (sec == "bytes") o << s;
-    o << "</div>\n<h2>Every verdict</h2>\n<table><thead><tr><th>verdict</th><th>status</th><th>detail</th></tr></thead><tbody>";
+    o << "</div>\n<h2>Every verdict</h2>\n<table><thead><tr><th>verdict</th><th>status</th><th>checked</th><th>detail</th></tr></thead><tbody>";
     for (int pass = 0; pass < 2; ++pass)  // failures first
         for (const auto& v : r.verdicts) {
             if ((v.status == VerdictStatus::kFail) != (pass == 0)) continue;
             o << "<tr><td><code>" << xml_escape(v.name) << "</code></td><td class=\""
               << (v.status == VerdictStatus::kFail ? "fail" : v.status == VerdictStatus::kPass ? "pass" : "") << "\">"
-              << to_string(v.status) << "</td><td>" << xml_escape(v.message) << "</td></tr>\n";
+              << to_string(v.status) << "</td><td class=\"num\">" << (v.checked >= 0 ? std::to_string(v.checked) : std::string("-"))
+              << "</td><td>" << xml_escape(v.message) << "</td></tr>\n";
         }
     o << "</tbody></table>\n</body></html>\n";
     return o.str();

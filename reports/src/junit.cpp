@@ -49,7 +49,8 @@ std::string to_junit(const GateResult& r) {
         for (const auto* v : vs) {
             o << "    <testcase classname=\"qtransit." << xml_escape(c) << "\" name=\"" << xml_escape(v->name) << "\"";
             if (v->status == VerdictStatus::kPass) {
-                o << ">\n      <system-out>" << xml_escape(v->message) << "</system-out>\n    </testcase>\n";
+                o << ">\n      <system-out>" << (v->checked >= 0 ? "checked " + std::to_string(v->checked) + ": " : std::string())
+                  << xml_escape(v->message) << "</system-out>\n    </testcase>\n";
             } else if (v->status == VerdictStatus::kFail) {
                 o << ">\n      <failure message=\"" << xml_escape(v->message) << "\">" << xml_escape(v->message)
                   << "</failure>\n    </testcase>\n";

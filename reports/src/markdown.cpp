@@ -124,7 +124,9 @@ std::string to_markdown(const GateResult& r) {
     if (!r.passed()) {
         o << "## Failed verdicts\n\n";
         for (const auto& v : r.verdicts)
-            if (v.status == VerdictStatus::kFail) o << "- `" << v.name << "`: " << v.message << "\n";
+            if (v.status == VerdictStatus::kFail)
+                o << "- `" << v.name << "`" << (v.checked >= 0 ? " (checked " + std::to_string(v.checked) + ")" : std::string()) << ": "
+                  << v.message << "\n";
         o << "\n";
     }
     const Table e = error_table(r);

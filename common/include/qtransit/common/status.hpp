@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -71,6 +72,10 @@ struct Site {
     int64_t rank = -1;  // -1: not part of a collective
     int64_t index_base = 0;
 };
+
+// A name a user or a plugin gave, fit for a one-line message: control characters escaped (\n, \t,
+// \xNN) and anything past `max` bytes cut, with the count of what was cut.
+std::string printable(std::string_view s, size_t max = 200);
 
 // "tensor 'input' rank 3 element 17" (rank omitted when < 0).
 std::string describe(const Site& site, int64_t local_index);
