@@ -84,6 +84,7 @@ int run_simulate(const SimulateArgs& a) {
             return fail(a.in + ": has " + std::to_string(file.shape[1]) + " elements per rank but --elements is " +
                         std::to_string(a.elements));
         spec.file = &file;
+        spec.file_name = a.in;
     }
     if (spec.ranks.empty()) return fail("--ranks is required (or --in with a [N, M] array)");
     spec.elements = a.elements != 0 ? a.elements : (a.in.empty() ? 0 : file.shape[1]);

@@ -103,6 +103,7 @@ public:
         for (int64_t i = 0; i < len; ++i) {
             if (!std::isfinite(p.v[static_cast<size_t>(i)])) {
                 Site site;
+                site.tensor = in_.name();
                 site.rank = rank;
                 site.index_base = first;
                 throw ColumnFailure{kernels::describe_block_error(c_.format, p.v.data(), len, 0, site)};
@@ -645,6 +646,7 @@ public:
         : base_(base), timed_(timed), filled_(static_cast<size_t>(ranks), false) {}
     double fill_seconds() const { return fill_s_; }
     double fill_cpu_seconds() const { return fill_cpu_s_; }
+    std::string name() const override { return base_.name(); }
     void set_column(int64_t first, int64_t len) {
         first_ = first;
         len_ = len;

@@ -136,10 +136,11 @@ Status finalize(Decl& d) {
         }
         case ElemType::kTable: {
             const int n = d.table_size;
-            if (n < 2 || n > kMaxTable || !std::has_single_bit(static_cast<unsigned>(n)))
-                return bad("element.values", "needs 2, 4, 8, ... or 256 values (a power of two), got " + std::to_string(n));
+            // Codes are 2..8 bits: 4, 8, ..., 256 values.
+            if (n < 4 || n > kMaxTable || !std::has_single_bit(static_cast<unsigned>(n)))
+                return bad("element.values", "needs 4, 8, 16, 32, 64, 128 or 256 values (a power of two; codes of 2 to 8 bits), got " +
+                                                 std::to_string(n));
             d.bits = std::countr_zero(static_cast<unsigned>(n));
-            if (d.bits < 2) return bad("element.values", "needs at least 4 values (codes are 2..8 bits)");
             for (int i = 0; i < n; ++i) {
                 if (!std::isfinite(d.table[i]))
                     return bad("element.values", "value " + std::to_string(i) + " is not finite");

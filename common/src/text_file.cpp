@@ -56,3 +56,24 @@ Result<std::string> read_text_file(const std::string& path, int64_t max_bytes, c
 }
 
 }  // namespace qtransit
+
+namespace qtransit {
+
+int64_t physical_memory_bytes() {
+    const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && size > 0 ? static_cast<int64_t>(pages) * size : 0;
+}
+
+Status check_memory(int64_t need, const std::string& what) {
+    const int64_t have = physical_memory_bytes();
+    if (have <= 0 || need <= have) return Status::Ok();
+    auto gib = [](int64_t b) {
+        char t[32];
+        std::snprintf(t, sizeof t, "%.3g GiB", static_cast<double>(b) / static_cast<double>(int64_t{1} << 30));
+        return std::string(t);
+    };
+    return make_error(ErrorCode::kInvalidArgument, what + " needs about " + gib(need) + " of memory; this machine has " + gib(have) +
+                                                       ": nothing was run");
+}
+
+}  // namespace qtransit

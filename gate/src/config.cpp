@@ -273,6 +273,7 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
             for (const auto& e : *v.as_array()) {
                 const std::string at = key + "[" + std::to_string(idx++) + "]";
                 if (auto st = want(c, e, toml::node_type::table, at, "a table"); !st) return st;
+                lines.at[at] = e.source();  // so that a later check of this entry names its file and line
                 const auto& t = *e.as_table();
                 if (key == "scaling") {
                     ScalingRule r;
@@ -404,6 +405,10 @@ Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
         }
         return {};
     };
+    // A block a format refuses (the MX formats' fixed 32), found before anything runs.
+    for (const auto& f : cfg.formats)
+        if (auto st = f.check_block(cfg.block); !st)
+            return err(lines.at.count("gate.block") ? "gate.block" : "gate.formats", st.error().message);
     if (cfg.ranks.empty()) return err("gate.ranks", "is empty");
     if (auto st = check_ns(cfg.ranks, "gate.ranks", false); !st) return st;
     if (tree)

@@ -1,5 +1,7 @@
 #include "qtransit/gate/sweep.hpp"
 
+#include "qtransit/common/text_file.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -108,6 +110,7 @@ namespace {
 class CastInputs final : public collectives::Inputs {
 public:
     CastInputs(std::unique_ptr<collectives::Inputs> in, kernels::ValueType t) : in_(std::move(in)), t_(t) {}
+    std::string name() const override { return in_->name(); }
     void fill(int64_t rank, int64_t first, int64_t len, float* out) const override {
         in_->fill(rank, first, len, out);
         for (int64_t i = 0; i < len; ++i) out[i] = kernels::round_to(t_, out[i]);
@@ -143,6 +146,24 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
     const int threads = spec.backend != collectives::Backend::kCpu
                             ? 1  // run_paths runs a device backend on one thread
                             : (spec.threads > 0 ? spec.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    // What the run will hold at once, estimated before it starts (issue 15): per thread and path, a
+    // column's ledger (about 2N quantization events of a block each, values and codes, and their
+    // contributor lists) and its output rows, the cached inputs of a column, and a --dump array.
+    {
+        double need = 0;
+        for (const auto& g : groups) {
+            const double n = static_cast<double>(g.front().ranks);
+            double bytes = 0;
+            for (const auto& c : g) {  // a column lies within a shard (hpz's secondary: within M/G)
+                const bool hpz = c.path == PathKind::kHpzAgFp || c.path == PathKind::kHpzAgRequant;
+                const double len = static_cast<double>(std::min(c.block, hpz ? c.elements / c.ranks_per_node : c.shard()));
+                bytes += (2 * n * (len * 12 + n * 4) + n * len * 16 + n * len * 4) * threads;
+            }
+            if (spec.dump) bytes += n * static_cast<double>(path_info(g[0].path).shape == PathShape::kReduceScatter ? g[0].shard() : spec.elements) * 4;
+            need = std::max(need, bytes);
+        }
+        if (auto st = check_memory(need > 9.0e18 ? INT64_MAX : static_cast<int64_t>(need), "this run"); !st) return st.error();
+    }
 
     SweepResult out;
     for (size_t gi = 0; gi < groups.size(); ++gi) {
@@ -150,7 +171,7 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
         const int64_t n = g.front().ranks;
         if (spec.on_group) spec.on_group(gi, groups.size(), n);
         std::unique_ptr<collectives::Inputs> inputs;
-        if (spec.file) inputs = std::make_unique<collectives::ArrayInputs>(spec.file->data, spec.elements);
+        if (spec.file) inputs = std::make_unique<collectives::ArrayInputs>(spec.file->data, spec.elements, spec.file_name);
         else inputs = std::make_unique<collectives::GeneratedInputs>(spec.dist, spec.seed);
         if (spec.codec && spec.codec->input_type() != kernels::ValueType::kBinary32)
             inputs = std::make_unique<CastInputs>(std::move(inputs), spec.codec->input_type());

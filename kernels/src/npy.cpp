@@ -2,6 +2,7 @@
 // The reader trusts nothing in the file: every field is checked and every failure is an Error whose
 // message starts with the path and says what is wrong, so a user can fix the file.
 #include "qtransit/kernels/npy.hpp"
+#include "qtransit/common/text_file.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -375,6 +376,12 @@ Result<NpyArray> read_npy(const std::string& path) {
     }
 
     const size_t n = static_cast<size_t>(count);
+    // The values widened to binary32, held at once: more than the machine has is refused, not
+    // an uncaught bad_alloc.
+    if (auto st = check_memory(count > std::numeric_limits<int64_t>::max() / 4 ? std::numeric_limits<int64_t>::max() : count * 4,
+                               path + ": reading its " + std::to_string(count) + " values");
+        !st)
+        return st.error();
     arr.shape = h.shape;
     arr.data.resize(n);
     if (item == 4) {

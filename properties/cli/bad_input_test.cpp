@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <limits>
 
 #include "cli_fixture.hpp"
 
@@ -133,6 +134,11 @@ TEST_F(BadInput, NamesAreEscapedAndCut) {
     EXPECT_EQ(o.code, 2);
     EXPECT_NE(o.err.find("int4\\nfake line"), std::string::npos) << o.err;
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    // A 1 MB TOML key: cut, one line.
+    const auto key = run("check --config " + write("k.toml", "[gate]\n" + std::string(1 << 20, 'k') + " = 1\n"));
+    EXPECT_EQ(key.code, 2);
+    EXPECT_LT(key.err.size(), 1200u);
+    EXPECT_EQ(std::count(key.err.begin(), key.err.end(), '\n'), 1) << key.err.substr(0, 300);
     const auto big = run("quantize --format " + std::string(100000, 'k') + " --in x.npy");
     EXPECT_EQ(big.code, 2);
     EXPECT_LT(big.err.size(), 1200u);
@@ -162,4 +168,45 @@ TEST_F(BadInput, QuantizeOutIsOneSet) {
     EXPECT_EQ(fs::last_write_time(dir_ / "q" / "decoded.npy"), before) << "decoded.npy was rewritten";
     for (const auto& e : fs::directory_iterator(dir_))
         EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+// 8 (rest). A block a declared format refuses, and a budget error in the user's file: file and line,
+// before anything runs, no report directory.
+TEST_F(BadInput, GateConfigErrorsNameTheirLine) {
+    const std::string r = (dir_ / "r").string();
+    refused("check --report-dir " + r + " --config " + write("mx.toml", "[gate]\nformats = [\"int4\", \"mxfp4\"]\nblock = 16\nranks = [8]\n"),
+            "mx.toml:3: gate.block: mxfp4 has fixed blocks of 32 elements");
+    refused("check --report-dir " + r + " --config " +
+                write("bu.toml", "[gate]\nformats = [\"int4\"]\nranks = [8]\n\n[[budget]]\nname = \"x\"\npath = \"ring-rs\"\n"
+                                 "format = \"int8\"\nmetric = \"rel_rms_error\"\nmax = 1.0\n"),
+            "bu.toml:5: budget[0]: format int8 is not in gate.formats");
+    EXPECT_FALSE(fs::exists(dir_ / "r"));
+}
+
+// 11 (rest). The table's count says what the check allows; simulate's NaN names the file.
+TEST_F(BadInput, TableCountAndNaNFileNamed) {
+    refused("formats show " + write("t2.toml", "name = \"t2\"\nscale = \"fp32-absmax\"\n[element]\ntype = \"table\"\nvalues = [-1.0, 1.0]\n"),
+            "needs 4, 8, 16, 32, 64, 128 or 256 values");
+    // A [2, 4] binary32 .npy with a NaN at row 1, column 2.
+    std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 4), }";
+    dict.append(128 - 10 - dict.size() - 1, ' ');
+    dict += '\n';
+    std::string bytes = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(dict.size()) + '\0' + dict;
+    for (int i = 0; i < 8; ++i) {
+        const float v = i == 6 ? std::numeric_limits<float>::quiet_NaN() : 1.0f + static_cast<float>(i);
+        bytes.append(reinterpret_cast<const char*>(&v), 4);
+    }
+    const std::string f = write("nan.npy", bytes);
+    refused("simulate --path a2a-rs --ranks 2 --ranks-per-node 2 --format int4 --block 4 --in " + f, "nan.npy' rank 1 element 2");
+}
+
+// 3 (rest). The memory a run needs is estimated before it starts: past the machine's, exit 2 with
+// both figures, nothing run.
+TEST_F(BadInput, RunsPastTheMachinesMemoryAreRefused) {
+    refused("simulate --path ring-ag --ranks 65536 --ranks-per-node 8 --elements 1073741824 --format int4 --dump " +
+                (dir_ / "d.npy").string(),
+            "of memory; this machine has");
+    EXPECT_FALSE(fs::exists(dir_ / "d.npy"));
+    refused("simulate --path a2a-rs --ranks 65536 --ranks-per-node 8 --elements 1073741824 --block 16384 --format int4",
+            "this run needs about");
 }

@@ -183,6 +183,30 @@ TEST(Gate, RunsInProcessWithProgressAndNamedVerdicts) {
     EXPECT_TRUE(seen.back().holds);
 }
 
+// Issue 15: every verdict says what it checked, and a pass over nothing is a failure.
+TEST(Gate, EveryVerdictCountsWhatItCheckedAndNothingNeverPasses) {
+    auto res = qt::gate::run_gate(small_config(), {});
+    ASSERT_TRUE(res) << res.error().message;
+    for (const auto& v : res->verdicts) {
+        if (v.status == VerdictStatus::kSkip) continue;
+        EXPECT_GT(v.checked, 0) << v.name << " carries no count";
+    }
+    const auto j = qt::reports::to_json(*res);
+    for (const auto& v : j["verdicts"])
+        if (v["status"] != "skip") EXPECT_TRUE(v.contains("checked")) << v["name"];
+    std::vector<qt::reports::Verdict> vs(2);
+    vs[0].name = "bounds/int4/a2a-rs";
+    vs[0].status = VerdictStatus::kPass;
+    vs[0].checked = 0;
+    vs[1].name = "k/int4/a2a-rs";
+    vs[1].status = VerdictStatus::kPass;
+    vs[1].checked = 7;
+    qt::gate::fail_what_checked_nothing(vs);
+    EXPECT_EQ(vs[0].status, VerdictStatus::kFail);
+    EXPECT_NE(vs[0].message.find("checked nothing"), std::string::npos) << vs[0].message;
+    EXPECT_EQ(vs[1].status, VerdictStatus::kPass);
+}
+
 TEST(Reports, WrittenTogetherOrNotAtAll) {
     const auto dir = temp_dir("write");
     qt::reports::GateResult r;

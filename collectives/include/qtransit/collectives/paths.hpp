@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -21,6 +22,8 @@ class Inputs {
 public:
     virtual ~Inputs() = default;
     virtual void fill(int64_t rank, int64_t first, int64_t len, float* out) const = 0;
+    // What a message about a bad input value names: "input", or the file it came from.
+    virtual std::string name() const { return "input"; }
 };
 
 // The counter-based generator: nothing is stored, any element of any rank is recomputed on demand.
@@ -37,12 +40,15 @@ private:
 // Every rank's input in memory, row-major [N][M] (from a .npy file, or a test).
 class ArrayInputs final : public Inputs {
 public:
-    ArrayInputs(std::span<const float> x, int64_t elements) : x_(x), m_(elements) {}
+    ArrayInputs(std::span<const float> x, int64_t elements, std::string name = "input")
+        : x_(x), m_(elements), name_(std::move(name)) {}
     void fill(int64_t rank, int64_t first, int64_t len, float* out) const override;
+    std::string name() const override { return name_; }
 
 private:
     std::span<const float> x_;
     int64_t m_;
+    std::string name_;
 };
 
 // The columns of a path, in increasing `first` (D12).

@@ -20,6 +20,11 @@ Status check_regular_file(const std::string& path, const std::string& what);
 // not lost at the end): its folder exists and is writable, and `path` is not a directory.
 Status check_writable_file(const std::string& path, const std::string& what);
 
+// The machine's physical memory in bytes (0 when the OS does not say), and the check every run
+// makes before it starts: an Error (kInvalidArgument) naming both figures when `need` is larger.
+int64_t physical_memory_bytes();
+Status check_memory(int64_t need, const std::string& what);
+
 inline constexpr int64_t kMaxConfigBytes = int64_t{16} << 20;   // gate configs and declarations: 16 MiB
 inline constexpr int64_t kMaxBaselineBytes = int64_t{1} << 30;  // a previous report.json: 1 GiB
 

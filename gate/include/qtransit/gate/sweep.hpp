@@ -30,6 +30,7 @@ struct SweepSpec {
     kernels::Distribution dist = kernels::Distribution::kNormal;
     uint64_t seed = 1;
     const kernels::NpyArray* file = nullptr;  // inputs [N, M] instead of the generator (one N)
+    std::string file_name = "input";          // what messages about its values name
     int threads = 0;                     // 0: every hardware thread
     collectives::Backend backend = collectives::Backend::kCpu;  // device backends run one thread
     // When set (one path, one N): every output row written here, [N, S] for a reduce-scatter or
