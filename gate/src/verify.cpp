@@ -4,9 +4,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <random>
 
 #include "qtransit/kernels/npy.hpp"
+#include "qtransit/reports/files.hpp"
 #include "qtransit/reports/numbers.hpp"
 
 namespace qtransit::gate {
@@ -155,13 +155,9 @@ Status write_quantize_outputs(const std::string& dir_name, const QuantizeCheck& 
         if (fs::exists(fs::symlink_status(t, ec)) && !fs::is_regular_file(fs::symlink_status(t, ec)))
             return make_error(ErrorCode::kIo, t.string() + ": is not a regular file (a directory?): nothing was written");
     }
-    const fs::path parent = fs::absolute(dir, ec).parent_path();
-    fs::path tmp;
-    for (int i = 0; i < 16 && tmp.empty(); ++i) {
-        const fs::path t = parent / ("." + dir.filename().string() + ".tmp-" + std::to_string(std::random_device{}()));
-        if (fs::create_directory(t, ec)) tmp = t;
-    }
-    if (tmp.empty()) return make_error(ErrorCode::kIo, parent.string() + ": cannot create a temporary directory: " + ec.message());
+    auto made = reports::make_sibling_temp_dir(dir);
+    if (!made) return made.error();
+    const fs::path tmp = *made;
     auto abandon = [&tmp](Status st) {
         std::error_code ignore;
         fs::remove_all(tmp, ignore);

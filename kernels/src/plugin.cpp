@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 
 #include "qtransit/codec_plugin.h"
 #include "qtransit/common/decl_toml.hpp"
@@ -101,6 +102,30 @@ struct DeviceBuffer {
         return Status::Ok();
     }
 };
+
+// One host buffer of a cuda codec's call: its device copy, filled from `in` (null: zeroed) before
+// the call and copied back to `out` (null: not read back) after it.
+struct Staged {
+    const void* in = nullptr;
+    void* out = nullptr;
+    size_t bytes = 0;
+    DeviceBuffer dev;
+};
+Status stage_in(std::initializer_list<Staged*> bufs) {
+    for (Staged* b : bufs) {
+        if (auto st = b->dev.alloc(b->bytes); !st) return st;
+        if (b->bytes == 0) continue;
+        if (auto st = b->in ? gpu::copy_to_device(b->dev.p, b->in, b->bytes) : gpu::device_fill(b->dev.p, 0, b->bytes); !st) return st;
+    }
+    return Status::Ok();
+}
+Status stage_out(std::initializer_list<Staged*> bufs) {
+    if (auto st = gpu::device_synchronize(); !st) return st;  // the codec may have queued its work
+    for (Staged* b : bufs)
+        if (b->out && b->bytes)
+            if (auto st = gpu::copy_to_host(b->out, b->dev.p, b->bytes); !st) return st;
+    return Status::Ok();
+}
 
 template <class T>
 std::vector<T>& scratch(int slot) {
@@ -316,26 +341,16 @@ Status PluginCodec::call_encode(const void* x, int64_t elements, int64_t block, 
         return rc == 0 ? Status::Ok() : Status(codec_error("encode", err));
     }
     const size_t xbytes = static_cast<size_t>(elements) * (in_ == ValueType::kBinary32 ? 4 : 2);
-    DeviceBuffer dx, dc, ds, dofs;
-    for (auto st : {dx.alloc(xbytes), dc.alloc(code_bytes), ds.alloc(scale_count * 4), dofs.alloc(offsets ? scale_count * 4 : 0)})
-        if (!st) return st;
-    if (auto st = gpu::copy_to_device(dx.p, x, xbytes); !st) return st;
-    if (auto st = gpu::copy_to_device(dc.p, codes, code_bytes); !st) return st;
-    if (auto st = gpu::copy_to_device(ds.p, scales, scale_count * 4); !st) return st;
-    if (offsets)
-        if (auto st = gpu::copy_to_device(dofs.p, offsets, scale_count * 4); !st) return st;
-    a.x = dx.p, a.codes = static_cast<uint8_t*>(dc.p), a.scales = static_cast<float*>(ds.p);
-    a.offsets = offsets ? static_cast<float*>(dofs.p) : nullptr;
+    const size_t mbytes = scale_count * 4;
+    Staged sx{x, nullptr, xbytes}, sc{codes, codes, code_bytes}, ss{scales, scales, mbytes}, so{offsets, offsets, offsets ? mbytes : 0};
+    if (auto st = stage_in({&sx, &sc, &ss, &so}); !st) return st;
+    a.x = sx.dev.p, a.codes = static_cast<uint8_t*>(sc.dev.p), a.scales = static_cast<float*>(ss.dev.p);
+    a.offsets = offsets ? static_cast<float*>(so.dev.p) : nullptr;
     a.stream = nullptr;
     const int rc = c_->encode(c_->state, &a, err, sizeof err);
     err[kErrLen - 1] = 0;
     if (rc != 0) return codec_error("encode", err);
-    if (auto st = gpu::device_synchronize(); !st) return st;
-    if (auto st = gpu::copy_to_host(codes, dc.p, code_bytes); !st) return st;
-    if (auto st = gpu::copy_to_host(scales, ds.p, scale_count * 4); !st) return st;
-    if (offsets)
-        if (auto st = gpu::copy_to_host(offsets, dofs.p, scale_count * 4); !st) return st;
-    return Status::Ok();
+    return stage_out({&sc, &ss, &so});
 }
 
 Status PluginCodec::call_decode(const uint8_t* codes, const float* scales, const float* offsets, int64_t elements,
@@ -355,22 +370,17 @@ Status PluginCodec::call_decode(const uint8_t* codes, const float* scales, const
         return rc == 0 ? Status::Ok() : Status(codec_error("decode", err));
     }
     const size_t obytes = static_cast<size_t>(elements) * (out_ == ValueType::kBinary32 ? 4 : 2);
-    DeviceBuffer dc, ds, dofs, dout;
-    for (auto st : {dc.alloc(code_bytes), ds.alloc(scale_count * 4), dofs.alloc(offsets ? scale_count * 4 : 0), dout.alloc(obytes)})
-        if (!st) return st;
-    if (auto st = gpu::device_fill(dout.p, 0, obytes); !st) return st;  // as a host caller's zeroed buffer
-    if (auto st = gpu::copy_to_device(dc.p, codes, code_bytes); !st) return st;
-    if (auto st = gpu::copy_to_device(ds.p, scales, scale_count * 4); !st) return st;
-    if (offsets)
-        if (auto st = gpu::copy_to_device(dofs.p, offsets, scale_count * 4); !st) return st;
-    a.codes = static_cast<const uint8_t*>(dc.p), a.scales = static_cast<const float*>(ds.p);
-    a.offsets = offsets ? static_cast<const float*>(dofs.p) : nullptr;
-    a.out = dout.p;
+    const size_t mbytes = scale_count * 4;
+    // `out` starts zeroed on the device, as a host caller's buffer does.
+    Staged sc{codes, nullptr, code_bytes}, ss{scales, nullptr, mbytes}, so{offsets, nullptr, offsets ? mbytes : 0}, sout{nullptr, out, obytes};
+    if (auto st = stage_in({&sc, &ss, &so, &sout}); !st) return st;
+    a.codes = static_cast<const uint8_t*>(sc.dev.p), a.scales = static_cast<const float*>(ss.dev.p);
+    a.offsets = offsets ? static_cast<const float*>(so.dev.p) : nullptr;
+    a.out = sout.dev.p;
     const int rc = c_->decode(c_->state, &a, err, sizeof err);
     err[kErrLen - 1] = 0;
     if (rc != 0) return codec_error("decode", err);
-    if (auto st = gpu::device_synchronize(); !st) return st;
-    return gpu::copy_to_host(out, dout.p, obytes);
+    return stage_out({&sout});
 }
 
 Status PluginCodec::encode(std::span<const float> x, int64_t block, int64_t shard, std::span<uint8_t> codes,

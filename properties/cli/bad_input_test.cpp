@@ -14,18 +14,6 @@ namespace {
 
 class BadInput : public qtransit::testing::CliTest {
 protected:
-    // exit 2, `want` in the one stderr line, nothing on stdout.
-    void refused(const std::string& args, const std::string& want) {
-        const auto o = run(args);
-        EXPECT_EQ(o.code, 2) << args << "\n" << o.out << o.err;
-        EXPECT_NE(o.err.find(want), std::string::npos) << args << "\nwanted: " << want << "\ngot: " << o.err;
-        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
-        EXPECT_TRUE(o.out.empty()) << args << "\n" << o.out;
-    }
-    std::string write(const std::string& name, const std::string& text) {
-        std::ofstream(dir_ / name) << text;
-        return (dir_ / name).string();
-    }
     std::string npy() { return std::string(QTRANSIT_DATA) + "/f4_le_2x3.npy"; }
 };
 

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -36,6 +37,19 @@ protected:
         const std::string cmd = std::string(QTRANSIT_EXE) + " " + args + " >" + out.string() + " 2>" + err.string();
         const int status = std::system(cmd.c_str());
         return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+    }
+    // A refusal: exit 2, `want` in the one line on stderr, nothing on stdout.
+    void refused(const std::string& args, const std::string& want) {
+        const auto o = run(args);
+        EXPECT_EQ(o.code, 2) << args << "\n" << o.out << o.err;
+        EXPECT_NE(o.err.find(want), std::string::npos) << args << "\nwanted: " << want << "\ngot: " << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+        EXPECT_TRUE(o.out.empty()) << args << "\n" << o.out;
+    }
+    // A file of this test's directory with `text` in it; its path.
+    std::string write(const std::string& name, const std::string& text) {
+        std::ofstream(dir_ / name) << text;
+        return (dir_ / name).string();
     }
     static std::string slurp(const std::filesystem::path& p) {
         std::ifstream f(p);

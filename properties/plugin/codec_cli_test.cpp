@@ -18,16 +18,6 @@ std::string bad(int n) { return std::string(QT_BAD_CODEC_DIR) + "/libqt_bad_code
 
 class CodecCli : public qtransit::testing::CliTest {
 protected:
-    void refused(const std::string& args, const std::string& want) {
-        const auto o = run(args);
-        EXPECT_EQ(o.code, 2) << args << "\n" << o.out << o.err;
-        EXPECT_NE(o.err.find(want), std::string::npos) << args << "\nwanted: " << want << "\ngot: " << o.err;
-        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
-    }
-    std::string write(const std::string& name, const std::string& text) {
-        std::ofstream(dir_ / name) << text;
-        return (dir_ / name).string();
-    }
     std::string small_config(const std::string& fmt, const std::string& extra = "") {
         return write("gate.toml", "[gate]\nformats = [\"" + fmt + "\"]\npaths = [\"all\"]\ndistributions = [\"normal\", \"heavy\"]\n"
                                   "ranks = [4, 8]\nranks_per_node = 2\nelements = 512\nblock = 32\ngpu = false\n" + extra +

@@ -19,18 +19,23 @@ Status write_file(const fs::path& p, const std::string& text) {
     return {};
 }
 
+Result<fs::path> make_sibling_temp_dir(const fs::path& dir) {
+    std::error_code ec;
+    const fs::path parent = fs::absolute(dir, ec).parent_path();
+    for (int i = 0; i < 16; ++i) {
+        const fs::path t = parent / ("." + dir.filename().string() + ".tmp-" + std::to_string(std::random_device{}()));
+        if (fs::create_directory(t, ec)) return t;
+    }
+    return make_error(ErrorCode::kIo, parent.string() + ": cannot create a temporary directory: " + ec.message());
+}
+
 Status write_files(const fs::path& dir, const ReportFiles& files) {
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) return make_error(ErrorCode::kIo, dir.string() + ": cannot create directory: " + ec.message());
-    // The temporary directory sits beside `dir` (same file system: the renames cannot copy).
-    const fs::path parent = fs::absolute(dir, ec).parent_path();
-    fs::path tmp;
-    for (int i = 0; i < 16 && tmp.empty(); ++i) {
-        const fs::path t = parent / ("." + dir.filename().string() + ".tmp-" + std::to_string(std::random_device{}()));
-        if (fs::create_directory(t, ec)) tmp = t;
-    }
-    if (tmp.empty()) return make_error(ErrorCode::kIo, parent.string() + ": cannot create a temporary directory: " + ec.message());
+    auto made = make_sibling_temp_dir(dir);
+    if (!made) return made.error();
+    const fs::path tmp = *made;
     for (const auto& [name, text] : files)
         if (auto st = write_file(tmp / name, text); !st) {
             fs::remove_all(tmp, ec);

@@ -19,6 +19,9 @@ Status write_file(const std::filesystem::path& p, const std::string& text);
 // directory beside it first, then each renamed into place, so a failed write leaves the previous
 // report whole. An Error names the file that could not be written.
 Status write_files(const std::filesystem::path& dir, const ReportFiles& files);
+// A new empty directory beside `dir` (same file system, so renames out of it cannot copy), for a
+// set of files written together; an Error when none could be made.
+Result<std::filesystem::path> make_sibling_temp_dir(const std::filesystem::path& dir);
 // The gate's four reports: report.json, report.md, junit.xml, report.html.
 ReportFiles report_files(const GateResult& r);
 Status write_reports(const GateResult& r, const std::filesystem::path& dir);
