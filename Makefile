@@ -1,6 +1,7 @@
 # qtransit: the two commands.
 #   make run   install what is missing, build (Release), run the default job, write a report
-#   make test  install what is missing, build Release and ASan+UBSan, run the whole test suite
+#   make test  install what is missing, build Release and ASan+UBSan, run the whole test suite and the
+#              fuzz targets (30 s each)
 # Both work alone on a fresh Debian 12 machine as root.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -54,7 +55,7 @@ print-packages:
 
 BUILD_RELEASE = cmake --preset release && cmake --build --preset release -j $(JOBS)
 BUILD_ASAN = cmake --preset asan && cmake --build --preset asan -j $(JOBS)
-BUILD_FUZZ = cmake --preset fuzz >build/fuzz.configure.log && cmake --build --preset fuzz -j $(JOBS)
+BUILD_FUZZ = { cmake --preset fuzz >build/fuzz.configure.log 2>&1 || { tail -n 20 build/fuzz.configure.log; exit 1; }; } && cmake --build --preset fuzz -j $(JOBS)
 FUZZ_TIME ?= 30
 
 build: deps
@@ -76,6 +77,14 @@ test: deps-test
 	$(BUILD_ASAN)
 	ctest --preset release -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
+	$(BUILD_FUZZ)
+	scripts/run-fuzzers --time $(FUZZ_TIME)
+
+# The libFuzzer targets alone (clang, ASan + UBSan), each for FUZZ_TIME seconds.
+fuzz: deps-test
+	mkdir -p build
+	$(BUILD_FUZZ)
+	scripts/run-fuzzers --time $(FUZZ_TIME)
 
 bench: build
 	./build/release/cli/qtransit bench
