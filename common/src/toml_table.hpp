@@ -18,7 +18,7 @@ Result<FormatSpec> declaration_from_table(const toml::table& t, const std::strin
 const char* type_name(const toml::node& n);
 
 // toml::parse, after a check for the code points on which toml++ 3.3 (Debian 12) reaches
-// __builtin_unreachable (U+00A1..U+0499, U+2D8E..U+3187 but U+3000, U+FC56..U+FEFE, wherever it tests
+// __builtin_unreachable (U+00A1..U+0499, U+2C5E..U+3057 but U+3000, U+FB26..U+FEFE, wherever it tests
 // for whitespace: found by the fuzz target decl_fuzz): they are refused before it sees the text. The
 // Error says "<source>:<line>:<column>: ...", its description escaped to one line.
 Result<toml::table> parse_toml(const std::string& text, const std::string& source);

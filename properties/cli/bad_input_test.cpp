@@ -138,6 +138,8 @@ TEST_F(BadInput, NamesAreEscapedAndCut) {
 TEST_F(BadInput, TomlCharactersTheLibraryCannotRead) {
     refused("check --config " + write("u.toml", "[gate]\nseed = 1 \xc3\xa9\n"), "u.toml:2:10: the character U+00E9 cannot be read safely");
     refused("formats show " + write("u2.toml", "name = \"x\xd0\x96\"\n"), "u2.toml:1:10: the character U+0416");
+    // decl_fuzz's second finding: U+FC3F after a bare key (the generated table's last child).
+    refused("formats show " + write("u3.toml", "# f\nin\xef\xb0\xbfY\n"), "u3.toml:2:3: the character U+FC3F");
     // toml++ quotes the offending character raw, a newline too: one line still.
     refused("formats show " + write("nl.toml", "name =f\n\"5z\"\n"), "nl.toml:1:8: TOML syntax error");
 }
