@@ -44,7 +44,9 @@ struct Ctx {
     Error err(const toml::source_region& at, const std::string& key, const std::string& what) const {
         std::string where = source;
         if (at.begin.line > 0) where += ":" + std::to_string(at.begin.line) + ":" + std::to_string(at.begin.column);
-        return make_error(ErrorCode::kInvalidArgument, where + ": " + prefix + key + ": " + what);
+        // Keys and values are the user's text (a quoted key or a string may hold a newline): escaped, so
+        // that every message stays one line.
+        return make_error(ErrorCode::kInvalidArgument, where + ": " + printable(prefix + key) + ": " + printable(what, 2000));
     }
 };
 

@@ -33,8 +33,9 @@ struct Ctx {
         return resolve_format(p.is_absolute() ? name : (std::filesystem::path(source).parent_path() / p).string());
     }
     Error err(const toml::source_region& at, const std::string& key, const std::string& what) const {
+        // Keys and values are the user's text: escaped to one line, as the declarations' messages are.
         return make_error(ErrorCode::kInvalidArgument,
-                          source + ":" + std::to_string(at.begin.line) + ": " + key + ": " + what);
+                          source + ":" + std::to_string(at.begin.line) + ": " + printable(key) + ": " + printable(what, 2000));
     }
 };
 

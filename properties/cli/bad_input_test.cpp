@@ -140,6 +140,9 @@ TEST_F(BadInput, TomlCharactersTheLibraryCannotRead) {
     refused("formats show " + write("u2.toml", "name = \"x\xd0\x96\"\n"), "u2.toml:1:10: the character U+0416");
     // decl_fuzz's second finding: U+FC3F after a bare key (the generated table's last child).
     refused("formats show " + write("u3.toml", "# f\nin\xef\xb0\xbfY\n"), "u3.toml:2:3: the character U+FC3F");
+    // A string value or a quoted key holding an escaped newline, echoed in a message: one line still.
+    refused("formats show " + write("nl2.toml", "name = \"a\\nb\"\n"), "nl2.toml:1:8: name: 'a\\nb' is not a format name");
+    refused("check --config " + write("nl3.toml", "[gate]\n\"x\\ny\" = 1\n"), "nl3.toml:2: gate.x\\ny: unknown key");
     // toml++ quotes the offending character raw, a newline too: one line still.
     refused("formats show " + write("nl.toml", "name =f\n\"5z\"\n"), "nl.toml:1:8: TOML syntax error");
 }
