@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "qtransit/common/status.hpp"
 #include "qtransit/gate/gate.hpp"
+#include "qtransit/kernels/plugin.hpp"
 
 namespace qtransit::cli {
 
@@ -25,6 +27,15 @@ int fail(const std::string& message);
 // The gate's progress on stderr: on a terminal "\r[i/total] format dist paths N=.. (j/n)" and a cleared
 // line at the end; else one line per finished group.
 std::function<void(const gate::GateProgress&)> progress_printer(bool tty);
+
+// --codec (loaded; null when not given) and the format that it and --format name together: with a
+// codec, its format, which --format may repeat but not contradict, and --rounding must stay
+// nearest; without one, --format under --rounding. The Error is the one line to print.
+struct CodecAndFormat {
+    std::shared_ptr<const kernels::PluginCodec> codec;
+    FormatSpec format;
+};
+Result<CodecAndFormat> codec_and_format(const std::string& codec_path, const std::string& format, const std::string& rounding);
 
 struct QuantizeArgs {
     std::string format, in, nonfinite = "error", out_dir;

@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "commands.hpp"
+#include "qtransit/common/decl_toml.hpp"
 #include "qtransit/collectives/mpi.hpp"
 
 namespace qtransit::cli {
@@ -25,6 +26,35 @@ int fail(const std::string& message) {
     if (const Error* e = collectives::mpi::job_failure()) collectives::mpi::abort_job(e->message);
     std::fprintf(stderr, "qtransit: %s\n", one_line(message).c_str());
     return kExitUsage;
+}
+
+Result<CodecAndFormat> codec_and_format(const std::string& codec_path, const std::string& format, const std::string& rounding) {
+    CodecAndFormat r;
+    if (!codec_path.empty()) {
+        auto c = kernels::PluginCodec::load(codec_path);
+        if (!c) return make_error(c.error().code, "--codec: " + c.error().message);
+        r.codec = *c;
+    }
+    if (format.empty() && !r.codec) return make_error(ErrorCode::kInvalidArgument, "--format or --codec is required");
+    if (r.codec) {
+        if (rounding != "nearest")
+            return make_error(ErrorCode::kInvalidArgument, "--rounding is for qtransit's kernels; a codec's rounding is its format's");
+        if (!format.empty()) {
+            auto named = resolve_format(format);
+            if (!named) return named.error();
+            if (!(*named == r.codec->format()))
+                return make_error(ErrorCode::kInvalidArgument, "--format " + named->name() + " but the codec " + r.codec->name() +
+                                                                   " implements " + r.codec->format().name());
+        }
+        r.format = r.codec->format();
+        return r;
+    }
+    auto named = resolve_format(format);
+    if (!named) return named.error();
+    auto f = apply_rounding(*named, rounding);
+    if (!f) return f.error();
+    r.format = *f;
+    return r;
 }
 
 std::function<void(const gate::GateProgress&)> progress_printer(bool tty) {

@@ -17,25 +17,6 @@ namespace qtransit::cli {
 
 namespace {
 
-// --format and --codec together: the codec's format must be the one named.
-Result<FormatSpec> format_of(const std::string& format, const std::string& rounding, const kernels::PluginCodec* codec) {
-    if (format.empty() && !codec) return make_error(ErrorCode::kInvalidArgument, "--format or --codec is required");
-    if (codec) {
-        if (rounding != "nearest") return make_error(ErrorCode::kInvalidArgument, "--rounding is for qtransit's kernels; a codec's rounding is its format's");
-        if (!format.empty()) {
-            auto named = resolve_format(format);
-            if (!named) return named.error();
-            if (!(*named == codec->format()))
-                return make_error(ErrorCode::kInvalidArgument, "--format " + named->name() + " but the codec " + codec->name() +
-                                                                   " implements " + codec->format().name());
-        }
-        return codec->format();
-    }
-    auto named = resolve_format(format);
-    if (!named) return named.error();
-    return apply_rounding(*named, rounding);
-}
-
 int run_quantize_codec(const QuantizeArgs& a, const kernels::PluginCodec& codec, const FormatSpec& format) {
     auto conf = kernels::parse_conformance(a.conformance);
     if (!conf) return fail("--conformance: " + conf.error().message);
@@ -57,18 +38,7 @@ int run_quantize_codec(const QuantizeArgs& a, const kernels::PluginCodec& codec,
         std::fprintf(stderr, "qtransit: %s\n", c.refusal.c_str());
         return kExitCheckFailed;
     }
-    gate::QuantizeCheck q;
-    q.encoded = c.encoded;
-    q.codes = c.codes;
-    q.decoded = c.decoded;
-    q.bounds.holds = c.bound_holds;
-    q.bounds.first_violation = c.first_violation;
-    q.bounds.max_error_to_bound = c.max_error_to_bound;
-    for (size_t i = 0; i < q.decoded.size(); ++i)
-        if (std::isfinite(q.decoded[i]))
-            q.bounds.max_error = std::max(q.bounds.max_error, std::fabs(static_cast<double>(q.decoded[i]) - static_cast<double>(arr->data[i])));
-    q.matches_reference = c.exact;
-    q.mismatch = c.first_difference;
+    const gate::QuantizeCheck q = gate::to_quantize_check(c, arr->data);
     if (!a.out_dir.empty())
         if (auto st = gate::write_quantize_outputs(a.out_dir, q, arr->shape); !st) return fail(st.error());
     if (a.json) {
@@ -109,17 +79,13 @@ int run_quantize_codec(const QuantizeArgs& a, const kernels::PluginCodec& codec,
 }  // namespace
 
 int run_quantize(const QuantizeArgs& a) {
-    std::shared_ptr<const kernels::PluginCodec> codec;
-    if (!a.codec.empty()) {
-        auto c = kernels::PluginCodec::load(a.codec);
-        if (!c) return fail("--codec: " + c.error().message);
-        codec = *c;
-    }
-    auto format = format_of(a.format, a.rounding, codec.get());
-    if (!format) return fail(format.error());
-    if (codec) return run_quantize_codec(a, *codec, *format);
+    auto cf = codec_and_format(a.codec, a.format, a.rounding);
+    if (!cf) return fail(cf.error());
+    const auto& codec = cf->codec;
+    const FormatSpec& format = cf->format;
+    if (codec) return run_quantize_codec(a, *codec, format);
     if (a.shard != 0) return fail("--shard is for --codec (qtransit's kernel quantizes the tensor as one shard)");
-    if (auto st = format->check_block(a.block); !st) return fail("--block: " + st.error().message);
+    if (auto st = format.check_block(a.block); !st) return fail("--block: " + st.error().message);
     auto policy = parse_nonfinite(a.nonfinite);
     if (!policy) return fail(policy.error());
     if (auto st = kernels::validate_block(a.block); !st) return fail(st.error());
@@ -128,7 +94,7 @@ int run_quantize(const QuantizeArgs& a) {
 
     Site site;
     site.tensor = a.in;
-    auto check = gate::quantize_and_check(*format, arr->data, a.block, *policy, site, a.seed);
+    auto check = gate::quantize_and_check(format, arr->data, a.block, *policy, site, a.seed);
     if (!check) return fail(check.error());
     const gate::QuantizeCheck& c = *check;
     const int64_t wire = c.encoded.wire_bytes();
@@ -137,10 +103,10 @@ int run_quantize(const QuantizeArgs& a) {
         if (auto st = gate::write_quantize_outputs(a.out_dir, c, arr->shape); !st) return fail(st.error());
 
     if (a.json) {
-        const auto j = gate::quantize_json(*format, c, arr->shape, *policy, a.seed);
+        const auto j = gate::quantize_json(format, c, arr->shape, *policy, a.seed);
         std::printf("%s\n", j.dump().c_str());
     } else {
-        std::printf("format            %s (block %lld, policy %s)\n", format->name().c_str(),
+        std::printf("format            %s (block %lld, policy %s)\n", format.name().c_str(),
                     static_cast<long long>(a.block), to_string(*policy));
         std::printf("elements          %lld in %zu blocks (%lld poisoned)\n", static_cast<long long>(c.encoded.elements),
                     c.encoded.scales.size(), static_cast<long long>(c.poisoned_blocks));

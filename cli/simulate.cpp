@@ -25,35 +25,20 @@ int run_simulate(const SimulateArgs& a) {
         if (!p) return fail(p.error());
         spec.paths.push_back(*p);
     }
-    std::shared_ptr<const kernels::PluginCodec> codec;
-    Result<FormatSpec> format = make_error(ErrorCode::kInvalidArgument, "--format or --codec is required");
-    if (!a.codec.empty()) {
-        auto c = kernels::PluginCodec::load(a.codec);
-        if (!c) return fail("--codec: " + c.error().message);
-        codec = *c;
-        if (a.rounding != "nearest") return fail("--rounding is for qtransit's kernels; a codec's rounding is its format's");
-        if (!a.format.empty()) {
-            auto named = resolve_format(a.format);
-            if (!named) return fail(named.error());
-            if (!(*named == codec->format()))
-                return fail("--format " + named->name() + " but the codec " + codec->name() + " implements " + codec->format().name());
-        }
-        format = codec->format();
+    auto cf = codec_and_format(a.codec, a.format, a.rounding);
+    if (!cf) return fail(cf.error());
+    const auto& codec = cf->codec;
+    const FormatSpec& format = cf->format;
+    if (codec) {
         if (auto st = codec->check_block(a.block); !st) return fail("--block: " + st.error().message);
         spec.codec = codec;
-    } else {
-        if (a.format.empty()) return fail(format.error());
-        auto named = resolve_format(a.format);
-        if (!named) return fail(named.error());
-        format = apply_rounding(*named, a.rounding);
-        if (!format) return fail(format.error());
     }
-    if (auto st = format->check_block(a.block); !st) return fail("--block: " + st.error().message);
+    if (auto st = format.check_block(a.block); !st) return fail("--block: " + st.error().message);
     auto accum = parse_accum(a.accum);
     if (!accum) return fail(accum.error());
     auto dist = kernels::parse_distribution(a.dist);
     if (!dist) return fail(dist.error());
-    spec.format = *format;
+    spec.format = format;
     spec.accum = *accum;
     spec.dist = *dist;
     spec.seed = a.seed;
@@ -141,7 +126,7 @@ int run_simulate(const SimulateArgs& a) {
             std::printf("fit %-16s relative RMS error ~ N^%.3f\n", path_info(f.path).name, f.exponent);
         if (codec) std::printf("(every Q and D by the codec %s)\n", codec->describe().c_str());
         std::printf("(%s, block %lld, %lld elements per rank, %s inputs, %s accumulation; bytes: busiest rank's payload)\n",
-                    format->name().c_str(), static_cast<long long>(a.block), static_cast<long long>(spec.elements),
+                    format.name().c_str(), static_cast<long long>(a.block), static_cast<long long>(spec.elements),
                     dist_name.c_str(), to_string(*accum));
     }
     if (per_rank) {

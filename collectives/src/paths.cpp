@@ -705,14 +705,18 @@ Result<std::unique_ptr<Transport>> make_transport(Backend backend, const PathCon
     return std::unique_ptr<Transport>(std::make_unique<SimTransport>(c.ranks, c.ranks_per_node, c.format));
 }
 
+std::string codec_backend_problem(Backend backend) {
+    if (backend != Backend::kDevice && backend != Backend::kNccl) return "";
+    return std::string("--codec runs the paths with --backend cpu or mpi, not ") + to_string(backend) + " (docs/PLUGIN.md)";
+}
+
 Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& inputs, int threads,
                             const std::function<void(size_t, int, const ColumnRecord&)>& sink, Backend backend) {
     if (paths.empty()) return RunTotals{};
     for (const auto& p : paths) {
         if (auto st = validate(p); !st) return st.error();
-        if (p.codec && (backend == Backend::kDevice || backend == Backend::kNccl))
-            return make_error(ErrorCode::kInvalidArgument, std::string("a codec plugin runs the paths with --backend cpu or mpi, not ") +
-                                                               to_string(backend) + " (docs/PLUGIN.md)");
+        if (p.codec)
+            if (auto why = codec_backend_problem(backend); !why.empty()) return make_error(ErrorCode::kInvalidArgument, why);
         if (p.codec)
             if (auto st = p.codec->check_block(p.block); !st) return st.error();
     }

@@ -258,6 +258,22 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
     return c;
 }
 
+QuantizeCheck to_quantize_check(const CodecCheck& c, std::span<const float> x) {
+    QuantizeCheck q;
+    q.encoded = c.encoded;
+    q.codes = c.codes;
+    q.decoded = c.decoded;
+    q.bounds.holds = c.bound_holds;
+    q.bounds.first_violation = c.first_violation;
+    q.bounds.max_error_to_bound = c.max_error_to_bound;
+    for (size_t i = 0; i < q.decoded.size() && i < x.size(); ++i)
+        if (std::isfinite(q.decoded[i]))
+            q.bounds.max_error = std::max(q.bounds.max_error, std::fabs(static_cast<double>(q.decoded[i]) - static_cast<double>(x[i])));
+    q.matches_reference = c.exact;
+    q.mismatch = c.first_difference;
+    return q;
+}
+
 // ---- the edge tensor ------------------------------------------------------------------------------
 namespace {
 

@@ -9,8 +9,10 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <optional>
 
 #include "qtransit/collectives/mpi.hpp"
+#include "qtransit/collectives/paths.hpp"
 #include "qtransit/kernels/gpu.hpp"
 #include "qtransit/gate/codec_check.hpp"
 #include "qtransit/gate/sweep.hpp"
@@ -78,20 +80,40 @@ std::string gpu_compare(const FormatSpec& f, std::span<const float> x, int64_t b
     return "match";
 }
 
-void fill_check(reports::FormatCheck& fc, const CodecCheck& c, const kernels::PluginCodec* codec) {
+// One kernel check (codec_check.hpp) of `codec` (null: qtransit's kernels) on rank 0's `x`, as the
+// report's FormatCheck ("refused" when kernel and reference both refuse it); the check itself goes
+// to *kept when given, for the GPU comparison.
+reports::FormatCheck kernel_check(const GateConfig& cfg, const FormatSpec& f, const kernels::PluginCodec* codec,
+                                  const std::string& label, const std::string& tensor, std::span<const float> x,
+                                  int64_t shard, std::optional<CodecCheck>* kept) {
+    reports::FormatCheck fc;
+    fc.format = f.name();
+    fc.dist = label;
+    fc.elements = static_cast<int64_t>(x.size());
+    fc.block = cfg.block;
+    Site site;
+    site.tensor = tensor;
+    site.rank = 0;
+    auto c = codec_check(codec, f, x, cfg.block, shard, site, cfg.seed, cfg.conformance);
+    if (!c) {
+        fc.refused = c.error().message;
+        return fc;
+    }
     fc.kernel = codec ? codec->name() : "qtransit";
-    fc.conformance = kernels::to_string(c.conformance);
-    fc.shard = c.shard;
-    fc.cpu_matches_reference = c.exact;
-    fc.cpu_mismatch = c.first_difference;
-    fc.bound_holds = c.bound_holds;
-    fc.max_error_to_bound = c.max_error_to_bound;
-    fc.conforms = c.conforms;
-    fc.differing_elements = c.differing_elements;
-    fc.differing_scale_blocks = c.differing_scale_blocks;
-    fc.elements_in_differing_blocks = c.elements_in_differing_blocks;
-    fc.max_ulps = c.max_ulps;
-    fc.violation = c.violation;
+    fc.conformance = kernels::to_string(c->conformance);
+    fc.shard = c->shard;
+    fc.cpu_matches_reference = c->exact;
+    fc.cpu_mismatch = c->first_difference;
+    fc.bound_holds = c->bound_holds;
+    fc.max_error_to_bound = c->max_error_to_bound;
+    fc.conforms = c->conforms;
+    fc.differing_elements = c->differing_elements;
+    fc.differing_scale_blocks = c->differing_scale_blocks;
+    fc.elements_in_differing_blocks = c->elements_in_differing_blocks;
+    fc.max_ulps = c->max_ulps;
+    fc.violation = c->violation;
+    if (kept) *kept = std::move(*c);
+    return fc;
 }
 
 std::string now_utc() {
@@ -146,33 +168,17 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
         res.notes.push_back("The kernel under test is the codec " + cfg.codec->describe() + ", judged under " +
                             kernels::to_string(cfg.conformance) + " conformance, wherever the gate runs " + cfg.codec->format().name() + ".");
     std::vector<Verdict> codec_failures;
-    // The codec runs its own format; any other format of the config keeps qtransit's kernels.
-    auto codec_of = [&cfg](const FormatSpec& f) -> const kernels::PluginCodec* {
-        return cfg.codec && cfg.codec->format() == f ? cfg.codec.get() : nullptr;
-    };
 
     // ---- runs ------------------------------------------------------------------------------------
     const size_t total = cfg.formats.size() * cfg.dists.size();
     size_t done = 0;
     std::vector<float> x(static_cast<size_t>(cfg.elements));
     for (const auto& f : cfg.formats) {
+        const kernels::PluginCodec* codec = cfg.codec_for(f);
         {  // the edge cases (codec_check.hpp), in shards whose length is not a multiple of the block
             const EdgeTensor e = edge_tensor(f, cfg.block, cfg.seed);
-            reports::FormatCheck fc;
-            fc.format = f.name();
-            fc.dist = "edge-cases";
-            fc.elements = static_cast<int64_t>(e.x.size());
-            fc.block = cfg.block;
-            Site site;
-            site.tensor = "edge-case input";
-            site.rank = 0;
-            auto cc = codec_check(codec_of(f), f, e.x, cfg.block, e.shard, site, cfg.seed, cfg.conformance);
-            if (!cc) {
-                fc.refused = cc.error().message;
-            } else {
-                fill_check(fc, *cc, codec_of(f));
-                fc.gpu = "not run: the edge cases are checked on the CPU";
-            }
+            auto fc = kernel_check(cfg, f, codec, "edge-cases", "edge-case input", e.x, e.shard, nullptr);
+            if (fc.refused.empty()) fc.gpu = "not run: the edge cases are checked on the CPU";
             res.format_checks.push_back(fc);
         }
         for (auto d : cfg.dists) {
@@ -182,26 +188,13 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
             bool refused = false;
             // The kernels on rank 0's input.
             kernels::generate_span(d, cfg.seed, 0, 0, x);
-            reports::FormatCheck fc;
-            fc.format = f.name();
-            fc.dist = dist;
-            fc.elements = cfg.elements;
-            fc.block = cfg.block;
-            Site site;
-            site.tensor = dist + " input";
-            site.rank = 0;
-            auto cc = codec_check(codec_of(f), f, x, cfg.block, cfg.elements, site, cfg.seed, cfg.conformance);
-            if (!cc) {
-                fc.refused = cc.error().message;
-            } else {
-                fill_check(fc, *cc, codec_of(f));
-                if (codec_of(f))
-                    fc.gpu = "not run: the codec is the kernel under test";
-                else
-                    fc.gpu = !cfg.gpu ? "not run: gate.gpu = false"
-                             : res.gpu_available ? gpu_compare(f, x, cfg.block, *cc)
-                                                 : "not run: no GPU answered";
-            }
+            std::optional<CodecCheck> cc;
+            auto fc = kernel_check(cfg, f, codec, dist, dist + " input", x, cfg.elements, &cc);
+            if (cc)
+                fc.gpu = codec ? "not run: the codec is the kernel under test"
+                         : !cfg.gpu ? "not run: gate.gpu = false"
+                         : res.gpu_available ? gpu_compare(f, x, cfg.block, *cc)
+                                             : "not run: no GPU answered";
             res.format_checks.push_back(fc);
 
             // The paths: every path but tree-rs at the gate's N, tree-rs at tree_ranks.
@@ -219,7 +212,7 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
                 spec.threads = cfg.threads;
                 spec.check_k = true;
                 spec.backend = opt.backend;
-                if (codec_of(f)) spec.codec = cfg.codec;
+                if (codec) spec.codec = cfg.codec;
                 if (opt.progress)
                     spec.on_group = [&, part](size_t i, size_t groups, int64_t n) {
                         GateProgress p;
@@ -228,22 +221,20 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
                         opt.progress(p);
                     };
                 auto sw = run_sweep(spec);
-                if (!sw && codec_of(f) && (sw.error().code == ErrorCode::kCodec || sw.error().code == ErrorCode::kCuda) &&
-                    !fc.refused.empty()) {
-                    // The kernel check found this input refused by codec and reference alike: the codec
-                    // refusing it in a path is the specified outcome, reported as the built-in's is.
-                    res.refusals.push_back({f.name(), dist, sw.error().message});
-                    refused = true;
-                    break;
-                }
-                if (!sw && codec_of(f) && (sw.error().code == ErrorCode::kCodec || sw.error().code == ErrorCode::kCuda)) {
-                    // The user's codec failed inside a path: a finding about the codec, not a bad input.
-                    Verdict v;
-                    v.name = "codec-call/" + cfg.codec->name() + "/" + dist;
-                    v.category = "codec-call";
-                    v.status = reports::VerdictStatus::kFail;
-                    v.message = "a call into the codec failed while running the paths on " + dist + " inputs: " + sw.error().message;
-                    codec_failures.push_back(v);
+                if (!sw && codec && (sw.error().code == ErrorCode::kCodec || sw.error().code == ErrorCode::kCuda)) {
+                    if (!fc.refused.empty()) {
+                        // The kernel check found this input refused by codec and reference alike: the
+                        // codec refusing it in a path is the specified outcome, reported as the built-in's is.
+                        res.refusals.push_back({f.name(), dist, sw.error().message});
+                    } else {
+                        // The user's codec failed inside a path: a finding about the codec, not a bad input.
+                        Verdict v;
+                        v.name = "codec-call/" + codec->name() + "/" + dist;
+                        v.category = "codec-call";
+                        v.status = reports::VerdictStatus::kFail;
+                        v.message = "a call into the codec failed while running the paths on " + dist + " inputs: " + sw.error().message;
+                        codec_failures.push_back(v);
+                    }
                     refused = true;
                     break;
                 }
@@ -299,8 +290,8 @@ std::string backend_problem(const GateConfig& cfg, collectives::Backend backend,
         return "[" + s + "]";
     };
     const bool tree = std::find(cfg.paths.begin(), cfg.paths.end(), PathKind::kTreeRs) != cfg.paths.end();
-    if (cfg.codec && (backend == collectives::Backend::kDevice || backend == collectives::Backend::kNccl))
-        return "a codec runs the gate's paths with --backend cpu or mpi, not " + name + " (docs/PLUGIN.md)";
+    if (cfg.codec)
+        if (auto why = collectives::codec_backend_problem(backend); !why.empty()) return why;
     if (one_process_per_rank(backend)) {
         const int64_t np = mpi::size();
         const std::string started = " but the job has " + std::to_string(np) + " process(es) (mpirun -np)";

@@ -76,8 +76,8 @@ bool one_process_per_rank(collectives::Backend b) {
 std::string sweep_backend_problem(const SweepSpec& spec, const std::string& name, bool has_in) {
     namespace mpi = collectives::mpi;
     const bool per_rank = one_process_per_rank(spec.backend);
-    if (spec.codec && (spec.backend == collectives::Backend::kDevice || spec.backend == collectives::Backend::kNccl))
-        return "--codec runs the paths with --backend cpu or mpi, not " + name + " (docs/PLUGIN.md)";
+    if (spec.codec)
+        if (auto why = collectives::codec_backend_problem(spec.backend); !why.empty()) return why;
     if (spec.backend == collectives::Backend::kMpi && !mpi::active())
         return "--backend mpi runs under mpirun or srun, one process per rank (" +
                     std::string(mpi::built() ? "MPI is not initialized" : "this build has no MPI") + ")";

@@ -199,7 +199,7 @@ Result<kernels::EncodedTensor> encode(const kernels::PluginCodec* codec, const F
 
 std::vector<float> decode(const kernels::PluginCodec* codec, const kernels::EncodedTensor& t) {
     if (!codec) return kernels::decode(t);
-    std::vector<float> out(static_cast<size_t>(t.elements), std::numeric_limits<float>::quiet_NaN());
+    std::vector<float> out(static_cast<size_t>(t.elements));
     if (!codec->decode(t.block, t.elements, t.codes, t.scales, t.offsets, out)) std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
     return out;
 }
@@ -209,16 +209,7 @@ Result<QuantizeCheck> qcheck(const kernels::PluginCodec* codec, const FormatSpec
     if (!codec) return quantize_and_check(f, x, block, policy, site, seed);
     auto c = codec_check(codec, f, x, block, static_cast<int64_t>(x.size()), site, seed, kernels::Conformance::kExact);
     if (!c) return c.error();
-    QuantizeCheck q;
-    q.encoded = c->encoded;
-    q.codes = c->codes;
-    q.decoded = c->decoded;
-    q.bounds.holds = c->bound_holds;
-    q.bounds.first_violation = c->first_violation;
-    q.bounds.max_error_to_bound = c->max_error_to_bound;
-    q.matches_reference = c->exact;
-    q.mismatch = c->first_difference;
-    return q;
+    return to_quantize_check(*c, x);
 }
 
 void check_properties(const kernels::PluginCodec* codec, const FormatSpec& f, const Decl& d, int64_t block, uint64_t seed, bool quick,

@@ -38,7 +38,7 @@ std::string run_label(const GateRun& r) { return r.dist + " N=" + std::to_string
 std::vector<Verdict> kernel_verdicts(const GateConfig& cfg, const reports::GateResult& res, const std::string& no_gpu_note) {
     std::vector<Verdict> out;
     for (const auto& f : cfg.formats) {
-        const kernels::PluginCodec* codec = cfg.codec && cfg.codec->format() == f ? cfg.codec.get() : nullptr;
+        const kernels::PluginCodec* codec = cfg.codec_for(f);
         const std::string who = codec ? "codec " + codec->name() : "CPU kernel";
         const bool bounded = codec && cfg.conformance == kernels::Conformance::kBounded;
         int checked = 0, refused = 0;

@@ -106,9 +106,10 @@ struct DeviceBuffer {
 // One host buffer of a cuda codec's call: its device copy, filled from `in` (null: zeroed) before
 // the call and copied back to `out` (null: not read back) after it.
 struct Staged {
-    const void* in = nullptr;
-    void* out = nullptr;
-    size_t bytes = 0;
+    Staged(const void* in_, void* out_, size_t bytes_) : in(in_), out(out_), bytes(bytes_) {}
+    const void* in;
+    void* out;
+    size_t bytes;
     DeviceBuffer dev;
 };
 Status stage_in(std::initializer_list<Staged*> bufs) {
@@ -302,6 +303,11 @@ int64_t PluginCodec::plugin_code_bytes(int64_t len) const {
     return packing_ == QTRANSIT_PACKING_BYTE_PER_CODE ? len : format_.code_bytes(len);
 }
 
+int64_t PluginCodec::plugin_tensor_code_bytes(int64_t elements, int64_t block, int64_t shard) const {
+    const int64_t tail = shard % block;
+    return (elements / shard) * ((shard / block) * plugin_code_bytes(block) + (tail ? plugin_code_bytes(tail) : 0));
+}
+
 size_t PluginCodec::plugin_scale_count(int64_t blocks) const {
     if (layout_ == QTRANSIT_SCALES_IN_ORDER) return static_cast<size_t>(blocks);
     const int64_t rows = (blocks + row_blocks_ - 1) / row_blocks_;
@@ -406,10 +412,7 @@ Status PluginCodec::encode(std::span<const float> x, int64_t block, int64_t shar
     }
     // The codec's own layout, prefilled so that what it leaves unwritten shows.
     const int64_t per_shard_blocks = (shard + block - 1) / block, shards = n / shard;
-    const int64_t tail = shard % block;
-    int64_t pbytes = 0;
-    for (int64_t s = 0; s < shards; ++s)
-        pbytes += (shard / block) * plugin_code_bytes(block) + (tail ? plugin_code_bytes(tail) : 0);
+    const int64_t pbytes = plugin_tensor_code_bytes(n, block, shard);
     const bool same_codes = packing_ == QTRANSIT_PACKING_FORMAT;
     const bool same_scales = layout_ == QTRANSIT_SCALES_IN_ORDER;
     auto& pcodes = scratch<uint8_t>(1);
@@ -492,12 +495,10 @@ Status PluginCodec::decode(int64_t block, int64_t shard, std::span<const uint8_t
     if (static_cast<int64_t>(codes.size()) != sz.code_bytes || static_cast<int64_t>(scales.size()) != sz.blocks ||
         static_cast<int64_t>(offsets.size()) != sz.offsets)
         return make_error(ErrorCode::kInternal, "PluginCodec::decode: buffers of the wrong size");
-    const int64_t per_shard_blocks = (shard + block - 1) / block, shards = n / shard, tail = shard % block;
+    const int64_t per_shard_blocks = (shard + block - 1) / block, shards = n / shard;
     const uint8_t* cptr = codes.data();
     auto& pcodes = scratch<uint8_t>(1);
-    int64_t pbytes = 0;
-    for (int64_t s = 0; s < shards; ++s)
-        pbytes += (shard / block) * plugin_code_bytes(block) + (tail ? plugin_code_bytes(tail) : 0);
+    const int64_t pbytes = plugin_tensor_code_bytes(n, block, shard);
     if (packing_ != QTRANSIT_PACKING_FORMAT) {
         pcodes.assign(static_cast<size_t>(pbytes), 0);
         const Stream to = packing_ == QTRANSIT_PACKING_LOW_NIBBLE_FIRST    ? Stream::kLsb

@@ -192,8 +192,11 @@ TEST(Gate, EveryVerdictCountsWhatItCheckedAndNothingNeverPasses) {
         EXPECT_GT(v.checked, 0) << v.name << " carries no count";
     }
     const auto j = qt::reports::to_json(*res);
-    for (const auto& v : j["verdicts"])
-        if (v["status"] != "skip") EXPECT_TRUE(v.contains("checked")) << v["name"];
+    for (const auto& v : j["verdicts"]) {
+        if (v["status"] != "skip") {
+            EXPECT_TRUE(v.contains("checked")) << v["name"];
+        }
+    }
     std::vector<qt::reports::Verdict> vs(2);
     vs[0].name = "bounds/int4/a2a-rs";
     vs[0].status = VerdictStatus::kPass;

@@ -81,6 +81,10 @@ Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& 
                             const std::function<void(size_t, int, const ColumnRecord&)>& sink,
                             Backend backend = Backend::kCpu);
 
+// Whether a codec plugin (PathConfig::codec) can run the paths on `backend`: cpu and mpi, not the
+// device transports, whose buffers only qtransit's CUDA kernels fill ("" when it can; docs/PLUGIN.md).
+std::string codec_backend_problem(Backend backend);
+
 // The transport a backend runs a path on (cpu: SimTransport).
 Result<std::unique_ptr<Transport>> make_transport(Backend backend, const PathConfig& c);
 

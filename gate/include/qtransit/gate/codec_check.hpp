@@ -13,6 +13,7 @@
 #include "qtransit/common/format.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/plugin.hpp"
+#include "qtransit/gate/verify.hpp"
 
 namespace qtransit::gate {
 
@@ -44,6 +45,11 @@ struct CodecCheck {
 Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSpec& format, std::span<const float> x,
                                int64_t block, int64_t shard, const Site& site, uint64_t seed,
                                kernels::Conformance conformance);
+
+// The kernel's output as a QuantizeCheck (verify.hpp), for what prints and writes one (`quantize
+// --json`, `--out`, the properties of `formats validate`): the bound figures are the check's, and
+// max_error the largest |x_i - decoded_i| over the finite decoded values (x: the input checked).
+QuantizeCheck to_quantize_check(const CodecCheck& c, std::span<const float> x);
 
 // The edge cases every kernel check adds to its random inputs, for `format` and `block`: exact
 // ties (on power-of-two and on non-power-of-two scales), subnormal blocks (a negative absmax, scales

@@ -70,6 +70,10 @@ struct GateConfig {
     std::string codec_path;
     std::shared_ptr<const kernels::PluginCodec> codec;
     kernels::Conformance conformance = kernels::Conformance::kExact;
+    // The codec runs its own format; any other format of the config keeps qtransit's kernels (null).
+    const kernels::PluginCodec* codec_for(const FormatSpec& f) const {
+        return codec && codec->format() == f ? codec.get() : nullptr;
+    }
 };
 
 // Loads the codec at `path` into cfg: its block constraints must take gate.block; the gate's formats

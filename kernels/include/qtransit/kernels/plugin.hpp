@@ -91,7 +91,8 @@ private:
                        float* offsets, const CodecOptions& opt, size_t code_bytes, size_t scale_count) const;
     Status call_decode(const uint8_t* codes, const float* scales, const float* offsets, int64_t elements,
                        int64_t block, int64_t shard, void* out, size_t code_bytes, size_t scale_count) const;
-    int64_t plugin_code_bytes(int64_t len) const;
+    int64_t plugin_code_bytes(int64_t len) const;  // one block's, in the codec's packing
+    int64_t plugin_tensor_code_bytes(int64_t elements, int64_t block, int64_t shard) const;
     size_t plugin_scale_count(int64_t blocks) const;
     int64_t scale_slot(int64_t block_index) const;
     Error codec_error(const std::string& what, const char* msg) const;
