@@ -30,6 +30,15 @@ int64_t NpyArray::elements() const {
     return n;
 }
 
+const char* npy_dtype_name(NpyDtype dtype) {
+    switch (dtype) {
+        case NpyDtype::kFloat32: return "float32";
+        case NpyDtype::kFloat16: return "float16";
+        case NpyDtype::kBfloat16: return "bfloat16";
+    }
+    return "?";
+}
+
 namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
@@ -37,7 +46,9 @@ constexpr size_t kMagicLen = 6;
 // numpy itself refuses headers over 10000 bytes unless told otherwise (max_header_size); ours only
 // ever need a few hundred, so 1 MiB is generous while stopping a corrupt length from allocating GBs.
 constexpr uint32_t kMaxHeaderLen = 1u << 20;
-constexpr const char* kSupportedDescrs = "'<f4', '>f4', '<f2', '>f2' (and '=' or '|' for native order)";
+constexpr const char* kSupportedDescrs =
+    "'<f4', '>f4', '<f2', '>f2' (and '=' or '|' for native order); bfloat16 as '<V2', '|V2' (ml_dtypes) or "
+    "'bfloat16'; and uint16 bits '<u2', '>u2', '|u2' with --dtype fp16 or bf16";
 
 Error bad(const std::string& path, const std::string& what) { return make_error(ErrorCode::kBadFile, path + ": " + what); }
 
@@ -248,9 +259,11 @@ constexpr bool kHostLittle = std::endian::native == std::endian::little;
 
 }  // namespace
 
-Result<NpyArray> read_npy(const std::string& path) {
+namespace detail {
+
+Result<std::FILE*> open_input(const std::string& path) {
     errno = 0;
-    File file;
+    std::FILE* file = nullptr;
     struct stat sb {};
     if (::stat(path.c_str(), &sb) == 0 && S_ISFIFO(sb.st_mode)) {
         // A pipe is read as it comes (process substitution, a writer in another process), but one
@@ -267,12 +280,38 @@ Result<NpyArray> read_npy(const std::string& path) {
                                                        " s (QTRANSIT_INPUT_TIMEOUT)");
         }
         ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-        file.reset(::fdopen(fd, "rb"));
+        file = ::fdopen(fd, "rb");
         if (!file) ::close(fd);
     } else {
-        file.reset(std::fopen(path.c_str(), "rb"));
+        file = std::fopen(path.c_str(), "rb");
     }
     if (!file) return make_error(ErrorCode::kIo, path + ": cannot open for reading: " + errno_text(errno));
+    return file;
+}
+
+}  // namespace detail
+
+namespace {
+
+// "fp32", "fp16", "bf16": the names read_tensor's --dtype gives them (tensor_file.hpp).
+const char* option_name(NpyDtype dtype) {
+    switch (dtype) {
+        case NpyDtype::kFloat32: return "fp32";
+        case NpyDtype::kFloat16: return "fp16";
+        case NpyDtype::kBfloat16: return "bf16";
+    }
+    return "?";
+}
+
+}  // namespace
+
+namespace {
+
+// read_npy, and with `integers` read_npy_integers: an integer array instead of a float one.
+Result<NpyArray> read_npy_impl(const std::string& path, std::optional<NpyDtype> want, bool integers) {
+    auto opened = detail::open_input(path);
+    if (!opened) return opened.error();
+    File file(*opened);
     std::FILE* f = file.get();
     auto io_error = [&](const char* when) {
         return make_error(ErrorCode::kIo, path + ": read failed " + when + ": " + errno_text(errno));
@@ -315,15 +354,42 @@ Result<NpyArray> read_npy(const std::string& path) {
     bool little = kHostLittle;
     size_t item = 0;
     const std::string& d = h.descr;
-    if (d.size() == 3 && (d[0] == '<' || d[0] == '>' || d[0] == '=' || d[0] == '|') && d[1] == 'f' &&
-        (d[2] == '4' || d[2] == '2')) {
+    const bool order = d.size() == 3 && (d[0] == '<' || d[0] == '>' || d[0] == '=' || d[0] == '|');
+    bool int_signed = false;
+    if (integers) {
+        if (!(order && (d[1] == 'i' || d[1] == 'u') && (d[2] == '1' || d[2] == '2' || d[2] == '4' || d[2] == '8')))
+            return bad(path, "dtype '" + printable(d) + "' is not an integer array; supported: int8, uint8, int16, uint16, int32, uint32, int64, uint64");
+        if (d[0] == '<') little = true;
+        if (d[0] == '>') little = false;
+        int_signed = d[1] == 'i';
+        item = static_cast<size_t>(d[2] - '0');
+    } else if (order && d[1] == 'f' && (d[2] == '4' || d[2] == '2')) {
         if (d[0] == '<') little = true;
         if (d[0] == '>') little = false;
         arr.dtype = d[2] == '4' ? NpyDtype::kFloat32 : NpyDtype::kFloat16;
         item = d[2] == '4' ? 4 : 2;
+    } else if (d == "<V2" || d == "|V2" || d == "bfloat16") {
+        // ml_dtypes' bfloat16 is a numpy type of kind 'V' (void), so np.save records only its size
+        // (jax-ml/ml_dtypes issue 41); it keeps the host's byte order, little-endian everywhere it runs.
+        little = true;
+        arr.dtype = NpyDtype::kBfloat16;
+        item = 2;
+    } else if (d == "<u2" || d == ">u2" || d == "|u2" || d == "=u2") {
+        // Raw bits, as a training script dumps a bf16 tensor through .view(np.uint16): which float
+        // type they are is the caller's to say.
+        if (want != NpyDtype::kFloat16 && want != NpyDtype::kBfloat16)
+            return bad(path, std::string("a uint16 array: say what its bits are (--dtype bf16 or --dtype fp16)") +
+                                 (want ? std::string("; --dtype ") + option_name(*want) + " is not a 16-bit type" : ""));
+        if (d[0] == '<') little = true;
+        if (d[0] == '>') little = false;
+        arr.dtype = *want;
+        item = 2;
     } else {
-        return bad(path, "unsupported dtype '" + d + "'; supported: " + kSupportedDescrs);
+        return bad(path, "unsupported dtype '" + printable(d) + "'; supported: " + kSupportedDescrs);
     }
+    if (want && !integers && arr.dtype != *want)
+        return make_error(ErrorCode::kBadFile, path + " holds " + npy_dtype_name(arr.dtype) + " but --dtype says " +
+                                                   option_name(*want));
     if (h.fortran_order) return bad(path, "Fortran-order arrays are not supported; save with np.ascontiguousarray");
 
     // Element count and data size, without overflow (any zero dimension makes the array empty).
@@ -384,6 +450,31 @@ Result<NpyArray> read_npy(const std::string& path) {
         return st.error();
     arr.shape = h.shape;
     arr.data.resize(n);
+    if (integers) {
+        std::vector<unsigned char> bytes;
+        if (have_raw) bytes = std::move(raw);
+        else {
+            bytes.resize(static_cast<size_t>(expected));
+            got = read_some(f, bytes.data(), expected);
+            if (got < 0) return io_error("in the data");
+            if (static_cast<uint64_t>(got) != expected) return size_error(static_cast<uint64_t>(got));
+        }
+        for (size_t i = 0; i < n; ++i) {
+            uint64_t u = 0;
+            for (size_t k = 0; k < item; ++k) {
+                const unsigned char byte = bytes[i * item + (little ? k : item - 1 - k)];
+                u |= static_cast<uint64_t>(byte) << (8 * k);
+            }
+            int64_t v = static_cast<int64_t>(u);
+            if (int_signed && item < 8 && (u >> (8 * item - 1)) & 1u) v = static_cast<int64_t>(u | (~uint64_t{0} << (8 * item)));
+            const bool too_big = (!int_signed && u >= (uint64_t{1} << 24)) || (int_signed && (v >= (int64_t{1} << 24) || v <= -(int64_t{1} << 24)));
+            if (too_big)
+                return bad(path, "element " + std::to_string(i) + " is " + (int_signed ? std::to_string(v) : std::to_string(u)) +
+                                     ", beyond the 2^24 an integer array may hold here");
+            arr.data[i] = static_cast<float>(v);
+        }
+        return arr;
+    }
     if (item == 4) {
         if (have_raw) std::memcpy(arr.data.data(), raw.data(), expected);
         else {
@@ -394,6 +485,7 @@ Result<NpyArray> read_npy(const std::string& path) {
         if (little != kHostLittle)
             for (float& v : arr.data) v = bits_f32(__builtin_bswap32(f32_bits(v)));
     } else {
+        // binary16 or bfloat16 bits (both 2 bytes; raw uint16 was given its meaning above).
         std::vector<uint16_t> halves(n);
         if (have_raw) std::memcpy(halves.data(), raw.data(), expected);
         else {
@@ -403,11 +495,16 @@ Result<NpyArray> read_npy(const std::string& path) {
         }
         for (size_t i = 0; i < n; ++i) {
             const uint16_t b = little != kHostLittle ? __builtin_bswap16(halves[i]) : halves[i];
-            arr.data[i] = f16_bits_to_f32(b);
+            arr.data[i] = arr.dtype == NpyDtype::kBfloat16 ? bf16_bits_to_f32(b) : f16_bits_to_f32(b);
         }
     }
     return arr;
 }
+
+}  // namespace
+
+Result<NpyArray> read_npy(const std::string& path, std::optional<NpyDtype> want) { return read_npy_impl(path, want, false); }
+Result<NpyArray> read_npy_integers(const std::string& path) { return read_npy_impl(path, std::nullopt, true); }
 
 namespace {
 
@@ -453,6 +550,92 @@ std::atomic<uint64_t> g_tmp_counter{0};
 
 }  // namespace
 
+namespace detail {
+
+Result<AtomicFile> AtomicFile::create(const std::string& path) {
+    // A temporary file beside the target (same file system, so rename(2) replaces it atomically).
+    std::string tmp;
+    int fd = -1;
+    for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+        tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(g_tmp_counter++);
+        fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0)
+        return make_error(ErrorCode::kIo, path + ": cannot create the temporary file " + tmp + ": " + errno_text(errno));
+    return AtomicFile(path, tmp, fd);
+}
+
+AtomicFile::AtomicFile(AtomicFile&& o) noexcept : path_(std::move(o.path_)), tmp_(std::move(o.tmp_)), fd_(o.fd_) {
+    o.fd_ = -1;
+    o.tmp_.clear();
+}
+
+AtomicFile::~AtomicFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+Status AtomicFile::write(const void* p, size_t n) {
+    if (fd_ < 0) return make_error(ErrorCode::kInternal, path_ + ": write after the file was closed");
+    if (!write_all(fd_, p, n)) return make_error(ErrorCode::kIo, path_ + ": write failed: " + errno_text(errno));
+    return Status::Ok();
+}
+
+Status AtomicFile::commit() {
+    if (fd_ < 0) return make_error(ErrorCode::kInternal, path_ + ": commit after the file was closed");
+    // Durable before it becomes visible: a crash after the rename must not expose a short file.
+    if (::fsync(fd_) != 0) return make_error(ErrorCode::kIo, path_ + ": fsync failed: " + errno_text(errno));
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) return make_error(ErrorCode::kIo, path_ + ": close failed: " + errno_text(errno));
+    if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
+        return make_error(ErrorCode::kIo, path_ + ": cannot rename " + tmp_ + " into place: " + errno_text(errno));
+    tmp_.clear();  // it is the file now
+    return Status::Ok();
+}
+
+Status check_fits(const std::string& path, std::span<const float> data, NpyDtype dtype) {
+    // A finite value that rounds to infinity would silently change the data: refuse it before
+    // anything is written. (NaN and +-inf are kept as such.)
+    if (dtype == NpyDtype::kFloat32) return Status::Ok();
+    const bool half = dtype == NpyDtype::kFloat16;
+    for (size_t i = 0; i < data.size(); ++i) {
+        const uint32_t ax = f32_bits(data[i]) & 0x7fffffffu;
+        if (ax >= 0x7f800000u) continue;
+        const bool inf = half ? (f32_to_f16_bits(data[i]) & 0x7fffu) == 0x7c00u : (f32_to_bf16_bits(data[i]) & 0x7fffu) == 0x7f80u;
+        if (inf) {
+            char buf[64];
+            std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(data[i]));
+            return make_error(ErrorCode::kRangeOverflow,
+                              path + ": element " + std::to_string(i) + " (value " + buf + ") overflows " +
+                                  (half ? "binary16 (largest finite value 65504)" : "bfloat16 (largest finite value 3.38953139e38)") +
+                                  "; write it as float32");
+        }
+    }
+    return Status::Ok();
+}
+
+size_t encode_le(std::span<const float> values, NpyDtype dtype, unsigned char* out) {
+    size_t bytes = 0;
+    for (float v : values) {
+        if (dtype == NpyDtype::kFloat32) {
+            const uint32_t b = f32_bits(v);
+            out[bytes++] = static_cast<unsigned char>(b);
+            out[bytes++] = static_cast<unsigned char>(b >> 8);
+            out[bytes++] = static_cast<unsigned char>(b >> 16);
+            out[bytes++] = static_cast<unsigned char>(b >> 24);
+        } else {
+            const uint16_t b = dtype == NpyDtype::kFloat16 ? f32_to_f16_bits(v) : f32_to_bf16_bits(v);
+            out[bytes++] = static_cast<unsigned char>(b);
+            out[bytes++] = static_cast<unsigned char>(b >> 8);
+        }
+    }
+    return bytes;
+}
+
+}  // namespace detail
+
 Status write_npy(const std::string& path, std::span<const float> data, std::span<const int64_t> shape,
                  NpyDtype dtype) {
     // Shape: non-negative, no overflow, and exactly as many elements as values.
@@ -478,24 +661,11 @@ Status write_npy(const std::string& path, std::span<const float> data, std::span
                           path + ": shape " + shape_text(shape_v) + " holds " +
                               (overflow ? std::string("too many") : std::to_string(count)) + " elements but " +
                               std::to_string(data.size()) + " values were given");
-
-    // binary16: a finite value that rounds to infinity would silently change the data: refuse it
-    // before anything is written. (NaN and +-inf are kept as such.)
-    if (dtype == NpyDtype::kFloat16) {
-        for (size_t i = 0; i < data.size(); ++i) {
-            const uint32_t ax = f32_bits(data[i]) & 0x7fffffffu;
-            if (ax < 0x7f800000u && (f32_to_f16_bits(data[i]) & 0x7fffu) == 0x7c00u) {
-                char buf[64];
-                std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(data[i]));
-                return make_error(ErrorCode::kRangeOverflow,
-                                  path + ": element " + std::to_string(i) + " (value " + buf +
-                                      ") overflows binary16 (largest finite value 65504); write it as float32");
-            }
-        }
-    }
+    if (auto st = detail::check_fits(path, data, dtype); !st) return st;
 
     int major = 1;
-    const std::string header = header_for(dtype == NpyDtype::kFloat32 ? "<f4" : "<f2", shape, major);
+    const char* descr = dtype == NpyDtype::kFloat32 ? "<f4" : dtype == NpyDtype::kFloat16 ? "<f2" : "<V2";
+    const std::string header = header_for(descr, shape, major);
     std::string pre(kMagic, kMagicLen);
     pre += static_cast<char>(major);
     pre += '\0';
@@ -507,59 +677,18 @@ Status write_npy(const std::string& path, std::span<const float> data, std::span
         pre += static_cast<char>((hl >> 24) & 0xff);
     }
 
-    // A temporary file beside the target (same file system, so rename(2) replaces it atomically).
-    std::string tmp;
-    int fd = -1;
-    for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-        tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(g_tmp_counter++);
-        fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0)
-        return make_error(ErrorCode::kIo, path + ": cannot create the temporary file " + tmp + ": " + errno_text(errno));
-    auto fail = [&](const char* what) {
-        const int e = errno;
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        return make_error(ErrorCode::kIo, path + ": " + what + ": " + errno_text(e));
-    };
-
-    if (!write_all(fd, pre.data(), pre.size()) || !write_all(fd, header.data(), header.size()))
-        return fail("write failed");
+    auto file = detail::AtomicFile::create(path);
+    if (!file) return file.error();
+    if (auto st = file->write(pre.data(), pre.size()); !st) return st;
+    if (auto st = file->write(header.data(), header.size()); !st) return st;
     // Little-endian data in 64 KiB pieces.
     constexpr size_t kChunk = 1 << 14;
     unsigned char buf[kChunk * 4];
     for (size_t off = 0; off < data.size(); off += kChunk) {
-        const size_t m = std::min(kChunk, data.size() - off);
-        size_t bytes = 0;
-        for (size_t i = 0; i < m; ++i) {
-            if (dtype == NpyDtype::kFloat32) {
-                const uint32_t b = f32_bits(data[off + i]);
-                buf[bytes++] = static_cast<unsigned char>(b);
-                buf[bytes++] = static_cast<unsigned char>(b >> 8);
-                buf[bytes++] = static_cast<unsigned char>(b >> 16);
-                buf[bytes++] = static_cast<unsigned char>(b >> 24);
-            } else {
-                const uint16_t b = f32_to_f16_bits(data[off + i]);
-                buf[bytes++] = static_cast<unsigned char>(b);
-                buf[bytes++] = static_cast<unsigned char>(b >> 8);
-            }
-        }
-        if (!write_all(fd, buf, bytes)) return fail("write failed");
+        const size_t bytes = detail::encode_le(data.subspan(off, std::min(kChunk, data.size() - off)), dtype, buf);
+        if (auto st = file->write(buf, bytes); !st) return st;
     }
-    // Durable before it becomes visible: a crash after the rename must not expose a short file.
-    if (::fsync(fd) != 0) return fail("fsync failed");
-    if (::close(fd) != 0) {
-        const int e = errno;
-        ::unlink(tmp.c_str());
-        return make_error(ErrorCode::kIo, path + ": close failed: " + errno_text(e));
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int e = errno;
-        ::unlink(tmp.c_str());
-        return make_error(ErrorCode::kIo, path + ": cannot rename " + tmp + " into place: " + errno_text(e));
-    }
-    return Status::Ok();
+    return file->commit();
 }
 
 }  // namespace qtransit::kernels
