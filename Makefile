@@ -19,7 +19,7 @@ PACKAGES := g++ cmake ninja-build libgtest-dev libgmock-dev librapidcheck-dev li
             openmpi-bin libopenmpi-dev python3
 # What only `make test` needs: Chromium renders report.html in properties/reports; clang and its
 # runtime (libFuzzer, the sanitizers) build and run the fuzz targets of properties/fuzz.
-TEST_PACKAGES := chromium clang libclang-rt-14-dev
+TEST_PACKAGES := chromium clang libclang-rt-14-dev python3-numpy
 
 .PHONY: help deps deps-test print-packages build build-asan run test fuzz bench clean
 

@@ -37,6 +37,10 @@ struct CodecAndFormat {
 };
 Result<CodecAndFormat> codec_and_format(const std::string& codec_path, const std::string& format, const std::string& rounding);
 
+// Per-rank files: a name with {rank} in it stands for one file per rank (in.{rank}.npy).
+bool has_rank_field(const std::string& pattern);
+std::string rank_file(const std::string& pattern, int64_t rank);  // every {rank} replaced by the rank
+
 struct QuantizeArgs {
     std::string format, in, nonfinite = "error", out_dir;
     int64_t block = 32;
@@ -119,5 +123,29 @@ struct CheckArgs {
     std::string conformance;                 // exact | bounded, replacing gate.conformance
 };
 int run_check(const CheckArgs& a);
+
+// `qtransit verify collective`: a collective run elsewhere, judged (gate/verify_run.hpp).
+struct VerifyCollectiveArgs {
+    std::string path, format, inputs, outputs;  // inputs/outputs: one file, or a pattern with {rank}
+    int64_t ranks = 0, ranks_per_node = 0, block = 32;
+    std::string accum = "fp32", target = "sum", conformance;  // conformance "": the path's default tier
+    std::vector<int64_t> ring_order;
+    std::string dtype, tensor, output_tensor;  // how the files are read (kernels/tensor_file.hpp)
+    std::string report_dir = "qtransit-verify";
+    bool json = false;
+    std::string backend = "cpu";  // cpu, or mpi (one process per rank: each reads its own chunks)
+};
+int run_verify_collective(const VerifyCollectiveArgs& a);
+
+// `qtransit verify quantize`: one quantization done elsewhere against the reference.
+struct VerifyQuantizeArgs {
+    std::string format, in, decoded, codes, scales, offsets;
+    int64_t block = 32, shard = 0;
+    std::string conformance = "exact";
+    std::string dtype, tensor;
+    std::string report_dir = "qtransit-verify";
+    bool json = false;
+};
+int run_verify_quantize(const VerifyQuantizeArgs& a);
 
 }  // namespace qtransit::cli

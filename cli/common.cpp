@@ -8,6 +8,22 @@ namespace qtransit::cli {
 
 int fail(const Error& e) { return fail(e.message); }
 
+namespace {
+constexpr std::string_view kRankField = "{rank}";
+}  // namespace
+
+bool has_rank_field(const std::string& pattern) { return pattern.find(kRankField) != std::string::npos; }
+
+std::string rank_file(const std::string& pattern, int64_t rank) {
+    std::string out = pattern;
+    for (size_t at = 0; (at = out.find(kRankField, at)) != std::string::npos;) {
+        const std::string r = std::to_string(rank);
+        out.replace(at, kRankField.size(), r);
+        at += r.size();
+    }
+    return out;
+}
+
 std::string one_line(const std::string& message) {
     // A name the user gave (a file, a format, a TOML key) may hold a newline, a control character or
     // a megabyte: escaped and cut around the middle, so that the message stays one readable line.

@@ -164,6 +164,61 @@ int dispatch(int argc, char** argv) {
                                      "processes; rank 0 writes the reports")
         ->capture_default_str();
 
+    auto* verify = app.add_subcommand(
+        "verify", "Judge a run computed elsewhere (a framework's quantizer or collective) from its dumps, in exact arithmetic");
+    verify->require_subcommand(1);
+    VerifyQuantizeArgs vq;
+    auto* verify_quantize = verify->add_subcommand(
+        "quantize", "One quantization done elsewhere: its decoded values (and codes, scales, offsets when given) against the "
+                    "reference bit for bit, every element's error against the format's bound. Exit 0 the conformance holds, 1 not, 2 bad input");
+    verify_quantize->add_option("--format", vq.format, "Format name (see `qtransit formats`) or a declaration FILE.toml")->required();
+    verify_quantize->add_option("--in", vq.in, "The input x: .npy (float32, float16, bfloat16) or .safetensors")->required();
+    verify_quantize->add_option("--decoded", vq.decoded, "What the run decoded, the input's shape")->required();
+    verify_quantize->add_option("--codes", vq.codes, "Its codes: packed wire bytes (.bin, `quantize --out`'s codes.bin) or one integer per element (.npy)");
+    verify_quantize->add_option("--scales", vq.scales, "Its per-block scales (.npy)");
+    verify_quantize->add_option("--offsets", vq.offsets, "Its per-block offsets (.npy; asym formats)");
+    verify_quantize->add_option("--block", vq.block, "Elements per quantization block")->capture_default_str();
+    verify_quantize->add_option("--shard", vq.shard, "Blocks restart every SHARD elements (0: the whole tensor)")->check(non_negative)->capture_default_str();
+    verify_quantize->add_option("--conformance", vq.conformance, "exact (every bit) or bounded (every element within the format's bound)")
+        ->capture_default_str();
+    verify_quantize->add_option("--dtype", vq.dtype, "What a raw uint16 array holds: fp16 or bf16 (typed files say it themselves)");
+    verify_quantize->add_option("--tensor", vq.tensor, "The input's tensor name in a .safetensors file");
+    verify_quantize->add_option("--report-dir", vq.report_dir, "Where the reports go (\"\": none)")->capture_default_str();
+    verify_quantize->add_flag("--json", vq.json, "Print one JSON object");
+
+    VerifyCollectiveArgs vc;
+    auto* verify_collective = verify->add_subcommand(
+        "collective", "A collective run elsewhere: every output's exact error, judged in tiers exact (qtransit's schedule bit for "
+                      "bit), same-events (the same decoded contributions, any order of adds), bounded (the path's a-priori bound). "
+                      "Exit 0 the tier holds, 1 a violation, 2 bad input");
+    verify_collective->add_option("--path", vc.path, "The path the run took: " + qtransit::known_path_names())->required();
+    verify_collective->add_option("--ranks", vc.ranks, "N, the ranks of the run")->required()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+    verify_collective->add_option("--ranks-per-node", vc.ranks_per_node, "G (default: 8 when it divides N, else N)")->check(non_negative);
+    verify_collective->add_option("--format", vc.format, "The format the run quantized with")->required();
+    verify_collective->add_option("--inputs", vc.inputs,
+                                  "What each rank contributed: one [N, M] file, or one [M] file per rank with {rank} in the name "
+                                  "(in.{rank}.npy); .npy or .safetensors")
+        ->required();
+    verify_collective->add_option("--outputs", vc.outputs,
+                                  "What each rank held after: one file, [N, S] for a reduce-scatter (row c: chunk c on rank c) or [N, M], "
+                                  "or one file per rank with {rank}")
+        ->required();
+    verify_collective->add_option("--block", vc.block, "Quantization block size")->capture_default_str();
+    verify_collective->add_option("--accum", vc.accum, "The run's accumulation: fp32 or fp16")->capture_default_str();
+    verify_collective->add_option("--target", vc.target, "sum, or mean (the sum times 1/N; one division allowed at any stage)")->capture_default_str();
+    verify_collective->add_option("--ring-order", vc.ring_order, "A ring path's order, as data flows (each rank sends to the next); default: the worst")
+        ->delimiter(',');
+    verify_collective->add_option("--conformance", vc.conformance,
+                                  "exact, same-events or bounded (default: same-events where the path allows it, else bounded)");
+    verify_collective->add_option("--dtype", vc.dtype, "What raw uint16 arrays hold: fp16 or bf16");
+    verify_collective->add_option("--tensor", vc.tensor, "The tensor's name in .safetensors files");
+    verify_collective->add_option("--output-tensor", vc.output_tensor, "The outputs' tensor name, when it differs from --tensor");
+    verify_collective->add_option("--report-dir", vc.report_dir, "Where the reports go (\"\": none)")->capture_default_str();
+    verify_collective->add_flag("--json", vc.json, "Print one JSON object");
+    verify_collective->add_option("--backend", vc.backend,
+                                  "cpu (one process), or mpi (under mpirun: each process reads and checks its own chunks, rank 0 reports)")
+        ->capture_default_str();
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -186,6 +241,8 @@ int dispatch(int argc, char** argv) {
     if (*survey) return run_survey(sa);
     if (*simulate) return run_simulate(ma);
     if (*check) return run_check(ca);
+    if (*verify_quantize) return run_verify_quantize(vq);
+    if (*verify_collective) return run_verify_collective(vc);
     return kExitUsage;
 }
 }  // namespace

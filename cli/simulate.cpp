@@ -10,8 +10,67 @@
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/gate/sweep.hpp"
 #include "qtransit/kernels/plugin.hpp"
+#include "qtransit/kernels/tensor_file.hpp"
+#include "qtransit/common/text_file.hpp"
 
 namespace qtransit::cli {
+namespace {
+
+namespace mpi = collectives::mpi;
+
+// --in: one [N, M] file, or one file per rank ([M] or [1, M]) named with {rank}. One process reads
+// them all; under one process per rank each process reads its own rank's file and the rows are
+// exchanged (every process computes the whole schedule, mpi.hpp). The result is [N, M].
+Result<kernels::NpyArray> read_inputs(const std::string& in, const std::vector<int64_t>& ranks, bool per_process) {
+    if (!has_rank_field(in)) return kernels::read_tensor(in);
+    if (ranks.size() > 1) return make_error(ErrorCode::kInvalidArgument, "--in with {rank} takes one N (--ranks N)");
+    const int64_t n = !ranks.empty() ? ranks[0] : (per_process ? mpi::size() : 0);
+    if (n < 1) return make_error(ErrorCode::kInvalidArgument, "--in with {rank} (one file per rank) needs --ranks N");
+    auto one = [&](int64_t r) -> Result<kernels::NpyArray> {
+        const std::string f = rank_file(in, r);
+        auto x = kernels::read_tensor(f);
+        if (!x) return x.error();
+        if (!(x->shape.size() == 1 || (x->shape.size() == 2 && x->shape[0] == 1)))
+            return make_error(ErrorCode::kBadFile, f + ": a per-rank input holds that rank's M elements, [M] or [1, M]; this one has " +
+                                                       std::to_string(x->shape.size()) + " dimensions");
+        return x;
+    };
+    kernels::NpyArray all;
+    if (!per_process) {
+        for (int64_t r = 0; r < n; ++r) {
+            auto x = one(r);
+            if (!x) return x.error();
+            const int64_t m = x->shape.back();
+            if (r == 0) all.shape = {n, m};
+            else if (m != all.shape[1])
+                return make_error(ErrorCode::kBadFile, rank_file(in, r) + ": " + std::to_string(m) + " elements, but " + rank_file(in, 0) +
+                                                           " has " + std::to_string(all.shape[1]));
+            all.data.insert(all.data.end(), x->data.begin(), x->data.end());
+        }
+        return all;
+    }
+    if (n != mpi::size())
+        return make_error(ErrorCode::kInvalidArgument, "--in with {rank} under mpirun: one file per process, but --ranks is " +
+                                                           std::to_string(n) + " and mpirun started " + std::to_string(mpi::size()));
+    auto mine = one(mpi::rank());
+    const std::string problem = mpi::first_error(mine ? std::string() : mine.error().message);
+    if (!problem.empty()) return make_error(ErrorCode::kBadFile, problem);
+    auto ms = mpi::allgather({static_cast<double>(mine->shape.back())});
+    if (!ms) return ms.error();
+    for (int64_t r = 1; r < n; ++r)
+        if ((*ms)[static_cast<size_t>(r)] != (*ms)[0])
+            return make_error(ErrorCode::kBadFile, rank_file(in, r) + ": " + std::to_string(static_cast<int64_t>((*ms)[static_cast<size_t>(r)])) +
+                                                       " elements, but " + rank_file(in, 0) + " has " + std::to_string(static_cast<int64_t>((*ms)[0])));
+    const int64_t m = static_cast<int64_t>((*ms)[0]);
+    if (auto st = check_memory(n * m * 12, "every rank's input on this process"); !st) return st.error();
+    auto rows = mpi::allgather(std::vector<double>(mine->data.begin(), mine->data.end()));  // binary32 in binary64: exact
+    if (!rows) return rows.error();
+    all.shape = {n, m};
+    all.data.assign(rows->begin(), rows->end());
+    return all;
+}
+
+}  // namespace
 
 int run_simulate(const SimulateArgs& a) {
     // ---- parse and validate everything before any work -------------------------------------------
@@ -49,13 +108,12 @@ int run_simulate(const SimulateArgs& a) {
     auto backend = collectives::parse_backend(a.backend);
     if (!backend) return fail(backend.error());
     spec.backend = *backend;
-    namespace mpi = collectives::mpi;
     const bool per_rank = gate::one_process_per_rank(spec.backend);  // mpi; nccl under mpirun
-    if (const auto problem = gate::sweep_backend_problem(spec, a.backend, !a.in.empty()); !problem.empty()) return fail(problem);
+    if (const auto problem = gate::sweep_backend_problem(spec, a.backend); !problem.empty()) return fail(problem);
 
     kernels::NpyArray file;
     if (!a.in.empty()) {
-        auto arr = kernels::read_npy(a.in);
+        auto arr = read_inputs(a.in, spec.ranks, per_rank);
         if (!arr) return fail(arr.error());
         file = std::move(*arr);
         if (file.shape.size() != 2)

@@ -82,60 +82,14 @@ Status builtin_sharded(const FormatSpec& f, std::span<const float> x, int64_t bl
     return Status::Ok();
 }
 
-}  // namespace
-
-Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSpec& format, std::span<const float> x_in,
-                               int64_t block, int64_t shard, const Site& site, uint64_t seed,
-                               kernels::Conformance conformance) {
-    const int64_t n = static_cast<int64_t>(x_in.size());
-    if (shard <= 0) shard = n;
-    if (n == 0 || n % shard)
-        return make_error(ErrorCode::kInvalidArgument, "a kernel check needs a shard length that divides the " + std::to_string(n) + " elements");
-    const kernels::ValueType in = codec ? codec->input_type() : kernels::ValueType::kBinary32;
-    const kernels::ValueType out = codec ? codec->output_type() : kernels::ValueType::kBinary32;
-    std::vector<float> x(x_in.begin(), x_in.end());
-    for (float& v : x) v = kernels::round_to(in, v);
-
-    CodecCheck c;
-    c.conformance = conformance;
-    c.elements = n;
-    c.block = block;
-    c.shard = shard;
-    const std::string who = codec ? "codec '" + codec->name() + "'" : "the kernel";
-    auto ref = reference_sharded(format, x, block, shard, site, seed);
-
+// Everything after the kernel ran: c.encoded and c.decoded (the kernel's, or a run's) against the
+// reference, bit for bit and against the format's bound (see codec_check's comment); sets every
+// comparison field of c, and c.conforms under c.conformance. `who` names the kernel in messages.
+void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::vector<float>& x, const Site& site,
+           kernels::ValueType out, const char* who_word) {
+    const int64_t n = c.elements, block = c.block, shard = c.shard;
+    c.ulp_histogram.assign(8, 0);
     const auto sz = kernels::sharded_sizes(format, n, block, shard);
-    c.encoded.format = format;
-    c.encoded.block = block;
-    c.encoded.elements = n;
-    c.encoded.codes.assign(static_cast<size_t>(sz.code_bytes), 0);
-    c.encoded.scales.assign(static_cast<size_t>(sz.blocks), 0.0f);
-    c.encoded.offsets.assign(static_cast<size_t>(sz.offsets), 0.0f);
-    Status st;
-    if (codec) {
-        kernels::CodecOptions opt;
-        opt.seed = seed;
-        opt.site = site;
-        st = codec->encode(x, block, shard, c.encoded.codes, c.encoded.scales, c.encoded.offsets, opt);
-        if (st) {
-            c.decoded.assign(x.size(), 0.0f);
-            st = codec->decode(block, shard, c.encoded.codes, c.encoded.scales, c.encoded.offsets, c.decoded);
-        }
-    } else {
-        st = builtin_sharded(format, x, block, shard, site, seed, c.encoded, c.decoded);
-    }
-    if (!st || !ref) {
-        if (!st && !ref) return ref.error();  // both refuse: a bad input, said by the reference
-        c.first_difference = !st ? who + " refused an input the reference quantizes: " + st.error().message
-                                 : who + " encoded an input the reference refuses: " + ref.error().message;
-        c.refusal = c.first_difference;
-        c.violation = c.first_difference;
-        c.exact = false;
-        c.bound_holds = false;
-        c.conforms = false;
-        return c;
-    }
-    const RefOut& r = *ref;
     // Codes in qtransit's layout, block by block over the shards.
     c.codes.assign(static_cast<size_t>(n), 0);
     std::vector<int64_t> block_of(static_cast<size_t>(n));
@@ -176,13 +130,18 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
         ++c.differing_elements;
         const int64_t j = block_of[k];
         if (meta_differs[static_cast<size_t>(j)]) ++c.elements_in_differing_blocks;
-        if (!std::isnan(c.decoded[k]) && !std::isnan(rdec[k]))
-            c.max_ulps = std::max<int64_t>(c.max_ulps, std::llabs(ordered(c.decoded[k]) - ordered(rdec[k])));
+        if (std::isfinite(c.decoded[k]) && std::isfinite(rdec[k])) {
+            const int64_t u = std::llabs(ordered(c.decoded[k]) - ordered(rdec[k]));
+            c.max_ulps = std::max<int64_t>(c.max_ulps, u);
+            ++c.ulp_histogram[u == 0 ? 0 : u == 1 ? 1 : u == 2 ? 2 : u <= 4 ? 3 : u <= 16 ? 4 : u <= 256 ? 5 : 6];
+        } else if (!same_bits(c.decoded[k], rdec[k])) {
+            ++c.ulp_histogram[7];
+        }
         if (c.first_difference.empty()) {
             const int64_t s = i / shard, in_shard = i % shard;
             c.first_difference = "element " + std::to_string(site.index_base + i) + " (shard " + std::to_string(s) + ", block " +
                                  std::to_string(j) + ", element " + std::to_string(in_shard % block) + " of it; input " +
-                                 show(x[k]) + "): " + (codec ? "codec" : "kernel") + " decodes " + show(c.decoded[k]) + " (code " +
+                                 show(x[k]) + "): " + who_word + " decodes " + show(c.decoded[k]) + " (code " +
                                  std::to_string(c.codes[k]) + "), reference " + show(rdec[k]) + " (code " + std::to_string(r.codes[k]) +
                                  "); " + block_text(j);
         }
@@ -254,7 +213,149 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
         }
         bound_check(wire, "wire-decoded");  // the codes and metadata decoded by the format's definition
     }
-    c.conforms = conformance == kernels::Conformance::kExact ? c.exact : c.bound_holds;
+    c.ulp_histogram[0] += n - c.differing_elements;  // equal decoded values (a differing code alone counts as 0 ulps)
+    c.conforms = c.conformance == kernels::Conformance::kExact ? c.exact : c.bound_holds;
+}
+
+}  // namespace
+
+Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSpec& format, std::span<const float> x_in,
+                               int64_t block, int64_t shard, const Site& site, uint64_t seed,
+                               kernels::Conformance conformance) {
+    const int64_t n = static_cast<int64_t>(x_in.size());
+    if (shard <= 0) shard = n;
+    if (n == 0 || n % shard)
+        return make_error(ErrorCode::kInvalidArgument, "a kernel check needs a shard length that divides the " + std::to_string(n) + " elements");
+    const kernels::ValueType in = codec ? codec->input_type() : kernels::ValueType::kBinary32;
+    const kernels::ValueType out = codec ? codec->output_type() : kernels::ValueType::kBinary32;
+    std::vector<float> x(x_in.begin(), x_in.end());
+    for (float& v : x) v = kernels::round_to(in, v);
+
+    CodecCheck c;
+    c.conformance = conformance;
+    c.elements = n;
+    c.block = block;
+    c.shard = shard;
+    const std::string who = codec ? "codec '" + codec->name() + "'" : "the kernel";
+    auto ref = reference_sharded(format, x, block, shard, site, seed);
+
+    const auto sz = kernels::sharded_sizes(format, n, block, shard);
+    c.encoded.format = format;
+    c.encoded.block = block;
+    c.encoded.elements = n;
+    c.encoded.codes.assign(static_cast<size_t>(sz.code_bytes), 0);
+    c.encoded.scales.assign(static_cast<size_t>(sz.blocks), 0.0f);
+    c.encoded.offsets.assign(static_cast<size_t>(sz.offsets), 0.0f);
+    Status st;
+    if (codec) {
+        kernels::CodecOptions opt;
+        opt.seed = seed;
+        opt.site = site;
+        st = codec->encode(x, block, shard, c.encoded.codes, c.encoded.scales, c.encoded.offsets, opt);
+        if (st) {
+            c.decoded.assign(x.size(), 0.0f);
+            st = codec->decode(block, shard, c.encoded.codes, c.encoded.scales, c.encoded.offsets, c.decoded);
+        }
+    } else {
+        st = builtin_sharded(format, x, block, shard, site, seed, c.encoded, c.decoded);
+    }
+    if (!st || !ref) {
+        if (!st && !ref) return ref.error();  // both refuse: a bad input, said by the reference
+        c.first_difference = !st ? who + " refused an input the reference quantizes: " + st.error().message
+                                 : who + " encoded an input the reference refuses: " + ref.error().message;
+        c.refusal = c.first_difference;
+        c.violation = c.first_difference;
+        c.exact = false;
+        c.bound_holds = false;
+        c.conforms = false;
+        return c;
+    }
+    judge(c, *ref, format, x, site, out, codec ? "codec" : "kernel");
+    return c;
+}
+
+Result<CodecCheck> run_check(const FormatSpec& format, std::span<const float> x_in, int64_t block, int64_t shard,
+                             const RunQuantization& run, kernels::Conformance conformance) {
+    const int64_t n = static_cast<int64_t>(x_in.size());
+    if (shard <= 0) shard = n;
+    auto bad = [](const std::string& what) { return make_error(ErrorCode::kBadFile, what); };
+    if (n == 0) return bad("the input has no elements");
+    if (n % shard) return make_error(ErrorCode::kInvalidArgument, "--shard " + std::to_string(shard) + " does not divide the " + std::to_string(n) + " elements");
+    const std::vector<float> x(x_in.begin(), x_in.end());
+    Site site;
+    site.tensor = "the input";
+    auto ref = reference_sharded(format, x, block, shard, site, 0);
+    if (!ref) return ref.error();
+    const RefOut& r = *ref;
+    const auto sz = kernels::sharded_sizes(format, n, block, shard);
+    auto count = [](size_t got, int64_t want, const std::string& what, const std::string& unit) -> Status {
+        if (static_cast<int64_t>(got) == want) return Status::Ok();
+        return make_error(ErrorCode::kBadFile, what + " holds " + std::to_string(got) + " " + unit + ", but " + std::to_string(want) +
+                                                   " are expected for this input, format and block (shard)");
+    };
+    if (auto st = count(run.decoded.size(), n, "decoded", "values"); !st) return st.error();
+    CodecCheck c;
+    c.conformance = conformance;
+    c.elements = n;
+    c.block = block;
+    c.shard = shard;
+    c.decoded = run.decoded;
+    c.encoded.format = format;
+    c.encoded.block = block;
+    c.encoded.elements = n;
+    if (run.has_wire) {
+        if (auto st = count(run.wire_codes.size(), sz.code_bytes, "codes", "bytes"); !st) return st.error();
+        c.encoded.codes = run.wire_codes;
+    } else if (run.has_codes) {
+        if (auto st = count(run.codes.size(), n, "codes", "codes"); !st) return st.error();
+        // Packed per shard and block; a value that is not a code of the format does not survive the
+        // packing, and is named.
+        for (int64_t s = 0; s < n / shard; ++s) {
+            const auto part = std::span<const int32_t>(run.codes).subspan(static_cast<size_t>(s * shard), static_cast<size_t>(shard));
+            const auto b = reference::pack(format, part, block);
+            const auto back = reference::unpack(format, b, shard, block);
+            for (int64_t i = 0; i < shard; ++i)
+                if (back[static_cast<size_t>(i)] != part[static_cast<size_t>(i)])
+                    return bad("codes[" + std::to_string(s * shard + i) + "] = " + std::to_string(part[static_cast<size_t>(i)]) +
+                               " is not a code of " + format.name());
+            c.encoded.codes.insert(c.encoded.codes.end(), b.begin(), b.end());
+        }
+    } else {
+        c.encoded.codes = r.bytes;  // not given: the reference's, so that only what was given is compared
+    }
+    if (run.has_scales) {
+        if (auto st = count(run.scales.size(), sz.blocks, "scales", "values"); !st) return st.error();
+        c.encoded.scales = run.scales;
+    } else {
+        c.encoded.scales = r.scales;
+    }
+    if (run.has_offsets) {
+        if (!format.has_offset()) return make_error(ErrorCode::kInvalidArgument, "offsets given, but " + format.name() + " has none");
+        if (auto st = count(run.offsets.size(), sz.offsets, "offsets", "values"); !st) return st.error();
+        c.encoded.offsets = run.offsets;
+    } else {
+        c.encoded.offsets = r.offsets;
+    }
+    judge(c, r, format, x, site, kernels::ValueType::kBinary32, "the run");
+    // The worst element: the largest |x - decoded| / E(x), with the reference's block statistics.
+    for (size_t s = 0; s < r.per_shard.size(); ++s) {
+        const auto& q = r.per_shard[s];
+        const size_t base = s * static_cast<size_t>(shard);
+        for (size_t i = 0; i < q.decoded.size(); ++i) {
+            const size_t k = base + i;
+            const size_t j = i / static_cast<size_t>(block);
+            if ((j < q.poisoned.size() && q.poisoned[j]) || !std::isfinite(c.decoded[k])) continue;
+            const double err = std::fabs(static_cast<double>(c.decoded[k]) - static_cast<double>(x[k]));
+            const double e = reference::element_bound(q, std::span<const float>(x).subspan(base, q.decoded.size()), static_cast<int64_t>(i)).to_double();
+            const double ratio = e > 0 ? err / e : (err > 0 ? std::numeric_limits<double>::infinity() : 0.0);
+            if (c.worst_element < 0 || ratio > c.worst_ratio) {
+                c.worst_element = static_cast<int64_t>(k);
+                c.worst_ratio = ratio;
+                c.worst_error = err;
+                c.worst_bound = e;
+            }
+        }
+    }
     return c;
 }
 

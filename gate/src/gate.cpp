@@ -116,14 +116,14 @@ reports::FormatCheck kernel_check(const GateConfig& cfg, const FormatSpec& f, co
     return fc;
 }
 
+}  // namespace
+
 std::string now_utc() {
     const std::time_t t = std::time(nullptr);
     char b[32];
     std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
     return b;
 }
-
-}  // namespace
 
 Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& opt) {
     const auto t0 = std::chrono::steady_clock::now();

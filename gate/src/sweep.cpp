@@ -73,7 +73,7 @@ bool one_process_per_rank(collectives::Backend b) {
 }
 
 // `qtransit simulate`'s checks of --backend before any work ("" when the sweep can run there).
-std::string sweep_backend_problem(const SweepSpec& spec, const std::string& name, bool has_in) {
+std::string sweep_backend_problem(const SweepSpec& spec, const std::string& name) {
     namespace mpi = collectives::mpi;
     const bool per_rank = one_process_per_rank(spec.backend);
     if (spec.codec)
@@ -85,7 +85,6 @@ std::string sweep_backend_problem(const SweepSpec& spec, const std::string& name
         if (spec.ranks.size() != 1 || spec.ranks[0] != mpi::size())
             return "--backend " + name + " under mpirun runs one process per rank: give --ranks " +
                         std::to_string(mpi::size()) + " (the number of processes mpirun started)";
-        if (has_in) return "--backend " + name + " under mpirun takes generated inputs (--dist), not --in";
         // nccl: every process needs a GPU. The ranks compare their answers so that all of them stop
         // (exit 2) when one has none, instead of the others waiting for it in NCCL's set-up.
         std::string mine;

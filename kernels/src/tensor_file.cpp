@@ -55,16 +55,6 @@ Result<std::optional<NpyDtype>> parse_dtype(const std::string& s) {
     return make_error(ErrorCode::kInvalidArgument, "unknown --dtype " + in_quotes(s) + "; known: " + known_dtype_names());
 }
 
-bool is_safetensors_path(const std::string& path) {
-    constexpr std::string_view ext = ".safetensors";
-    if (path.size() < ext.size()) return false;
-    for (size_t i = 0; i < ext.size(); ++i) {
-        char c = path[path.size() - ext.size() + i];
-        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-        if (c != ext[i]) return false;
-    }
-    return true;
-}
 
 // Bits per element of the dtypes the format defines (so that every entry's byte range can be checked,
 // not only that of the tensor read); 0 for a name it does not, whose range is checked only against
@@ -426,10 +416,30 @@ Result<NpyArray> read_safetensors_bytes(std::span<const uint8_t> bytes, const Te
     }
 }
 
+bool is_safetensors_name(const std::string& path) {
+    constexpr std::string_view ext = ".safetensors";
+    if (path.size() < ext.size()) return false;
+    for (size_t i = 0; i < ext.size(); ++i) {
+        char c = path[path.size() - ext.size() + i];
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+        if (c != ext[i]) return false;
+    }
+    return true;
+}
+
 Result<NpyArray> read_tensor(const std::string& path, const TensorReadOptions& opt) {
     auto want = parse_dtype(opt.dtype);
     if (!want) return want.error();
-    if (!is_safetensors_path(path)) {
+    if (opt.raw_only && *want) {
+        // --dtype for raw uint16 arrays only: a typed file is read as it says; only one that asks for
+        // the meaning of its bits is read again with it.
+        TensorReadOptions typed = opt;
+        typed.dtype.clear();
+        typed.raw_only = false;
+        auto r = read_tensor(path, typed);
+        if (r || r.error().message.find("a uint16 array: say what its bits are") == std::string::npos) return r;
+    }
+    if (!is_safetensors_name(path)) {
         if (!opt.tensor.empty())
             return make_error(ErrorCode::kInvalidArgument,
                               path + ": --tensor is for .safetensors files (a .npy file holds one array)");

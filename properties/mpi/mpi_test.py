@@ -16,6 +16,11 @@
   mpi_test.py nccl QTRANSIT MPIRUN       `--backend nccl` under mpirun on a machine without a GPU:
                                          simulate and check stop on every rank with exit 2 and a
                                          message, no crash, no hang (skipped where a GPU is visible)
+  mpi_test.py verify QTRANSIT MPIRUN NP  `mpirun -np NP qtransit verify collective --backend mpi` on
+                                         per-rank dump files (in.{rank}.npy, out.{rank}.npy) of every
+                                         path: the same verdicts, counts and first violations as one
+                                         process on the whole files; a moved output is exit 1 on every
+                                         rank; a missing rank file is exit 2 on every rank, said once
 Exit 77 (skipped) without mpirun.
 """
 import json, os, shutil, subprocess, sys, tempfile
@@ -259,6 +264,105 @@ def nccl(q, mpi):
     return 1 if bad else 0
 
 
+def verify(q, mpi, np):
+    import numpy  # Debian's python3-numpy (make deps-test)
+    n, g, m, block = 8, 4, 8 * 48, 16  # N ranks in the dumps, checked by np processes (chunk c on c mod np)
+    tmp = tempfile.mkdtemp()
+    rng = numpy.random.default_rng(3)
+    x = (rng.standard_normal((n, m)) * numpy.exp(rng.standard_normal((n, 1)))).astype(numpy.float32)
+    numpy.save(os.path.join(tmp, "inputs.npy"), x)
+    for r in range(n):
+        numpy.save(os.path.join(tmp, f"in.{r}.npy"), x[r])
+    bad = 0
+    # Tiers and counts must agree exactly; sums of squares are added in another order: to 1e-9.
+    loose = {"max_ratio", "rel_rms_error", "mean_error", "sum_sq_error", "sum_error", "sum_sq_target"}
+
+    def close(a, b, key=""):
+        if isinstance(a, dict) and isinstance(b, dict):
+            return a.keys() == b.keys() and all(close(a[k], b[k], k) for k in a)
+        if isinstance(a, list) and isinstance(b, list):
+            return len(a) == len(b) and all(close(u, v, key) for u, v in zip(a, b))
+        if key in loose and isinstance(a, (int, float)) and isinstance(b, (int, float)):
+            return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+        return a == b
+
+    for p in PATHS:
+        d = os.path.join(tmp, p)
+        os.mkdir(d)
+        whole = os.path.join(d, "outputs.npy")
+        sim = run([q, "simulate", "--path", p, "--format", "int4", "--ranks", str(n), "--ranks-per-node", str(g),
+                   "--block", str(block), "--in", os.path.join(tmp, "inputs.npy"), "--dump", whole], 120)
+        if sim.returncode != 0:
+            print(f"FAIL {p}: simulate --dump exit {sim.returncode}: {sim.stderr}")
+            bad += 1
+            continue
+        y = numpy.load(whole)
+        y[5, 3] = numpy.nextafter(y[5, 3], numpy.float32(numpy.inf))  # a moved output: exact fails everywhere
+        numpy.save(whole, y)
+        for r in range(n):
+            numpy.save(os.path.join(d, f"out.{r}.npy"), y[r])
+        args = ["verify", "collective", "--path", p, "--format", "int4", "--ranks", str(n), "--ranks-per-node", str(g),
+                "--block", str(block), "--json", "--report-dir", ""]
+        c = run([q] + args + ["--inputs", os.path.join(tmp, "inputs.npy"), "--outputs", whole], 120)
+        mm = run(mpirun(mpi, np) + [q] + args + ["--backend", "mpi", "--inputs", os.path.join(tmp, "in.{rank}.npy"),
+                                                 "--outputs", os.path.join(d, "out.{rank}.npy")], 300,
+                 {"QTRANSIT_MPI_TIMEOUT": "120"})
+        what = f"verify np {np} {p}"
+        try:
+            jc, jm = json.loads(c.stdout), json.loads(mm.stdout)
+        except json.JSONDecodeError:
+            print(f"FAIL {what}: no JSON (exit cpu {c.returncode}, mpi {mm.returncode})\n{c.stderr}\n{mm.stderr}")
+            bad += 1
+            continue
+        exact = jc["tiers"][0]
+        if c.returncode != mm.returncode or not close(jc, jm):
+            print(f"FAIL {what}: one process and {np} processes differ: exit {c.returncode} vs {mm.returncode}\n"
+                  f"{json.dumps(jc)}\n{json.dumps(jm)}")
+            bad += 1
+        elif exact["holds"] or exact["violations"] < 1:
+            print(f"FAIL {what}: the moved output was not seen by the exact tier: {exact}")
+            bad += 1
+        else:
+            print(f"ok   {what}: exit {mm.returncode}, {jm['outputs']} outputs, strongest {jm['strongest']}, "
+                  f"exact's first: {exact['first_violation'][:90]}")
+    # simulate --backend mpi --in 'in.{rank}.npy': each process reads its own rank's file; the same bits
+    # as one process on the whole [N, M] file.
+    n4 = 4
+    numpy.save(os.path.join(tmp, "inputs4.npy"), x[:n4])
+    for r in range(n4):
+        numpy.save(os.path.join(tmp, f"in4.{r}.npy"), x[r])
+    for p in ["a2a-rs", "ring-rs", "ring-ag"]:
+        cd, md = os.path.join(tmp, f"sim4.{p}.cpu.npy"), os.path.join(tmp, f"sim4.{p}.mpi.npy")
+        args = ["simulate", "--path", p, "--format", "int8", "--ranks", str(n4), "--block", str(block)]
+        c = run([q] + args + ["--in", os.path.join(tmp, "inputs4.npy"), "--dump", cd], 120)
+        mm = run(mpirun(mpi, n4) + [q] + args + ["--backend", "mpi", "--in", os.path.join(tmp, "in4.{rank}.npy"), "--dump", md],
+                 300, {"QTRANSIT_MPI_TIMEOUT": "120"})
+        what = f"simulate np {n4} {p} --in per-rank files"
+        if c.returncode != 0 or mm.returncode != 0:
+            print(f"FAIL {what}: exit cpu {c.returncode} mpi {mm.returncode}\n{c.stderr}\n{mm.stderr}")
+            bad += 1
+        elif open(cd, "rb").read() != open(md, "rb").read():
+            print(f"FAIL {what}: the dumps differ")
+            bad += 1
+        else:
+            print(f"ok   {what}: the same dump as one process on the whole file")
+    # A missing rank file: exit 2 on every rank, said once.
+    os.remove(os.path.join(tmp, "a2a-rs", "out.6.npy"))
+    mm = run(mpirun(mpi, np) + [q, "verify", "collective", "--backend", "mpi", "--path", "a2a-rs", "--format", "int4",
+                                "--ranks", str(n), "--ranks-per-node", str(g), "--block", str(block),
+                                "--inputs", os.path.join(tmp, "in.{rank}.npy"),
+                                "--outputs", os.path.join(tmp, "a2a-rs", "out.{rank}.npy"), "--report-dir", ""], 300,
+             {"QTRANSIT_MPI_TIMEOUT": "120"})
+    said = [line for line in mm.stderr.splitlines() if line.startswith("qtransit:")]
+    if mm.returncode != 2 or len(said) != 1 or "out.6.npy: no such file" not in said[0]:
+        print(f"FAIL verify np {np}: a missing rank file: exit {mm.returncode}, said {said}")
+        bad += 1
+    else:
+        print(f"ok   verify np {np}: a missing rank file: exit 2, once: {said[0]}")
+    shutil.rmtree(tmp)
+    return 1 if bad else 0
+
+
 def main():
     mode, q, mpi = sys.argv[1], os.path.abspath(sys.argv[2]), sys.argv[3]
     if not mpi or not shutil.which(mpi):
@@ -272,6 +376,8 @@ def main():
         return check(q, mpi, int(sys.argv[4]))
     if mode == "nccl":
         return nccl(q, mpi)
+    if mode == "verify":
+        return verify(q, mpi, int(sys.argv[4]))
     return dead(q, mpi)
 
 

@@ -180,18 +180,24 @@ std::string to_html(const GateResult& r) {
       << ".plots{display:flex;flex-wrap:wrap;gap:16px} .plots svg{border:1px solid #ddd}\n"
       << "p.caption{max-width:1540px}\n</style></head><body>\n";
     o << "<h1>qtransit numerics gate: <span class=\"" << (r.passed() ? "pass\">PASS" : "fail\">FAIL") << "</span></h1>\n";
-    o << "<p>" << r.formats.size() << " formats, " << r.paths.size() << " paths, " << r.dists.size()
-      << " distributions, N =";
-    for (auto n : r.ranks) o << " " << n;
-    o << " (" << r.ranks_per_node << " ranks per node), " << r.elements << " elements per rank, block " << r.block
-      << ", seed " << r.seed << "; " << r.runs.size() << " runs in " << detail::fmt_g(r.wall_seconds, 3)
-      << " s. Config: " << xml_escape(r.config_source) << ". qtransit " << xml_escape(r.version) << ", "
+    if (!r.verify_text.empty()) {
+        o << "<p>Command: " << xml_escape(r.config_source);
+    } else {
+        o << "<p>" << r.formats.size() << " formats, " << r.paths.size() << " paths, " << r.dists.size()
+          << " distributions, N =";
+        for (auto n : r.ranks) o << " " << n;
+        o << " (" << r.ranks_per_node << " ranks per node), " << r.elements << " elements per rank, block " << r.block
+          << ", seed " << r.seed << "; " << r.runs.size() << " runs in " << detail::fmt_g(r.wall_seconds, 3)
+          << " s. Config: " << xml_escape(r.config_source);
+    }
+    o << ". qtransit " << xml_escape(r.version) << ", "
       << xml_escape(r.started_at) << ".</p>\n";
     if (!r.notes.empty()) {
         o << "<ul>";
         for (const auto& n : r.notes) o << "<li>" << xml_escape(n) << "</li>";
         o << "</ul>\n";
     }
+    if (!r.verify_text.empty()) o << "<h2>Verify</h2>\n<pre>" << xml_escape(r.verify_text) << "</pre>\n";
     o << "<h2>Verdicts</h2>\n" << table_html(detail::category_table(r));
     if (!r.passed()) {
         o << "<h3 class=\"fail\">Failed verdicts</h3><ul>";

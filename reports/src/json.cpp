@@ -106,8 +106,8 @@ nlohmann::json to_json(const GateResult& r) {
         if (v.checked >= 0) j["checked"] = v.checked;
         verdicts.push_back(std::move(j));
     }
-    return {{"schema_version", r.schema_version},
-            {"tool", "qtransit check"},
+    nlohmann::json out{{"schema_version", r.schema_version},
+            {"tool", r.verify.is_null() ? "qtransit check" : "qtransit verify"},
             {"version", r.version},
             {"config", r.config_source},
             {"started_at", r.started_at},
@@ -137,6 +137,8 @@ nlohmann::json to_json(const GateResult& r) {
             {"fits", fits},
             {"format_checks", checks},
             {"verdicts", verdicts}};
+    if (!r.verify.is_null()) out["verify"] = r.verify;
+    return out;
 }
 
 Result<std::vector<GateRun>> runs_from_json(const nlohmann::json& j) {

@@ -116,10 +116,13 @@ std::string what_ran(const GateResult& r) {
 
 std::string to_markdown(const GateResult& r) {
     std::ostringstream o;
-    o << "# qtransit numerics gate: " << (r.passed() ? "PASS" : "FAIL") << "\n\n";
-    o << what_ran(r) << ". Config: " << r.config_source << ". qtransit " << r.version << ", " << r.started_at << ".\n\n";
+    o << "# qtransit " << (r.verify_text.empty() ? "numerics gate" : "verify") << ": " << (r.passed() ? "PASS" : "FAIL") << "\n\n";
+    if (r.verify_text.empty()) o << what_ran(r) << ". Config: ";
+    else o << "Command: ";  // a verification judged a run's dumps: no formats x paths x distributions ran
+    o << r.config_source << ". qtransit " << r.version << ", " << r.started_at << ".\n\n";
     for (const auto& n : r.notes) o << "- " << n << "\n";
     if (!r.notes.empty()) o << "\n";
+    if (!r.verify_text.empty()) o << "## Verify\n\n```\n" << r.verify_text << "```\n\n";
     o << "## Verdicts\n\n" << md(category_table(r)) << "\n";
     if (!r.passed()) {
         o << "## Failed verdicts\n\n";

@@ -36,7 +36,29 @@ struct CodecCheck {
     std::string refusal;            // one side refused what the other quantized (then nothing else is set)
     double max_error_to_bound = 0;
     bool conforms = false;          // exact, or (bounded) bound_holds
+    // Decoded values against the reference's, in units in the last place: 0, 1, 2, 3-4, 5-16,
+    // 17-256, more, and a non-finite value where the other is not (or another NaN).
+    std::vector<int64_t> ulp_histogram;
+    // run_check only: the element with the largest |x - decoded| / E(x) (-1: none finite).
+    int64_t worst_element = -1;
+    double worst_ratio = 0, worst_error = 0, worst_bound = 0;
 };
+
+// One quantization done elsewhere (`qtransit verify quantize`): what the run wrote. decoded is
+// required; what was not given is not compared (the reference's own stands in for it).
+struct RunQuantization {
+    std::vector<float> decoded;
+    bool has_wire = false, has_codes = false, has_scales = false, has_offsets = false;
+    std::vector<uint8_t> wire_codes;  // packed wire codes in qtransit's layout (`quantize --out`'s codes.bin)
+    std::vector<int32_t> codes;       // one code per element
+    std::vector<float> scales, offsets;
+};
+// The run's quantization of x against the reference (blocks restart every `shard` elements; 0: the
+// whole tensor), as codec_check judges a kernel's. An Error for a bad input: the reference refuses x
+// (a NaN names its index), a count that does not fit the format, block and shard, a code that is not
+// one of the format's.
+Result<CodecCheck> run_check(const FormatSpec& format, std::span<const float> x, int64_t block, int64_t shard,
+                             const RunQuantization& run, kernels::Conformance conformance);
 
 // `codec` null: qtransit's own CPU kernels. x is cast to the codec's input type first (the
 // reference quantizes the cast values); decoded values are compared with the reference's rounded to

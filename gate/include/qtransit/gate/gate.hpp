@@ -126,4 +126,7 @@ Result<reports::GateResult> run_gate(const GateConfig& config, const GateOptions
 // `name` is the backend as the user wrote it.
 std::string backend_problem(const GateConfig& config, collectives::Backend backend, const std::string& name);
 
+// The time now, UTC, ISO 8601 (a report's started_at).
+std::string now_utc();
+
 }  // namespace qtransit::gate

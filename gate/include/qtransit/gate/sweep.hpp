@@ -87,9 +87,9 @@ struct SweepResult {
 bool one_process_per_rank(collectives::Backend b);
 
 // Why the sweep cannot run on spec.backend ("" when it can): mpi outside a launcher, N not the number
-// of processes, a file input under one process per rank, no GPU, N not the number of GPUs for nccl.
+// of processes, no GPU, N not the number of GPUs for nccl.
 // Under one process per rank the ranks agree on the answer. `name` is the backend as written.
-std::string sweep_backend_problem(const SweepSpec& spec, const std::string& name, bool has_in);
+std::string sweep_backend_problem(const SweepSpec& spec, const std::string& name);
 
 // Validates every configuration before any work (an Error names the path and the constraint).
 Result<SweepResult> run_sweep(const SweepSpec& spec);

@@ -21,11 +21,14 @@ namespace qtransit::kernels {
 struct TensorReadOptions {
     std::string tensor;  // safetensors: the tensor's name ("" : the file's only tensor)
     std::string dtype;   // "" (what the file says), "fp32", "fp16", "bf16": what raw uint16 bits are; must agree with a typed file
+    bool raw_only = false;  // dtype says only what raw uint16 arrays hold: typed files are read as they say
 };
 
 // .safetensors (by extension, case-insensitive) or .npy (anything else). Reads F32, F16, BF16, and
 // U16 only with a dtype of fp16 or bf16; the NpyArray's dtype says what the values were read as.
 Result<NpyArray> read_tensor(const std::string& path, const TensorReadOptions& opt = {});
+// Whether read_tensor reads `path` as .safetensors (its extension, any case).
+bool is_safetensors_name(const std::string& path);
 
 // The same reader on a whole .safetensors file held in memory (the fuzz target's entry); `name`
 // stands for the file in messages.

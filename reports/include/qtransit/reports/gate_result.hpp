@@ -106,6 +106,10 @@ struct GateResult {
     std::vector<GateFit> fits;
     std::vector<FormatCheck> format_checks;
     std::vector<Verdict> verdicts;
+    // `qtransit verify` (a run computed elsewhere, judged): its JSON (report.json's "verify") and its
+    // text (the Markdown and HTML reports' "Verify" section); empty for the gate.
+    nlohmann::json verify;
+    std::string verify_text;
 
     int64_t count(VerdictStatus s) const;
     bool passed() const { return count(VerdictStatus::kFail) == 0; }

@@ -1,0 +1,532 @@
+// `qtransit verify collective`: a collective computed elsewhere (its inputs and what every rank held
+// after it, dumped as .npy or .safetensors, one file or one per rank) judged against the path in
+// exact arithmetic (gate/verify_run.hpp). Under `--backend mpi` each process reads only its own
+// chunks' slices and the verdicts are combined on rank 0.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <thread>
+#include <filesystem>
+#include <map>
+
+#include "commands.hpp"
+#include "qtransit/collectives/mpi.hpp"
+#include "qtransit/common/decl_toml.hpp"
+#include "qtransit/common/text_file.hpp"
+#include "qtransit/gate/codec_check.hpp"
+#include "qtransit/gate/verify_run.hpp"
+#include "qtransit/common/shortest.hpp"
+#include "qtransit/kernels/tensor_file.hpp"
+#include "qtransit/reports/files.hpp"
+#include "qtransit/version.hpp"
+
+namespace qtransit::cli {
+namespace {
+
+namespace mpi = collectives::mpi;
+std::string shape_text(const std::vector<int64_t>& s) {
+    std::string out = "[";
+    for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+    return out + "]";
+}
+
+// One file's tensor as rows of `cols` values: a per-rank file holds one row ([cols] or [1, cols]),
+// a whole file N rows ([N, cols]). want_cols < 0: any (the inputs, which say what M is).
+Result<kernels::NpyArray> read_rows(const std::string& file, const kernels::TensorReadOptions& opt, int64_t rows, int64_t want_cols,
+                                    const std::string& expect) {
+    auto a = kernels::read_tensor(file, opt);
+    if (!a) return a.error();
+    const auto& s = a->shape;
+    const bool one = rows == 1;
+    const bool ok_rank = one ? (s.size() == 1 || (s.size() == 2 && s[0] == 1)) : (s.size() == 2 && s[0] == rows);
+    const int64_t cols = s.empty() ? 1 : s.back();
+    if (!ok_rank || (want_cols >= 0 && cols != want_cols))
+        return make_error(ErrorCode::kBadFile, file + ": shape " + shape_text(s) + ", but " + expect);
+    return a;
+}
+
+struct Loaded {
+    int64_t m = 0;
+    gate::OutputDtype out_dtype = gate::OutputDtype::kFp32;
+};
+
+// A whole binary file (the packed wire codes), its size checked against the memory there is.
+Result<std::vector<uint8_t>> read_file_bytes(const std::string& path) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec) return make_error(ErrorCode::kBadFile, path + ": cannot read it (" + ec.message() + ")");
+    if (auto st = check_memory(static_cast<int64_t>(size), path); !st) return st.error();
+    std::vector<uint8_t> out(static_cast<size_t>(size));
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return make_error(ErrorCode::kBadFile, path + ": cannot open it");
+    const size_t got = out.empty() ? 0 : std::fread(out.data(), 1, out.size(), f);
+    std::fclose(f);
+    if (got != out.size()) return make_error(ErrorCode::kBadFile, path + ": read " + std::to_string(got) + " of its " + std::to_string(size) + " bytes");
+    return out;
+}
+
+gate::OutputDtype dtype_of(kernels::NpyDtype d) {
+    switch (d) {
+        case kernels::NpyDtype::kFloat16: return gate::OutputDtype::kFp16;
+        case kernels::NpyDtype::kBfloat16: return gate::OutputDtype::kBf16;
+        default: return gate::OutputDtype::kFp32;
+    }
+}
+
+}  // namespace
+
+int run_verify_collective(const VerifyCollectiveArgs& a) {
+    // ---- options, before any file is read ---------------------------------------------------------
+    const bool on_mpi = a.backend == "mpi";
+    if (a.backend != "cpu" && !on_mpi)
+        return fail("--backend " + a.backend + ": verify runs on cpu (one process) or mpi (one process per rank, under mpirun)");
+    if (on_mpi && !mpi::active()) return fail("--backend mpi needs a launcher: run it as mpirun -np P qtransit verify collective ...");
+    const int me = on_mpi ? mpi::rank() : 0, procs = on_mpi ? mpi::size() : 1;
+    const bool speaker = me == 0;
+    // Under mpi every process parsed the same arguments; a user error is said once, by rank 0.
+    auto refuse = [&](const std::string& msg) {
+        if (speaker) return fail(msg);
+        return kExitUsage;
+    };
+
+    gate::CollectiveVerifySpec spec;
+    auto path = parse_path(a.path);
+    if (!path) return refuse(path.error().message);
+    spec.config.path = *path;
+    auto format = resolve_format(a.format);
+    if (!format) return refuse(format.error().message);
+    spec.config.format = *format;
+    if (auto st = format->check_block(a.block); !st) return refuse("--block: " + st.error().message);
+    spec.config.block = a.block;
+    auto accum = parse_accum(a.accum);
+    if (!accum) return refuse(accum.error().message);
+    spec.config.accum = *accum;
+    if (a.ranks < 1) return refuse("--ranks is required (N, the ranks of the run)");
+    spec.config.ranks = a.ranks;
+    spec.config.ranks_per_node = a.ranks_per_node > 0 ? a.ranks_per_node : default_ranks_per_node(a.ranks);
+    if (a.target != "sum" && a.target != "mean") return refuse("--target " + a.target + ": sum or mean");
+    spec.mean = a.target == "mean";
+    spec.ring_order = a.ring_order;
+    if (!a.conformance.empty()) {
+        auto t = gate::parse_tier(a.conformance);
+        if (!t) return refuse("--conformance: " + t.error().message);
+        spec.asked = *t;
+    }
+    if (!a.dtype.empty() && a.dtype != "fp32" && a.dtype != "fp16" && a.dtype != "bf16")
+        return refuse("--dtype " + a.dtype + ": known: " + kernels::known_dtype_names());
+    const int64_t n = a.ranks;
+    const bool in_split = has_rank_field(a.inputs), out_split = has_rank_field(a.outputs);
+    // --dtype: what raw uint16 arrays hold (typed files say it themselves); --tensor: for .safetensors files.
+    auto opts = [&](const std::string& file, const std::string& tensor) {
+        return kernels::TensorReadOptions{kernels::is_safetensors_name(file) ? tensor : "", a.dtype, true};
+    };
+    const std::string out_tensor = a.output_tensor.empty() ? a.tensor : a.output_tensor;
+    const bool rs = path_info(*path).shape == PathShape::kReduceScatter;
+
+    // The chunks this process checks: all of them, or under mpi chunk c on process c mod P.
+    std::vector<int64_t> mine;
+    for (int64_t c = me; c < n; c += procs) mine.push_back(c);
+
+    // Every file this process reads exists, before any is read (a missing rank file is named).
+    {
+        std::string missing;
+        auto need = [&](const std::string& f) {
+            if (missing.empty() && !std::filesystem::exists(f)) missing = f + ": no such file";
+        };
+        if (in_split)
+            for (int64_t r = 0; r < n; ++r) need(rank_file(a.inputs, r));
+        else
+            need(a.inputs);
+        if (out_split) {
+            if (rs)
+                for (int64_t c : mine) need(rank_file(a.outputs, c));
+            else
+                for (int64_t r = 0; r < n; ++r) need(rank_file(a.outputs, r));
+        } else {
+            need(a.outputs);
+        }
+        if (on_mpi) missing = mpi::first_error(missing);
+        if (!missing.empty()) return refuse(missing + (in_split || out_split ? " (a per-rank file: {rank} is 0.." + std::to_string(n - 1) + ")" : ""));
+    }
+
+    // ---- read: every chunk's inputs and outputs this process checks --------------------------------
+    // Per chunk c: the inputs of every rank over its range, and what the ranks hold there.
+    struct Held {
+        gate::ChunkTensors t;
+        std::vector<float> in, out;
+    };
+    std::map<int64_t, Held> held;
+    std::string problem;
+    int64_t m = -1;
+    gate::OutputDtype out_dtype = gate::OutputDtype::kFp32;
+    auto inputs_expect = [&](bool one) {
+        return one ? std::string("a per-rank inputs file holds that rank's M elements: [M] or [1, M]")
+                   : "the inputs are [N, M] with N = " + std::to_string(n) + " (row r: rank r's input)";
+    };
+    auto outputs_expect = [&](bool one) {
+        const std::string pname = path_info(*path).name;
+        const int64_t cols = rs ? m / n : m;
+        const std::string what = rs ? "S = M / N = " + std::to_string(cols) + " elements of chunk c that rank c holds"
+                                    : "M = " + std::to_string(cols) + " elements every rank holds";
+        return pname + " with N = " + std::to_string(n) + " and M = " + std::to_string(m) + " leaves " +
+               (one ? shape_text({cols}) + " per rank (the " + what + ")"
+                    : shape_text({n, cols}) + " (row c: the " + what + ")");
+    };
+    auto setup = [&]() -> Status {
+        // Inputs.
+        auto take_inputs = [&](int64_t r, std::span<const float> row) {
+            for (auto& [c, h] : held) {
+                const int64_t w = h.t.in_hi - h.t.in_lo;
+                std::copy(row.begin() + h.t.in_lo, row.begin() + h.t.in_hi, h.in.begin() + r * w);
+            }
+        };
+        auto start_chunks = [&]() -> Status {
+            spec.config.elements = m;
+            if (auto st = gate::check_spec(spec); !st) return st;
+            double bytes = 0;
+            for (int64_t c : mine) {
+                Held h;
+                h.t = gate::chunk_layout(spec.config, c);
+                const int64_t w = h.t.in_hi - h.t.in_lo;
+                bytes += 4.0 * (static_cast<double>(n * w) + static_cast<double>(h.t.out_ranks.size()) * static_cast<double>(h.t.out_hi - h.t.out_lo));
+                held.emplace(c, std::move(h));
+            }
+            if (auto st = check_memory(bytes > 9e18 ? INT64_MAX : static_cast<int64_t>(bytes), "the chunks this process checks"); !st) return st;
+            for (auto& [c, h] : held) {
+                h.in.assign(static_cast<size_t>(n * (h.t.in_hi - h.t.in_lo)), 0.0f);
+                h.out.assign(h.t.out_ranks.size() * static_cast<size_t>(h.t.out_hi - h.t.out_lo), 0.0f);
+            }
+            return Status::Ok();
+        };
+        if (in_split) {
+            for (int64_t r = 0; r < n; ++r) {
+                auto x = read_rows(rank_file(a.inputs, r), opts(a.inputs, a.tensor), 1, m, m < 0 ? inputs_expect(true) : inputs_expect(true) + ", and rank 0's has M = " + std::to_string(m));
+                if (!x) return x.error();
+                if (m < 0) {
+                    m = x->shape.back();
+                    if (auto st = start_chunks(); !st) return st;
+                }
+                take_inputs(r, x->data);
+            }
+        } else {
+            auto x = read_rows(a.inputs, opts(a.inputs, a.tensor), n, -1, inputs_expect(false));
+            if (!x) return x.error();
+            m = x->shape.back();
+            if (auto st = start_chunks(); !st) return st;
+            for (int64_t r = 0; r < n; ++r) take_inputs(r, std::span<const float>(x->data).subspan(static_cast<size_t>(r * m), static_cast<size_t>(m)));
+        }
+        // Outputs.
+        const int64_t cols = rs ? m / n : m;
+        auto take_output = [&](int64_t r, std::span<const float> row) {
+            for (auto& [c, h] : held)
+                for (size_t k = 0; k < h.t.out_ranks.size(); ++k)
+                    if (h.t.out_ranks[k] == r) {
+                        const int64_t w = h.t.out_hi - h.t.out_lo;
+                        std::copy(row.begin() + h.t.out_lo, row.begin() + h.t.out_hi, h.out.begin() + static_cast<int64_t>(k) * w);
+                    }
+        };
+        bool first_file = true;
+        auto note_dtype = [&](kernels::NpyDtype d) {
+            if (first_file) out_dtype = dtype_of(d);
+            first_file = false;
+        };
+        if (out_split) {
+            std::vector<int64_t> ranks;
+            if (rs) ranks = mine;
+            else
+                for (int64_t r = 0; r < n; ++r) ranks.push_back(r);
+            for (int64_t r : ranks) {
+                auto y = read_rows(rank_file(a.outputs, r), opts(a.outputs, out_tensor), 1, cols, outputs_expect(true));
+                if (!y) return y.error();
+                note_dtype(y->dtype);
+                take_output(r, y->data);
+            }
+        } else {
+            auto y = read_rows(a.outputs, opts(a.outputs, out_tensor), n, cols, outputs_expect(false));
+            if (!y) return y.error();
+            note_dtype(y->dtype);
+            for (int64_t r = 0; r < n; ++r)
+                take_output(r, std::span<const float>(y->data).subspan(static_cast<size_t>(r * cols), static_cast<size_t>(cols)));
+        }
+        spec.output_dtype = out_dtype;
+        return Status::Ok();
+    };
+    if (auto st = setup(); !st) problem = st.error().message;
+    if (on_mpi) problem = mpi::first_error(problem);
+    if (!problem.empty()) return refuse(problem);
+
+    // ---- check ---------------------------------------------------------------------------------------
+    const auto started = std::chrono::steady_clock::now();
+    gate::CollectiveVerification total;
+    {
+        std::optional<gate::CollectiveVerification> acc;
+        std::string err;
+        // One process: the chunks on every hardware thread (verify_chunk is independent per chunk).
+        std::vector<int64_t> order(mine.begin(), mine.end());
+        std::vector<Result<gate::CollectiveVerification>> results(order.size(), make_error(ErrorCode::kInternal, "not run"));
+        std::atomic<size_t> next{0};
+        auto work = [&] {
+            for (size_t i; (i = next.fetch_add(1)) < order.size();) {
+                Held& h = held.at(order[i]);
+                h.t.in = h.in.data();
+                h.t.in_stride = h.t.in_hi - h.t.in_lo;
+                h.t.out = h.out.data();
+                h.t.out_stride = h.t.out_hi - h.t.out_lo;
+                results[i] = gate::verify_chunk(spec, h.t);
+            }
+        };
+        const int threads = static_cast<int>(std::clamp<size_t>(std::thread::hardware_concurrency(), 1, std::max<size_t>(order.size(), 1)));
+        std::vector<std::thread> pool;
+        for (int k = 1; k < threads; ++k) pool.emplace_back(work);
+        work();
+        for (auto& th : pool) th.join();
+        for (auto& r : results) {
+            if (!r) {
+                if (err.empty()) err = r.error().message;
+                continue;
+            }
+            if (!acc) acc = *r;
+            else acc->merge(*r);
+        }
+        if (on_mpi) err = mpi::first_error(err);
+        if (!err.empty()) return refuse(err);
+        if (!acc) acc = gate::empty_verification(spec);  // a process with no chunk (more processes than ranks)
+        if (on_mpi) {
+            auto all = gate::combine_over_ranks(*acc);
+            if (!all) return fail(all.error());
+            total = std::move(*all);
+        } else {
+            total = std::move(*acc);
+        }
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (!speaker) return total.holds() ? kExitOk : kExitCheckFailed;
+
+    // ---- say it ----------------------------------------------------------------------------------------
+    const std::string text = gate::summary_text(total);
+    if (!a.report_dir.empty()) {
+        reports::GateResult r;
+        r.version = QTRANSIT_VERSION;
+        r.started_at = gate::now_utc();
+        r.config_source = "verify collective --inputs " + a.inputs + " --outputs " + a.outputs;
+        r.wall_seconds = seconds;
+        r.formats = {spec.config.format.name()};
+        r.paths = {path_info(*path).name};
+        r.ranks = {n};
+        r.ranks_per_node = spec.config.ranks_per_node;
+        r.elements = spec.config.elements;
+        r.block = spec.config.block;
+        r.verify = gate::to_json(total);
+        r.verify_text = text;
+        const std::string base = std::string("verify/") + path_info(*path).name + "/";
+        for (const auto& t : total.tiers) {
+            reports::Verdict v;
+            v.name = base + gate::to_string(t.tier);
+            v.category = "verify";
+            v.checked = t.not_applicable.empty() ? t.checked : -1;
+            if (!t.not_applicable.empty()) {
+                v.status = reports::VerdictStatus::kSkip;
+                v.message = "not applicable: " + t.not_applicable;
+            } else if (t.tier != total.asked) {
+                // Tiers not asked for are reported, not judged: a run may differ from qtransit's
+                // schedule (another order of adds) and still meet the tier asked.
+                v.status = reports::VerdictStatus::kSkip;
+                v.message = std::string("not asked (") + gate::to_string(total.asked) + " was): " +
+                            (t.holds ? "holds" : "does not hold; first: " + t.first);
+            } else {
+                v.status = t.holds && t.checked > 0 ? reports::VerdictStatus::kPass : reports::VerdictStatus::kFail;
+                v.message = t.holds ? "holds over " + std::to_string(t.checked) + " outputs" : t.first;
+            }
+            r.verdicts.push_back(v);
+        }
+        if (total.same_bits_applies) {
+            reports::Verdict v;
+            v.name = base + "same-bits";
+            v.category = "verify";
+            v.checked = total.same_bits_checked;
+            v.status = total.same_bits && total.same_bits_checked > 0 ? reports::VerdictStatus::kPass : reports::VerdictStatus::kFail;
+            v.message = total.same_bits ? "every rank holds the same bits" : total.same_bits_first;
+            r.verdicts.push_back(v);
+        }
+        if (auto st = reports::write_reports(r, a.report_dir); !st) return fail(st.error());
+    }
+    if (a.json) {
+        std::printf("%s\n", gate::to_json(total).dump(2).c_str());
+    } else {
+        std::fputs(text.c_str(), stdout);
+        if (!a.report_dir.empty()) std::printf("(reports in %s)\n", a.report_dir.c_str());
+    }
+    if (!total.holds()) {
+        const auto& t = total.tiers[static_cast<size_t>(total.asked)];
+        if (!t.holds) std::fprintf(stderr, "qtransit: verify: %s violated: %s\n", gate::to_string(total.asked), one_line(t.first).c_str());
+        if (total.same_bits_applies && !total.same_bits)
+            std::fprintf(stderr, "qtransit: verify: the ranks do not hold the same bits: %s\n", one_line(total.same_bits_first).c_str());
+        return kExitCheckFailed;
+    }
+    return kExitOk;
+}
+
+}  // namespace qtransit::cli
+
+namespace qtransit::cli {
+namespace {
+Result<std::vector<uint8_t>> read_file_bytes(const std::string& path);
+std::string shape_text(const std::vector<int64_t>& s);
+}
+
+int run_verify_quantize(const VerifyQuantizeArgs& a) {
+    auto format = resolve_format(a.format);
+    if (!format) return fail(format.error());
+    if (auto st = format->check_block(a.block); !st) return fail("--block: " + st.error().message);
+    auto conf = kernels::parse_conformance(a.conformance);
+    if (!conf) return fail("--conformance: " + conf.error().message);
+    if (!a.dtype.empty() && a.dtype != "fp32" && a.dtype != "fp16" && a.dtype != "bf16")
+        return fail("--dtype " + a.dtype + ": known: " + kernels::known_dtype_names());
+    for (const std::string* f : {&a.in, &a.decoded, &a.codes, &a.scales, &a.offsets})
+        if (!f->empty() && !std::filesystem::exists(*f)) return fail(*f + ": no such file");
+    if (!a.offsets.empty() && !format->has_offset()) return fail("--offsets: " + format->name() + " has no offsets");
+
+    auto x = kernels::read_tensor(a.in, {a.tensor, a.dtype, true});
+    if (!x) return fail(x.error());
+    auto y = kernels::read_tensor(a.decoded, {"", a.dtype, true});
+    if (!y) return fail(y.error());
+    if (y->shape != x->shape)
+        return fail(a.decoded + ": shape " + shape_text(y->shape) + ", but the input " + a.in + " is " + shape_text(x->shape) +
+                    " (the decoded values have the input's shape)");
+    gate::RunQuantization run;
+    run.decoded = y->data;
+    if (!a.codes.empty()) {
+        if (a.codes.ends_with(".npy")) {
+            auto c = kernels::read_npy_integers(a.codes);
+            if (!c) return fail(c.error());
+            if (c->elements() != x->elements())
+                return fail(a.codes + ": shape " + shape_text(c->shape) + ", but the input is " + shape_text(x->shape) +
+                            " (one code per element)");
+            run.has_codes = true;
+            run.codes.assign(c->data.begin(), c->data.end());
+        } else {
+            auto bytes = read_file_bytes(a.codes);
+            if (!bytes) return fail(bytes.error());
+            run.has_wire = true;
+            run.wire_codes = std::move(*bytes);
+        }
+    }
+    auto floats = [&](const std::string& f, std::vector<float>& into, bool& flag) -> Status {
+        if (f.empty()) return Status::Ok();
+        auto s = kernels::read_tensor(f, {});
+        if (!s) return s.error();
+        into = std::move(s->data);
+        flag = true;
+        return Status::Ok();
+    };
+    if (auto st = floats(a.scales, run.scales, run.has_scales); !st) return fail(st.error());
+    if (auto st = floats(a.offsets, run.offsets, run.has_offsets); !st) return fail(st.error());
+
+    const auto started = std::chrono::steady_clock::now();
+    auto r = gate::run_check(*format, x->data, a.block, a.shard, run, *conf);
+    if (!r) {
+        std::string msg = r.error().message;
+        for (auto [what, file] : {std::pair{"decoded", a.decoded}, std::pair{"codes", a.codes}, std::pair{"scales", a.scales},
+                                  std::pair{"offsets", a.offsets}})
+            if (msg.starts_with(what)) msg = file + ": " + msg;  // name the file the count or code came from
+        return fail(msg);
+    }
+    const gate::CodecCheck& c = *r;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const int64_t n = c.elements;
+
+    static const char* kBuckets[] = {"0", "1", "2", "3-4", "5-16", "17-256", ">256", "non-finite"};
+    std::string hist;
+    for (size_t b = 0; b < c.ulp_histogram.size(); ++b)
+        if (c.ulp_histogram[b]) hist += std::string(hist.empty() ? "" : ", ") + kBuckets[b] + ": " + std::to_string(c.ulp_histogram[b]);
+    auto given = [](bool g, const std::string& f) { return g ? f : std::string("not given"); };
+    std::string text;
+    char line[1024];
+    std::snprintf(line, sizeof line, "verify quantize %s, block %lld, blocks restart every %lld elements: %lld elements in %zu blocks\n",
+                  format->name().c_str(), static_cast<long long>(a.block), static_cast<long long>(c.shard), static_cast<long long>(n),
+                  c.encoded.scales.size());
+    text += line;
+    text += "  compared     decoded " + a.decoded + "; codes " + given(run.has_wire || run.has_codes, a.codes) + "; scales " +
+            given(run.has_scales, a.scales) + (format->has_offset() ? "; offsets " + given(run.has_offsets, a.offsets) : "") + "\n";
+    text += std::string("  exact        ") +
+            (c.exact ? "every given value equals the reference's bit for bit\n"
+                     : "DIFFERS: " + std::to_string(c.differing_elements) + " elements (code or decoded value), " +
+                           std::to_string(c.differing_scale_blocks) + " blocks' metadata; first: " + c.first_difference + "\n");
+    std::snprintf(line, sizeof line, "  bound        %s (largest |error| / bound %.6g, exact arithmetic, the reference's block statistics)\n",
+                  c.bound_holds ? "holds for every element" : "FAILS", c.max_error_to_bound);
+    text += line;
+    if (!c.bound_holds) text += "               first: " + c.violation + "\n";
+    text += "  ulps         decoded against the reference's: " + hist + "\n";
+    if (c.worst_element >= 0) {
+        std::snprintf(line, sizeof line, "  worst        element %lld (input %s, decoded %s): |error| %.9g, bound %.9g, ratio %.6g\n",
+                      static_cast<long long>(c.worst_element), shortest(x->data[static_cast<size_t>(c.worst_element)]).c_str(),
+                      shortest(c.decoded[static_cast<size_t>(c.worst_element)]).c_str(), c.worst_error, c.worst_bound, c.worst_ratio);
+        text += line;
+    }
+    text += std::string("conformance ") + kernels::to_string(*conf) + ": " + (c.conforms ? "holds" : "FAILS") + "\n";
+
+    nlohmann::json j{{"format", format->name()},
+                     {"block", a.block},
+                     {"shard", c.shard},
+                     {"elements", n},
+                     {"blocks", c.encoded.scales.size()},
+                     {"conformance", kernels::to_string(*conf)},
+                     {"conforms", c.conforms},
+                     {"exact", c.exact},
+                     {"first_difference", c.first_difference},
+                     {"differing_elements", c.differing_elements},
+                     {"differing_scale_blocks", c.differing_scale_blocks},
+                     {"max_ulps", c.max_ulps},
+                     {"ulp_histogram", nlohmann::json::object()},
+                     {"bound_holds", c.bound_holds},
+                     {"first_violation", c.violation},
+                     {"max_error_to_bound", c.max_error_to_bound},
+                     {"worst_element", c.worst_element},
+                     {"worst_error", c.worst_error},
+                     {"worst_bound", c.worst_bound},
+                     {"compared", {{"codes", run.has_wire || run.has_codes}, {"scales", run.has_scales}, {"offsets", run.has_offsets}}}};
+    for (size_t b = 0; b < c.ulp_histogram.size(); ++b) j["ulp_histogram"][kBuckets[b]] = c.ulp_histogram[b];
+
+    if (!a.report_dir.empty()) {
+        reports::GateResult rep;
+        rep.version = QTRANSIT_VERSION;
+        rep.started_at = gate::now_utc();
+        rep.config_source = "verify quantize --in " + a.in + " --decoded " + a.decoded;
+        rep.wall_seconds = seconds;
+        rep.formats = {format->name()};
+        rep.elements = n;
+        rep.block = a.block;
+        rep.verify = j;
+        rep.verify_text = text;
+        for (auto conf_k : {kernels::Conformance::kExact, kernels::Conformance::kBounded}) {
+            reports::Verdict v;
+            v.name = "verify/quantize/" + format->name() + "/" + kernels::to_string(conf_k);
+            v.category = "verify";
+            v.checked = n;
+            const bool holds = conf_k == kernels::Conformance::kExact ? c.exact : c.bound_holds;
+            const std::string detail = conf_k == kernels::Conformance::kExact ? c.first_difference : c.violation;
+            if (conf_k != *conf) {
+                v.status = reports::VerdictStatus::kSkip;
+                v.message = std::string("not asked: ") + (holds ? "holds" : "does not hold; first: " + detail);
+                v.checked = -1;
+            } else {
+                v.status = holds ? reports::VerdictStatus::kPass : reports::VerdictStatus::kFail;
+                v.message = holds ? "holds over " + std::to_string(n) + " elements" : detail;
+            }
+            rep.verdicts.push_back(v);
+        }
+        if (auto st = reports::write_reports(rep, a.report_dir); !st) return fail(st.error());
+    }
+    if (a.json) std::printf("%s\n", j.dump(2).c_str());
+    else std::fputs(text.c_str(), stdout);
+    if (!c.conforms) {
+        std::fprintf(stderr, "qtransit: verify: %s violated: %s\n", kernels::to_string(*conf),
+                     one_line(*conf == kernels::Conformance::kExact ? c.first_difference : c.violation).c_str());
+        return kExitCheckFailed;
+    }
+    return kExitOk;
+}
+
+}  // namespace qtransit::cli

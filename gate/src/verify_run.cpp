@@ -1,0 +1,789 @@
+#include "qtransit/gate/verify_run.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "qtransit/collectives/mpi.hpp"
+#include "qtransit/collectives/paths.hpp"
+#include "qtransit/collectives/transport.hpp"
+#include "qtransit/common/shortest.hpp"
+#include "qtransit/reference/checker.hpp"
+#include "qtransit/reference/formats.hpp"
+#include "qtransit/reference/superacc.hpp"
+
+namespace qtransit::gate {
+namespace {
+
+using reference::SuperAcc;
+
+constexpr double kU32 = 0x1p-24, kU16 = 0x1p-11;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// Every tolerance below is a double rounded to nearest a few times; this factor makes it an upper
+// bound of the exact real quantity it stands for (far more than the 2^-53 per operation it covers).
+constexpr double kUp = 1 + 0x1p-40;
+
+bool is_gather(PathKind k) { return path_info(k).shape == PathShape::kAllGather; }
+bool is_rs(PathKind k) { return path_info(k).shape == PathShape::kReduceScatter; }
+bool is_hpz(PathKind k) { return k == PathKind::kHpzAgFp || k == PathKind::kHpzAgRequant; }
+bool is_ring(PathKind k) {
+    return k == PathKind::kRingRs || k == PathKind::kFp32RingRs || k == PathKind::kRingAg || k == PathKind::kRingAgRequant;
+}
+bool same_events_path(PathKind k) {
+    return k == PathKind::kA2aRs || k == PathKind::kTwoShotAr || k == PathKind::kFp32RingRs || is_gather(k);
+}
+
+int64_t ordered(float f) {
+    const int32_t b = std::bit_cast<int32_t>(f);
+    return b < 0 ? -static_cast<int64_t>(b & 0x7FFFFFFF) : static_cast<int64_t>(b);
+}
+bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }
+std::string show(double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    return buf;
+}
+// gamma_n = n u / (1 - n u), the bound of n adds in any order relative to the sum of |terms|.
+double gamma(int64_t n, double u) { return n <= 0 ? 0.0 : (static_cast<double>(n) * u) / (1 - static_cast<double>(n) * u) * kUp; }
+
+// The ring's positions: pi[p] is the rank at position p, pos[r] the position of rank r.
+struct Ring {
+    std::vector<int64_t> pi, pos;
+    explicit Ring(const CollectiveVerifySpec& s) {
+        const int64_t n = s.config.ranks;
+        pi.resize(static_cast<size_t>(n));
+        for (int64_t p = 0; p < n; ++p) pi[static_cast<size_t>(p)] = s.ring_order.empty() ? p : s.ring_order[static_cast<size_t>(p)];
+        pos.resize(static_cast<size_t>(n));
+        for (int64_t p = 0; p < n; ++p) pos[static_cast<size_t>(pi[static_cast<size_t>(p)])] = p;
+    }
+};
+
+// qtransit's schedule on the ring: position p plays rank pi[p], and the relabelled tensor's chunk q is
+// the original chunk pi[q], so that position p ends holding the chunk of rank pi[p] (docs/DECISIONS.md
+// D21). Reads the chunk's tensors; a read outside them is an internal error.
+class ChunkInputs final : public collectives::Inputs {
+public:
+    ChunkInputs(const ChunkTensors& t, const Ring& ring, int64_t shard, bool permute)
+        : t_(t), ring_(ring), s_(shard), permute_(permute) {}
+    void fill(int64_t rank, int64_t first, int64_t len, float* out) const override {
+        for (int64_t i = 0; i < len; ++i) {
+            int64_t r = rank, e = first + i;
+            if (permute_) {
+                const int64_t q = e / s_;
+                r = ring_.pi[static_cast<size_t>(rank)];
+                e = ring_.pi[static_cast<size_t>(q)] * s_ + (e - q * s_);
+            }
+            if (e < t_.in_lo || e >= t_.in_hi || r < 0 || r >= t_.ranks) {
+                outside_ = true;
+                out[i] = 0;
+                continue;
+            }
+            out[i] = t_.input(r, e);
+        }
+    }
+    std::string name() const override { return "the inputs"; }
+    bool outside() const { return outside_; }
+
+private:
+    const ChunkTensors& t_;
+    const Ring& ring_;
+    int64_t s_;
+    bool permute_;
+    mutable bool outside_ = false;
+};
+
+// The unit roundoff of the dtype the outputs were stored in (0: binary32, no extra rounding).
+double out_u(const CollectiveVerifySpec& s) {
+    switch (s.output_dtype) {
+        case OutputDtype::kFp16: return kU16;
+        case OutputDtype::kBf16: return 0x1p-8;
+        default: return 0;
+    }
+}
+float round_out(const CollectiveVerifySpec& s, float v) {
+    switch (s.output_dtype) {
+        case OutputDtype::kFp16: return reference::round_to_fp16(v);
+        case OutputDtype::kBf16: {
+            // RNE to bfloat16 (8 significant bits), NaN kept quiet.
+            if (std::isnan(v)) return v;
+            uint32_t b = std::bit_cast<uint32_t>(v);
+            b += 0x7FFFu + ((b >> 16) & 1u);
+            return std::bit_cast<float>(b & 0xFFFF0000u);
+        }
+        default: return v;
+    }
+}
+
+struct Recorder {
+    TierOutcome& t;
+    void check() { ++t.checked; }
+    void fail(int64_t pos, int64_t rank, const std::string& what) {
+        ++t.violations;
+        t.holds = false;
+        if (t.first_pos < 0 || pos < t.first_pos || (pos == t.first_pos && rank < t.first_rank)) {
+            t.first_pos = pos;
+            t.first_rank = rank;
+            t.first = what;
+        }
+    }
+};
+
+// Where an output is, in words: "shard 3 (rank 3), element 17 (tensor index 401)" for a
+// reduce-scatter, "rank 5, shard 3, element 17 (tensor index 401)" otherwise.
+std::string where(const PathConfig& c, int64_t rank, int64_t pos) {
+    const int64_t s = c.shard(), ch = pos / s, el = pos - ch * s;
+    if (is_rs(c.path))
+        return "shard " + std::to_string(ch) + " (rank " + std::to_string(rank) + "), element " + std::to_string(el) +
+               " (tensor index " + std::to_string(pos) + ")";
+    return "rank " + std::to_string(rank) + ", shard " + std::to_string(ch) + ", element " + std::to_string(el) +
+           " (tensor index " + std::to_string(pos) + ")";
+}
+
+// value - target as a SuperAcc, the target being sum (or, for a mean, sum / N: then N value - sum,
+// exact since N value is a double with at most 24 + 31 significant bits).
+SuperAcc deviation(const SuperAcc& target, float v, double scale) {
+    SuperAcc e = target;
+    e.negate();
+    if (scale == 1) e.add(v);
+    else e.add(static_cast<double>(v) * scale);
+    return e;
+}
+
+}  // namespace
+
+const char* to_string(Tier t) {
+    switch (t) {
+        case Tier::kExact: return "exact";
+        case Tier::kSameEvents: return "same-events";
+        case Tier::kBounded: return "bounded";
+    }
+    return "?";
+}
+
+Result<Tier> parse_tier(std::string_view name) {
+    if (name == "exact") return Tier::kExact;
+    if (name == "same-events") return Tier::kSameEvents;
+    if (name == "bounded") return Tier::kBounded;
+    return make_error(ErrorCode::kInvalidArgument,
+                      "unknown conformance '" + printable(std::string(name)) + "' (known: exact, same-events, bounded)");
+}
+
+std::string tier_problem(const CollectiveVerifySpec& s, Tier t) {
+    const char* name = path_info(s.config.path).name;
+    const bool stochastic = s.config.format.stochastic();
+    if (t == Tier::kBounded) return {};
+    if (stochastic)
+        return std::string(s.config.format.name()) + " rounds stochastically: a run draws its own random numbers, so neither its bits "
+                                                      "nor its events can be qtransit's";
+    if (t == Tier::kExact) return {};
+    if (!same_events_path(s.config.path))
+        return std::string(name) + " requantizes partial sums, so its quantization events depend on the order of its adds";
+    if (s.mean && !is_rs(s.config.path) && s.config.path != PathKind::kTwoShotAr) return std::string("--target mean on ") + name;
+    return {};
+}
+
+Tier default_tier(const CollectiveVerifySpec& s) {
+    return tier_problem(s, Tier::kSameEvents).empty() ? Tier::kSameEvents : Tier::kBounded;
+}
+
+Status check_spec(const CollectiveVerifySpec& s) {
+    if (auto st = validate(s.config); !st) return st;
+    const PathConfig& c = s.config;
+    if (s.config.codec) return make_error(ErrorCode::kInvalidArgument, "verify judges a run's outputs: it takes no codec");
+    if (s.mean && is_gather(c.path))
+        return make_error(ErrorCode::kInvalidArgument, std::string("--target mean: ") + path_info(c.path).name +
+                                                           " gathers shards; a mean is for reduce paths");
+    if (!s.ring_order.empty()) {
+        if (!is_ring(c.path))
+            return make_error(ErrorCode::kInvalidArgument, std::string("--ring-order: ") + path_info(c.path).name +
+                                                               " has no ring (ring paths: ring-rs, fp32-ring-rs, ring-ag, ring-ag-requant)");
+        if (static_cast<int64_t>(s.ring_order.size()) != c.ranks)
+            return make_error(ErrorCode::kInvalidArgument, "--ring-order lists " + std::to_string(s.ring_order.size()) +
+                                                               " ranks but the run has " + std::to_string(c.ranks));
+        std::vector<uint8_t> seen(static_cast<size_t>(c.ranks), 0);
+        for (size_t p = 0; p < s.ring_order.size(); ++p) {
+            const int64_t r = s.ring_order[p];
+            if (r < 0 || r >= c.ranks)
+                return make_error(ErrorCode::kInvalidArgument, "--ring-order: position " + std::to_string(p) + " is rank " +
+                                                                   std::to_string(r) + ", outside 0.." + std::to_string(c.ranks - 1));
+            if (seen[static_cast<size_t>(r)]++)
+                return make_error(ErrorCode::kInvalidArgument, "--ring-order: rank " + std::to_string(r) + " appears twice");
+        }
+    }
+    if (s.asked) {
+        const std::string why = tier_problem(s, *s.asked);
+        if (!why.empty())
+            return make_error(ErrorCode::kInvalidArgument,
+                              std::string("--conformance ") + to_string(*s.asked) + " cannot judge this run: " + why);
+    }
+    return Status::Ok();
+}
+
+ChunkTensors chunk_layout(const PathConfig& c, int64_t chunk) {
+    ChunkTensors t;
+    t.chunk = chunk;
+    t.ranks = c.ranks;
+    const int64_t s = c.shard();
+    if (is_hpz(c.path)) {  // secondary blocks straddle chunks: the whole tensors
+        t.in_lo = 0;
+        t.in_hi = c.elements;
+    } else {
+        t.in_lo = chunk * s;
+        t.in_hi = (chunk + 1) * s;
+    }
+    if (is_rs(c.path)) {
+        t.out_ranks = {chunk};
+        t.out_lo = 0;
+        t.out_hi = s;
+    } else {
+        for (int64_t r = 0; r < c.ranks; ++r) t.out_ranks.push_back(r);
+        t.out_lo = t.in_lo;
+        t.out_hi = t.in_hi;
+    }
+    return t;
+}
+
+double CollectiveVerification::rel_rms() const { return sum_sq_target > 0 ? std::sqrt(sum_sq_error / sum_sq_target) : 0.0; }
+double CollectiveVerification::sim_rel_rms() const { return sum_sq_target > 0 ? std::sqrt(sim_sum_sq_error / sum_sq_target) : 0.0; }
+double CollectiveVerification::bias() const { return outputs > 0 ? sum_error / static_cast<double>(outputs) : 0.0; }
+double CollectiveVerification::sim_bias() const { return outputs > 0 ? sim_sum_error / static_cast<double>(outputs) : 0.0; }
+
+std::optional<Tier> CollectiveVerification::strongest() const {
+    for (const auto& t : tiers)
+        if (t.not_applicable.empty() && t.holds && t.checked > 0) return t.tier;
+    return std::nullopt;
+}
+
+bool CollectiveVerification::holds() const {
+    const TierOutcome& t = tiers[static_cast<size_t>(asked)];
+    return t.holds && t.checked > 0 && (!same_bits_applies || same_bits);
+}
+
+void CollectiveVerification::merge(const CollectiveVerification& o) {
+    for (size_t k = 0; k < tiers.size(); ++k) {
+        TierOutcome& a = tiers[k];
+        const TierOutcome& b = o.tiers[k];
+        a.checked += b.checked;
+        a.violations += b.violations;
+        a.holds = a.holds && b.holds;
+        a.max_ratio = std::max(a.max_ratio, b.max_ratio);
+        if (b.first_pos >= 0 && (a.first_pos < 0 || b.first_pos < a.first_pos || (b.first_pos == a.first_pos && b.first_rank < a.first_rank))) {
+            a.first_pos = b.first_pos;
+            a.first_rank = b.first_rank;
+            a.first = b.first;
+        }
+    }
+    same_bits = same_bits && o.same_bits;
+    same_bits_checked += o.same_bits_checked;
+    if (o.same_bits_pos >= 0 && (same_bits_pos < 0 || o.same_bits_pos < same_bits_pos)) {
+        same_bits_pos = o.same_bits_pos;
+        same_bits_first = o.same_bits_first;
+    }
+    outputs += o.outputs;
+    max_abs_error = std::max(max_abs_error, o.max_abs_error);
+    sum_sq_error += o.sum_sq_error;
+    sum_error += o.sum_error;
+    sum_sq_target += o.sum_sq_target;
+    sim_max_abs_error = std::max(sim_max_abs_error, o.sim_max_abs_error);
+    sim_sum_sq_error += o.sim_sum_sq_error;
+    sim_sum_error += o.sim_sum_error;
+    differing_from_schedule += o.differing_from_schedule;
+    if (o.have_k) {
+        k_min = have_k ? std::min(k_min, o.k_min) : o.k_min;
+        k_max = have_k ? std::max(k_max, o.k_max) : o.k_max;
+        have_k = true;
+    }
+}
+
+CollectiveVerification empty_verification(const CollectiveVerifySpec& spec) {
+    CollectiveVerification v;
+    v.spec = spec;
+    v.asked = spec.asked ? *spec.asked : default_tier(spec);
+    for (size_t k = 0; k < 3; ++k) {
+        v.tiers[k].tier = static_cast<Tier>(k);
+        v.tiers[k].not_applicable = tier_problem(spec, static_cast<Tier>(k));
+    }
+    // ring-ag-requant is the exception by design: rank c+h holds shard c after h encodes (it shows
+    // the drift of re-encoding), so ranks differ wherever the format is not idempotent.
+    v.same_bits_applies = !is_rs(spec.config.path) && spec.config.path != PathKind::kRingAgRequant;
+    return v;
+}
+
+namespace {
+
+// The a-priori bound of an element of a reduce path's column, summing (the target is the sum), for
+// the row held at relabelled position `holder`; absmax per relabelled rank. Without a ring order a
+// ring's order is the worst: the holder adds its own contribution last (every ring does), and the
+// others come in decreasing absmax, which maximizes every prefix sum of the chain, and the bound is
+// non-decreasing in each prefix sum (D21).
+double reduce_bound(const CollectiveVerifySpec& s, int64_t first, int64_t holder, std::vector<double> a) {
+    const PathConfig& c = s.config;
+    const int64_t n = c.ranks;
+    if ((c.path == PathKind::kRingRs || c.path == PathKind::kFp32RingRs) && s.ring_order.empty() && n > 1) {
+        std::vector<double> others;
+        for (int64_t r = 0; r < n; ++r)
+            if (r != holder) others.push_back(a[static_cast<size_t>(r)]);
+        std::sort(others.begin(), others.end(), std::greater<>());
+        std::vector<double> w(static_cast<size_t>(n));
+        w[static_cast<size_t>(holder)] = a[static_cast<size_t>(holder)];
+        for (int64_t h = 0; h + 1 < n; ++h) w[static_cast<size_t>((holder + 1 + h) % n)] = others[static_cast<size_t>(h)];
+        a = std::move(w);
+    }
+    return reference::a_priori_bound(c, first, holder, a);
+}
+
+}  // namespace
+
+Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, const ChunkTensors& t) {
+    const PathConfig& c = spec.config;
+    const int64_t n = c.ranks, s = c.shard();
+    CollectiveVerification v = empty_verification(spec);
+    const Ring ring(spec);
+    const bool permute = !spec.ring_order.empty();
+    const bool rs = is_rs(c.path), gather = is_gather(c.path), hpz = is_hpz(c.path);
+    const bool stochastic = c.format.stochastic();
+    // The chunk's columns in the relabelled run.
+    const int64_t p = ring.pos[static_cast<size_t>(t.chunk)];
+    std::vector<std::pair<int64_t, int64_t>> cols;
+    const int64_t total = collectives::column_count(c);
+    for (int64_t k = 0; k < total; ++k) {
+        const auto col = collectives::column_at(c, k);
+        if (std::clamp<int64_t>(col.first / s, 0, n - 1) == p) cols.push_back(col);
+    }
+    const double scale = spec.mean ? static_cast<double>(n) : 1.0;  // deviations are measured times N for a mean
+    const float inv_n = static_cast<float>(1.0 / static_cast<double>(n));  // NUMERICS 3: fl32(1/N), once at the end
+    const double uo = out_u(spec);
+    const double div_u = spec.mean ? 2 * kU32 + kU32 * kU32 : 0.0;  // a division by N, or a multiply by fl32(1/N)
+    const double u_acc = c.accum == Accum::kFp16 ? kU16 : kU32;
+
+    ChunkInputs inputs(t, ring, s, permute);
+    collectives::SimTransport transport(n, c.ranks_per_node, c.format);
+    ColumnRecord rec;
+    Recorder exact{v.tiers[0]}, same{v.tiers[1]}, bounded{v.tiers[2]};
+    const bool do_same = v.tiers[1].not_applicable.empty(), do_exact = v.tiers[0].not_applicable.empty();
+
+    for (const auto& col : cols) {
+        const int64_t first = col.first, len = col.second;
+        if (auto st = collectives::run_column(c, inputs, transport, first, len, rec); !st) return st.error();
+        if (inputs.outside())
+            return make_error(ErrorCode::kInternal, "verify: the schedule read inputs outside chunk " + std::to_string(t.chunk) + "'s");
+        const size_t ulen = static_cast<size_t>(len);
+        // Original tensor position of element i of this column: the relabelled chunk p is chunk t.chunk.
+        const int64_t off = first - p * s;  // within the chunk (hpz: may pass its end)
+        auto tensor_pos = [&](int64_t i) { return hpz ? first + i : t.chunk * s + off + i; };
+
+        // Exact targets and the absmax of every contribution row (relabelled rank order).
+        std::vector<SuperAcc> target(ulen);
+        std::vector<double> absmax(static_cast<size_t>(rec.contribution_rows), 0.0);
+        for (int64_t r = 0; r < rec.contribution_rows; ++r)
+            for (size_t i = 0; i < ulen; ++i) {
+                const float x = rec.contributions[static_cast<size_t>(r) * ulen + i];
+                target[i].add(x);
+                absmax[static_cast<size_t>(r)] = std::max(absmax[static_cast<size_t>(r)], static_cast<double>(std::fabs(x)));
+            }
+        std::vector<double> target_d(ulen);
+        for (size_t i = 0; i < ulen; ++i) target_d[i] = target[i].to_double();
+
+        // Same-events: the exact sum of the same decoded contributions (a2a-rs, two-shot-ar), or of
+        // the inputs (fp32-ring-rs), and its tolerance, times N for a mean.
+        std::vector<SuperAcc> ev_sum;
+        std::vector<double> ev_tol;
+        if (do_same && !gather) {
+            ev_sum.assign(ulen, SuperAcc());
+            std::vector<double> abs_sum(ulen, 0.0);
+            const bool fp16 = c.accum == Accum::kFp16;
+            for (int64_t r = 0; r < n; ++r) {
+                std::span<const float> x(rec.contributions.data() + static_cast<size_t>(r) * ulen, ulen);
+                std::vector<float> d(x.begin(), x.end());
+                if (c.path != PathKind::kFp32RingRs) {
+                    auto q = reference::quantize(c.format, x, len);
+                    if (!q) return q.error();
+                    d = q->decoded;
+                }
+                // Under fp16 accumulation every term is rounded to binary16 first (D11), except the
+                // lone input of an add-free fp32-ring-rs with N = 1.
+                if (fp16 && !(c.path == PathKind::kFp32RingRs && n == 1))
+                    for (float& e : d) e = reference::round_to_fp16(e);
+                for (size_t i = 0; i < ulen; ++i) {
+                    ev_sum[i].add(d[i]);
+                    abs_sum[i] += std::fabs(static_cast<double>(d[i]));
+                }
+            }
+            ev_tol.resize(ulen);
+            const double g = gamma(n - 1, u_acc);
+            double amax_r = 0;  // two-shot-ar: a bound of the absmax of the reduced block before its gather
+            for (size_t i = 0; i < ulen; ++i) {
+                ev_tol[i] = g * abs_sum[i] * (1 + static_cast<double>(n) * 0x1p-52) * kUp;
+                amax_r = std::max(amax_r, (std::fabs(ev_sum[i].to_double()) * (1 + 0x1p-52) + ev_tol[i]) * kUp);
+            }
+            for (size_t i = 0; i < ulen; ++i) {
+                const double sabs = std::fabs(ev_sum[i].to_double()) * (1 + 0x1p-52);
+                double tol = ev_tol[i];
+                if (c.path == PathKind::kTwoShotAr) {
+                    // The reduced block R (|R_i| <= |S_i| + tol_i) is quantized once more for the gather:
+                    // one event within e(absmax R); for a mean, R may be divided before it (then the
+                    // event is on R / N) or after.
+                    double q = reference::event_bound_of_absmax(c.format, amax_r);
+                    if (spec.mean) q = std::max(q, static_cast<double>(n) * reference::event_bound_of_absmax(c.format, amax_r * (1 + 3 * kU32) / static_cast<double>(n)));
+                    tol = (tol + q * kUp) * kUp;
+                }
+                if (spec.mean) tol = (tol + div_u * (sabs + tol)) * kUp;
+                if (uo > 0) tol = (tol + uo * (sabs + tol) * (1 + div_u)) * kUp;  // the final store in the outputs' dtype
+                ev_tol[i] = tol;
+            }
+        }
+
+        // Per output row.
+        for (const OutputRow& row : rec.outputs) {
+            const int64_t rank = ring.pi[static_cast<size_t>(row.rank)];  // original rank
+            const int64_t oi = rs ? 0 : rank;                            // index in out_ranks
+            if (rs && rank != t.chunk)
+                return make_error(ErrorCode::kInternal, "verify: a reduce-scatter row of chunk " + std::to_string(t.chunk) +
+                                                            " is held by rank " + std::to_string(rank));
+            // k from qtransit's ledger.
+            {
+                const auto ks = contribution_k(rec, row, n);
+                int64_t lo = 0, hi = n - 1;
+                if (gather) {
+                    lo = std::clamp<int64_t>(first / s, 0, n - 1);
+                    hi = std::clamp<int64_t>((first + len - 1) / s, 0, n - 1);
+                }
+                for (int64_t j = lo; j <= hi; ++j) {
+                    const int32_t k = ks[static_cast<size_t>(j)];
+                    v.k_min = v.have_k ? std::min(v.k_min, k) : k;
+                    v.k_max = v.have_k ? std::max(v.k_max, k) : k;
+                    v.have_k = true;
+                }
+            }
+            // The bounded tier's bound for this row: per column for reduce paths, per element for gathers.
+            double col_bound = 0;
+            if (!gather) {
+                const double b = reduce_bound(spec, first, row.rank, absmax);
+                if (!spec.mean) {
+                    col_bound = b;
+                } else {
+                    // The division by N at any stage (D21): the part before it, divided; the part after
+                    // it on inputs of at most (a_j (1 + 3u) + b) / N; the division's own rounding.
+                    std::vector<double> ah(absmax), ap(absmax);
+                    double asum = 0;
+                    for (double& a : ah) a *= 1 + 3 * kU32;
+                    const double bh = reduce_bound(spec, first, row.rank, ah);
+                    for (size_t j = 0; j < ap.size(); ++j) {
+                        ap[j] = (ah[j] + bh) / static_cast<double>(n) * kUp;
+                        asum += ah[j];
+                    }
+                    const double bp = reduce_bound(spec, first, row.rank, ap);
+                    col_bound = (bh + static_cast<double>(n) * bp + div_u * (asum + bh)) * kUp;  // times N
+                }
+            }
+            double gather_amax = 0;
+            if (gather)
+                for (float a : rec.first_block_absmax) gather_amax = std::max(gather_amax, static_cast<double>(std::fabs(a)));
+
+            for (size_t i = 0; i < ulen; ++i) {
+                const int64_t pos = tensor_pos(static_cast<int64_t>(i));
+                const int64_t opos = rs ? off + static_cast<int64_t>(i) : pos;  // position in the output row
+                const float got = t.output(oi, opos);
+                float sim = row.values[i];
+                if (spec.mean) sim = sim * inv_n;
+                sim = round_out(spec, sim);
+                ++v.outputs;
+                const std::string at = where(c, rank, pos);
+
+                // Error statistics against the exact target.
+                const SuperAcc dev = deviation(target[i], got, scale);
+                const SuperAcc sdev = deviation(target[i], sim, scale);
+                const double tgt = target_d[i] / scale;
+                v.sum_sq_target += tgt * tgt;
+                if (std::isfinite(got)) {
+                    const double e = dev.to_double() / scale;
+                    v.max_abs_error = std::max(v.max_abs_error, std::fabs(e));
+                    v.sum_sq_error += e * e;
+                    v.sum_error += e;
+                }
+                if (std::isfinite(sim)) {
+                    const double e = sdev.to_double() / scale;
+                    v.sim_max_abs_error = std::max(v.sim_max_abs_error, std::fabs(e));
+                    v.sim_sum_sq_error += e * e;
+                    v.sim_sum_error += e;
+                }
+                const bool finite = std::isfinite(got);
+                const std::string value = "value " + shortest(got);
+
+                // Tier 1: exact.
+                const bool equal = same_bits(got, sim);
+                if (!equal) ++v.differing_from_schedule;
+                if (do_exact) {
+                    exact.check();
+                    if (!equal) {
+                        const int64_t ulps = finite && std::isfinite(sim) ? std::llabs(ordered(got) - ordered(sim)) : -1;
+                        if (ulps >= 0) v.tiers[0].max_ratio = std::max(v.tiers[0].max_ratio, static_cast<double>(ulps));
+                        exact.fail(pos, rank,
+                                   at + ": " + value + ", qtransit's schedule " + shortest(sim) +
+                                       (ulps >= 0 ? " (" + std::to_string(ulps) + " ulp" + (ulps == 1 ? "" : "s") + " apart, difference " +
+                                                        show(static_cast<double>(got) - static_cast<double>(sim)) + ")"
+                                                  : ""));
+                    }
+                }
+                // Tier 2: same events.
+                if (do_same) {
+                    same.check();
+                    if (gather) {
+                        if (!equal)
+                            same.fail(pos, rank,
+                                      at + ": " + value + ", but the gathered value is " + shortest(sim) +
+                                          " (a gather adds nothing: the same events give the same bits)");
+                    } else {
+                        const SuperAcc d = deviation(ev_sum[i], got, scale);
+                        const double tol = ev_tol[i];
+                        const bool ok = finite && d.compare_abs(tol) <= 0;
+                        const double dd = std::fabs(d.to_double());
+                        if (finite) v.tiers[1].max_ratio = std::max(v.tiers[1].max_ratio, tol > 0 ? dd / tol : (dd > 0 ? kInf : 0.0));
+                        if (!ok)
+                            same.fail(pos, rank,
+                                      at + ": " + value + ", but the exact sum of the same decoded contributions is " +
+                                          show(ev_sum[i].to_double() / scale) + ": |difference| " + show(dd / scale) +
+                                          " > tolerance " + show(tol / scale) + (finite ? "" : " (non-finite output)"));
+                    }
+                }
+                // Tier 3: bounded.
+                {
+                    bounded.check();
+                    double b = col_bound;
+                    if (gather) {
+                        const double ai = rec.first_block_absmax.empty() ? absmax[0] : std::fabs(static_cast<double>(rec.first_block_absmax[i]));
+                        int64_t holder = row.rank;
+                        if (c.path == PathKind::kRingAgRequant && spec.ring_order.empty())
+                            holder = (std::clamp<int64_t>(first / s, 0, n - 1) + n - 1) % n;  // the longest chain
+                        b = reference::a_priori_bound(c, first, holder, std::vector<double>{ai, gather_amax});
+                    }
+                    if (uo > 0) b = (b + uo * (std::fabs(target_d[i]) * (1 + 0x1p-52) + b) * (1 + div_u)) * kUp;
+                    const bool ok = finite && dev.compare_abs(b) <= 0;
+                    const double dd = std::fabs(dev.to_double());
+                    if (finite) v.tiers[2].max_ratio = std::max(v.tiers[2].max_ratio, b > 0 ? dd / b : (dd > 0 ? kInf : 0.0));
+                    if (!ok)
+                        bounded.fail(pos, rank,
+                                     at + ": " + value + ", target " + show(tgt) + ": |error| " + show(dd / scale) +
+                                         " > the path's a-priori bound " + show(b / scale) + (finite ? "" : " (non-finite output)"));
+                }
+            }
+        }
+        // Every rank the same bits (all-reduce, all-gather).
+        if (v.same_bits_applies) {
+            for (size_t i = 0; i < ulen; ++i) {
+                const int64_t pos = tensor_pos(static_cast<int64_t>(i));
+                const float ref = t.output(0, pos);
+                for (int64_t r = 1; r < n; ++r) {
+                    ++v.same_bits_checked;
+                    const float got = t.output(r, pos);
+                    if (same_bits(got, ref)) continue;
+                    v.same_bits = false;
+                    if (v.same_bits_pos < 0 || pos < v.same_bits_pos) {
+                        v.same_bits_pos = pos;
+                        v.same_bits_first = "tensor index " + std::to_string(pos) + " (shard " + std::to_string(pos / s) + "): rank " +
+                                            std::to_string(r) + " holds " + shortest(got) + ", rank 0 " + shortest(ref);
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    (void)stochastic;
+    return v;
+}
+
+Result<CollectiveVerification> verify_arrays(const CollectiveVerifySpec& spec, std::span<const float> inputs,
+                                             std::span<const float> outputs) {
+    if (auto st = check_spec(spec); !st) return st.error();
+    const PathConfig& c = spec.config;
+    const int64_t n = c.ranks, m = c.elements;
+    const int64_t out_cols = is_rs(c.path) ? c.shard() : m;
+    if (static_cast<int64_t>(inputs.size()) != n * m)
+        return make_error(ErrorCode::kInvalidArgument, "inputs: " + std::to_string(inputs.size()) + " values, want N x M = " +
+                                                           std::to_string(n) + " x " + std::to_string(m));
+    if (static_cast<int64_t>(outputs.size()) != n * out_cols)
+        return make_error(ErrorCode::kInvalidArgument, "outputs: " + std::to_string(outputs.size()) + " values, want " +
+                                                           std::to_string(n) + " x " + std::to_string(out_cols));
+    CollectiveVerification total = empty_verification(spec);
+    std::mutex mu;
+    std::optional<Error> error;
+    int64_t error_chunk = -1;
+    std::atomic<int64_t> next{0};
+    const int threads = static_cast<int>(std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::max<int64_t>(n, 1)));
+    auto work = [&] {
+        for (int64_t ch; (ch = next.fetch_add(1)) < n;) {
+            ChunkTensors t = chunk_layout(c, ch);
+            t.in = inputs.data() + t.in_lo;
+            t.in_stride = m;
+            if (is_rs(c.path)) {
+                t.out = outputs.data() + ch * out_cols;
+                t.out_stride = out_cols;
+            } else {
+                t.out = outputs.data() + t.out_lo;
+                t.out_stride = m;
+            }
+            auto r = verify_chunk(spec, t);
+            std::lock_guard<std::mutex> lock(mu);
+            if (!r) {
+                if (error_chunk < 0 || ch < error_chunk) {  // the lowest chunk's error, as one thread would
+                    error = r.error();
+                    error_chunk = ch;
+                }
+                continue;
+            }
+            total.merge(*r);
+        }
+    };
+    std::vector<std::thread> pool;
+    for (int k = 1; k < threads; ++k) pool.emplace_back(work);
+    work();
+    for (auto& th : pool) th.join();
+    if (error) return *error;
+    return total;
+}
+
+nlohmann::json to_json(const CollectiveVerification& v) {
+    nlohmann::json tiers = nlohmann::json::array();
+    for (const auto& t : v.tiers) {
+        nlohmann::json j{{"tier", to_string(t.tier)}, {"applicable", t.not_applicable.empty()}};
+        if (!t.not_applicable.empty()) j["why_not"] = t.not_applicable;
+        j["holds"] = t.holds;
+        j["checked"] = t.checked;
+        j["violations"] = t.violations;
+        j["max_ratio"] = std::isfinite(t.max_ratio) ? nlohmann::json(t.max_ratio) : nlohmann::json(nullptr);
+        j["first_violation"] = t.first;
+        j["first_pos"] = t.first_pos;
+        j["first_rank"] = t.first_rank;
+        tiers.push_back(j);
+    }
+    const auto st = v.strongest();
+    const auto& c = v.spec.config;
+    nlohmann::json ring = nlohmann::json::array();
+    for (int64_t r : v.spec.ring_order) ring.push_back(r);
+    return nlohmann::json{
+        {"path", path_info(c.path).name},
+        {"format", c.format.name()},
+        {"ranks", c.ranks},
+        {"ranks_per_node", c.ranks_per_node},
+        {"elements", c.elements},
+        {"block", c.block},
+        {"accum", to_string(c.accum)},
+        {"target", v.spec.mean ? "mean" : "sum"},
+        {"ring_order", ring},
+        {"asked", to_string(v.asked)},
+        {"holds", v.holds()},
+        {"strongest", st ? nlohmann::json(to_string(*st)) : nlohmann::json(nullptr)},
+        {"tiers", tiers},
+        {"same_bits", {{"applies", v.same_bits_applies}, {"holds", v.same_bits}, {"checked", v.same_bits_checked},
+                       {"first_difference", v.same_bits_first}, {"first_pos", v.same_bits_pos}}},
+        {"outputs", v.outputs},
+        {"differing_from_schedule", v.differing_from_schedule},
+        {"k_min", v.k_min},
+        {"k_max", v.k_max},
+        {"have_k", v.have_k},
+        {"run", {{"max_abs_error", v.max_abs_error}, {"rel_rms_error", v.rel_rms()}, {"mean_error", v.bias()},
+                 {"sum_sq_error", v.sum_sq_error}, {"sum_error", v.sum_error}}},
+        {"simulation", {{"max_abs_error", v.sim_max_abs_error}, {"rel_rms_error", v.sim_rel_rms()}, {"mean_error", v.sim_bias()},
+                        {"sum_sq_error", v.sim_sum_sq_error}, {"sum_error", v.sim_sum_error}}},
+        {"sum_sq_target", v.sum_sq_target},
+    };
+}
+
+Result<CollectiveVerification> verification_from_json(const nlohmann::json& j, const CollectiveVerifySpec& spec) {
+    try {
+        CollectiveVerification v = empty_verification(spec);
+        const auto& tiers = j.at("tiers");
+        for (size_t k = 0; k < 3; ++k) {
+            const auto& t = tiers.at(k);
+            TierOutcome& o = v.tiers[k];
+            o.holds = t.at("holds").get<bool>();
+            o.checked = t.at("checked").get<int64_t>();
+            o.violations = t.at("violations").get<int64_t>();
+            o.max_ratio = t.at("max_ratio").is_null() ? kInf : t.at("max_ratio").get<double>();
+            o.first = t.at("first_violation").get<std::string>();
+            o.first_pos = t.at("first_pos").get<int64_t>();
+            o.first_rank = t.at("first_rank").get<int64_t>();
+        }
+        const auto& sb = j.at("same_bits");
+        v.same_bits = sb.at("holds").get<bool>();
+        v.same_bits_checked = sb.at("checked").get<int64_t>();
+        v.same_bits_first = sb.at("first_difference").get<std::string>();
+        v.same_bits_pos = sb.at("first_pos").get<int64_t>();
+        v.outputs = j.at("outputs").get<int64_t>();
+        v.differing_from_schedule = j.at("differing_from_schedule").get<int64_t>();
+        v.k_min = j.at("k_min").get<int32_t>();
+        v.k_max = j.at("k_max").get<int32_t>();
+        v.have_k = j.at("have_k").get<bool>();
+        v.max_abs_error = j.at("run").at("max_abs_error").get<double>();
+        v.sum_sq_error = j.at("run").at("sum_sq_error").get<double>();
+        v.sum_error = j.at("run").at("sum_error").get<double>();
+        v.sim_max_abs_error = j.at("simulation").at("max_abs_error").get<double>();
+        v.sim_sum_sq_error = j.at("simulation").at("sum_sq_error").get<double>();
+        v.sim_sum_error = j.at("simulation").at("sum_error").get<double>();
+        v.sum_sq_target = j.at("sum_sq_target").get<double>();
+        return v;
+    } catch (const nlohmann::json::exception& e) {
+        return make_error(ErrorCode::kInternal, std::string("verify: a rank's partial result is malformed: ") + e.what());
+    }
+}
+
+Result<CollectiveVerification> combine_over_ranks(const CollectiveVerification& mine) {
+    namespace mpi = collectives::mpi;
+    auto all = mpi::allgather_strings(to_json(mine).dump());
+    if (!all) return all.error();
+    CollectiveVerification total = empty_verification(mine.spec);
+    for (const auto& text : *all) {
+        nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+        if (j.is_discarded()) return make_error(ErrorCode::kInternal, "verify: a rank's partial result does not parse");
+        auto v = verification_from_json(j, mine.spec);
+        if (!v) return v.error();
+        total.merge(*v);
+    }
+    return total;
+}
+
+std::string summary_text(const CollectiveVerification& v) {
+    const auto& c = v.spec.config;
+    std::string out = "verify " + std::string(path_info(c.path).name) + " N=" + std::to_string(c.ranks) + " G=" +
+                      std::to_string(c.ranks_per_node) + " " + c.format.name() + " block " + std::to_string(c.block) + ", " +
+                      std::to_string(c.elements) + " elements per rank, " + to_string(c.accum) + " accumulation, target " +
+                      (v.spec.mean ? "mean" : "sum") + ": " + std::to_string(v.outputs) + " outputs\n";
+    for (const auto& t : v.tiers) {
+        char head[64];
+        std::snprintf(head, sizeof head, "  %-12s ", to_string(t.tier));
+        out += head;
+        if (!t.not_applicable.empty()) {
+            out += "n/a (" + t.not_applicable + ")\n";
+            continue;
+        }
+        if (t.holds) {
+            out += "holds over " + std::to_string(t.checked) + " outputs";
+            if (t.tier == Tier::kExact) out += "\n";
+            else out += " (largest |deviation| / tolerance " + show(t.max_ratio) + ")\n";
+        } else {
+            out += "FAILS at " + std::to_string(t.violations) + " of " + std::to_string(t.checked) + " outputs; first: " + t.first + "\n";
+        }
+    }
+    if (v.same_bits_applies)
+        out += std::string("  same bits    ") +
+               (v.same_bits ? "every rank holds the same bits (" + std::to_string(v.same_bits_checked) + " compared)\n"
+                            : "FAILS: " + v.same_bits_first + "\n");
+    char stats[512];
+    std::snprintf(stats, sizeof stats,
+                  "  error        run: max |err| %.4g, relative RMS %.4g, mean %.4g; qtransit's schedule on the same inputs: max |err| %.4g, "
+                  "relative RMS %.4g, mean %.4g; %lld outputs differ from it; k %d..%d\n",
+                  v.max_abs_error, v.rel_rms(), v.bias(), v.sim_max_abs_error, v.sim_rel_rms(), v.sim_bias(),
+                  static_cast<long long>(v.differing_from_schedule), v.k_min, v.k_max);
+    out += stats;
+    const auto st = v.strongest();
+    out += std::string("strongest tier met: ") + (st ? to_string(*st) : "none") + "\n";
+    out += std::string("asked: ") + to_string(v.asked) + (v.spec.asked ? "" : " (the default)") + ": " +
+           (v.holds() ? "holds" : "FAILS") + "\n";
+    return out;
+}
+
+}  // namespace qtransit::gate

@@ -1,0 +1,238 @@
+// `qtransit verify quantize` and `qtransit verify collective` as a user runs them on dumps: what
+// qtransit itself wrote (quantize --out, simulate --dump), then changed, retyped (bfloat16, raw
+// uint16, safetensors) or broken.
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_fixture.hpp"
+#include "qtransit/kernels/npy.hpp"
+#include "qtransit/kernels/tensor_file.hpp"
+
+namespace qtransit::testing {
+namespace {
+
+class VerifyCli : public CliTest {
+protected:
+    std::string path(const std::string& name) const { return (dir_ / name).string(); }
+    void save(const std::string& name, const std::vector<float>& v, std::vector<int64_t> shape,
+              kernels::NpyDtype d = kernels::NpyDtype::kFloat32) {
+        ASSERT_TRUE(kernels::write_npy(path(name), v, shape, d).ok());
+    }
+    std::vector<float> load(const std::string& name) { return kernels::read_npy(path(name))->data; }
+    // An integer .npy (numpy's layout: a 1.0 header padded to 64 bytes).
+    void save_ints(const std::string& name, const std::vector<int32_t>& v, const char* descr, const std::string& shape = "") {
+        std::string h = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" +
+                        (shape.empty() ? std::to_string(v.size()) + "," : shape) + "), }";
+        while ((10 + h.size() + 1) % 64) h += ' ';
+        h += '\n';
+        std::ofstream f(path(name), std::ios::binary);
+        f.write("\x93NUMPY\x01\x00", 8);
+        const uint16_t len = static_cast<uint16_t>(h.size());
+        f.put(static_cast<char>(len & 0xFF));
+        f.put(static_cast<char>(len >> 8));
+        f << h;
+        const int item = descr[2] - '0';
+        for (int32_t x : v) f.write(reinterpret_cast<const char*>(&x), item);  // little-endian host
+    }
+    static std::vector<float> tensor(int64_t n, float scale = 1) {
+        std::vector<float> x(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = scale * std::sin(0.37f * static_cast<float>(i)) * (1 + static_cast<float>(i % 7));
+        return x;
+    }
+};
+
+// ---- verify quantize --------------------------------------------------------------------------------
+
+TEST_F(VerifyCli, QuantizeWhatQuantizeWroteIsExactAndAnUlpIsNamed) {
+    save("x.npy", tensor(300), {300});
+    ASSERT_EQ(run("quantize --format int8 --block 32 --in " + path("x.npy") + " --out " + path("q")).code, 0);
+    const std::string base = "verify quantize --format int8 --block 32 --in " + path("x.npy") + " --report-dir " + path("rep");
+    auto o = run(base + " --decoded " + path("q/decoded.npy") + " --codes " + path("q/codes.bin") + " --scales " + path("q/scales.npy"));
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    EXPECT_NE(o.out.find("every given value equals the reference's bit for bit"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("ulps         decoded against the reference's: 0: 300"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("worst        element "), std::string::npos) << o.out;
+    for (const char* f : {"report.json", "report.md", "junit.xml", "report.html"}) EXPECT_TRUE(std::filesystem::exists(dir_ / "rep" / f)) << f;
+    const auto rep = nlohmann::json::parse(slurp(dir_ / "rep" / "report.json"));
+    EXPECT_EQ(rep["tool"], "qtransit verify");
+    EXPECT_TRUE(rep["verify"]["conforms"].get<bool>());
+    EXPECT_NE(slurp(dir_ / "rep" / "report.md").find("## Verify"), std::string::npos);
+
+    // One decoded value one ulp off: exact names it, bounded lets it through and counts it.
+    auto d = load("q/decoded.npy");
+    d[77] = std::nextafter(d[77], 1e30f);
+    save("d1.npy", d, {300});
+    o = run(base + " --decoded " + path("d1.npy"));
+    EXPECT_EQ(o.code, 1) << o.out << o.err;
+    EXPECT_NE(o.err.find("element 77 "), std::string::npos) << o.err;
+    o = run(base + " --decoded " + path("d1.npy") + " --conformance bounded --json");
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    const auto j = nlohmann::json::parse(o.out);
+    EXPECT_EQ(j["ulp_histogram"]["1"], 1);
+    EXPECT_EQ(j["ulp_histogram"]["0"], 299);
+    EXPECT_FALSE(j["exact"].get<bool>());
+    EXPECT_EQ(j["compared"]["codes"], false);
+
+    // Far past the bound: bounded names it too.
+    d[140] += 5.0f;
+    save("d2.npy", d, {300});
+    o = run(base + " --decoded " + path("d2.npy") + " --conformance bounded");
+    EXPECT_EQ(o.code, 1) << o.out << o.err;
+    EXPECT_NE(o.err.find("element 140 "), std::string::npos) << o.err;
+    EXPECT_NE(o.out.find("worst        element 140 "), std::string::npos) << o.out;
+}
+
+TEST_F(VerifyCli, QuantizeCodesAsIntegersAndEveryBadInput) {
+    const auto x = tensor(64, 0.5f);
+    save("x.npy", x, {64});
+    const auto q = run("quantize --format int4 --block 16 --in " + path("x.npy") + " --out " + path("q") + " --json");
+    ASSERT_EQ(q.code, 0) << q.err;
+    const auto j = nlohmann::json::parse(q.out);
+    std::vector<int32_t> codes = j["codes"].get<std::vector<int32_t>>();
+    save_ints("codes.npy", codes, "|i1");
+    const std::string base = "verify quantize --format int4 --block 16 --in " + path("x.npy") + " --decoded " + path("q/decoded.npy");
+    auto o = run(base + " --codes " + path("codes.npy") + " --report-dir ''");
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    // A code off by one: a difference; a code int4 cannot hold: a bad input.
+    auto wrong = codes;
+    wrong[9] = wrong[9] == 7 ? 6 : wrong[9] + 1;
+    save_ints("wrong.npy", wrong, "<i4");
+    o = run(base + " --codes " + path("wrong.npy") + " --report-dir ''");
+    EXPECT_EQ(o.code, 1) << o.out << o.err;
+    EXPECT_NE(o.err.find("element 9 "), std::string::npos) << o.err;
+    wrong[9] = 100;
+    save_ints("nocode.npy", wrong, "<i4");
+    refused(base + " --codes " + path("nocode.npy") + " --report-dir ''", "codes[9] = 100 is not a code of int4");
+    refused(base + " --codes " + path("q/scales.npy") + " --report-dir ''", "is not an integer array");
+    write("short.bin", "abc");
+    refused(base + " --codes " + path("short.bin") + " --report-dir ''", "short.bin: codes holds 3 bytes, but 32 are expected");
+    save("d.npy", x, {8, 8});
+    refused("verify quantize --format int4 --block 16 --in " + path("x.npy") + " --decoded " + path("d.npy"),
+            "shape [8, 8], but the input " + path("x.npy") + " is [64]");
+    auto nan = x;
+    nan[21] = std::nanf("");
+    save("nan.npy", nan, {64});
+    refused("verify quantize --format int4 --block 16 --in " + path("nan.npy") + " --decoded " + path("q/decoded.npy"), "21");
+    refused(base + " --scales " + path("missing.npy"), "missing.npy: no such file");
+    refused("verify quantize --format int9 --in " + path("x.npy") + " --decoded " + path("q/decoded.npy"), "int8");
+}
+
+TEST_F(VerifyCli, QuantizeReadsBfloat16AndSafetensors) {
+    // bf16 inputs (what a framework holds): exactly representable, quantized as binary32 values.
+    std::vector<float> x = tensor(128);
+    for (float& v : x) v = std::bit_cast<float>(std::bit_cast<uint32_t>(v) & 0xFFFF0000u);
+    save("x.npy", x, {128}, kernels::NpyDtype::kBfloat16);
+    ASSERT_EQ(run("quantize --format int8 --in " + path("x.npy") + " --out " + path("q")).code, 0);
+    kernels::NpyArray a;
+    a.shape = {128};
+    a.dtype = kernels::NpyDtype::kBfloat16;
+    a.data = x;
+    kernels::NpyArray other = a;
+    other.shape = {2, 64};
+    ASSERT_TRUE(kernels::write_safetensors(path("x.safetensors"), {{"grad", a}, {"other", other}}).ok());
+    auto o = run("verify quantize --format int8 --in " + path("x.safetensors") + " --tensor grad --decoded " + path("q/decoded.npy") +
+                 " --report-dir ''");
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    refused("verify quantize --format int8 --in " + path("x.safetensors") + " --decoded " + path("q/decoded.npy"), "grad");
+}
+
+// ---- verify collective ------------------------------------------------------------------------------
+
+class VerifyCollectiveCli : public VerifyCli {
+protected:
+    void SetUp() override {
+        VerifyCli::SetUp();
+        std::vector<float> x = tensor(8 * 256);
+        for (size_t i = 0; i < x.size(); ++i) x[i] *= 1.0f + static_cast<float>(i / 256);  // ranks of other magnitudes
+        x_ = x;
+        save("in.npy", x, {8, 256});
+        for (int r = 0; r < 8; ++r) save("in." + std::to_string(r) + ".npy", std::vector<float>(x.begin() + r * 256, x.begin() + (r + 1) * 256), {256});
+    }
+    Outcome simulate(const std::string& p, const std::string& dump) {
+        return run("simulate --path " + p + " --format int8 --ranks 8 --in " + path("in.npy") + " --dump " + path(dump));
+    }
+    std::string verify(const std::string& p, const std::string& ins, const std::string& outs, int ranks = 8) {
+        return "verify collective --path " + p + " --format int8 --ranks " + std::to_string(ranks) + " --inputs " + path(ins) + " --outputs " + path(outs) +
+               " --report-dir " + path("rep");
+    }
+    std::vector<float> x_;
+};
+
+TEST_F(VerifyCollectiveCli, Bfloat16OutputsAndRawUint16Bits) {
+    ASSERT_EQ(simulate("a2a-rs", "sum.npy").code, 0);
+    const auto sum = load("sum.npy");  // [8, 32]
+    save("sum_bf16.npy", sum, {8, 32}, kernels::NpyDtype::kBfloat16);
+    auto o = run(verify("a2a-rs", "in.npy", "sum_bf16.npy"));
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    EXPECT_NE(o.out.find("strongest tier met: exact"), std::string::npos) << o.out;  // the schedule rounded to bf16
+    // The same bits as raw uint16 (a dump through .view(np.uint16)): --dtype says what they are.
+    std::vector<int32_t> bits;
+    const auto b = kernels::read_npy(path("sum_bf16.npy"))->data;
+    for (float v : b) bits.push_back(static_cast<int32_t>(std::bit_cast<uint32_t>(v) >> 16));
+    save_ints("raw.npy", bits, "<u2", "8, 32");
+    refused(verify("a2a-rs", "in.npy", "raw.npy"), "--dtype bf16 or --dtype fp16");
+    // --dtype says what raw uint16 arrays hold; the float32 inputs are read as they say.
+    o = run(verify("a2a-rs", "in.npy", "raw.npy") + " --dtype bf16");
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    EXPECT_NE(o.out.find("strongest tier met: exact"), std::string::npos) << o.out;
+    // Read as binary16 bits instead, they are other numbers altogether.
+    o = run(verify("a2a-rs", "in.npy", "raw.npy") + " --dtype fp16");
+    EXPECT_EQ(o.code, 1) << o.out << o.err;
+}
+
+TEST_F(VerifyCollectiveCli, SafetensorsPerRankFilesAndTheMean) {
+    ASSERT_EQ(simulate("two-shot-ar", "ar.npy").code, 0);
+    const auto ar = load("ar.npy");  // [8, 256]
+    kernels::NpyArray ins, outs;
+    ins.shape = {8, 256};
+    ins.data = x_;
+    outs.shape = {8, 256};
+    outs.data = ar;
+    ASSERT_TRUE(kernels::write_safetensors(path("run.safetensors"), {{"inputs", ins}, {"outputs", outs}}).ok());
+    auto o = run("verify collective --path two-shot-ar --format int8 --ranks 8 --inputs " + path("run.safetensors") + " --outputs " +
+                 path("run.safetensors") + " --tensor inputs --output-tensor outputs --report-dir ''");
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    EXPECT_NE(o.out.find("every rank holds the same bits"), std::string::npos) << o.out;
+    // One rank's copy differs: the ranks do not hold the same bits.
+    auto bad = ar;
+    bad[3 * 256 + 100] = std::nextafter(bad[3 * 256 + 100], 1e30f);
+    for (int r = 0; r < 8; ++r)
+        save("out." + std::to_string(r) + ".npy", std::vector<float>(bad.begin() + r * 256, bad.begin() + (r + 1) * 256), {256});
+    o = run(verify("two-shot-ar", "in.{rank}.npy", "out.{rank}.npy"));
+    EXPECT_EQ(o.code, 1) << o.out << o.err;
+    EXPECT_NE(o.err.find("do not hold the same bits: tensor index 100 (shard 3): rank 3 holds"), std::string::npos) << o.err;
+    // The mean: the sum times fl32(1/N), as NUMERICS 3 defines it.
+    ASSERT_EQ(simulate("a2a-rs", "sum.npy").code, 0);
+    auto mean = load("sum.npy");
+    for (float& v : mean) v *= static_cast<float>(1.0 / 8);
+    save("mean.npy", mean, {8, 32});
+    o = run(verify("a2a-rs", "in.npy", "mean.npy") + " --target mean");
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    EXPECT_NE(o.out.find("strongest tier met: exact"), std::string::npos) << o.out;
+    o = run(verify("a2a-rs", "in.npy", "mean.npy"));  // judged as a sum it is far off
+    EXPECT_EQ(o.code, 1) << o.out << o.err;
+}
+
+TEST_F(VerifyCollectiveCli, BadInvocationsAreRefusedBeforeAnyWork) {
+    ASSERT_EQ(simulate("ring-rs", "rs.npy").code, 0);
+    refused(verify("ring-rs", "in.npy", "rs.npy") + " --conformance same-events",
+            "--conformance same-events cannot judge this run: ring-rs requantizes partial sums");
+    refused(verify("a2a-rs", "in.npy", "rs.npy") + " --ring-order 0,1,2,3,4,5,6,7", "a2a-rs has no ring");
+    refused(verify("ring-rs", "in.npy", "rs.npy") + " --ring-order 0,1,2,3,4,5,6,6", "rank 6 appears twice");
+    refused(verify("ring-ag", "in.npy", "rs.npy") + " --target mean", "a mean is for reduce paths");
+    refused(verify("ring-ag", "in.npy", "rs.npy"), "ring-ag with N = 8 and M = 256 leaves [8, 256]");
+    refused(verify("rung-rs", "in.npy", "rs.npy"), "ring-rs");
+    refused(verify("a2a-rs", "rs.npy", "rs.npy", 3), "the inputs are [N, M] with N = 3");
+    refused(verify("a2a-rs", "in.{rank}.npy", "rs.npy", 9), "in.8.npy: no such file");
+    refused(verify("a2a-rs", "in.npy", "rs.npy") + " --conformance strict", "known: exact, same-events, bounded");
+    refused(verify("a2a-rs", "in.npy", "rs.npy") + " --backend nccl", "verify runs on cpu (one process) or mpi");
+    save("odd.npy", tensor(8 * 250), {8, 250});
+    refused(verify("a2a-rs", "odd.npy", "rs.npy"), "250");  // M % N
+}
+
+}  // namespace
+}  // namespace qtransit::testing
