@@ -138,7 +138,9 @@ int dispatch(int argc, char** argv) {
     simulate->add_option("--dist", ma.dist, "Input distribution")->capture_default_str();
     simulate->add_option("--seed", ma.seed, "Generator seed, and stochastic rounding's key")->check(non_negative)->capture_default_str();
     simulate->add_option("--accum", ma.accum, "Accumulation: fp32 or fp16")->capture_default_str();
-    simulate->add_option("--in", ma.in, "Inputs from a binary32 .npy of shape [N, M], one row per rank");
+    simulate->add_option("--in", ma.in,
+                         "Inputs from a file of shape [N, M], one row per rank (.npy float32/float16/bfloat16, or .safetensors), "
+                         "or one [M] file per rank named with {rank} (in.{rank}.npy; under --backend mpi each process reads its own)");
     simulate->add_option("--dump", ma.dump, "Write the result (one path, one N) as .npy: [N, S] or [N, M]");
     simulate->add_option("--threads", ma.threads, "Worker threads (0: all)")->check(non_negative)->capture_default_str();
     const std::string backend_help =

@@ -261,38 +261,18 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
     const auto started = std::chrono::steady_clock::now();
     gate::CollectiveVerification total;
     {
-        std::optional<gate::CollectiveVerification> acc;
-        std::string err;
-        // One process: the chunks on every hardware thread (verify_chunk is independent per chunk).
-        std::vector<int64_t> order(mine.begin(), mine.end());
-        std::vector<Result<gate::CollectiveVerification>> results(order.size(), make_error(ErrorCode::kInternal, "not run"));
-        std::atomic<size_t> next{0};
-        auto work = [&] {
-            for (size_t i; (i = next.fetch_add(1)) < order.size();) {
-                Held& h = held.at(order[i]);
-                h.t.in = h.in.data();
-                h.t.in_stride = h.t.in_hi - h.t.in_lo;
-                h.t.out = h.out.data();
-                h.t.out_stride = h.t.out_hi - h.t.out_lo;
-                results[i] = gate::verify_chunk(spec, h.t);
-            }
-        };
-        const int threads = static_cast<int>(std::clamp<size_t>(std::thread::hardware_concurrency(), 1, std::max<size_t>(order.size(), 1)));
-        std::vector<std::thread> pool;
-        for (int k = 1; k < threads; ++k) pool.emplace_back(work);
-        work();
-        for (auto& th : pool) th.join();
-        for (auto& r : results) {
-            if (!r) {
-                if (err.empty()) err = r.error().message;
-                continue;
-            }
-            if (!acc) acc = *r;
-            else acc->merge(*r);
+        std::vector<gate::ChunkTensors> chunks;
+        for (auto& [c, h] : held) {
+            h.t.in = h.in.data();
+            h.t.in_stride = h.t.in_hi - h.t.in_lo;
+            h.t.out = h.out.data();
+            h.t.out_stride = h.t.out_hi - h.t.out_lo;
+            chunks.push_back(h.t);
         }
+        auto acc = gate::verify_chunks(spec, chunks);  // none (more processes than ranks): an empty partial
+        std::string err = acc ? std::string() : acc.error().message;
         if (on_mpi) err = mpi::first_error(err);
         if (!err.empty()) return refuse(err);
-        if (!acc) acc = gate::empty_verification(spec);  // a process with no chunk (more processes than ranks)
         if (on_mpi) {
             auto all = gate::combine_over_ranks(*acc);
             if (!all) return fail(all.error());

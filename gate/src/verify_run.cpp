@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "qtransit/collectives/mpi.hpp"
@@ -596,6 +597,26 @@ Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, co
     return v;
 }
 
+Result<CollectiveVerification> verify_chunks(const CollectiveVerifySpec& spec, std::span<const ChunkTensors> chunks) {
+    CollectiveVerification total = empty_verification(spec);
+    std::vector<std::optional<Result<CollectiveVerification>>> results(chunks.size());
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+        for (size_t i; (i = next.fetch_add(1)) < chunks.size();) results[i] = verify_chunk(spec, chunks[i]);
+    };
+    const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, std::max<size_t>(chunks.size(), 1));
+    std::vector<std::thread> pool;
+    for (size_t k = 1; k < threads; ++k) pool.emplace_back(work);
+    work();
+    for (auto& th : pool) th.join();
+    // In chunk order: the first error is the lowest chunk's, as one thread would meet it.
+    for (auto& r : results) {
+        if (!*r) return r->error();
+        total.merge(**r);
+    }
+    return total;
+}
+
 Result<CollectiveVerification> verify_arrays(const CollectiveVerifySpec& spec, std::span<const float> inputs,
                                              std::span<const float> outputs) {
     if (auto st = check_spec(spec); !st) return st.error();
@@ -608,42 +629,16 @@ Result<CollectiveVerification> verify_arrays(const CollectiveVerifySpec& spec, s
     if (static_cast<int64_t>(outputs.size()) != n * out_cols)
         return make_error(ErrorCode::kInvalidArgument, "outputs: " + std::to_string(outputs.size()) + " values, want " +
                                                            std::to_string(n) + " x " + std::to_string(out_cols));
-    CollectiveVerification total = empty_verification(spec);
-    std::mutex mu;
-    std::optional<Error> error;
-    int64_t error_chunk = -1;
-    std::atomic<int64_t> next{0};
-    const int threads = static_cast<int>(std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::max<int64_t>(n, 1)));
-    auto work = [&] {
-        for (int64_t ch; (ch = next.fetch_add(1)) < n;) {
-            ChunkTensors t = chunk_layout(c, ch);
-            t.in = inputs.data() + t.in_lo;
-            t.in_stride = m;
-            if (is_rs(c.path)) {
-                t.out = outputs.data() + ch * out_cols;
-                t.out_stride = out_cols;
-            } else {
-                t.out = outputs.data() + t.out_lo;
-                t.out_stride = m;
-            }
-            auto r = verify_chunk(spec, t);
-            std::lock_guard<std::mutex> lock(mu);
-            if (!r) {
-                if (error_chunk < 0 || ch < error_chunk) {  // the lowest chunk's error, as one thread would
-                    error = r.error();
-                    error_chunk = ch;
-                }
-                continue;
-            }
-            total.merge(*r);
-        }
-    };
-    std::vector<std::thread> pool;
-    for (int k = 1; k < threads; ++k) pool.emplace_back(work);
-    work();
-    for (auto& th : pool) th.join();
-    if (error) return *error;
-    return total;
+    std::vector<ChunkTensors> chunks;
+    for (int64_t ch = 0; ch < n; ++ch) {
+        ChunkTensors t = chunk_layout(c, ch);
+        t.in = inputs.data() + t.in_lo;
+        t.in_stride = m;
+        t.out = outputs.data() + (is_rs(c.path) ? ch * out_cols : t.out_lo);
+        t.out_stride = out_cols;
+        chunks.push_back(t);
+    }
+    return verify_chunks(spec, chunks);
 }
 
 nlohmann::json to_json(const CollectiveVerification& v) {

@@ -77,12 +77,14 @@ float next_up(float v) { return std::nextafter(v, std::numeric_limits<float>::in
 
 TEST(VerifyRun, EveryPathsOwnScheduleMeetsEveryTier) {
     for (const auto& info : all_paths()) {
-        for (const char* f : {"int8", "int4", "int8-asym", "ds-int8"}) {
+        for (const char* f : {"int8", "int4", "int8-asym", "ds-int8"})
+        for (Accum acc : {Accum::kFp32, Accum::kFp16}) {
             auto s = spec_of(info.kind, f, 8, 4, 8 * 40, 16);  // S = 40: blocks of 16 leave a short one
+            s.config.accum = acc;
             const auto x = inputs(8, s.config.elements, 3);
             const auto out = schedule(s.config, x);
             const auto v = verify(s, x, out);
-            SCOPED_TRACE(std::string(info.name) + " " + f);
+            SCOPED_TRACE(std::string(info.name) + " " + f + " " + to_string(acc));
             EXPECT_TRUE(v.holds());
             ASSERT_TRUE(v.strongest().has_value());
             EXPECT_EQ(*v.strongest(), Tier::kExact);
@@ -130,6 +132,31 @@ TEST(VerifyRun, A2aInAnotherOrderIsSameEventsNotExact) {
     EXPECT_TRUE(tier(v, Tier::kBounded).holds);
     EXPECT_EQ(*v.strongest(), Tier::kSameEvents);
     EXPECT_TRUE(v.holds());
+
+    // The same under binary16 accumulation (DeepSpeed's fused qgZ kernel: __half2 adds): every term
+    // rounded to binary16, every add too, in reverse.
+    s.config.accum = Accum::kFp16;
+    for (int64_t c = 0; c < n; ++c)
+        for (int64_t blk = 0; blk < sh; blk += b) {
+            std::vector<std::vector<float>> dec;
+            for (int64_t j = 0; j < n; ++j) {
+                std::span<const float> xs(x.data() + j * m + c * sh + blk, static_cast<size_t>(b));
+                dec.push_back(reference::quantize(s.config.format, xs, b)->decoded);
+            }
+            for (int64_t i = 0; i < b; ++i) {
+                float acc = reference::round_to_fp16(dec[n - 1][static_cast<size_t>(i)]);
+                for (int64_t j = n - 2; j >= 0; --j)
+                    acc = reference::round_to_fp16(acc + reference::round_to_fp16(dec[static_cast<size_t>(j)][static_cast<size_t>(i)]));
+                out[static_cast<size_t>(c * sh + blk + i)] = acc;
+            }
+        }
+    const auto h = verify(s, x, out);
+    EXPECT_GT(h.differing_from_schedule, 0);
+    EXPECT_TRUE(tier(h, Tier::kSameEvents).holds) << tier(h, Tier::kSameEvents).first;
+    EXPECT_TRUE(tier(h, Tier::kBounded).holds) << tier(h, Tier::kBounded).first;
+    // Judged as binary32 accumulation, binary16 rounding is far more than gamma_{N-1} allows.
+    s.config.accum = Accum::kFp32;
+    EXPECT_FALSE(tier(verify(s, x, out), Tier::kSameEvents).holds);
 }
 
 // One output moved: past the tolerance, every tier but bounded names it; a dropped contribution is

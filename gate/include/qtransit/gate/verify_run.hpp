@@ -121,6 +121,9 @@ CollectiveVerification empty_verification(const CollectiveVerifySpec& spec);
 // violation.
 Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, const ChunkTensors& t);
 
+// The given chunks on every hardware thread, merged (the lowest chunk's Error first).
+Result<CollectiveVerification> verify_chunks(const CollectiveVerifySpec& spec, std::span<const ChunkTensors> chunks);
+
 // Every chunk of a run whose tensors are in memory: inputs [N, M], outputs [N, S] (reduce-scatter)
 // or [N, M], row r = rank r.
 Result<CollectiveVerification> verify_arrays(const CollectiveVerifySpec& spec, std::span<const float> inputs,
