@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include "commands.hpp"
@@ -34,9 +35,12 @@ std::string shape_text(const std::vector<int64_t>& s) {
 
 // One file's tensor as rows of `cols` values: a per-rank file holds one row ([cols] or [1, cols]),
 // a whole file N rows ([N, cols]). want_cols < 0: any (the inputs, which say what M is).
+// One file's tensor as rows of `cols` values: a per-rank file holds one row ([cols] or [1, cols]),
+// a whole file N rows ([N, cols]). want_cols < 0: any (the inputs, which say what M is). With a range,
+// only the flat elements [first, first + count) are read (the shape is still the file's).
 Result<kernels::NpyArray> read_rows(const std::string& file, const kernels::TensorReadOptions& opt, int64_t rows, int64_t want_cols,
-                                    const std::string& expect) {
-    auto a = kernels::read_tensor(file, opt);
+                                    const std::string& expect, std::optional<std::pair<int64_t, int64_t>> range = std::nullopt) {
+    auto a = range ? kernels::read_tensor_slice(file, opt, range->first, range->second) : kernels::read_tensor(file, opt);
     if (!a) return a.error();
     const auto& s = a->shape;
     const bool one = rows == 1;
@@ -175,13 +179,6 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
                     : shape_text({n, cols}) + " (row c: the " + what + ")");
     };
     auto setup = [&]() -> Status {
-        // Inputs.
-        auto take_inputs = [&](int64_t r, std::span<const float> row) {
-            for (auto& [c, h] : held) {
-                const int64_t w = h.t.in_hi - h.t.in_lo;
-                std::copy(row.begin() + h.t.in_lo, row.begin() + h.t.in_hi, h.in.begin() + r * w);
-            }
-        };
         auto start_chunks = [&]() -> Status {
             spec.config.elements = m;
             if (auto st = gate::check_spec(spec); !st) return st;
@@ -200,55 +197,101 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
             }
             return Status::Ok();
         };
-        if (in_split) {
-            for (int64_t r = 0; r < n; ++r) {
-                auto x = read_rows(rank_file(a.inputs, r), opts(a.inputs, a.tensor), 1, m, m < 0 ? inputs_expect(true) : inputs_expect(true) + ", and rank 0's has M = " + std::to_string(m));
-                if (!x) return x.error();
-                if (m < 0) {
-                    m = x->shape.back();
-                    if (auto st = start_chunks(); !st) return st;
+        // Every (file, row) this process needs, read whole in one process (it needs all of it), or under
+        // mpi only the slices of its chunks (read_tensor_slice: the rest of the file is not read).
+        const bool sliced = on_mpi;
+        // Copies row r of `file` (rows_in_file rows; its row `row`) into every held chunk via `put`.
+        auto gather = [&](const std::string& file, const kernels::TensorReadOptions& o, int64_t rows_in_file, int64_t row, int64_t want_cols,
+                          const std::string& expect, const std::function<std::pair<int64_t, int64_t>(const Held&)>& range_of,
+                          const std::function<void(Held&, const float*)>& put, const kernels::NpyArray* whole) -> Result<kernels::NpyDtype> {
+            const int64_t cols = want_cols;
+            if (whole) {  // the file is in memory already
+                for (auto& [c, h] : held) {
+                    const auto [lo, hi] = range_of(h);
+                    if (hi > lo) put(h, whole->data.data() + row * cols + lo);
                 }
-                take_inputs(r, x->data);
+                return whole->dtype;
             }
-        } else {
-            auto x = read_rows(a.inputs, opts(a.inputs, a.tensor), n, -1, inputs_expect(false));
+            if (!sliced) {
+                auto x = read_rows(file, o, rows_in_file, cols, expect);
+                if (!x) return x.error();
+                for (auto& [c, h] : held) {
+                    const auto [lo, hi] = range_of(h);
+                    if (hi > lo) put(h, x->data.data() + row * cols + lo);
+                }
+                return x->dtype;
+            }
+            kernels::NpyDtype d = kernels::NpyDtype::kFloat32;
+            for (auto& [c, h] : held) {
+                const auto [lo, hi] = range_of(h);
+                if (hi <= lo) continue;
+                auto x = read_rows(file, o, rows_in_file, cols, expect, std::pair{row * cols + lo, hi - lo});
+                if (!x) return x.error();
+                put(h, x->data.data());
+                d = x->dtype;
+            }
+            return d;
+        };
+        // M: from the inputs' shape (a header read when slicing).
+        {
+            const std::string f0 = in_split ? rank_file(a.inputs, 0) : a.inputs;
+            auto x = read_rows(f0, opts(a.inputs, a.tensor), in_split ? 1 : n, -1, inputs_expect(in_split),
+                               std::pair<int64_t, int64_t>{0, 0});
             if (!x) return x.error();
             m = x->shape.back();
             if (auto st = start_chunks(); !st) return st;
-            for (int64_t r = 0; r < n; ++r) take_inputs(r, std::span<const float>(x->data).subspan(static_cast<size_t>(r * m), static_cast<size_t>(m)));
         }
-        // Outputs.
+        auto in_range = [](const Held& h) { return std::pair{h.t.in_lo, h.t.in_hi}; };
+        std::optional<kernels::NpyArray> whole_in;
+        if (!in_split && !sliced) {
+            auto x = read_rows(a.inputs, opts(a.inputs, a.tensor), n, m, inputs_expect(false));
+            if (!x) return x.error();
+            whole_in = std::move(*x);
+        }
+        for (int64_t r = 0; r < n; ++r) {
+            auto put = [&, r](Held& h, const float* src) {
+                const int64_t w = h.t.in_hi - h.t.in_lo;
+                std::copy(src, src + w, h.in.begin() + r * w);
+            };
+            auto got = in_split ? gather(rank_file(a.inputs, r), opts(a.inputs, a.tensor), 1, 0, m,
+                                         inputs_expect(true) + ", and rank 0's has M = " + std::to_string(m), in_range, put, nullptr)
+                                : gather(a.inputs, opts(a.inputs, a.tensor), n, r, m, inputs_expect(false), in_range, put,
+                                         whole_in ? &*whole_in : nullptr);
+            if (!got) return got.error();
+        }
+        whole_in.reset();
+        // Outputs: what each rank holds over each held chunk's output range.
         const int64_t cols = rs ? m / n : m;
-        auto take_output = [&](int64_t r, std::span<const float> row) {
-            for (auto& [c, h] : held)
+        std::optional<kernels::NpyArray> whole_out;
+        if (!out_split && !sliced) {
+            auto y = read_rows(a.outputs, opts(a.outputs, out_tensor), n, cols, outputs_expect(false));
+            if (!y) return y.error();
+            whole_out = std::move(*y);
+        }
+        bool first_file = true;
+        for (int64_t r = 0; r < n; ++r) {
+            auto out_range = [r](const Held& h) {
+                for (int64_t k : h.t.out_ranks)
+                    if (k == r) return std::pair{h.t.out_lo, h.t.out_hi};
+                return std::pair<int64_t, int64_t>{0, 0};  // this chunk needs nothing of rank r
+            };
+            bool needed = false;
+            for (auto& [c, h] : held) needed = needed || out_range(h).second > out_range(h).first;
+            if (!needed) continue;
+            auto put = [&, r](Held& h, const float* src) {
                 for (size_t k = 0; k < h.t.out_ranks.size(); ++k)
                     if (h.t.out_ranks[k] == r) {
                         const int64_t w = h.t.out_hi - h.t.out_lo;
-                        std::copy(row.begin() + h.t.out_lo, row.begin() + h.t.out_hi, h.out.begin() + static_cast<int64_t>(k) * w);
+                        std::copy(src, src + w, h.out.begin() + static_cast<int64_t>(k) * w);
                     }
-        };
-        bool first_file = true;
-        auto note_dtype = [&](kernels::NpyDtype d) {
-            if (first_file) out_dtype = dtype_of(d);
+            };
+            auto got = out_split ? gather(rank_file(a.outputs, r), opts(a.outputs, out_tensor), 1, 0, cols, outputs_expect(true), out_range,
+                                          put, nullptr)
+                                 : gather(a.outputs, opts(a.outputs, out_tensor), n, r, cols, outputs_expect(false), out_range, put,
+                                          whole_out ? &*whole_out : nullptr);
+            if (!got) return got.error();
+            if (first_file) out_dtype = dtype_of(*got);
             first_file = false;
-        };
-        if (out_split) {
-            std::vector<int64_t> ranks;
-            if (rs) ranks = mine;
-            else
-                for (int64_t r = 0; r < n; ++r) ranks.push_back(r);
-            for (int64_t r : ranks) {
-                auto y = read_rows(rank_file(a.outputs, r), opts(a.outputs, out_tensor), 1, cols, outputs_expect(true));
-                if (!y) return y.error();
-                note_dtype(y->dtype);
-                take_output(r, y->data);
-            }
-        } else {
-            auto y = read_rows(a.outputs, opts(a.outputs, out_tensor), n, cols, outputs_expect(false));
-            if (!y) return y.error();
-            note_dtype(y->dtype);
-            for (int64_t r = 0; r < n; ++r)
-                take_output(r, std::span<const float>(y->data).subspan(static_cast<size_t>(r * cols), static_cast<size_t>(cols)));
         }
         spec.output_dtype = out_dtype;
         return Status::Ok();

@@ -308,7 +308,8 @@ const char* option_name(NpyDtype dtype) {
 namespace {
 
 // read_npy, and with `integers` read_npy_integers: an integer array instead of a float one.
-Result<NpyArray> read_npy_impl(const std::string& path, std::optional<NpyDtype> want, bool integers) {
+Result<NpyArray> read_npy_impl(const std::string& path, std::optional<NpyDtype> want, bool integers,
+                               std::optional<std::pair<int64_t, int64_t>> range = std::nullopt) {
     auto opened = detail::open_input(path);
     if (!opened) return opened.error();
     File file(*opened);
@@ -403,7 +404,7 @@ Result<NpyArray> read_npy_impl(const std::string& path, std::optional<NpyDtype> 
                 return bad(path, "shape " + shape_text(h.shape) + " has too many elements (the size overflows)");
             count *= dim;
         }
-    const uint64_t expected = static_cast<uint64_t>(count) * item;
+    uint64_t expected = static_cast<uint64_t>(count) * item;
     auto size_error = [&](uint64_t actual) {
         std::string what = actual < expected ? "truncated data" : "trailing bytes after the data";
         return bad(path, what + ": dtype '" + d + "' and shape " + shape_text(h.shape) + " need " +
@@ -441,6 +442,21 @@ Result<NpyArray> read_npy_impl(const std::string& path, std::optional<NpyDtype> 
         have_raw = true;
     }
 
+    // A slice: the flat elements [first, first + len) only; the rest of the data is not read.
+    if (range && !integers) {
+        const auto [first, len] = *range;
+        if (first < 0 || len < 0 || first > count || len > count - first)
+            return bad(path, "elements [" + std::to_string(first) + ", " + std::to_string(first + len) + ") are not within its " +
+                                 std::to_string(count) + " elements (shape " + shape_text(h.shape) + ")");
+        if (have_raw) {
+            raw.erase(raw.begin(), raw.begin() + static_cast<std::ptrdiff_t>(static_cast<uint64_t>(first) * item));
+            raw.resize(static_cast<size_t>(len) * item);
+        } else if (fseeko(f, data_start + static_cast<off_t>(first) * static_cast<off_t>(item), SEEK_SET) != 0) {
+            return io_error("while seeking");
+        }
+        count = len;
+        expected = static_cast<uint64_t>(len) * item;
+    }
     const size_t n = static_cast<size_t>(count);
     // The values widened to binary32, held at once: more than the machine has is refused, not
     // an uncaught bad_alloc.
@@ -505,6 +521,9 @@ Result<NpyArray> read_npy_impl(const std::string& path, std::optional<NpyDtype> 
 
 Result<NpyArray> read_npy(const std::string& path, std::optional<NpyDtype> want) { return read_npy_impl(path, want, false); }
 Result<NpyArray> read_npy_integers(const std::string& path) { return read_npy_impl(path, std::nullopt, true); }
+Result<NpyArray> read_npy_slice(const std::string& path, std::optional<NpyDtype> want, int64_t first, int64_t count) {
+    return read_npy_impl(path, want, false, std::pair{first, count});
+}
 
 namespace {
 

@@ -327,7 +327,8 @@ int64_t read_some(std::FILE* f, void* dst, size_t n) {
     return static_cast<int64_t>(got);
 }
 
-Result<NpyArray> read_safetensors_file(const std::string& path, std::optional<NpyDtype> want, const std::string& tensor) {
+Result<NpyArray> read_safetensors_file(const std::string& path, std::optional<NpyDtype> want, const std::string& tensor,
+                                       std::optional<std::pair<int64_t, int64_t>> range = std::nullopt) {
     auto opened = detail::open_input(path);
     if (!opened) return opened.error();
     std::unique_ptr<std::FILE, FileCloser> file(*opened);
@@ -357,7 +358,15 @@ Result<NpyArray> read_safetensors_file(const std::string& path, std::optional<Np
                 next_check = all.size() + (size_t{64} << 20);
             }
         }
-        return read_safetensors_bytes(all, opt, path);
+        auto whole = read_safetensors_bytes(all, opt, path);
+        if (!whole || !range) return whole;
+        const auto [first, len] = *range;
+        if (first < 0 || len < 0 || first > whole->elements() || len > whole->elements() - first)
+            return bad(path, "elements [" + std::to_string(first) + ", " + std::to_string(first + len) + ") are not within its " +
+                                 std::to_string(whole->elements()) + " elements");
+        std::vector<float> part(whole->data.begin() + first, whole->data.begin() + first + len);
+        whole->data = std::move(part);
+        return whole;
     }
 
     const uint64_t total = static_cast<uint64_t>(size);
@@ -374,10 +383,19 @@ Result<NpyArray> read_safetensors_file(const std::string& path, std::optional<Np
     const uint64_t data_start = 8 + *len;
     auto sel = parse_header(path, text, total - data_start, tensor, want);
     if (!sel) return sel.error();
+    uint64_t skip = 0;  // bytes of the tensor before a slice
+    if (range) {        // a slice: the flat elements [first, first + len) only
+        const auto [first, len] = *range;
+        if (first < 0 || len < 0 || first > sel->entry.count || len > sel->entry.count - first)
+            return bad(path, "tensor " + in_quotes(sel->entry.name) + ": elements [" + std::to_string(first) + ", " +
+                                 std::to_string(first + len) + ") are not within its " + std::to_string(sel->entry.count) + " elements");
+        skip = static_cast<uint64_t>(first) * sel->item;
+        sel->entry.count = len;
+    }
     if (auto st = check_room(path, *sel); !st) return st.error();
 
     NpyArray a = start_array(*sel);
-    if (fseeko(f, static_cast<off_t>(data_start + sel->entry.begin), SEEK_SET) != 0) return io_error("while seeking");
+    if (fseeko(f, static_cast<off_t>(data_start + sel->entry.begin + skip), SEEK_SET) != 0) return io_error("while seeking");
     // Widened a piece at a time, so the file's bytes need no second buffer.
     unsigned char buf[1 << 16];
     const size_t per = sizeof buf / sel->item;
@@ -427,7 +445,9 @@ bool is_safetensors_name(const std::string& path) {
     return true;
 }
 
-Result<NpyArray> read_tensor(const std::string& path, const TensorReadOptions& opt) {
+namespace {
+
+Result<NpyArray> read_any(const std::string& path, const TensorReadOptions& opt, std::optional<std::pair<int64_t, int64_t>> range) {
     auto want = parse_dtype(opt.dtype);
     if (!want) return want.error();
     if (opt.raw_only && *want) {
@@ -436,20 +456,28 @@ Result<NpyArray> read_tensor(const std::string& path, const TensorReadOptions& o
         TensorReadOptions typed = opt;
         typed.dtype.clear();
         typed.raw_only = false;
-        auto r = read_tensor(path, typed);
+        auto r = read_any(path, typed, range);
         if (r || r.error().message.find("a uint16 array: say what its bits are") == std::string::npos) return r;
     }
     if (!is_safetensors_name(path)) {
         if (!opt.tensor.empty())
             return make_error(ErrorCode::kInvalidArgument,
                               path + ": --tensor is for .safetensors files (a .npy file holds one array)");
-        return read_npy(path, *want);
+        return range ? read_npy_slice(path, *want, range->first, range->second) : read_npy(path, *want);
     }
     try {
-        return read_safetensors_file(path, *want, opt.tensor);
+        return read_safetensors_file(path, *want, opt.tensor, range);
     } catch (const std::bad_alloc&) {
         return make_error(ErrorCode::kBadFile, path + ": out of memory while reading its header");
     }
+}
+
+}  // namespace
+
+Result<NpyArray> read_tensor(const std::string& path, const TensorReadOptions& opt) { return read_any(path, opt, std::nullopt); }
+
+Result<NpyArray> read_tensor_slice(const std::string& path, const TensorReadOptions& opt, int64_t first, int64_t count) {
+    return read_any(path, opt, std::pair{first, count});
 }
 
 Status write_safetensors(const std::string& path, const std::vector<std::pair<std::string, NpyArray>>& tensors,

@@ -40,6 +40,10 @@ Result<NpyArray> read_npy(const std::string& path, std::optional<NpyDtype> dtype
 // come back as binary32, exactly, so each must be below 2^24 in magnitude (an Error names the first
 // that is not); `dtype` says kFloat32.
 Result<NpyArray> read_npy_integers(const std::string& path);
+// The flat elements [first, first + count) of the array only (a slice of a file too large to hold,
+// or of which only a part is needed): the header and the file's size are checked as read_npy checks
+// them, the rest of the data is not read. `shape` is the file's; `data` holds the count values.
+Result<NpyArray> read_npy_slice(const std::string& path, std::optional<NpyDtype> dtype, int64_t first, int64_t count);
 // Writes atomically (a temporary file renamed into place), so a failure leaves nothing half-written.
 // kBfloat16 is written as descr '<V2' (what ml_dtypes reads back as bfloat16), rounded to nearest
 // even; a finite value that rounds to infinity in binary16 or bfloat16 is refused.

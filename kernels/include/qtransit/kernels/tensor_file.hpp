@@ -27,6 +27,10 @@ struct TensorReadOptions {
 // .safetensors (by extension, case-insensitive) or .npy (anything else). Reads F32, F16, BF16, and
 // U16 only with a dtype of fp16 or bf16; the NpyArray's dtype says what the values were read as.
 Result<NpyArray> read_tensor(const std::string& path, const TensorReadOptions& opt = {});
+// Only the flat elements [first, first + count) of the tensor: the file is checked as read_tensor
+// checks it, but the rest of its data is not read (a pipe is read whole). `shape` is the tensor's,
+// `data` the count values.
+Result<NpyArray> read_tensor_slice(const std::string& path, const TensorReadOptions& opt, int64_t first, int64_t count);
 // Whether read_tensor reads `path` as .safetensors (its extension, any case).
 bool is_safetensors_name(const std::string& path);
 
