@@ -52,6 +52,11 @@ int run_check(const CheckArgs& a) {
     }
     if (problem.empty() && !a.codec.empty())
         if (auto st = gate::attach_codec(*cfg, a.codec); !st) problem = "--codec: " + st.error().message;
+    if (problem.empty() && a.quick) {
+        auto q = gate::quick_tier(*cfg);
+        if (!q) problem = q.error().message;
+        else cfg = std::move(*q);
+    }
 
     std::vector<reports::GateRun> baseline;
     bool have_baseline = false;

@@ -121,6 +121,7 @@ struct CheckArgs {
     std::string backend = "cpu";             // as simulate's --backend
     std::string codec;                       // a codec plugin (.so) replacing gate.codec
     std::string conformance;                 // exact | bounded, replacing gate.conformance
+    bool quick = false;                      // the quick tier (gate::quick_tier)
 };
 int run_check(const CheckArgs& a);
 

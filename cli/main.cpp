@@ -160,6 +160,9 @@ int dispatch(int argc, char** argv) {
     check->add_flag("--update-baseline", ca.update_baseline, "Write this run's report.json to --baseline");
     check->add_option("--junit", ca.junit, "Also write the JUnit XML here");
     check->add_option("--codec", ca.codec, "A codec plugin (.so, docs/PLUGIN.md) run in place of qtransit's kernels, on its format only");
+    check->add_flag("--quick", ca.quick,
+                    "The quick tier: the same formats, paths, rules and budgets at the config's two smallest N, M = their lcm "
+                    "x block, its first two distributions (the default gate: N = 8, 64, M = 2048, normal and heavy; seconds)");
     check->add_option("--conformance", ca.conformance, "exact (every bit, the default) or bounded (every element within the format's bound)");
     check->add_option("--backend", ca.backend,
                       backend_help + ". Under mpi (and nccl under mpirun) the gate's N must equal the number of "

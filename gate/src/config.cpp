@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -528,6 +529,27 @@ Result<GateConfig> parse_gate_config(const std::string& toml, const std::string&
         }
     }
     return cfg;
+}
+
+Result<GateConfig> quick_tier(const GateConfig& full) {
+    GateConfig q = full;
+    auto two_smallest = [](std::vector<int64_t> v) {
+        std::sort(v.begin(), v.end());
+        v.erase(std::unique(v.begin(), v.end()), v.end());
+        if (v.size() > 2) v.resize(2);
+        return v;
+    };
+    q.ranks = two_smallest(full.ranks);
+    q.tree_ranks = two_smallest(full.tree_ranks);
+    q.tree_ranks_derived = false;
+    int64_t l = 1;
+    for (const auto* v : {&q.ranks, &q.tree_ranks})
+        for (int64_t n : *v) l = std::lcm(l, n);
+    q.elements = l * full.block;
+    if (q.dists.size() > 2) q.dists.resize(2);
+    q.source = full.source + " (quick tier)";
+    if (auto st = validate(q); !st) return make_error(st.error().code, "--quick: " + st.error().message);
+    return q;
 }
 
 Status attach_codec(GateConfig& cfg, const std::string& path) {

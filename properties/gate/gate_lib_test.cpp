@@ -104,6 +104,34 @@ TEST(GateConfig, ValidateChecksAConfigBuiltInCode) {
     EXPECT_EQ(t.tree_ranks, (std::vector<int64_t>{8, 16}));
 }
 
+// The quick tier: the config's two smallest N (tree-rs too), M = their lcm times the block, the
+// first two distributions; formats, paths, rules and budgets unchanged.
+TEST(GateConfig, QuickTierShrinksTheRunsNotTheChecks) {
+    auto full = qt::gate::parse_gate_config("", "default");
+    ASSERT_TRUE(full.ok()) << full.error().message;
+    auto q = qt::gate::quick_tier(*full);
+    ASSERT_TRUE(q.ok()) << q.error().message;
+    EXPECT_EQ(q->ranks, (std::vector<int64_t>{8, 64}));
+    EXPECT_EQ(q->tree_ranks, (std::vector<int64_t>{8, 64}));
+    EXPECT_EQ(q->elements, 2048);
+    ASSERT_EQ(q->dists.size(), 2u);
+    EXPECT_EQ(q->formats.size(), full->formats.size());
+    EXPECT_EQ(q->paths.size(), full->paths.size());
+    EXPECT_EQ(q->scaling.size(), full->scaling.size());
+    EXPECT_EQ(q->budgets.size(), full->budgets.size());
+    auto other = qt::gate::parse_gate_config("[gate]\nranks = [24, 6, 12]\nranks_per_node = 0\ntree_ranks = [4, 8, 16]\nelements = 4608\nblock = 16\n"
+                                             "formats = [\"int4\"]\ndistributions = [\"uniform\"]\n[[scaling]]\npath = \"a2a-rs\"\nformats = [\"int4\"]\n"
+                                             "distributions = [\"uniform\"]\nmin = -1\nmax = 1\n",
+                                             "t.toml");
+    ASSERT_TRUE(other.ok()) << other.error().message;
+    auto qo = qt::gate::quick_tier(*other);
+    ASSERT_TRUE(qo.ok()) << qo.error().message;
+    EXPECT_EQ(qo->ranks, (std::vector<int64_t>{6, 12}));
+    EXPECT_EQ(qo->tree_ranks, (std::vector<int64_t>{4, 8}));
+    EXPECT_EQ(qo->elements, 24 * 16);  // lcm(6, 12, 4, 8) x block
+    EXPECT_EQ(qo->dists.size(), 1u);
+}
+
 TEST(GateVerdicts, BudgetsPassFailAndSayWhenNothingMatched) {
     auto cfg = small_config();
     qt::gate::Budget b;

@@ -94,6 +94,13 @@ Result<GateConfig> load_gate_config(const std::string& path);
 // ("<source>: gate.elements: ...").
 Status validate(GateConfig& cfg);
 
+// The quick tier (`qtransit check --quick`, issue 16): the same formats, paths, rules and budgets on
+// smaller runs, for every pull request: N = the config's two smallest (tree-rs: its two smallest),
+// M = their least common multiple times the block (one block per shard at the largest N), the
+// config's first two distributions. The default gate's quick tier runs N = 8, 64 and M = 2,048 on
+// normal and heavy inputs. An Error when the smaller config is not valid (validate()).
+Result<GateConfig> quick_tier(const GateConfig& cfg);
+
 // One step of the gate's progress: a group (one format on one distribution) starting a sweep at
 // some N, or finished.
 struct GateProgress {

@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""`qtransit check --quick` (issue 16): the default gate's quick tier passes in seconds with every
+verdict the full gate has: bounds and k for every (format, path), every kernel-vs-reference
+verdict, every scaling rule fitted (none skipped for want of N), every budget.
+
+  check_quick.py QTRANSIT WORK_DIR
+"""
+import json, os, shutil, subprocess, sys, time
+
+
+def main():
+    q, work = sys.argv[1], sys.argv[2]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    t0 = time.monotonic()
+    r = subprocess.run([q, "check", "--quick", "--report-dir", work], capture_output=True, text=True, timeout=600)
+    wall = time.monotonic() - t0
+    print(r.stdout[-2000:], r.stderr[-2000:])
+    if r.returncode != 0:
+        print(f"FAIL: check --quick exit {r.returncode}")
+        return 1
+    rep = json.load(open(os.path.join(work, "report.json")))
+    gate = rep["gate"]
+    names = {v["name"]: v for v in rep["verdicts"]}
+    bad = []
+    if gate["ranks"] != [8, 64] or gate["elements"] != 2048 or gate["distributions"] != ["normal", "heavy"]:
+        bad.append(f"the quick tier ran {gate}")
+    for f in gate["formats"]:
+        if names.get(f"kernel-vs-reference/{f}", {}).get("status") != "pass":
+            bad.append(f"kernel-vs-reference/{f} missing or not passed")
+        for p in gate["paths"]:
+            for c in ("bounds", "k"):
+                if names.get(f"{c}/{f}/{p}", {}).get("status") != "pass":
+                    bad.append(f"{c}/{f}/{p} missing or not passed")
+    scaling = [v for v in rep["verdicts"] if v["category"] == "scaling"]
+    if not scaling or any(v["status"] != "pass" for v in scaling):
+        bad.append(f"scaling: {[(v['name'], v['status']) for v in scaling if v['status'] != 'pass'] or 'none'}")
+    if not any(v["category"] == "budget" and v["status"] == "pass" for v in rep["verdicts"]):
+        bad.append("no budget verdict passed")
+    for b in bad[:20]:
+        print("FAIL:", b)
+    if bad:
+        return 1
+    print(f"check --quick: {len(rep['verdicts'])} verdicts ({len(scaling)} scaling), {len(rep['runs'])} runs, "
+          f"{rep['wall_seconds']:.1f} s in the gate, {wall:.1f} s wall")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
