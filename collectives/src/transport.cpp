@@ -73,17 +73,21 @@ SimTransport::SimTransport(int64_t ranks, int64_t ranks_per_node, FormatSpec for
     : Transport(ranks, ranks_per_node, format), box_(static_cast<size_t>(ranks)) {}
 
 void SimTransport::deliver(int64_t from, int64_t to, Message&& m) {
-    box_[static_cast<size_t>(to)].emplace_back(from, std::move(m));
+    box_[static_cast<size_t>(to)].q.emplace_back(from, std::move(m));
 }
 
 Message SimTransport::recv(int64_t to, int64_t from) {
-    auto& box = box_[static_cast<size_t>(to)];
-    for (auto it = box.begin(); it != box.end(); ++it) {
-        if (it->first == from) {
-            Message m = std::move(it->second);
-            box.erase(it);
-            return m;
+    Box& box = box_[static_cast<size_t>(to)];
+    for (size_t i = box.head; i < box.q.size(); ++i) {
+        if (box.q[i].first != from) continue;
+        Message m = std::move(box.q[i].second);
+        box.q[i].first = -1;  // taken
+        while (box.head < box.q.size() && box.q[box.head].first == -1) ++box.head;
+        if (box.head == box.q.size()) {
+            box.q.clear();
+            box.head = 0;
         }
+        return m;
     }
     // A schedule that receives what nobody sent is a bug in this program, not a user error.
     throw TransportFailure{make_error(ErrorCode::kInternal, "internal error: rank " + std::to_string(to) +
@@ -93,7 +97,7 @@ Message SimTransport::recv(int64_t to, int64_t from) {
 
 bool SimTransport::idle() const {
     for (const auto& b : box_)
-        if (!b.empty()) return false;
+        if (!b.q.empty()) return false;
     return true;
 }
 

@@ -108,6 +108,22 @@ void count_events(const ColumnRecord& column, const std::vector<int32_t>& ids, i
 
 }  // namespace
 
+bool same_ledger_shape(const ColumnRecord& column, const OutputRow& a, const OutputRow& b) {
+    if (a.event_ids.size() != b.event_ids.size()) return false;
+    const size_t nev = column.events.size();
+    for (size_t p = 0; p < a.event_ids.size(); ++p) {
+        const int32_t ia = a.event_ids[p], ib = b.event_ids[p];
+        if (ia < 0 || ib < 0 || static_cast<size_t>(ia) >= nev || static_cast<size_t>(ib) >= nev) return false;
+        if (ia == ib) continue;
+        const QuantEvent& x = column.events[static_cast<size_t>(ia)];
+        const QuantEvent& y = column.events[static_cast<size_t>(ib)];
+        if (x.column_offset != y.column_offset || x.x.size() != y.x.size() || x.contributors.first != y.contributors.first ||
+            x.contributors.count != y.contributors.count || x.contributors.list != y.contributors.list)
+            return false;
+    }
+    return true;
+}
+
 std::vector<int32_t> contribution_k(const ColumnRecord& column, const OutputRow& row, int64_t ranks) {
     std::vector<int32_t> k(static_cast<size_t>(ranks), 0);
     bool whole = true;  // every event covers every element of the column (all paths but hpz's straddles)

@@ -583,6 +583,10 @@ double gather_prior(const PathConfig& c, const Prior& p, int64_t first, int64_t 
 
 bool is_gather(PathKind k) { return path_info(k).shape == PathShape::kAllGather; }
 
+constexpr int kLsbExp32 = -149;  // the smallest binary32 ulp
+// 2^e, exactly, for -1022 <= e <= 1023.
+double pow2_checker(int e) { return std::bit_cast<double>(static_cast<uint64_t>(e + 1023) << 52); }
+
 std::string fmt_double(double v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.9g", v);
@@ -660,24 +664,71 @@ void PathChecker::add(const ColumnRecord& col) {
     }
     const size_t ulen = static_cast<size_t>(len);
 
-    // Exact targets and the absmax of every contribution row.
-    acc_.assign(ulen, SuperAcc());
+    // Exact targets and the absmax of every contribution row. Every binary32 value is an integer
+    // multiple of its ulp; over a column, all are multiples of 2^e_min (the smallest ulp of a non-zero
+    // contribution). When rows * absmax < 2^(62 + e_min), every value scaled by 2^-e_min is an integer
+    // below 2^62 / rows, so the sums are exact in int64 in any order: most columns qualify (a span of
+    // up to about 62 - 24 - log2(rows) binades between the largest value and the smallest non-zero
+    // one). Their targets are integers T * 2^e_min; the double of a target, and the error of an
+    // output on the same grid, are one correctly rounded int64 -> binary64 conversion each (the
+    // SuperAcc's to_double, bit for bit). Other columns, and outputs off the grid, take the SuperAcc.
     absmax_.assign(static_cast<size_t>(col.contribution_rows), 0.0);
     bool finite_inputs = true;
+    int e_min = std::numeric_limits<int>::max();
+    float col_max = 0;
     for (int64_t r = 0; r < col.contribution_rows; ++r) {
         const float* x = col.contributions.data() + r * len;
-        float a = 0;
-        bool finite = true;
+        float fa = 0;
+        uint32_t top = 0, lo = 0x7F800000u;  // |x| as bits: the largest (inf, NaN above every finite), the smallest non-zero
         for (size_t i = 0; i < ulen; ++i) {
-            acc_[i].add(x[i]);
-            a = std::max(a, std::fabs(x[i]));
-            finite = finite && std::isfinite(x[i]);
+            const uint32_t b = std::bit_cast<uint32_t>(x[i]) & 0x7FFFFFFFu;
+            fa = std::max(fa, std::fabs(x[i]));  // a NaN is passed over, as it always was
+            top = std::max(top, b);
+            if (b != 0) lo = std::min(lo, b);
         }
+        const bool finite = top < 0x7F800000u;
         if (!finite) finite_inputs = false;
-        absmax_[static_cast<size_t>(r)] = a;
+        absmax_[static_cast<size_t>(r)] = fa;
+        col_max = std::max(col_max, fa);
+        if (lo < 0x7F800000u) {
+            // The smallest ulp in the row is that of its smallest exponent: ulp(x) = 2^(max(ef, 1) - 150).
+            const int ef = static_cast<int>(lo >> 23);
+            e_min = std::min(e_min, (ef == 0 ? 1 : ef) - 150);
+        }
     }
-    std::vector<double> target(ulen);
-    for (size_t i = 0; i < ulen; ++i) target[i] = acc_[i].to_double();
+    int_sum_ = finite_inputs;
+    int64_t lr = std::bit_width(static_cast<uint64_t>(std::max<int64_t>(col.contribution_rows, 1)));  // rows < 2^lr
+    if (int_sum_ && col_max > 0) {
+        int ex = 0;
+        (void)std::frexp(col_max, &ex);  // col_max < 2^ex
+        int_sum_ = ex + lr <= 62 + e_min;
+    }
+    if (e_min == std::numeric_limits<int>::max()) e_min = kLsbExp32;  // an all-zero column
+    grid_ = e_min;
+    std::vector<double> target(ulen, 0.0);
+    if (int_sum_) {
+        const double up = pow2_checker(-e_min);
+        tint_.assign(ulen, 0);
+        for (int64_t r = 0; r < col.contribution_rows; ++r) {
+            const float* x = col.contributions.data() + r * len;
+            for (size_t i = 0; i < ulen; ++i) tint_[i] += static_cast<int64_t>(static_cast<double>(x[i]) * up);  // exact (above)
+        }
+        const double down = pow2_checker(e_min);
+        for (size_t i = 0; i < ulen; ++i) target[i] = static_cast<double>(tint_[i]) * down;  // RN, then exact scaling
+    } else {
+        acc_.assign(ulen, SuperAcc());
+        for (int64_t r = 0; r < col.contribution_rows; ++r) {
+            const float* x = col.contributions.data() + r * len;
+            for (size_t i = 0; i < ulen; ++i) acc_[i].add(x[i]);
+        }
+        for (size_t i = 0; i < ulen; ++i) target[i] = acc_[i].to_double();
+    }
+
+    // Whether an output is a multiple of 2^grid_ below 2^62 of it (then its error is exact in int64).
+    auto on_grid = [&](float v) {
+        const double d = static_cast<double>(v) * pow2_checker(-grid_);
+        return std::fabs(d) < 0x1p62 && d == std::trunc(d);
+    };
 
     // A priori, per column (reduce paths) or per element (gather paths; see a_priori_bound).
     const Prior prior(cfg_);
@@ -695,6 +746,7 @@ void PathChecker::add(const ColumnRecord& col) {
     // when the column is the element's first block, as it is for this path).
     double table_a = -1;
     std::vector<double> table;
+    double prio_ai = -1, prio_cached = 0;  // the other gathers: the last ai's bound
 
     // Every event's block statistics, once per column (rows share events).
     const size_t nev = col.events.size();
@@ -711,10 +763,21 @@ void PathChecker::add(const ColumnRecord& col) {
 
     const double gamma = cfg_.accum == Accum::kFp16 ? kU16 / (1 - kU16) : kU / (1 - kU);
     const int64_t shard = cfg_.shard();
+    // Rows whose events carry the same contributors the same way have the same k (the rows of an
+    // all-gather or all-reduce mostly do: one event per decoding rank, from the same block), so k is
+    // computed again only when a row's ledger differs in shape from the previous row's.
+    const OutputRow* prev_row = nullptr;  // the row ks was computed for (or one of the same shape)
+    std::vector<int32_t> ks;
+    // Per element: the previous row's value and its error, reused when this row holds the same bits
+    // (every rank of a gather or an all-reduce holds the same value against the same target).
+    last_value_.assign(ulen, 0.0f);
+    last_err_.assign(ulen, 0.0);
+    have_last_.assign(ulen, 0);
     for (const OutputRow& row : col.outputs) {
         // k from the ledger.
         if (n >= 1) {
-            const std::vector<int32_t> ks = contribution_k(col, row, n);
+            if (prev_row == nullptr || !same_ledger_shape(col, *prev_row, row)) ks = contribution_k(col, row, n);
+            prev_row = &row;
             int64_t lo = 0, hi = n - 1;
             if (gather && shard > 0 && len > 0) {
                 lo = std::clamp<int64_t>(col.first / shard, 0, n - 1);
@@ -811,8 +874,13 @@ void PathChecker::add(const ColumnRecord& col) {
                     }
                     const int64_t h = ((row.rank - chunk_of(cfg_, col.first)) % n + n) % n;
                     prio = table[static_cast<size_t>(h)] * kPrioInflation;
+                } else if (ai == prio_ai) {
+                    prio = prio_cached;  // the same block's absmax (every element of a block, every row)
                 } else {
+                    // ring-ag and hpz-ag's bounds depend on ai (and the column's amax) only, not the row
                     prio = gather_prior(cfg_, prior, col.first, row.rank, ai, gather_amax) * kPrioInflation;
+                    prio_ai = ai;
+                    prio_cached = prio;
                 }
             }
             ++st_.outputs_checked;
@@ -827,10 +895,36 @@ void PathChecker::add(const ColumnRecord& col) {
                 record_violation(col.first, row.rank, static_cast<int64_t>(i), "non-finite contribution in the column");
                 continue;
             }
-            SuperAcc err = acc_[i];
-            err.negate();
-            err.add(v);  // value - T, exactly
-            const double errd = err.to_double();
+            // value - T, exactly, and rounded to a double (once per distinct value of the element).
+            auto exact_err = [&] {
+                SuperAcc e;
+                if (int_sum_) {  // rare (a comparison too close to call in binary64): the column summed again
+                    for (int64_t r = 0; r < col.contribution_rows; ++r) e.add(col.contributions[static_cast<size_t>(r) * ulen + i]);
+                } else {
+                    e = acc_[i];
+                }
+                e.negate();
+                e.add(v);
+                return e;
+            };
+            const bool same_as_last = have_last_[i] && std::bit_cast<uint32_t>(last_value_[i]) == std::bit_cast<uint32_t>(v);
+            double errd;
+            if (same_as_last) {
+                errd = last_err_[i];
+            } else if (int_sum_ && on_grid(v)) {
+                // v = vi 2^grid exactly, |vi| < 2^62, |T| < 2^62: vi - T is exact in int64 (no overflow),
+                // and its conversion is the correctly rounded error.
+                const int64_t vi = static_cast<int64_t>(static_cast<double>(v) * pow2_checker(-grid_));
+                errd = static_cast<double>(vi - tint_[i]) * pow2_checker(grid_);
+                last_value_[i] = v;
+                last_err_[i] = errd;
+                have_last_[i] = 1;
+            } else {
+                errd = exact_err().to_double();
+                last_value_[i] = v;
+                last_err_[i] = errd;
+                have_last_[i] = 1;
+            }
             const double aerr = std::fabs(errd);
             st_.max_abs_error = std::max(st_.max_abs_error, aerr);
             st_.sum_sq_error += errd * errd;
@@ -838,7 +932,9 @@ void PathChecker::add(const ColumnRecord& col) {
             st_.max_a_posteriori = std::max(st_.max_a_posteriori, post);
             st_.max_a_priori = std::max(st_.max_a_priori, prio);
             if (aerr > 0) st_.max_error_to_a_posteriori = std::max(st_.max_error_to_a_posteriori, post > 0 ? aerr / post : kInf);
-            const bool post_ok = err.compare_abs(post) <= 0;
+            // errd is err rounded to nearest, so |err| <= |errd| (1 + 2^-53): when that is at most
+            // post with room to spare the exact comparison cannot disagree, and is skipped.
+            const bool post_ok = aerr * (1 + 0x1p-50) <= post || exact_err().compare_abs(post) <= 0;
             const bool prio_ok = post <= prio;
             if (!post_ok || !prio_ok) {
                 record_violation(col.first, row.rank, static_cast<int64_t>(i),

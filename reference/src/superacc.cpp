@@ -1,6 +1,7 @@
 // Neal's small superaccumulator (see superacc.hpp): the parts off the hot path.
 #include "qtransit/reference/superacc.hpp"
 
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -20,29 +21,47 @@ void SuperAcc::normalize() const {
     pending_ = 0;
 }
 
-bool SuperAcc::representable(double v) {
-    if (!std::isfinite(v)) return false;
-    if (v == 0) return true;
-    if (!(std::fabs(v) < 0x1p200)) return false;
-    // v is a multiple of 2^-149 iff v * 2^149 (exact: a power-of-two scaling, no overflow) is an
-    // integer.
-    const double s = std::ldexp(v, 149);
-    return std::floor(s) == s;
-}
-
-bool SuperAcc::add(double v) {
-    if (!representable(v)) return false;
-    if (v == 0) return true;
-    int exp = 0;
-    const double mant = std::frexp(std::fabs(v), &exp);  // |v| = mant * 2^exp, mant in [0.5, 1)
-    uint64_t m = static_cast<uint64_t>(std::ldexp(mant, 53));  // exact: 53 bits
-    int e = exp - 53;
+namespace {
+// v = m * 2^e with m odd (or v == 0: m = 0), read from the bits (no libm on the hot path). False for
+// a NaN or an infinity.
+bool odd_decompose(double v, uint64_t& m, int& e) {
+    const uint64_t b = std::bit_cast<uint64_t>(v);
+    const int ef = static_cast<int>((b >> 52) & 0x7FF);
+    if (ef == 0x7FF) return false;
+    m = b & ((uint64_t{1} << 52) - 1);
+    if (ef == 0) {
+        e = -1074;  // a subnormal double: m * 2^-1074
+    } else {
+        m |= uint64_t{1} << 52;
+        e = ef - 1075;
+    }
+    if (m == 0) return true;
     const int tz = std::countr_zero(m);
     m >>= tz;
     e += tz;
-    // representable() guarantees e >= -149 once the trailing zeros are gone.
+    return true;
+}
+// 2^e as a double, exactly, for -1022 <= e <= 1023 (a normal power of two).
+double pow2(int e) { return std::bit_cast<double>(static_cast<uint64_t>(e + 1023) << 52); }
+}  // namespace
+
+bool SuperAcc::representable(double v) {
+    uint64_t m = 0;
+    int e = 0;
+    if (!odd_decompose(v, m, e)) return false;
+    if (m == 0) return true;
+    // A multiple of 2^-149 below 2^200 in magnitude: the odd mantissa's weight is on the grid, and
+    // its top bit (at e + bit_width(m) - 1) is below 200.
+    return e >= kLsbExp && e + static_cast<int>(std::bit_width(m)) - 1 < 200;
+}
+
+bool SuperAcc::add(double v) {
+    uint64_t m = 0;
+    int e = 0;
+    if (!odd_decompose(v, m, e)) return false;
+    if (m == 0) return true;
+    if (e < kLsbExp || e + static_cast<int>(std::bit_width(m)) - 1 >= 200) return false;
     const int p = e - kLsbExp;
-    assert(p >= 0);
     const int idx = p >> 5;
     const u128 full = static_cast<u128>(m) << (p & 31);  // < 2^84
     const int64_t pieces[3] = {static_cast<int64_t>(full & kLow32), static_cast<int64_t>((full >> 32) & kLow32),
@@ -143,13 +162,13 @@ double SuperAcc::to_double() const {
     const int shift = nbits - 53;
     double r = 0;
     if (shift <= 0) {
-        r = std::ldexp(static_cast<double>(static_cast<uint64_t>(m)), base);  // exact: <= 53 bits, no sticky
+        r = static_cast<double>(static_cast<uint64_t>(m)) * pow2(base);  // exact: <= 53 bits, no sticky; base >= -149
     } else {
         uint64_t kept = static_cast<uint64_t>(m >> shift);
         const u128 rest = m & ((static_cast<u128>(1) << shift) - 1);
         const u128 half = static_cast<u128>(1) << (shift - 1);
         if (rest > half || (rest == half && (sticky || (kept & 1u)))) ++kept;  // <= 2^53: exact
-        r = std::ldexp(static_cast<double>(kept), base + shift);
+        r = static_cast<double>(kept) * pow2(base + shift);  // exact: a power-of-two scaling within the normal range
     }
     return s < 0 ? -r : r;
 }

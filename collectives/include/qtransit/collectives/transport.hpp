@@ -110,7 +110,13 @@ protected:
     void deliver(int64_t from, int64_t to, Message&& m) override;
 
 private:
-    std::vector<std::vector<std::pair<int64_t, Message>>> box_;  // per receiver: (sender, message)
+    // Per receiver: (sender, message) in arrival order; taken ones are marked (sender -1) and skipped
+    // from `head`, so a receive in arrival order moves nothing, and the box empties when all are taken.
+    struct Box {
+        std::vector<std::pair<int64_t, Message>> q;
+        size_t head = 0;
+    };
+    std::vector<Box> box_;
 };
 
 }  // namespace qtransit::collectives

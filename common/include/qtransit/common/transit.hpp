@@ -148,6 +148,10 @@ struct ColumnRecord {
 
 // k of each contributor (0..N-1) for one output row: how many quantization events carried it.
 std::vector<int32_t> contribution_k(const ColumnRecord& column, const OutputRow& row, int64_t ranks);
+// Whether two rows of a column have the same k by construction: their events, position by position,
+// are the same event or carry the same contributors over the same elements (what contribution_k
+// reads). False when an event id is out of range. O(events), and cheap for shared events.
+bool same_ledger_shape(const ColumnRecord& column, const OutputRow& a, const OutputRow& b);
 
 // The table of NUMERICS.md section 3: k of contributor j for output held by `holder` of column
 // starting at `first` (for the gather paths, the contributor is the shard's owner). Used by the

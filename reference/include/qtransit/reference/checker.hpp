@@ -73,6 +73,12 @@ private:
     std::vector<SuperAcc> acc_;
     std::vector<double> absmax_, apost_;
     std::vector<detail::EventBound> evb_;
+    bool int_sum_ = false;                 // this column's targets are exact int64 sums on the grid 2^grid_ (checker.cpp)
+    int grid_ = 0;
+    std::vector<int64_t> tint_;
+    std::vector<float> last_value_;        // per element: the previous row's value and its error
+    std::vector<double> last_err_;
+    std::vector<uint8_t> have_last_;
 };
 
 // Least-squares slope of log(rel_rms) on log(n) (points with n <= 0 or rel_rms <= 0 or non-finite

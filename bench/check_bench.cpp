@@ -1,0 +1,81 @@
+// Google Benchmark (issue 16): the exact checking of one output element next to a naive binary32
+// sum of its contributions, measured in the same run. One column of a real path (qtransit's own
+// schedule on the in-process transport), N contributions per output: the baseline sums them in
+// binary32; the checker (reference::PathChecker::add) sums them exactly (SuperAcc), computes the
+// a-posteriori and a-priori bounds and compares the error exactly. Compare the items_per_second
+// counters (outputs per second) within one run: the ratio naive / checker is the cost of exactness.
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "qtransit/collectives/paths.hpp"
+#include "qtransit/collectives/transport.hpp"
+#include "qtransit/reference/checker.hpp"
+
+namespace qt = qtransit;
+
+namespace {
+
+struct Column {
+    qt::PathConfig cfg;
+    qt::ColumnRecord rec;
+    int64_t outputs = 0;
+};
+
+Column make(qt::PathKind path, int64_t n) {
+    Column c;
+    c.cfg.path = path;
+    c.cfg.format = *qt::parse_format("int4");
+    c.cfg.ranks = n;
+    c.cfg.ranks_per_node = n % 8 == 0 ? 8 : n;
+    c.cfg.block = 32;
+    c.cfg.elements = n * 32;
+    qt::collectives::GeneratedInputs in(qt::kernels::Distribution::kNormal, 1);
+    qt::collectives::SimTransport t(n, c.cfg.ranks_per_node, c.cfg.format);
+    const auto [first, len] = qt::collectives::column_at(c.cfg, 0);
+    if (auto st = qt::collectives::run_column(c.cfg, in, t, first, len, c.rec); !st) std::abort();
+    for (const auto& r : c.rec.outputs) c.outputs += static_cast<int64_t>(r.values.size());
+    return c;
+}
+
+// The baseline: every output's contributions summed in binary32, left to right (one row of sums
+// per output row, as the checker computes one exact target per element and compares every row).
+void BM_NaiveSum(benchmark::State& st, qt::PathKind path) {
+    const Column c = make(path, st.range(0));
+    const int64_t len = c.rec.len, rows = c.rec.contribution_rows;
+    std::vector<float> sums(static_cast<size_t>(len));
+    for (auto _ : st) {
+        for (size_t r = 0; r < c.rec.outputs.size(); ++r) {
+            for (int64_t i = 0; i < len; ++i) sums[static_cast<size_t>(i)] = c.rec.contributions[static_cast<size_t>(i)];
+            for (int64_t j = 1; j < rows; ++j)
+                for (int64_t i = 0; i < len; ++i) sums[static_cast<size_t>(i)] += c.rec.contributions[static_cast<size_t>(j * len + i)];
+            benchmark::DoNotOptimize(sums.data());
+        }
+        benchmark::ClobberMemory();
+    }
+    st.SetItemsProcessed(st.iterations() * c.outputs);
+}
+
+void BM_Check(benchmark::State& st, qt::PathKind path) {
+    const Column c = make(path, st.range(0));
+    qt::reference::PathChecker checker(c.cfg);
+    for (auto _ : st) {
+        checker.add(c.rec);
+        benchmark::ClobberMemory();
+    }
+    if (!checker.stats().bound_holds) st.SkipWithError("the bound failed");
+    st.SetItemsProcessed(st.iterations() * c.outputs);
+}
+
+}  // namespace
+
+BENCHMARK_CAPTURE(BM_NaiveSum, a2a_rs, qt::PathKind::kA2aRs)->Arg(8)->Arg(64)->Arg(384);
+BENCHMARK_CAPTURE(BM_Check, a2a_rs, qt::PathKind::kA2aRs)->Arg(8)->Arg(64)->Arg(384);
+BENCHMARK_CAPTURE(BM_NaiveSum, ring_rs, qt::PathKind::kRingRs)->Arg(8)->Arg(64)->Arg(384);
+BENCHMARK_CAPTURE(BM_Check, ring_rs, qt::PathKind::kRingRs)->Arg(8)->Arg(64)->Arg(384);
+BENCHMARK_CAPTURE(BM_NaiveSum, two_shot_ar, qt::PathKind::kTwoShotAr)->Arg(8)->Arg(64)->Arg(384);
+BENCHMARK_CAPTURE(BM_Check, two_shot_ar, qt::PathKind::kTwoShotAr)->Arg(8)->Arg(64)->Arg(384);
+BENCHMARK_CAPTURE(BM_NaiveSum, ring_ag, qt::PathKind::kRingAg)->Arg(8)->Arg(64)->Arg(384);
+BENCHMARK_CAPTURE(BM_Check, ring_ag, qt::PathKind::kRingAg)->Arg(8)->Arg(64)->Arg(384);
+
+BENCHMARK_MAIN();
