@@ -108,6 +108,42 @@ void count_events(const ColumnRecord& column, const std::vector<int32_t>& ids, i
 
 }  // namespace
 
+bool contribution_k_of(const ColumnRecord& column, const OutputRow& row, int64_t ranks, int64_t lo, int64_t hi,
+                       std::vector<int32_t>& k, bool& others) {
+    k.assign(static_cast<size_t>(std::max<int64_t>(hi - lo + 1, 0)), 0);
+    others = false;
+    if (ranks < 1 || lo < 0 || hi >= ranks || lo > hi) return false;
+    const int64_t owners = hi - lo + 1;
+    for (int32_t id : row.event_ids) {
+        if (id < 0 || static_cast<size_t>(id) >= column.events.size()) return false;
+        const QuantEvent& e = column.events[static_cast<size_t>(id)];
+        if (e.column_offset != 0 || static_cast<int64_t>(e.x.size()) != column.len) return false;
+        const auto& c = e.contributors;
+        if (!c.list.empty()) {
+            for (int32_t r : c.list) {
+                if (r >= lo && r <= hi) ++k[static_cast<size_t>(r - lo)];
+                else others = true;
+            }
+            continue;
+        }
+        // The ring range first, first + 1, ... (count of them, mod N): each owner is in it
+        // count / N times, plus once more when within the remainder.
+        int64_t first = c.first;
+        if (first < 0 || first >= ranks) first = ((first % ranks) + ranks) % ranks;
+        const int64_t full = c.count < ranks ? 0 : c.count / ranks, rest = c.count < ranks ? c.count : c.count % ranks;
+        int64_t inside = 0;
+        for (int64_t j = lo; j <= hi; ++j) {
+            int64_t d = j - first;  // in (-N, N)
+            if (d < 0) d += ranks;
+            const int64_t times = full + (d < rest ? 1 : 0);
+            k[static_cast<size_t>(j - lo)] += static_cast<int32_t>(times);
+            inside += times;
+        }
+        if (c.count > inside || (full > 0 && owners < ranks)) others = true;
+    }
+    return true;
+}
+
 bool same_ledger_shape(const ColumnRecord& column, const OutputRow& a, const OutputRow& b) {
     if (a.event_ids.size() != b.event_ids.size()) return false;
     const size_t nev = column.events.size();

@@ -776,15 +776,28 @@ void PathChecker::add(const ColumnRecord& col) {
     for (const OutputRow& row : col.outputs) {
         // k from the ledger.
         if (n >= 1) {
-            if (prev_row == nullptr || !same_ledger_shape(col, *prev_row, row)) ks = contribution_k(col, row, n);
-            prev_row = &row;
             int64_t lo = 0, hi = n - 1;
             if (gather && shard > 0 && len > 0) {
                 lo = std::clamp<int64_t>(col.first / shard, 0, n - 1);
                 hi = std::clamp<int64_t>((col.first + len - 1) / shard, 0, n - 1);
             }
+            // A gather's k matters for its owners only: counted for them alone when the ledger
+            // allows (O(events), not O(N) per row); else every contributor's.
+            bool others = false;
+            int64_t base = 0;
+            if (prev_row == nullptr || !same_ledger_shape(col, *prev_row, row)) {
+                if (gather && contribution_k_of(col, row, n, lo, hi, ks, others)) {
+                    base = lo;
+                    ks_base_ = lo;
+                } else {
+                    ks = contribution_k(col, row, n);
+                    ks_base_ = 0;
+                }
+            }
+            base = ks_base_;
+            prev_row = &row;
             for (int64_t j = lo; j <= hi; ++j) {
-                const int32_t k = ks[static_cast<size_t>(j)];
+                const int32_t k = ks[static_cast<size_t>(j - base)];
                 if (!have_k_) {
                     st_.k_min = st_.k_max = k;
                     have_k_ = true;

@@ -148,6 +148,12 @@ struct ColumnRecord {
 
 // k of each contributor (0..N-1) for one output row: how many quantization events carried it.
 std::vector<int32_t> contribution_k(const ColumnRecord& column, const OutputRow& row, int64_t ranks);
+// contribution_k for the contributors lo..hi only (a gather's owners): k[j - lo], and whether some
+// event carries a contributor outside lo..hi (then the others' k is not all 0). O(events); false
+// when it cannot answer that way (an event that covers only part of the column, an id out of
+// range): then use contribution_k.
+bool contribution_k_of(const ColumnRecord& column, const OutputRow& row, int64_t ranks, int64_t lo, int64_t hi,
+                       std::vector<int32_t>& k, bool& others);
 // Whether two rows of a column have the same k by construction: their events, position by position,
 // are the same event or carry the same contributors over the same elements (what contribution_k
 // reads). False when an event id is out of range. O(events), and cheap for shared events.

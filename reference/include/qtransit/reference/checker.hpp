@@ -75,6 +75,7 @@ private:
     std::vector<detail::EventBound> evb_;
     bool int_sum_ = false;                 // this column's targets are exact int64 sums on the grid 2^grid_ (checker.cpp)
     int grid_ = 0;
+    int64_t ks_base_ = 0;                  // the contributor ks[0] stands for (a gather's first owner, or 0)
     std::vector<int64_t> tint_;
     std::vector<float> last_value_;        // per element: the previous row's value and its error
     std::vector<double> last_err_;
