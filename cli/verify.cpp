@@ -71,6 +71,20 @@ Result<std::vector<uint8_t>> read_file_bytes(const std::string& path) {
     return out;
 }
 
+// The gate's report model for a verification: the command that ran, the format, its JSON and text.
+reports::GateResult verify_report(const std::string& command, double seconds, const std::string& format, nlohmann::json json,
+                                  const std::string& text) {
+    reports::GateResult r;
+    r.version = QTRANSIT_VERSION;
+    r.started_at = gate::now_utc();
+    r.config_source = command;
+    r.wall_seconds = seconds;
+    r.formats = {format};
+    r.verify = std::move(json);
+    r.verify_text = text;
+    return r;
+}
+
 gate::OutputDtype dtype_of(kernels::NpyDtype d) {
     switch (d) {
         case kernels::NpyDtype::kFloat16: return gate::OutputDtype::kFp16;
@@ -330,19 +344,13 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
     // ---- say it ----------------------------------------------------------------------------------------
     const std::string text = gate::summary_text(total);
     if (!a.report_dir.empty()) {
-        reports::GateResult r;
-        r.version = QTRANSIT_VERSION;
-        r.started_at = gate::now_utc();
-        r.config_source = "verify collective --inputs " + a.inputs + " --outputs " + a.outputs;
-        r.wall_seconds = seconds;
-        r.formats = {spec.config.format.name()};
+        reports::GateResult r = verify_report("verify collective --inputs " + a.inputs + " --outputs " + a.outputs, seconds,
+                                              spec.config.format.name(), gate::to_json(total), text);
         r.paths = {path_info(*path).name};
         r.ranks = {n};
         r.ranks_per_node = spec.config.ranks_per_node;
         r.elements = spec.config.elements;
         r.block = spec.config.block;
-        r.verify = gate::to_json(total);
-        r.verify_text = text;
         const std::string base = std::string("verify/") + path_info(*path).name + "/";
         for (const auto& t : total.tiers) {
             reports::Verdict v;
@@ -397,6 +405,8 @@ namespace qtransit::cli {
 namespace {
 Result<std::vector<uint8_t>> read_file_bytes(const std::string& path);
 std::string shape_text(const std::vector<int64_t>& s);
+reports::GateResult verify_report(const std::string& command, double seconds, const std::string& format, nlohmann::json json,
+                                  const std::string& text);
 }
 
 int run_verify_quantize(const VerifyQuantizeArgs& a) {
@@ -513,16 +523,9 @@ int run_verify_quantize(const VerifyQuantizeArgs& a) {
     for (size_t b = 0; b < c.ulp_histogram.size(); ++b) j["ulp_histogram"][kBuckets[b]] = c.ulp_histogram[b];
 
     if (!a.report_dir.empty()) {
-        reports::GateResult rep;
-        rep.version = QTRANSIT_VERSION;
-        rep.started_at = gate::now_utc();
-        rep.config_source = "verify quantize --in " + a.in + " --decoded " + a.decoded;
-        rep.wall_seconds = seconds;
-        rep.formats = {format->name()};
+        reports::GateResult rep = verify_report("verify quantize --in " + a.in + " --decoded " + a.decoded, seconds, format->name(), j, text);
         rep.elements = n;
         rep.block = a.block;
-        rep.verify = j;
-        rep.verify_text = text;
         for (auto conf_k : {kernels::Conformance::kExact, kernels::Conformance::kBounded}) {
             reports::Verdict v;
             v.name = "verify/quantize/" + format->name() + "/" + kernels::to_string(conf_k);

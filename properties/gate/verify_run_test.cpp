@@ -111,20 +111,26 @@ TEST(VerifyRun, A2aInAnotherOrderIsSameEventsNotExact) {
     auto s = spec_of(PathKind::kA2aRs, "int8", n, 8, m, b);
     const auto x = inputs(n, m, 7);
     const int64_t sh = m / n;
-    std::vector<float> out(static_cast<size_t>(n * sh));
-    for (int64_t c = 0; c < n; ++c)
-        for (int64_t blk = 0; blk < sh; blk += b) {
-            std::vector<std::vector<float>> dec;
-            for (int64_t j = 0; j < n; ++j) {
-                std::span<const float> xs(x.data() + j * m + c * sh + blk, static_cast<size_t>(b));
-                dec.push_back(reference::quantize(s.config.format, xs, b)->decoded);
+    // a2a-rs as a framework may sum it: the same decoded contributions, added in reverse, each add
+    // rounded by `round` (binary32: none; binary16: every term and every add).
+    auto reversed = [&](float (*round)(float)) {
+        std::vector<float> out(static_cast<size_t>(n * sh));
+        for (int64_t c = 0; c < n; ++c)
+            for (int64_t blk = 0; blk < sh; blk += b) {
+                std::vector<std::vector<float>> dec;
+                for (int64_t j = 0; j < n; ++j) {
+                    std::span<const float> xs(x.data() + j * m + c * sh + blk, static_cast<size_t>(b));
+                    dec.push_back(reference::quantize(s.config.format, xs, b)->decoded);
+                }
+                for (int64_t i = 0; i < b; ++i) {
+                    float acc = round(dec[n - 1][static_cast<size_t>(i)]);
+                    for (int64_t j = n - 2; j >= 0; --j) acc = round(acc + round(dec[static_cast<size_t>(j)][static_cast<size_t>(i)]));
+                    out[static_cast<size_t>(c * sh + blk + i)] = acc;
+                }
             }
-            for (int64_t i = 0; i < b; ++i) {
-                float acc = dec[n - 1][static_cast<size_t>(i)];
-                for (int64_t j = n - 2; j >= 0; --j) acc += dec[static_cast<size_t>(j)][static_cast<size_t>(i)];  // reversed
-                out[static_cast<size_t>(c * sh + blk + i)] = acc;
-            }
-        }
+        return out;
+    };
+    auto out = reversed([](float v) { return v; });
     const auto v = verify(s, x, out);
     EXPECT_GT(v.differing_from_schedule, 0) << "the reversed order should change some bits";
     EXPECT_FALSE(tier(v, Tier::kExact).holds);
@@ -136,20 +142,7 @@ TEST(VerifyRun, A2aInAnotherOrderIsSameEventsNotExact) {
     // The same under binary16 accumulation (DeepSpeed's fused qgZ kernel: __half2 adds): every term
     // rounded to binary16, every add too, in reverse.
     s.config.accum = Accum::kFp16;
-    for (int64_t c = 0; c < n; ++c)
-        for (int64_t blk = 0; blk < sh; blk += b) {
-            std::vector<std::vector<float>> dec;
-            for (int64_t j = 0; j < n; ++j) {
-                std::span<const float> xs(x.data() + j * m + c * sh + blk, static_cast<size_t>(b));
-                dec.push_back(reference::quantize(s.config.format, xs, b)->decoded);
-            }
-            for (int64_t i = 0; i < b; ++i) {
-                float acc = reference::round_to_fp16(dec[n - 1][static_cast<size_t>(i)]);
-                for (int64_t j = n - 2; j >= 0; --j)
-                    acc = reference::round_to_fp16(acc + reference::round_to_fp16(dec[static_cast<size_t>(j)][static_cast<size_t>(i)]));
-                out[static_cast<size_t>(c * sh + blk + i)] = acc;
-            }
-        }
+    out = reversed([](float v) { return reference::round_to_fp16(v); });
     const auto h = verify(s, x, out);
     EXPECT_GT(h.differing_from_schedule, 0);
     EXPECT_TRUE(tier(h, Tier::kSameEvents).holds) << tier(h, Tier::kSameEvents).first;
