@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <thread>
@@ -311,6 +312,21 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
         return Status::Ok();
     };
     if (auto st = setup(); !st) problem = st.error().message;
+    // A run's inputs are finite (a NaN or inf in what a rank contributed is a bad dump, not a
+    // finding): the first one met, chunk by chunk and rank by rank, is named.
+    if (problem.empty())
+        for (const auto& [c, h] : held) {
+            const int64_t w = h.t.in_hi - h.t.in_lo;
+            for (int64_t r = 0; r < n && problem.empty(); ++r)
+                for (int64_t e = 0; e < w; ++e) {
+                    const float v = h.in[static_cast<size_t>(r * w + e)];
+                    if (std::isfinite(v)) continue;
+                    problem = (in_split ? rank_file(a.inputs, r) : a.inputs) + ": rank " + std::to_string(r) + ", element " +
+                              std::to_string(h.t.in_lo + e) + " is " + shortest(v) + ": a run's inputs must be finite";
+                    break;
+                }
+            if (!problem.empty()) break;
+        }
     if (on_mpi) problem = mpi::first_error(problem);
     if (!problem.empty()) return refuse(problem);
 

@@ -230,6 +230,10 @@ TEST_F(VerifyCollectiveCli, BadInvocationsAreRefusedBeforeAnyWork) {
     refused(verify("a2a-rs", "in.{rank}.npy", "rs.npy", 9), "in.8.npy: no such file");
     refused(verify("a2a-rs", "in.npy", "rs.npy") + " --conformance strict", "known: exact, same-events, bounded");
     refused(verify("a2a-rs", "in.npy", "rs.npy") + " --backend nccl", "verify runs on cpu (one process) or mpi");
+    auto nan = x_;
+    nan[5 * 256 + 77] = std::nanf("");
+    save("nan.npy", nan, {8, 256});
+    refused(verify("ring-rs", "nan.npy", "rs.npy"), "nan.npy: rank 5, element 77 is nan: a run's inputs must be finite");
     save("odd.npy", tensor(8 * 250), {8, 250});
     refused(verify("a2a-rs", "odd.npy", "rs.npy"), "250");  // M % N
 }
