@@ -1,5 +1,6 @@
-// Google Benchmark: CPU encode/decode of int8 and int4 next to memcpy of the same input bytes, at a
-// cache-resident size and at a DRAM size (ggml's test-quantize-perf habit). Compare the
+// Google Benchmark: CPU encode/decode of int8 and int4 and of the built-in declared formats
+// (docs/FORMATS.md; `qtransit bench --format` measures the same) next to memcpy of the same input
+// bytes, at a cache-resident size and at a DRAM size (ggml's test-quantize-perf habit). Compare the
 // bytes_per_second counters within one run; absolute times on shared machines mean little.
 #include <benchmark/benchmark.h>
 
@@ -63,6 +64,18 @@ BENCHMARK_CAPTURE(BM_Encode, int8, "int8")->Arg(1 << 14)->Arg(1 << 24);
 BENCHMARK_CAPTURE(BM_Encode, int4, "int4")->Arg(1 << 14)->Arg(1 << 24);
 BENCHMARK_CAPTURE(BM_Decode, int8, "int8")->Arg(1 << 14)->Arg(1 << 24);
 BENCHMARK_CAPTURE(BM_Decode, int4, "int4")->Arg(1 << 14)->Arg(1 << 24);
+// Declared formats (issue 16); block 32, the MX formats' only one.
+#define QT_DECL_BENCH(id, name)                                        \
+    BENCHMARK_CAPTURE(BM_Encode, id, name)->Arg(1 << 14)->Arg(1 << 24); \
+    BENCHMARK_CAPTURE(BM_Decode, id, name)->Arg(1 << 14)->Arg(1 << 24)
+QT_DECL_BENCH(fp8_e4m3, "fp8-e4m3");
+QT_DECL_BENCH(mxfp8_e4m3, "mxfp8-e4m3");
+QT_DECL_BENCH(mxfp6_e2m3, "mxfp6-e2m3");
+QT_DECL_BENCH(mxfp4, "mxfp4");
+QT_DECL_BENCH(nf4, "nf4");
+QT_DECL_BENCH(int4_sr, "int4-sr");
+QT_DECL_BENCH(mxint8, "mxint8");
+#undef QT_DECL_BENCH
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -12,11 +12,20 @@
 #include "qtransit/common/shortest.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/decl_math.hpp"
+#include "decl_fast.hpp"
 
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
 #define QT_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define QT_MULTIVERSION
+#endif
+// The declared formats' fast loops on a CPU with AVX-512 (see encode_decl_fast_avx512).
+#if defined(__x86_64__)
+#if defined(__clang__)
+#define QT_AVX512_WIDE __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512cd,avx2,fma,bmi,bmi2,lzcnt,popcnt,f16c")))
+#else
+#define QT_AVX512_WIDE __attribute__((target("arch=x86-64-v4,prefer-vector-width=512")))
+#endif
 #endif
 // Helpers of a multiversioned function are forced inline so that each version compiles them for
 // its own instruction set (and no per-block call goes through the load-time dispatch).
@@ -252,18 +261,184 @@ QT_MULTIVERSION int64_t encode_range(const EncodeJob& job, int64_t b0, int64_t b
     return -1;
 }
 
-// The common case of a float element (nearest-even, no offset, a non-zero scale) as a loop the
-// compiler vectorizes: the same float_code() the generic path calls, with the grid in registers.
-QT_INLINE void encode_float_rne(const FloatGrid g, const float* __restrict x, int64_t len, float s,
-                                int32_t* __restrict q) {
-    for (int64_t i = 0; i < len; ++i) q[i] = float_code<Rounding::kNearestEven>(g, div_rn(x[i], s), 0u);
+// Declared formats without an offset (every built-in but int<b>-asym's declaration): the layout of
+// encode_range (chunks of blocks that stay in L1; statistics and scales of a chunk first, with the
+// input prefetched, then its codes) around the fast element loops of decl_fast.hpp. E, R: the
+// element type and rounding; kMul: the quotient as a product with the exact reciprocal (e8m0 and
+// `none` scales); kTies: a table whose ties round up somewhere; kAvx: compiled for AVX-512
+// (encode_decl_fast_avx512), with the AVX-512 helpers of decl_fast.hpp. Returns as
+// encode_decl_range.
+template <ElemType E, Rounding R, bool kMul, bool kTies, bool kAvx>
+QT_INLINE int64_t encode_decl_fast(const EncodeJob& job, const fast::EncodePlan& fp, int64_t b0, int64_t b1) {
+    const Decl& d = *job.format.decl;
+    const float nan = bits_f32(kQuietNanBits);
+    constexpr int64_t kChunkElements = 4096;
+    const int64_t chunk = std::clamp<int64_t>(kChunkElements / job.block, 1, 256);
+    float scale[256], factor[256];
+    uint32_t amax[256];
+    bool poisoned[256];
+    alignas(64) int32_t q[fast::kStep];
+    alignas(64) uint8_t c[fast::kStep];
+    alignas(64) uint32_t rb[fast::kStep];
+    // Stochastic rounding: a chunk's random words in one call (or, for a chunk of one block longer
+    // than this, 32 at a time).
+    alignas(64) uint32_t rb_chunk[R == Rounding::kStochastic ? kChunkElements : 1];
+    for (int64_t c0 = b0; c0 < b1; c0 += chunk) {
+        const int64_t c1 = std::min(b1, c0 + chunk);
+        const int64_t chunk_first = c0 * job.block, chunk_n = std::min(c1 * job.block, job.n) - chunk_first;
+        const bool whole_chunk_words = chunk_n <= kChunkElements;
+        int64_t words_end = chunk_first;  // stochastic rounding: words drawn for [chunk_first, words_end)
+        // Pass 1: every block's absmax, then all their scales in one loop (decl_scale_t), and the
+        // factor the element loop applies: 1/s (exact, kMul), s, or 1 for s == 0 (v = x, a zero).
+        // Stochastic rounding draws the block's words here too: arithmetic that overlaps the wait
+        // for the input, which this pass is the first to touch.
+        for (int64_t j = c0; j < c1; ++j) {
+            const int64_t first = j * job.block, len = std::min(job.block, job.n - first);
+            for (int64_t ahead = first + 2048; ahead < std::min(first + 2048 + job.block, job.n); ahead += 16)
+                __builtin_prefetch(job.x + ahead);  // 8 KiB ahead, as encode_range
+            const Stats st = len == kDefaultBlock ? block_stats(job.x + first, kDefaultBlock, false)
+                                                  : block_stats(job.x + first, len, false);
+            amax[j - c0] = st.absmax_bits;
+            if constexpr (R == Rounding::kStochastic) {
+                // the words of this and the next blocks, whole blocks of at least 256 elements at
+                // a time: a call's fixed cost spread over enough of them
+                if (whole_chunk_words && first >= words_end) {
+                    const int64_t blocks = std::max<int64_t>(1, (256 + job.block - 1) / job.block);
+                    const int64_t end = std::min(chunk_first + chunk_n, first + blocks * job.block);
+                    RoundKey key = job.key;
+                    key.index_base += first;
+                    fast::round_words(key, end - first, rb_chunk + (first - chunk_first));
+                    words_end = end;
+                }
+            }
+        }
+        if (fast::chunk_scales(d, amax, c1 - c0, scale)) {
+            for (int64_t j = c0; j < c1; ++j) poisoned[j - c0] = false;
+        } else {  // some block is not finite or overflows: decide block by block, in order
+            for (int64_t j = c0; j < c1; ++j) {
+                float s = 0.0f, lo = 0.0f;
+                const BlockState state = decl_plan(d, amax[j - c0], 0.0f, 0.0f, &s, &lo);
+                poisoned[j - c0] = state != BlockState::kQuantize;
+                if (state != BlockState::kQuantize) {
+                    if (job.error_policy) return j;  // blocks run in increasing order: the range's lowest
+                    if (decl_poison_code(d) < 0) return -2 - j;
+                    s = d.scale != ScaleType::kNone ? nan : 1.0f;
+                }
+                scale[j - c0] = s;
+            }
+        }
+        for (int64_t k = 0; k < c1 - c0; ++k) {
+            const float s = scale[k];
+            factor[k] = kMul ? div_rn(1.0f, s) : (s == 0.0f ? 1.0f : s);
+        }
+        std::memcpy(job.scales + c0, scale, static_cast<size_t>(c1 - c0) * sizeof(float));
+        for (int64_t j = c0; j < c1; ++j) {
+            const int64_t first = j * job.block, len = std::min(job.block, job.n - first);
+            const float* xb = job.x + first;
+            uint8_t* out = job.codes + j * job.block_bytes;
+            if (poisoned[j - c0]) {
+                const int32_t pc = decl_poison_code(d);
+                std::memset(out, 0, static_cast<size_t>(job.format.code_bytes(len)));
+                for (int64_t i = 0; i < len; ++i) decl_pack_one(d, out, i, pc);
+                continue;
+            }
+            // s == 0 (an all-zero block under an absmax scale): v is x itself, a zero of x's sign.
+            const bool as_mul = kMul || scale[j - c0] == 0.0f;
+            const float f = factor[j - c0];
+            for (int64_t i0 = 0; i0 < len; i0 += fast::kStep) {
+                const int64_t m = std::min(fast::kStep, len - i0);
+                const uint32_t* w = rb;
+                if constexpr (R == Rounding::kStochastic) {
+                    if (whole_chunk_words) {
+                        w = rb_chunk + (first + i0 - chunk_first);
+                    } else {
+                        RoundKey key = job.key;
+                        key.index_base += first + i0;
+                        fast::round_words(key, m, rb);
+                    }
+                }
+                if (m == fast::kStep) {
+                    if (as_mul) fast::codes_step<E, R, true, kTies, fast::kStep, kAvx>(fp, xb + i0, m, f, w, q);
+                    else fast::codes_step<E, R, false, kTies, fast::kStep, kAvx>(fp, xb + i0, m, f, w, q);
+                } else {
+                    std::memset(q, 0, sizeof q);
+                    if (as_mul) fast::codes_step<E, R, true, kTies, 0, kAvx>(fp, xb + i0, m, f, w, q);
+                    else fast::codes_step<E, R, false, kTies, 0, kAvx>(fp, xb + i0, m, f, w, q);
+                }
+#if defined(__x86_64__)
+                if constexpr (kAvx) {
+                    if (m == fast::kStep && fast::pack_q_avx512(d.bits, d.packing == Packing::kLsbFirst, q, out + i0 * d.bits / 8))
+                        continue;
+                }
+#endif
+                fast::narrow_step(q, c);
+                if (m == fast::kStep) fast::pack_step<fast::kStep>(d, c, m, out + i0 * d.bits / 8);
+                else fast::pack_step<0>(d, c, m, out + i0 * d.bits / 8);
+            }
+        }
+    }
+    return -1;
 }
 
-// Declared formats (docs/FORMATS.md): the generic element-wise arithmetic of decl_math.hpp, one
-// block at a time. Returns the first block refused under the `error` policy, or -1; -2 - j when
-// block j is poisoned under `propagate` but the format cannot mark it (scale `none`, no NaN code).
+// Calls encode_decl_fast for d's element type, rounding and scale: one dispatch per range. Plain
+// switches, no lambdas: a lambda is a function of its own, compiled for the baseline target unless
+// the compiler chooses to inline it into each of encode_decl_range's target clones.
+template <ElemType E, bool kTies, bool kAvx>
+QT_INLINE int64_t encode_decl_fast_r(const EncodeJob& job, const fast::EncodePlan& fp, int64_t b0, int64_t b1) {
+#define QT_FAST_CASE(R)                                                                               \
+    case R:                                                                                           \
+        return fp.mul ? encode_decl_fast<E, R, true, kTies, kAvx>(job, fp, b0, b1)                    \
+                      : encode_decl_fast<E, R, false, kTies, kAvx>(job, fp, b0, b1);
+    if constexpr (E == ElemType::kTable) {  // the rounding is in the plan's ties
+        constexpr Rounding R = Rounding::kNearestEven;
+        return fp.mul ? encode_decl_fast<E, R, true, kTies, kAvx>(job, fp, b0, b1)
+                      : encode_decl_fast<E, R, false, kTies, kAvx>(job, fp, b0, b1);
+    } else {
+        switch (job.format.decl->rounding) {
+            QT_FAST_CASE(Rounding::kNearestEven)
+            QT_FAST_CASE(Rounding::kNearestAway)
+            QT_FAST_CASE(Rounding::kNearestDown)
+            QT_FAST_CASE(Rounding::kTowardZero)
+            QT_FAST_CASE(Rounding::kStochastic)
+        }
+    }
+#undef QT_FAST_CASE
+    return -1;
+}
+template <bool kAvx>
+QT_INLINE int64_t encode_decl_fast_any(const EncodeJob& job, const fast::EncodePlan& fp, int64_t b0, int64_t b1) {
+    switch (job.format.decl->elem) {
+        case ElemType::kFloat: return encode_decl_fast_r<ElemType::kFloat, false, kAvx>(job, fp, b0, b1);
+        case ElemType::kInt: return encode_decl_fast_r<ElemType::kInt, false, kAvx>(job, fp, b0, b1);
+        default:
+            return fp.tp.ties ? encode_decl_fast_r<ElemType::kTable, true, kAvx>(job, fp, b0, b1)
+                              : encode_decl_fast_r<ElemType::kTable, false, kAvx>(job, fp, b0, b1);
+    }
+}
+
+#if defined(__x86_64__)
+// The fast loops once more for a CPU with AVX-512, as one function compiled for it with 512-bit
+// vectors preferred (GCC's x86-64-v4 tuning prefers 256, and target_clones cannot say otherwise):
+// a block of 32 is then two registers wide, and the AVX-512 helpers of decl_fast.hpp (kAvx) are
+// used. Chosen at run time (fast::have_avx512()).
+QT_AVX512_WIDE int64_t encode_decl_fast_avx512(const EncodeJob& job, const fast::EncodePlan& fp, int64_t b0,
+                                               int64_t b1) {
+    return encode_decl_fast_any<true>(job, fp, b0, b1);
+}
+#endif
+
+// Declared formats (docs/FORMATS.md): the fast loops above where they apply (no offset, tables of
+// at most 16 values), else the generic element-wise arithmetic of decl_math.hpp, one block at a
+// time. Returns the first block refused under the `error` policy, or -1; -2 - j when block j is
+// poisoned under `propagate` but the format cannot mark it (scale `none`, no NaN code).
 QT_MULTIVERSION int64_t encode_decl_range(const EncodeJob& job, int64_t b0, int64_t b1, int32_t* q) {
     const Decl& d = *job.format.decl;
+    if (const fast::EncodePlan fp = fast::encode_plan(d); fp.fast) {
+#if defined(__x86_64__)
+        if (fast::have_avx512()) return encode_decl_fast_avx512(job, fp, b0, b1);
+#endif
+        return encode_decl_fast_any<false>(job, fp, b0, b1);
+    }
     const float nan = bits_f32(kQuietNanBits);
     for (int64_t j = b0; j < b1; ++j) {
         const int64_t first = j * job.block, len = std::min(job.block, job.n - first);
@@ -287,9 +462,7 @@ QT_MULTIVERSION int64_t encode_decl_range(const EncodeJob& job, int64_t b0, int6
         if (d.offset_min) job.offsets[j] = lo;
         RoundKey key = job.key;
         key.index_base += first;
-        if (d.elem == ElemType::kFloat && d.rounding == Rounding::kNearestEven && !d.offset_min && s != 0.0f) {
-            encode_float_rne(float_grid(d), xb, len, s, q);  // fp8 and the MX float formats
-        } else with_decl_kind(d, [&]<ElemType E, Rounding R>() {
+        with_decl_kind(d, [&]<ElemType E, Rounding R>() {
             if constexpr (R == Rounding::kStochastic) {
                 for (int64_t i = 0; i < len; ++i) q[i] = decl_code_t<E, R>(d, xb[i], s, lo, round_bits(key, i));
             } else {
@@ -507,8 +680,108 @@ struct DecodeJob {
     float* out;
 };
 
+// Declared formats without an offset, a step of 32 codes at a time. A full step of a block that
+// is not poisoned goes straight from the wire to the output in one loop: 8-bit codes (values by
+// raw_value's arithmetic, or decode8_avx512), and with AVX-512 4- and 6-bit codes (unpacked and
+// looked up in registers, decode_step_avx512). Any other step (a short one, a poisoned block's,
+// another width, or 4/6 bits without AVX-512) is staged: unpacked into bytes with the others of a
+// chunk of up to 8, their values computed or looked up in one loop over the chunk (wide vectors),
+// then scaled step by step. kAvx: compiled for AVX-512 (decode_decl_fast_avx512).
+struct DecodeStep {
+    float* o;
+    int64_t m;
+    float s;
+};
+// The staged steps: their values in one loop, then each scaled into its place. (A function, not
+// a lambda: a lambda would be compiled for the baseline target unless inlined.)
+template <fast::DecodePlan::Mode M, bool kAvx>
+QT_INLINE void decode_flush(const fast::DecodePlan& p, const uint8_t* c, const DecodeStep* steps, int ns, float* v) {
+    const float qnan = bits_f32(kQuietNanBits);
+    fast::raw_values<M, kAvx>(p, c, ns * fast::kStep, v);
+    for (int k = 0; k < ns; ++k) {
+        const DecodeStep& st = steps[k];
+        if (st.s != st.s) {  // a poisoned block (D4)
+            for (int64_t i = 0; i < st.m; ++i) st.o[i] = qnan;
+        } else if (st.m == fast::kStep) {
+            fast::scale_step<fast::kStep>(v + k * fast::kStep, st.m, st.s, st.o);
+        } else {
+            fast::scale_step<0>(v + k * fast::kStep, st.m, st.s, st.o);
+        }
+    }
+}
+template <fast::DecodePlan::Mode M, bool kAvx>
+QT_INLINE void decode_decl_fast(const DecodeJob& job, const fast::DecodePlan& p, int64_t b0, int64_t b1) {
+    const Decl& d = *job.decl;
+    const bool lsb = d.packing == Packing::kLsbFirst;
+    constexpr int kChunkSteps = 8;
+    alignas(64) uint8_t c[kChunkSteps * fast::kStep];
+    alignas(64) float v[kChunkSteps * fast::kStep];
+    DecodeStep steps[kChunkSteps];
+    int ns = 0;  // steps staged in c
+    for (int64_t j = b0; j < b1; ++j) {
+        const int64_t first = j * job.block, len = std::min(job.block, job.n - first);
+        const uint8_t* in = job.codes + j * job.block_bytes;
+        const float s = job.scales[j];
+        float* o = job.out + first;
+        for (int64_t i0 = 0; i0 < len; i0 += fast::kStep) {
+            const int64_t m = std::min(fast::kStep, len - i0);
+            if (m == fast::kStep && s == s) {
+                if (d.bits == 8) {
+#if defined(__x86_64__)
+                    if (!kAvx || !fast::decode8_avx512(p, in + i0, s, o + i0))
+#endif
+                        fast::decode8_step<M>(p, in + i0, s, o + i0);
+                    continue;
+                }
+#if defined(__x86_64__)
+                if constexpr (kAvx) {
+                    if (p.small && fast::decode_step_avx512(p.value, d.bits, lsb, in + i0 * d.bits / 8, s, o + i0))
+                        continue;
+                }
+#endif
+            }
+            uint8_t* cs = c + ns * fast::kStep;
+            if (m == fast::kStep) {
+                fast::unpack_step<fast::kStep>(d, in, i0, m, cs);
+            } else {
+                std::memset(cs, 0, fast::kStep);
+                fast::unpack_step<0>(d, in, i0, m, cs);
+            }
+            steps[ns++] = {o + i0, m, s};
+            if (ns == kChunkSteps) {
+                decode_flush<M, kAvx>(p, c, steps, ns, v);
+                ns = 0;
+            }
+        }
+    }
+    if (ns > 0) decode_flush<M, kAvx>(p, c, steps, ns, v);
+}
+
+template <bool kAvx>
+QT_INLINE void decode_decl_fast_any(const DecodeJob& job, const fast::DecodePlan& p, int64_t b0, int64_t b1) {
+    switch (p.mode) {
+        case fast::DecodePlan::kFloat: decode_decl_fast<fast::DecodePlan::kFloat, kAvx>(job, p, b0, b1); return;
+        case fast::DecodePlan::kInt: decode_decl_fast<fast::DecodePlan::kInt, kAvx>(job, p, b0, b1); return;
+        default: decode_decl_fast<fast::DecodePlan::kLookup, kAvx>(job, p, b0, b1); return;
+    }
+}
+#if defined(__x86_64__)
+QT_AVX512_WIDE void decode_decl_fast_avx512(const DecodeJob& job, const fast::DecodePlan& p, int64_t b0, int64_t b1) {
+    decode_decl_fast_any<true>(job, p, b0, b1);
+}
+#endif
+
 QT_MULTIVERSION void decode_decl_range(const DecodeJob& job, int64_t b0, int64_t b1) {
     const Decl& d = *job.decl;
+    if (!d.offset_min) {
+#if defined(__x86_64__)
+        // The lookup tables of 4- and 6-bit codes cost 2^bits decl_value calls: worth it for a
+        // tensor, not for the one block of decode_block (every hop of a collective).
+        if (fast::have_avx512())
+            return decode_decl_fast_avx512(job, fast::decode_plan(d, (b1 - b0) * job.block >= 1024), b0, b1);
+#endif
+        return decode_decl_fast_any<false>(job, fast::decode_plan(d, false), b0, b1);
+    }
     // Every code's element value, once: decoding is then a lookup and a multiply.
     float value[256];
     const int32_t mask = (1 << d.bits) - 1;

@@ -12,6 +12,14 @@
 #include "qtransit/kernels/block_math.hpp"
 #include "qtransit/kernels/inputs.hpp"  // detail::pow2i
 
+// Per-block functions the CPU backend calls once a block from its multiversioned loops: inlined
+// there (a call would go to the baseline build of the function); on the device QT_HD inlines.
+#if defined(__CUDACC__)
+#define QT_HD_BLOCK QT_HD
+#else
+#define QT_HD_BLOCK inline __attribute__((always_inline))
+#endif
+
 namespace qtransit::kernels {
 
 // 2^k as a binary32, k in [-149, 127].
@@ -52,28 +60,38 @@ QT_HD uint32_t round_bits(const RoundKey& k, int64_t i) {
 
 // ---- the scale of a block -------------------------------------------------------------------------
 // `a`: the block's absmax, or fl32(hi - lo) with an offset; finite and >= 0. Returns s; +inf means
-// a range overflow (the caller refuses or poisons the block).
-QT_HD float decl_scale(const Decl& d, float a) {
+// a range overflow (the caller refuses or poisons the block). decl_scale_t: for scale type S
+// (which must be d's); written without branches where it can be, so that the CPU backend can
+// compute the scales of many blocks in one vectorized loop.
+template <ScaleType S>
+QT_HD_BLOCK float decl_scale_t(const Decl& d, float a) {
+    if constexpr (S == ScaleType::kFp32Absmax) {
+        const float s = fmax_(div_rn(a, d.amp), kMinSubnormal);
+        return a == 0.0f ? 0.0f : s;
+    } else if constexpr (S == ScaleType::kFp16Absmax) {
+        if (a == 0.0f) return 0.0f;
+        const float s = round_f16(div_rn(a, d.amp));
+        return s == 0.0f ? pow2f(-24) : s;
+    } else if constexpr (S == ScaleType::kE8m0Floor || S == ScaleType::kE8m0Rceil) {
+        // a == 0 needs no case of its own: ilog2f(0) is -150, so e clamps to -127 (rceil: 0 <= A 2^e).
+        int e = ilog2f(a) - d.emax_elem;
+        // rceil: the smallest e with a <= A 2^e; A 2^e is exact in binary64.
+        if constexpr (S == ScaleType::kE8m0Rceil)
+            e += (static_cast<double>(a) <= static_cast<double>(d.amp) * detail::pow2i(e)) ? 0 : 1;
+        e = e < -127 ? -127 : (e > 127 ? 127 : e);
+        return pow2f(e);
+    } else {
+        (void)d;
+        (void)a;
+        return 1.0f;
+    }
+}
+QT_HD_BLOCK float decl_scale(const Decl& d, float a) {
     switch (d.scale) {
-        case ScaleType::kFp32Absmax:
-            if (a == 0.0f) return 0.0f;
-            return fmax_(div_rn(a, d.amp), kMinSubnormal);
-        case ScaleType::kFp16Absmax: {
-            if (a == 0.0f) return 0.0f;
-            const float s = round_f16(div_rn(a, d.amp));
-            return s == 0.0f ? pow2f(-24) : s;
-        }
-        case ScaleType::kE8m0Floor:
-        case ScaleType::kE8m0Rceil: {
-            if (a == 0.0f) return pow2f(-127);
-            int e = ilog2f(a) - d.emax_elem;
-            // rceil: the smallest e with a <= A 2^e; A 2^e is exact in binary64.
-            if (d.scale == ScaleType::kE8m0Rceil &&
-                !(static_cast<double>(a) <= static_cast<double>(d.amp) * detail::pow2i(e)))
-                ++e;
-            e = e < -127 ? -127 : (e > 127 ? 127 : e);
-            return pow2f(e);
-        }
+        case ScaleType::kFp32Absmax: return decl_scale_t<ScaleType::kFp32Absmax>(d, a);
+        case ScaleType::kFp16Absmax: return decl_scale_t<ScaleType::kFp16Absmax>(d, a);
+        case ScaleType::kE8m0Floor: return decl_scale_t<ScaleType::kE8m0Floor>(d, a);
+        case ScaleType::kE8m0Rceil: return decl_scale_t<ScaleType::kE8m0Rceil>(d, a);
         case ScaleType::kNone: return 1.0f;
     }
     return 1.0f;
@@ -84,7 +102,13 @@ QT_HD float decl_scale(const Decl& d, float a) {
 // CPU backend instantiates one loop per element type and mode); round_mag() dispatches at run time.
 template <Rounding R>
 QT_HD int32_t round_mag_t(float t, bool neg, uint32_t rbits) {
-    t = fmin_(t, 1073741824.0f);  // 2^30: far beyond every code range; keeps the conversion exact
+    // 2^30: far beyond every code range; keeps the conversion exact. t >= 0, so the minimum of the
+    // bit patterns is the minimum of the values (and leaves the compiler no float compare to turn
+    // into a branch around the conversions below, which would stop the CPU loop vectorizing).
+    {
+        const uint32_t tb = f32_bits(t);
+        t = bits_f32(tb < 0x4e800000u ? tb : 0x4e800000u);
+    }
     if constexpr (R == Rounding::kNearestEven) {
         (void)neg;
         (void)rbits;
@@ -93,7 +117,9 @@ QT_HD int32_t round_mag_t(float t, bool neg, uint32_t rbits) {
 #if defined(__CUDA_ARCH__)
         const float fl = floorf(t);
 #else
-        const float fl = __builtin_floorf(t);
+        // floor(t) for 0 <= t <= 2^30 as a truncating conversion: the same value (t >= 2^23 is an
+        // integer already), and unlike floorf one that GCC vectorizes under -ftrapping-math.
+        const float fl = static_cast<float>(static_cast<int32_t>(t));
 #endif
         const float fr = sub_rn(t, fl);  // exact
         const int32_t i = static_cast<int32_t>(fl);
@@ -150,6 +176,22 @@ QT_HD int32_t float_code(const FloatGrid& g, float v, uint32_t rbits) {
     return (neg ? g.sign_bit : 0) | mag;
 }
 
+// An int element's grid as plain integers, like FloatGrid.
+struct IntGrid {
+    int32_t fraction_bits, qmin, qmax;
+};
+QT_HD IntGrid int_grid(const Decl& d) { return {d.fraction_bits, d.qmin, d.qmax}; }
+
+// The int element code of v = x / s (section 3): the magnitude t = |v| 2^f rounded, the sign
+// restored, clamped to the code range. Straight-line, like float_code().
+template <Rounding R>
+QT_HD int32_t int_code(const IntGrid& g, float v, uint32_t rbits) {
+    const bool neg = (f32_bits(v) & 0x80000000u) != 0;
+    const float a = bits_f32(f32_bits(v) & 0x7fffffffu);
+    const int32_t r = round_mag_t<R>(mul_rn(a, pow2f(g.fraction_bits)), neg, rbits);
+    return clampi(neg ? -r : r, g.qmin, g.qmax);
+}
+
 // The code of x in a block with scale s (!= NaN) and offset lo (offset `min` only), for element
 // type E and rounding R (which must be d's). Codes are int32: two's complement values for signed
 // int elements, the raw unsigned code otherwise.
@@ -158,11 +200,8 @@ QT_HD int32_t decl_code_t(const Decl& d, float x, float s, float lo, uint32_t rb
     float v;
     if (s == 0.0f) v = d.offset_min ? 0.0f : (f32_bits(x) & 0x80000000u ? -0.0f : 0.0f);
     else v = div_rn(d.offset_min ? sub_rn(x, lo) : x, s);
-    const bool neg = (f32_bits(v) & 0x80000000u) != 0;
-    const float a = bits_f32(f32_bits(v) & 0x7fffffffu);
     if constexpr (E == ElemType::kInt) {
-        const int32_t r = round_mag_t<R>(mul_rn(a, pow2f(d.fraction_bits)), neg, rbits);
-        return clampi(neg ? -r : r, d.qmin, d.qmax);
+        return int_code<R>(int_grid(d), v, rbits);
     } else if constexpr (E == ElemType::kFloat) {
         return float_code<R>(float_grid(d), v, rbits);
     } else {  // table: nearest by the exact midpoints
@@ -304,7 +343,7 @@ enum class BlockState : uint8_t { kQuantize = 0, kPoisoned = 1, kRangeOverflow =
 
 // Scale (and offset) of a block from its absmax (or NaN/inf marker) and, for offset `min`, its lo
 // and hi in totalOrder. absmax_bits >= kInfBits means a non-finite element.
-QT_HD BlockState decl_plan(const Decl& d, uint32_t absmax_bits, float lo, float hi, float* scale, float* offset) {
+QT_HD_BLOCK BlockState decl_plan(const Decl& d, uint32_t absmax_bits, float lo, float hi, float* scale, float* offset) {
     *offset = d.offset_min ? lo : 0.0f;
     if (absmax_bits >= kInfBits) return BlockState::kPoisoned;
     float a = bits_f32(absmax_bits);

@@ -1,0 +1,663 @@
+// CPU-only fast loops of the declared formats (docs/FORMATS.md), included by codec.cpp. They compute
+// the same bits as the shared element arithmetic of decl_math.hpp (which they call where they can:
+// float_code, int_code, decl_scale_t, decl_value) and differ only in how the work is laid out:
+//
+// - the quotient v = x / s is a multiplication by 1/s when s is a power of two of an e8m0 scale
+//   (or the 1 of scale `none`): 1/s = 2^-e is exact for e >= -127, and x * 2^-e and x / 2^e are
+//   the correctly rounded values of the same real number, so they are the same binary32;
+// - codes are computed 32 at a time into int32 lanes (compile-time trip counts the compiler
+//   vectorizes at full width), then packed straight to the wire per width (8, 4 and 6 bits);
+// - a table element (<= 16 values) compares with binary32 thresholds: for a binary32 v and a
+//   binary64 midpoint m, v > m exactly when v > RD32(m), the largest binary32 <= m; a tie v == m
+//   needs m to be a binary32, and its rounding (even, away) is a per-midpoint 0/1 decided once per
+//   call;
+// - decoding computes a float or int element's value from its code's bits; 6-bit codes are unpacked
+//   eight at a time in a 64-bit word;
+// - stochastic rounding draws the words of many elements per call, Philox's rounds on 32 counters
+//   at a time where the CPU has AVX-512 (round_words below);
+// - with AVX-512 (the AVX-512 helpers, called from codec.cpp's functions compiled for it): table
+//   codes by a binary search in registers, 4- and 6-bit decoding by lookups in registers, packing
+//   and the 8-bit decode without staging buffers.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "qtransit/kernels/decl_math.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace qtransit::kernels::fast {
+
+// Elements per inner step: one MX block; every packing width puts 32 codes in whole bytes.
+inline constexpr int64_t kStep = 32;
+
+// ---- the plan of one call ---------------------------------------------------------------------------
+struct TablePlan {
+    float thr[16];  // thr[j] = RD32(mid[j]), +inf past the last midpoint: the code is #{j : v > thr[j]}
+    float tie[16];  // mid[j] where it is a binary32 and a tie there goes to j + 1; NaN otherwise
+    bool ties = false;
+};
+
+struct EncodePlan {
+    bool fast = false;  // the loops below apply (else the generic element loop)
+    bool mul = false;   // the quotient by the exact reciprocal (e8m0 and `none` scales)
+    FloatGrid fg{};
+    IntGrid ig{};
+    TablePlan tp{};
+};
+
+inline EncodePlan encode_plan(const Decl& d) {
+    EncodePlan p;
+    if (d.offset_min) return p;
+    if (d.elem == ElemType::kTable && d.table_size > 16) return p;
+    p.fast = true;
+    p.mul = d.scale == ScaleType::kE8m0Floor || d.scale == ScaleType::kE8m0Rceil || d.scale == ScaleType::kNone;
+    if (d.elem == ElemType::kFloat) p.fg = float_grid(d);
+    if (d.elem == ElemType::kInt) p.ig = int_grid(d);
+    if (d.elem == ElemType::kTable) {
+        const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+        for (int j = 0; j < 16; ++j) {
+            p.tp.thr[j] = inf;
+            p.tp.tie[j] = nan;
+            if (j >= d.table_size - 1) continue;
+            const double m = d.mid[j];
+            float f = static_cast<float>(m);
+            if (static_cast<double>(f) > m) f = std::nextafter(f, -inf);
+            p.tp.thr[j] = f;
+            if (static_cast<double>(f) != m) continue;  // never a tie: no binary32 equals m
+            bool up = false;  // decl_code_t's tie rules
+            if (d.rounding == Rounding::kNearestEven) up = (j & 1) != 0;
+            if (d.rounding == Rounding::kNearestAway) up = !(std::fabs(d.table[j]) > std::fabs(d.table[j + 1]));
+            if (up) {
+                p.tp.tie[j] = f;
+                p.tp.ties = true;
+            }
+        }
+    }
+    return p;
+}
+
+// ---- AVX-512 helpers ----------------------------------------------------------------------------
+// Called only from the functions compiled for AVX-512 (codec.cpp, kAvx = true): plain `inline`
+// functions with a target attribute, which GCC inlines into those callers (an always_inline one
+// would have to be inlined into the templates in between, compiled for no particular target).
+#if defined(__x86_64__)
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_epi32's self-initialisation,
+// GCC PR 105593); nothing here is uninitialised.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#define QT_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+
+// Table codes of x[0..32) (<= 16 values): #{j : v > thr[j]} by a binary search over the 15 sorted
+// thresholds, four lane-wise lookups (vpermps), then + 1 where v equals the tie midpoint of its
+// code (at most one midpoint can equal v, and then the count is its index).
+QT_AVX512 inline void table_codes_avx512(const TablePlan& tp, bool ties, bool mul, const float* x, float f, int32_t* q) {
+    const __m512 thr = _mm512_loadu_ps(tp.thr), tie = _mm512_loadu_ps(tp.tie), fv = _mm512_set1_ps(f);
+    for (int h = 0; h < 2; ++h) {
+        const __m512 xv = _mm512_loadu_ps(x + 16 * h);
+        const __m512 v = mul ? _mm512_mul_ps(xv, fv) : _mm512_div_ps(xv, fv);
+        __m512i i = _mm512_setzero_si512();
+        for (int step = 8; step >= 1; step /= 2) {
+            const __m512 t = _mm512_permutexvar_ps(_mm512_add_epi32(i, _mm512_set1_epi32(step - 1)), thr);
+            i = _mm512_mask_add_epi32(i, _mm512_cmp_ps_mask(v, t, _CMP_GT_OQ), i, _mm512_set1_epi32(step));
+        }
+        if (ties) {
+            const __m512 t = _mm512_permutexvar_ps(i, tie);
+            i = _mm512_mask_add_epi32(i, _mm512_cmp_ps_mask(v, t, _CMP_EQ_OQ), i, _mm512_set1_epi32(1));
+        }
+        _mm512_storeu_si512(q + 16 * h, i);
+    }
+}
+
+// Packs 32 int32 codes q (the low `bits` bits of each) into out, for 8, 4 and 6 (lsb-first) bits;
+// false for the others (the caller narrows to bytes and uses pack_step). For 4 bits each 64-bit
+// lane holds a pair (element 2k low, 2k + 1 high) and becomes one byte (vpmovqb).
+QT_AVX512 inline bool pack_q_avx512(int bits, bool lsb, const int32_t* q, uint8_t* out) {
+    const __m512i a = _mm512_loadu_si512(q), b = _mm512_loadu_si512(q + 16);
+    if (bits == 8) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtepi32_epi8(a));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm512_cvtepi32_epi8(b));
+        return true;
+    }
+    if (bits == 4) {
+        const __m512i lo = _mm512_set1_epi64(0xF), hi = _mm512_set1_epi64(0xF0);
+        __m512i pa64, pb64;  // (no lambda: it would not inherit the target)
+        if (lsb) {
+            pa64 = _mm512_or_si512(_mm512_and_si512(a, lo), _mm512_and_si512(_mm512_srli_epi64(a, 28), hi));
+            pb64 = _mm512_or_si512(_mm512_and_si512(b, lo), _mm512_and_si512(_mm512_srli_epi64(b, 28), hi));
+        } else {
+            pa64 = _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi64(a, 4), hi), _mm512_and_si512(_mm512_srli_epi64(a, 32), lo));
+            pb64 = _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi64(b, 4), hi), _mm512_and_si512(_mm512_srli_epi64(b, 32), lo));
+        }
+        const __m128i pa = _mm512_cvtepi64_epi8(pa64), pb = _mm512_cvtepi64_epi8(pb64);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_unpacklo_epi64(pa, pb));
+        return true;
+    }
+    if (bits == 6 && lsb) {  // pairs -> 12 bits (64-bit lanes), pairs of pairs -> 24 bits (32-bit lanes)
+        const __m512i m6 = _mm512_set1_epi64(0x3f), m6h = _mm512_set1_epi64(0xfc0);
+        const __m512i pa = _mm512_or_si512(_mm512_and_si512(a, m6), _mm512_and_si512(_mm512_srli_epi64(a, 26), m6h));
+        const __m512i pb = _mm512_or_si512(_mm512_and_si512(b, m6), _mm512_and_si512(_mm512_srli_epi64(b, 26), m6h));
+        const __m256i w = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi64_epi16(pa)), _mm512_cvtepi64_epi16(pb), 1);
+        const __m256i g = _mm256_or_si256(_mm256_and_si256(w, _mm256_set1_epi32(0xfff)),
+                                          _mm256_and_si256(_mm256_srli_epi32(w, 4), _mm256_set1_epi32(0xfff000)));
+        // the low three bytes of each 32-bit lane, packed: 12 bytes per 128-bit half
+        const __m256i shuf = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1, 0, 1, 2, 4, 5, 6, 8,
+                                              9, 10, 12, 13, 14, -1, -1, -1, -1);
+        const __m256i bytes = _mm256_shuffle_epi8(g, shuf);
+        _mm_mask_storeu_epi8(out, 0x0fff, _mm256_castsi256_si128(bytes));
+        _mm_mask_storeu_epi8(out + 12, 0x0fff, _mm256_extracti128_si256(bytes, 1));
+        return true;
+    }
+    return false;
+}
+
+// One full step of decoding (32 codes of 4 bits, either packing, or 6 bits lsb-first, straight
+// from the wire bytes) in registers: unpacked, looked up in `table` (the 2^bits values of
+// decl_value, 64 entries) and scaled as scale_step: o[i] = sat(fl32(v s)), the quiet NaN for a NaN
+// value. No staging buffer between the unpacker and the lookups: a wide load of what narrow
+// stores just wrote waits for them to reach the cache. false: another width.
+QT_AVX512 inline bool decode_step_avx512(const float* table, int bits, bool lsb, const uint8_t* in, float s, float* o) {
+    __m512i idx[2];
+    if (bits == 4) {
+        const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
+        // element 2k and 2k + 1 from byte k: low nibble first (lsb) or high nibble first (msb)
+        const __m512i sh = lsb ? _mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0)
+                               : _mm512_set_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
+        const __m512i first = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+        const __m512i m4 = _mm512_set1_epi32(0xF);
+        idx[0] = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(first, b), sh), m4);
+        idx[1] = _mm512_and_si512(
+            _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_add_epi32(first, _mm512_set1_epi32(8)), b), sh), m4);
+    } else if (bits == 6 && lsb) {
+        // bytes 3g..3g+2 hold codes 4g..4g+3 (24 bits, little-endian): one group per 32-bit lane
+        const __m128i lo = _mm_maskz_loadu_epi8(0x0fff, in), hi = _mm_maskz_loadu_epi8(0x0fff, in + 12);
+        const __m128i spread = _mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1);
+        const __m512i g = _mm512_castsi256_si512(_mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_shuffle_epi8(lo, spread)), _mm_shuffle_epi8(hi, spread), 1));
+        const __m512i sh = _mm512_set_epi32(18, 12, 6, 0, 18, 12, 6, 0, 18, 12, 6, 0, 18, 12, 6, 0);
+        const __m512i first = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+        const __m512i m6 = _mm512_set1_epi32(0x3F);
+        idx[0] = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(first, g), sh), m6);
+        idx[1] = _mm512_and_si512(
+            _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_add_epi32(first, _mm512_set1_epi32(4)), g), sh), m6);
+    } else {
+        return false;
+    }
+    const __m512 t0 = _mm512_loadu_ps(table), t1 = _mm512_loadu_ps(table + 16);
+    const __m512 t2 = _mm512_loadu_ps(table + 32), t3 = _mm512_loadu_ps(table + 48);
+    const __m512 sv = _mm512_set1_ps(s), big = _mm512_set1_ps(kFltMax), nbig = _mm512_set1_ps(-kFltMax);
+    const __m512 qnan = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(kQuietNanBits)));
+    for (int h = 0; h < 2; ++h) {
+        __m512 v;
+        if (bits == 4) {
+            v = _mm512_permutexvar_ps(idx[h], t0);
+        } else {
+            const __m512 a = _mm512_permutex2var_ps(t0, idx[h], t1), b = _mm512_permutex2var_ps(t2, idx[h], t3);
+            v = _mm512_mask_blend_ps(_mm512_test_epi32_mask(idx[h], _mm512_set1_epi32(32)), a, b);
+        }
+        // sat(x) = fmin_(fmax_(x, -max), max): vmaxps(-max, x) is x < -max ? -max : x (x for a NaN),
+        // vminps(max, y) is max < y ? max : y, operand for operand
+        const __m512 r = _mm512_min_ps(big, _mm512_max_ps(nbig, _mm512_mul_ps(v, sv)));
+        _mm512_storeu_ps(o + 16 * h, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r, qnan));
+    }
+    return true;
+}
+
+// v[i] = table[c[i]] for n codes (n a multiple of 16) below 2^bits, bits <= 6: one (<= 4 bits) or
+// two (5) vpermps per 16 codes, or two pairs and a blend on bit 5 (6). table: 64 entries.
+QT_AVX512 inline void lookup_avx512(const float* table, int bits, const uint8_t* c, int64_t n, float* v) {
+    const __m512 t0 = _mm512_loadu_ps(table), t1 = _mm512_loadu_ps(table + 16);
+    const __m512 t2 = _mm512_loadu_ps(table + 32), t3 = _mm512_loadu_ps(table + 48);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + i)));
+        __m512 r;
+        if (bits <= 4) {
+            r = _mm512_permutexvar_ps(idx, t0);
+        } else if (bits == 5) {
+            r = _mm512_permutex2var_ps(t0, idx, t1);
+        } else {
+            const __m512 lo = _mm512_permutex2var_ps(t0, idx, t1), hi = _mm512_permutex2var_ps(t2, idx, t3);
+            r = _mm512_mask_blend_ps(_mm512_test_epi32_mask(idx, _mm512_set1_epi32(32)), lo, hi);
+        }
+        _mm512_storeu_ps(v + i, r);
+    }
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+// ---- element codes ----------------------------------------------------------------------------------
+// Codes of x[0..m) with scale s (or its reciprocal when kMul) as int32 (int32 lanes: the widest
+// vectors; narrow_step() makes bytes of them). L: a compile-time m, or 0 for the run-time m.
+template <ElemType E, Rounding R, bool kMul, bool kTies, int64_t L, bool kAvx>
+inline __attribute__((always_inline)) void codes_step(const EncodePlan& p, const float* __restrict x, int64_t m,
+                                                      float s, const uint32_t* __restrict rb, int32_t* __restrict c) {
+    const int64_t n = L ? L : m;
+#if defined(__x86_64__)
+    if constexpr (E == ElemType::kTable && kAvx && L == kStep) {
+        table_codes_avx512(p.tp, kTies, kMul, x, s, c);
+        return;
+    }
+#endif
+    if constexpr (E == ElemType::kTable) {
+        float thr[15], tie[15];
+        for (int j = 0; j < 15; ++j) thr[j] = p.tp.thr[j], tie[j] = p.tp.tie[j];
+        for (int64_t i = 0; i < n; ++i) {
+            const float v = kMul ? mul_rn(x[i], s) : div_rn(x[i], s);
+            int32_t q = 0;
+            for (int j = 0; j < 15; ++j) q += v > thr[j] ? 1 : 0;
+            if constexpr (kTies)
+                for (int j = 0; j < 15; ++j) q += v == tie[j] ? 1 : 0;
+            c[i] = q;
+        }
+    } else {
+        const FloatGrid fg = p.fg;
+        const IntGrid ig = p.ig;
+        for (int64_t i = 0; i < n; ++i) {
+            const float v = kMul ? mul_rn(x[i], s) : div_rn(x[i], s);
+            const uint32_t r = R == Rounding::kStochastic ? rb[i] : 0u;
+            int32_t q;
+            if constexpr (E == ElemType::kFloat) q = float_code<R>(fg, v, r);
+            else q = int_code<R>(ig, v, r);
+            c[i] = q;
+        }
+    }
+}
+
+// The low 8 bits of codes q[0..32) (two's complement for signed ints): what the packers take.
+inline __attribute__((always_inline)) void narrow_step(const int32_t* __restrict q, uint8_t* __restrict c) {
+    for (int64_t i = 0; i < kStep; ++i) c[i] = static_cast<uint8_t>(q[i]);
+}
+
+// ---- scales ---------------------------------------------------------------------------------------
+// The scales of n blocks from their absmax bits, one loop for scale type S (vectorized over the
+// blocks where decl_scale_t is branch-free). true when every block quantizes: none holds a NaN or
+// inf (absmax bits >= kInfBits) and no scale overflowed; otherwise the caller plans the blocks
+// one by one (decl_plan) to find out which.
+template <ScaleType S>
+inline __attribute__((always_inline)) void scales_t(const Decl& d, const uint32_t* __restrict amax, int64_t n,
+                                                    float* __restrict s) {
+    for (int64_t j = 0; j < n; ++j) s[j] = decl_scale_t<S>(d, bits_f32(amax[j]));
+}
+inline __attribute__((always_inline)) bool chunk_scales(const Decl& d, const uint32_t* __restrict amax, int64_t n,
+                                                        float* __restrict s) {
+    switch (d.scale) {
+        case ScaleType::kFp32Absmax: scales_t<ScaleType::kFp32Absmax>(d, amax, n, s); break;
+        case ScaleType::kFp16Absmax: scales_t<ScaleType::kFp16Absmax>(d, amax, n, s); break;
+        case ScaleType::kE8m0Floor: scales_t<ScaleType::kE8m0Floor>(d, amax, n, s); break;
+        case ScaleType::kE8m0Rceil: scales_t<ScaleType::kE8m0Rceil>(d, amax, n, s); break;
+        case ScaleType::kNone:
+            for (int64_t j = 0; j < n; ++j) s[j] = 1.0f;
+            break;
+    }
+    uint32_t bad = 0;
+    for (int64_t j = 0; j < n; ++j) bad |= (amax[j] >= kInfBits ? 1u : 0u) | (f32_bits(s[j]) == kInfBits ? 1u : 0u);
+    return bad == 0;
+}
+
+// ---- packing ----------------------------------------------------------------------------------------
+// Packs codes c[0..m) (m <= 32; c readable and zero past m up to 32) into the ceil(m bits / 8)
+// bytes at out, as decl_pack_one() would into zeroed bytes. L: a compile-time m (32), or 0.
+template <int64_t L>
+inline __attribute__((always_inline)) void pack_step(const Decl& d, const uint8_t* __restrict c, int64_t m,
+                                                     uint8_t* __restrict out) {
+    const int64_t n = L ? L : m;
+    const int bits = d.bits;
+    if (bits == 8) {
+        std::memcpy(out, c, static_cast<size_t>(n));
+    } else if (bits == 4) {
+        // A pair of codes read as one little-endian 16-bit word (a loop of 16-bit lanes; indexing
+        // c[2k] and c[2k + 1] compiles to byte extracts).
+        uint16_t w[kStep / 2];
+        std::memcpy(w, c, kStep);
+        uint8_t b[kStep / 2];
+        if (d.packing == Packing::kLsbFirst) {
+            for (int k = 0; k < kStep / 2; ++k) b[k] = static_cast<uint8_t>((w[k] & 0x0F) | ((w[k] >> 4) & 0xF0));
+        } else {
+            for (int k = 0; k < kStep / 2; ++k) b[k] = static_cast<uint8_t>(((w[k] << 4) & 0xF0) | ((w[k] >> 8) & 0x0F));
+        }
+        std::memcpy(out, b, static_cast<size_t>((n + 1) / 2));
+    } else if (bits == 6 && d.packing == Packing::kLsbFirst) {
+        // Eight codes (one per byte of u) become 48 bits: fields pairwise merged in 16-, 32- and
+        // 64-bit lanes.
+        const int64_t nbytes = (n * 6 + 7) / 8;
+        for (int64_t g = 0; g * 6 < nbytes; ++g) {
+            uint64_t u;
+            std::memcpy(&u, c + 8 * g, 8);
+            u &= 0x3f3f3f3f3f3f3f3full;
+            u = (u & 0x003f003f003f003full) | ((u >> 2) & 0x0fc00fc00fc00fc0ull);
+            u = (u & 0x00000fff00000fffull) | ((u >> 4) & 0x00fff00000fff000ull);
+            u = (u & 0x0000000000ffffffull) | ((u >> 8) & 0x0000ffffff000000ull);
+            uint8_t w[8];
+            std::memcpy(w, &u, 8);  // little-endian: the stream's first byte is u's lowest
+            if (L || nbytes - 6 * g >= 6) {
+                std::memcpy(out + 6 * g, w, 6);
+            } else {
+                for (int64_t k = 0; k < nbytes - 6 * g; ++k) out[6 * g + k] = w[k];
+            }
+        }
+    } else {
+        std::memset(out, 0, static_cast<size_t>((n * bits + 7) / 8));
+        for (int64_t i = 0; i < n; ++i) decl_pack_one(d, out, i, c[i]);
+    }
+}
+
+// ---- decoding ---------------------------------------------------------------------------------------
+struct DecodePlan {
+    enum Mode : uint8_t { kFloat, kInt, kLookup } mode = kLookup;
+    // float: the value of magnitude code (ef, m) is sig * 2^(max(ef, 1) - bias - M) with
+    // sig = m + (ef != 0) 2^M: an exact product of an integer and a power of two built from its
+    // bits, both binary32 normals (or 0), as is the product (every value of the format is a binary32
+    // normal or 0, section 1), so no operand is subnormal (a microcode assist on x86) and nothing
+    // is conditional (a conditional multiply is one GCC may not vectorize under -ftrapping-math).
+    // The sign is the top code bit; mag >= nan_lo is a NaN or inf code.
+    uint32_t magmask = 0, nan_lo = 0, sign_pos = 0, man_bits = 0, ebase = 0;
+    // int: value = code * step, code sign-extended from `bits` when signed
+    bool is_signed = false;
+    float step = 1.0f;
+    int bits = 8;
+    bool small = false;  // with AVX-512, codes of <= 6 bits are looked up in `value` (vpermps)
+    float value[256];    // lookup: every code's value (decl_value); small: 64 entries, zero past 2^bits
+};
+
+// small_tables: build the 64-entry table of a code of <= 6 bits (the AVX-512 lookups).
+inline DecodePlan decode_plan(const Decl& d, bool small_tables) {
+    DecodePlan p;
+    p.bits = d.bits;
+    if (small_tables && d.bits <= 6) {
+        p.small = true;
+        for (int32_t c = 0; c < 64; ++c)
+            p.value[c] = c < (1 << d.bits)
+                             ? decl_value(d, d.signed_codes() ? sign_extend(static_cast<uint32_t>(c), d.bits) : c)
+                             : 0.0f;
+    }
+    if (d.elem == ElemType::kFloat) {
+        p.mode = DecodePlan::kFloat;
+        p.man_bits = static_cast<uint32_t>(d.man_bits);
+        p.ebase = static_cast<uint32_t>(127 - d.bias - d.man_bits);  // >= 0: 2^(emin - M) >= 2^-126
+        p.magmask = (1u << (d.bits - 1)) - 1u;
+        p.sign_pos = static_cast<uint32_t>(d.bits - 1);
+        const uint32_t emask = (1u << d.exp_bits) - 1u;
+        p.nan_lo = d.special == FloatSpecial::kIeee      ? emask << d.man_bits
+                   : d.special == FloatSpecial::kNanOnly ? p.magmask
+                                                         : p.magmask + 1u;
+        return p;
+    }
+    if (d.elem == ElemType::kInt) {
+        p.mode = DecodePlan::kInt;
+        p.is_signed = d.is_signed;
+        p.step = pow2f(-d.fraction_bits);
+        return p;
+    }
+    p.mode = DecodePlan::kLookup;
+    if (p.small) return p;
+    const int32_t mask = (1 << d.bits) - 1;
+    for (int32_t c = 0; c <= mask; ++c)
+        p.value[c] = decl_value(d, d.signed_codes() ? sign_extend(static_cast<uint32_t>(c), d.bits) : c);
+    return p;
+}
+
+// Unpacks codes [i0, i0 + m) of a block (i0 a multiple of 32, m <= 32) into bytes c[0..m). L: a
+// compile-time m (32), or 0.
+template <int64_t L>
+inline __attribute__((always_inline)) void unpack_step(const Decl& d, const uint8_t* __restrict block_bytes, int64_t i0,
+                                                       int64_t m, uint8_t* __restrict c) {
+    const int64_t n = L ? L : m;
+    const int bits = d.bits;
+    const uint8_t* in = block_bytes + i0 * bits / 8;
+    if (bits == 8) {
+        std::memcpy(c, in, static_cast<size_t>(n));
+    } else if (bits == 4) {
+        uint8_t b[kStep / 2] = {};
+        if (L) std::memcpy(b, in, kStep / 2);
+        else for (int64_t k = 0; k < (n + 1) / 2; ++k) b[k] = in[k];
+        // Four bytes (eight codes) at a time, spread to one byte per code by doubling shifts.
+        const bool lsb = d.packing == Packing::kLsbFirst;
+        for (int g = 0; g < kStep / 8; ++g) {
+            uint32_t w;
+            std::memcpy(&w, b + 4 * g, 4);
+            uint64_t t = w;
+            t = (t | (t << 16)) & 0x0000ffff0000ffffull;
+            t = (t | (t << 8)) & 0x00ff00ff00ff00ffull;  // byte 2k: packed byte k
+            const uint64_t u = lsb ? ((t & 0x000f000f000f000full) | ((t << 4) & 0x0f000f000f000f00ull))
+                                   : (((t >> 4) & 0x000f000f000f000full) | ((t << 8) & 0x0f000f000f000f00ull));
+            std::memcpy(c + 8 * g, &u, 8);
+        }
+    } else if (bits == 6 && d.packing == Packing::kLsbFirst) {
+        const int64_t nbytes = (n * 6 + 7) / 8;
+        for (int64_t g = 0; g * 6 < nbytes; ++g) {
+            uint64_t u;
+            if (L) {  // 24 bytes: groups 0..2 load 8 bytes at 6 g, group 3 the last 8 (shifted)
+                if (g < 3) {
+                    std::memcpy(&u, in + 6 * g, 8);
+                } else {
+                    std::memcpy(&u, in + 16, 8);
+                    u >>= 16;
+                }
+                u &= 0x0000ffffffffffffull;
+            } else {
+                uint8_t w[8] = {};
+                for (int64_t k = 0; k < nbytes - 6 * g && k < 6; ++k) w[k] = in[6 * g + k];
+                std::memcpy(&u, w, 8);
+            }
+            u = (u & 0x0000000000ffffffull) | ((u << 8) & 0x00ffffff00000000ull);
+            u = (u & 0x00000fff00000fffull) | ((u << 4) & 0x0fff00000fff0000ull);
+            u = (u & 0x003f003f003f003full) | ((u << 2) & 0x3f003f003f003f00ull);
+            std::memcpy(c + 8 * g, &u, 8);
+        }
+    } else {
+        for (int64_t i = 0; i < n; ++i)
+            c[i] = static_cast<uint8_t>(decl_unpack(d, block_bytes, i0 + i) & ((1 << bits) - 1));
+    }
+}
+
+// The element values of codes c[0..n) (decl_value; a NaN for a float NaN or inf code).
+// Run over a whole chunk of steps at once: with n >= 64 the compiler vectorizes at full width
+// (a 32-iteration loop of bytes would get 32-byte vectors).
+// The element value of one code q (the body of raw_values' loop).
+template <DecodePlan::Mode M>
+inline __attribute__((always_inline)) float raw_value(const DecodePlan& p, uint32_t q) {
+    if constexpr (M == DecodePlan::kFloat) {
+        // A NaN or inf code gets 0 * inf, a NaN (scale_step makes it the quiet NaN): masks of
+        // integers only, so that no float operation is conditional (GCC would not vectorize one
+        // under -ftrapping-math, and a plain select here it turns into a branch).
+        const uint32_t mmask = (1u << p.man_bits) - 1u;
+        const uint32_t mag = q & p.magmask, ef = mag >> p.man_bits;
+        const uint32_t keep = ((mag - p.nan_lo) >> 31) * 0xffffffffu;  // all ones when mag < nan_lo
+        const uint32_t sig = ((mag & mmask) | (ef != 0 ? mmask + 1u : 0u)) & keep;
+        const uint32_t p2 = ((((ef > 1u ? ef : 1u) + p.ebase) << 23) & keep) | (kInfBits & ~keep);
+        const float a = mul_rn(static_cast<float>(static_cast<int32_t>(sig)), bits_f32(p2));
+        return bits_f32(f32_bits(a) | ((q >> p.sign_pos) << 31));
+    } else if constexpr (M == DecodePlan::kInt) {
+        const int up = 32 - p.bits;
+        const int32_t c = p.is_signed ? static_cast<int32_t>(q << up) >> up : static_cast<int32_t>(q);
+        return mul_rn(static_cast<float>(c), p.step);
+    } else {
+        return p.value[q];
+    }
+}
+
+// The element values of codes c[0..n) (decl_value; a NaN for a float NaN or inf code).
+// Run over a whole chunk of steps at once: with n >= 64 the compiler vectorizes at full width
+// (a 32-iteration loop of bytes would get 32-byte vectors).
+template <DecodePlan::Mode M, bool kAvx>
+inline __attribute__((always_inline)) void raw_values(const DecodePlan& p, const uint8_t* __restrict c, int64_t n,
+                                                      float* __restrict v) {
+#if defined(__x86_64__)
+    if constexpr (kAvx) {
+        if (p.small) {
+            lookup_avx512(p.value, p.bits, c, n, v);
+            return;
+        }
+    }
+#endif
+    const DecodePlan& pl = p;
+    for (int64_t i = 0; i < n; ++i) v[i] = raw_value<M>(pl, c[i]);
+}
+
+// raw_values then scale_step in one loop, for one full step of 8-bit codes read where they are:
+// no staging buffer, whose stores would queue behind the output's (which miss the cache) and fill
+// the store buffer.
+template <DecodePlan::Mode M>
+inline __attribute__((always_inline)) void decode8_step(const DecodePlan& p, const uint8_t* __restrict c, float s,
+                                                        float* __restrict o) {
+    for (int64_t i = 0; i < kStep; ++i) {
+        const float v = raw_value<M>(p, c[i]);
+        const float r = sat(mul_rn(v, s));
+        o[i] = bits_f32((f32_bits(v) & 0x7fffffffu) > kInfBits ? kQuietNanBits : f32_bits(r));
+    }
+}
+
+#if defined(__x86_64__)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// decode8_step for float and int elements with AVX-512, sixteen codes per register: raw_value's
+// arithmetic operation for operation, then decode_step_avx512's scaling. false: a table.
+QT_AVX512 inline bool decode8_avx512(const DecodePlan& p, const uint8_t* in, float s, float* o) {
+    if (p.mode == DecodePlan::kLookup) return false;
+    const __m512 sv = _mm512_set1_ps(s), big = _mm512_set1_ps(kFltMax), nbig = _mm512_set1_ps(-kFltMax);
+    const __m512 qnan = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(kQuietNanBits)));
+    for (int h = 0; h < 2; ++h) {
+        const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 16 * h)));
+        __m512 v;
+        if (p.mode == DecodePlan::kFloat) {
+            const __m512i mmask = _mm512_set1_epi32(static_cast<int>((1u << p.man_bits) - 1u));
+            const __m512i mag = _mm512_and_si512(q, _mm512_set1_epi32(static_cast<int>(p.magmask)));
+            const __m512i ef = _mm512_srl_epi32(mag, _mm_cvtsi32_si128(static_cast<int>(p.man_bits)));
+            const __m512i keep = _mm512_srai_epi32(_mm512_sub_epi32(mag, _mm512_set1_epi32(static_cast<int>(p.nan_lo))), 31);
+            __m512i sig = _mm512_and_si512(mag, mmask);
+            sig = _mm512_mask_or_epi32(sig, _mm512_test_epi32_mask(ef, ef), sig,
+                                       _mm512_add_epi32(mmask, _mm512_set1_epi32(1)));
+            sig = _mm512_and_si512(sig, keep);
+            const __m512i eb = _mm512_max_epu32(ef, _mm512_set1_epi32(1));
+            __m512i p2 = _mm512_slli_epi32(_mm512_add_epi32(eb, _mm512_set1_epi32(static_cast<int>(p.ebase))), 23);
+            p2 = _mm512_ternarylogic_epi32(p2, keep, _mm512_set1_epi32(static_cast<int>(kInfBits)), 0xE2);  // keep ? p2 : inf
+            const __m512 a = _mm512_mul_ps(_mm512_cvtepi32_ps(sig), _mm512_castsi512_ps(p2));
+            const __m512i sign = _mm512_slli_epi32(_mm512_srl_epi32(q, _mm_cvtsi32_si128(static_cast<int>(p.sign_pos))), 31);
+            v = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), sign));
+        } else {
+            const __m128i up = _mm_cvtsi32_si128(32 - p.bits);
+            const __m512i c = p.is_signed ? _mm512_sra_epi32(_mm512_sll_epi32(q, up), up) : q;
+            v = _mm512_mul_ps(_mm512_cvtepi32_ps(c), _mm512_set1_ps(p.step));
+        }
+        const __m512 r = _mm512_min_ps(big, _mm512_max_ps(nbig, _mm512_mul_ps(v, sv)));
+        _mm512_storeu_ps(o + 16 * h, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r, qnan));
+    }
+    return true;
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+// Decoded values of element values v[0..m) in a block with scale s (not NaN):
+// decl_decode_value(d, v, s, 0). L: a compile-time m (32), or 0.
+template <int64_t L>
+inline __attribute__((always_inline)) void scale_step(const float* __restrict v, int64_t m, float s, float* __restrict o) {
+    const int64_t n = L ? L : m;
+    for (int64_t i = 0; i < n; ++i) {
+        const float r = sat(mul_rn(v[i], s));
+        o[i] = bits_f32((f32_bits(v[i]) & 0x7fffffffu) > kInfBits ? kQuietNanBits : f32_bits(r));
+    }
+}
+
+// ---- stochastic rounding's words --------------------------------------------------------------------
+// out[i] = round_bits(k, i) for i in [0, n): Philox4x32-10 of counter (lo32(g), hi32(g), rank word,
+// 4 | hop << 8), g = k.index_base + i, output word 0 (FORMATS.md section 4), one call per element.
+inline void round_words_scalar(const RoundKey& k, int64_t n, uint32_t* out) {
+    for (int64_t i = 0; i < n; ++i) out[i] = round_bits(k, i);
+}
+
+#if defined(__x86_64__)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// The same words, 32 counters at a time: four registers of eight 64-bit lanes, each lane holding
+// one counter word in its low half (vpmuludq multiplies low halves, so the high halves may carry
+// anything: they never reach a low half). The rounds are philox_round's, word for word.
+QT_AVX512 inline void round_words_avx512(const RoundKey& k, int64_t n, uint32_t* out) {
+    const __m512i m0 = _mm512_set1_epi64(qtransit::detail::kPhiloxM0), m1 = _mm512_set1_epi64(qtransit::detail::kPhiloxM1);
+    const __m512i iota = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i c2 = _mm512_set1_epi64(k.rank_word), c3 = _mm512_set1_epi64(kTagRound | (k.hop << 8));
+    __m512i k0[10], k1[10];
+    uint32_t key0 = static_cast<uint32_t>(k.seed), key1 = static_cast<uint32_t>(k.seed >> 32);
+    for (int r = 0; r < 10; ++r) {
+        if (r > 0) {
+            key0 += qtransit::detail::kPhiloxW0;
+            key1 += qtransit::detail::kPhiloxW1;
+        }
+        k0[r] = _mm512_set1_epi64(key0);
+        k1[r] = _mm512_set1_epi64(key1);
+    }
+    const __m512i p1_first = _mm512_mul_epu32(c2, m1);  // round 1's c[2] is the same for every counter
+    int64_t i = 0;
+    for (; i < n; i += 32) {
+        const uint64_t g0 = static_cast<uint64_t>(k.index_base + i);
+        __m512i a[4], b[4], c[4], d[4];
+        for (int v = 0; v < 4; ++v) {
+            const __m512i g = _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(g0 + 8u * v)), iota);
+            const __m512i p0 = _mm512_mul_epu32(g, m0);  // c[0] = lo32(g)
+            a[v] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1_first, 32), _mm512_srli_epi64(g, 32), k0[0], 0x96);
+            b[v] = p1_first;
+            c[v] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), c3, k1[0], 0x96);
+            d[v] = p0;
+        }
+        for (int r = 1; r < 9; ++r) {
+            for (int v = 0; v < 4; ++v) {
+                const __m512i p0 = _mm512_mul_epu32(a[v], m0), p1 = _mm512_mul_epu32(c[v], m1);
+                a[v] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1, 32), b[v], k0[r], 0x96);
+                b[v] = p1;
+                c[v] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), d[v], k1[r], 0x96);
+                d[v] = p0;
+            }
+        }
+        uint32_t w[32];
+        for (int v = 0; v < 4; ++v) {  // round 10: only word 0 is needed
+            const __m512i p1 = _mm512_mul_epu32(c[v], m1);
+            a[v] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1, 32), b[v], k0[9], 0x96);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + 8 * v), _mm512_cvtepi64_epi32(a[v]));
+        }
+        const int64_t m = n - i < 32 ? n - i : 32;
+        std::memcpy(out + i, w, static_cast<size_t>(m) * 4);
+    }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+inline bool have_avx512() {
+    static const bool v = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    }();
+    return v;
+}
+#endif
+
+inline void round_words(const RoundKey& k, int64_t n, uint32_t* out) {
+#if defined(__x86_64__)
+    if (have_avx512()) {
+        round_words_avx512(k, n, out);
+        return;
+    }
+#endif
+    round_words_scalar(k, n, out);
+}
+
+}  // namespace qtransit::kernels::fast
