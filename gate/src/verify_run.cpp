@@ -13,6 +13,7 @@
 #include "qtransit/collectives/paths.hpp"
 #include "qtransit/collectives/transport.hpp"
 #include "qtransit/common/shortest.hpp"
+#include "qtransit/kernels/fp16.hpp"
 #include "qtransit/reference/checker.hpp"
 #include "qtransit/reference/formats.hpp"
 #include "qtransit/reference/superacc.hpp"
@@ -108,13 +109,7 @@ double out_u(const CollectiveVerifySpec& s) {
 float round_out(const CollectiveVerifySpec& s, float v) {
     switch (s.output_dtype) {
         case OutputDtype::kFp16: return reference::round_to_fp16(v);
-        case OutputDtype::kBf16: {
-            // RNE to bfloat16 (8 significant bits), NaN kept quiet.
-            if (std::isnan(v)) return v;
-            uint32_t b = std::bit_cast<uint32_t>(v);
-            b += 0x7FFFu + ((b >> 16) & 1u);
-            return std::bit_cast<float>(b & 0xFFFF0000u);
-        }
+        case OutputDtype::kBf16: return kernels::round_bf16(v);  // RNE on 8 significant bits
         default: return v;
     }
 }
@@ -346,7 +341,6 @@ Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, co
     const Ring ring(spec);
     const bool permute = !spec.ring_order.empty();
     const bool rs = is_rs(c.path), gather = is_gather(c.path), hpz = is_hpz(c.path);
-    const bool stochastic = c.format.stochastic();
     // The chunk's columns in the relabelled run.
     const int64_t p = ring.pos[static_cast<size_t>(t.chunk)];
     std::vector<std::pair<int64_t, int64_t>> cols;
@@ -593,7 +587,6 @@ Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, co
             }
         }
     }
-    (void)stochastic;
     return v;
 }
 

@@ -584,8 +584,7 @@ double gather_prior(const PathConfig& c, const Prior& p, int64_t first, int64_t 
 bool is_gather(PathKind k) { return path_info(k).shape == PathShape::kAllGather; }
 
 constexpr int kLsbExp32 = -149;  // the smallest binary32 ulp
-// 2^e, exactly, for -1022 <= e <= 1023.
-double pow2_checker(int e) { return std::bit_cast<double>(static_cast<uint64_t>(e + 1023) << 52); }
+
 
 std::string fmt_double(double v) {
     char buf[64];
@@ -707,13 +706,13 @@ void PathChecker::add(const ColumnRecord& col) {
     grid_ = e_min;
     std::vector<double> target(ulen, 0.0);
     if (int_sum_) {
-        const double up = pow2_checker(-e_min);
+        const double up = pow2_double(-e_min);
         tint_.assign(ulen, 0);
         for (int64_t r = 0; r < col.contribution_rows; ++r) {
             const float* x = col.contributions.data() + r * len;
             for (size_t i = 0; i < ulen; ++i) tint_[i] += static_cast<int64_t>(static_cast<double>(x[i]) * up);  // exact (above)
         }
-        const double down = pow2_checker(e_min);
+        const double down = pow2_double(e_min);
         for (size_t i = 0; i < ulen; ++i) target[i] = static_cast<double>(tint_[i]) * down;  // RN, then exact scaling
     } else {
         acc_.assign(ulen, SuperAcc());
@@ -726,7 +725,7 @@ void PathChecker::add(const ColumnRecord& col) {
 
     // Whether an output is a multiple of 2^grid_ below 2^62 of it (then its error is exact in int64).
     auto on_grid = [&](float v) {
-        const double d = static_cast<double>(v) * pow2_checker(-grid_);
+        const double d = static_cast<double>(v) * pow2_double(-grid_);
         return std::fabs(d) < 0x1p62 && d == std::trunc(d);
     };
 
@@ -927,8 +926,8 @@ void PathChecker::add(const ColumnRecord& col) {
             } else if (int_sum_ && on_grid(v)) {
                 // v = vi 2^grid exactly, |vi| < 2^62, |T| < 2^62: vi - T is exact in int64 (no overflow),
                 // and its conversion is the correctly rounded error.
-                const int64_t vi = static_cast<int64_t>(static_cast<double>(v) * pow2_checker(-grid_));
-                errd = static_cast<double>(vi - tint_[i]) * pow2_checker(grid_);
+                const int64_t vi = static_cast<int64_t>(static_cast<double>(v) * pow2_double(-grid_));
+                errd = static_cast<double>(vi - tint_[i]) * pow2_double(grid_);
                 last_value_[i] = v;
                 last_err_[i] = errd;
                 have_last_[i] = 1;

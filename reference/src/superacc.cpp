@@ -41,8 +41,6 @@ bool odd_decompose(double v, uint64_t& m, int& e) {
     e += tz;
     return true;
 }
-// 2^e as a double, exactly, for -1022 <= e <= 1023 (a normal power of two).
-double pow2(int e) { return std::bit_cast<double>(static_cast<uint64_t>(e + 1023) << 52); }
 }  // namespace
 
 bool SuperAcc::representable(double v) {
@@ -162,13 +160,13 @@ double SuperAcc::to_double() const {
     const int shift = nbits - 53;
     double r = 0;
     if (shift <= 0) {
-        r = static_cast<double>(static_cast<uint64_t>(m)) * pow2(base);  // exact: <= 53 bits, no sticky; base >= -149
+        r = static_cast<double>(static_cast<uint64_t>(m)) * pow2_double(base);  // exact: <= 53 bits, no sticky; base >= -149
     } else {
         uint64_t kept = static_cast<uint64_t>(m >> shift);
         const u128 rest = m & ((static_cast<u128>(1) << shift) - 1);
         const u128 half = static_cast<u128>(1) << (shift - 1);
         if (rest > half || (rest == half && (sticky || (kept & 1u)))) ++kept;  // <= 2^53: exact
-        r = static_cast<double>(kept) * pow2(base + shift);  // exact: a power-of-two scaling within the normal range
+        r = static_cast<double>(kept) * pow2_double(base + shift);  // exact: a power-of-two scaling within the normal range
     }
     return s < 0 ? -r : r;
 }

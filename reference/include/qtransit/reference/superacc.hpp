@@ -25,6 +25,9 @@
 
 namespace qtransit::reference {
 
+// 2^e as a double, exactly, for -1022 <= e <= 1023 (a normal power of two, built from its bits).
+inline double pow2_double(int e) { return std::bit_cast<double>(static_cast<uint64_t>(e + 1023) << 52); }
+
 class SuperAcc {
 public:
     static constexpr int kChunks = 12;
