@@ -26,7 +26,7 @@ std::string element_of(const FormatSpec& f) {
 }
 
 std::string scale_of(const FormatSpec& f) {
-    if (f.kind == FormatKind::kDs) return "fp32 step";
+    if (f.kind == FormatKind::kDs) return f.fast_math ? "fp32 step, fast" : "fp32 step";
     if (f.kind != FormatKind::kDecl) return f.kind == FormatKind::kAsym ? "fp32-absmax+min" : "fp32-absmax";
     return std::string(to_string(f.decl->scale)) + (f.decl->offset_min ? "+min" : "");
 }

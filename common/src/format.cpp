@@ -39,7 +39,7 @@ std::string FormatSpec::name() const {
     switch (kind) {
         case FormatKind::kSym: return "int" + b;
         case FormatKind::kAsym: return "int" + b + "-asym";
-        case FormatKind::kDs: return "ds-int" + b;
+        case FormatKind::kDs: return "ds-int" + b + (fast_math ? "-fm" : "");
         case FormatKind::kDecl: return decl_name;
     }
     return "?";
@@ -290,6 +290,11 @@ const std::vector<FormatSpec>& builtin_formats() {
 const std::vector<FormatSpec>& all_builtin_formats() {
     static const std::vector<FormatSpec> all = [] {
         std::vector<FormatSpec> v = builtin_formats();
+        for (int b : {4, 8}) {
+            FormatSpec fm(FormatKind::kDs, b);
+            fm.fast_math = true;
+            v.push_back(fm);
+        }
         const Decl e4m3 = float_decl(4, 3, 7, FloatSpecial::kNanOnly, ScaleType::kFp32Absmax, 0);
         const Decl e5m2 = float_decl(5, 2, 15, FloatSpecial::kIeee, ScaleType::kFp32Absmax, 0);
         v.push_back(declared("fp8-e4m3", e4m3));

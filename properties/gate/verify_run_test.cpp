@@ -96,7 +96,9 @@ TEST(VerifyRun, EveryPathsOwnScheduleMeetsEveryTier) {
             }
             EXPECT_EQ(v.differing_from_schedule, 0);
             EXPECT_EQ(v.sim_rel_rms(), v.rel_rms());
-            if (v.same_bits_applies) EXPECT_TRUE(v.same_bits);
+            if (v.same_bits_applies) {
+                EXPECT_TRUE(v.same_bits);
+            }
             // Same-events applies exactly where the events do not depend on the order of the adds.
             const bool order_free = info.kind == PathKind::kA2aRs || info.kind == PathKind::kTwoShotAr ||
                                     info.kind == PathKind::kFp32RingRs || info.shape == PathShape::kAllGather;

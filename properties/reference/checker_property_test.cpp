@@ -5,7 +5,7 @@
 //  * the checker's per-event bound (double) against reference::element_bound (exact), and e(a)
 //    against every element's exact bound;
 //  * bound_holds on columns built by a minimal correct a2a-rs / ring-rs simulation
-//    (checker_sim.hpp) for int4, int8, int4-asym and ds-int4, N = 1..16, fp32 and fp16 accumulation.
+//    (checker_sim.hpp) for int4, int8, int4-asym, ds-int4 and ds-int4-fm, N = 1..16, fp32 and fp16 accumulation.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
@@ -117,7 +117,8 @@ RC_GTEST_PROP(SuperAccProps, GridDoublesAddExactly, ()) {
 const std::vector<FormatSpec>& checked_formats() {
     static const std::vector<FormatSpec> f{{FormatKind::kSym, 4}, {FormatKind::kSym, 8}, {FormatKind::kSym, 2},
                                            {FormatKind::kAsym, 4}, {FormatKind::kAsym, 8}, {FormatKind::kDs, 4},
-                                           {FormatKind::kDs, 8}};
+                                           {FormatKind::kDs, 8},   *parse_format("ds-int4-fm"),
+                                           *parse_format("ds-int8-fm")};
     return f;
 }
 
@@ -156,7 +157,8 @@ float column_value(int max_exp, int center) {
 
 void check_simulated(Accum accum) {
     const FormatSpec f = *rc::gen::element(FormatSpec{FormatKind::kSym, 4}, FormatSpec{FormatKind::kSym, 8},
-                                           FormatSpec{FormatKind::kAsym, 4}, FormatSpec{FormatKind::kDs, 4});
+                                           FormatSpec{FormatKind::kAsym, 4}, FormatSpec{FormatKind::kDs, 4},
+                                           *parse_format("ds-int4-fm"));
     const PathKind path = *rc::gen::element(PathKind::kA2aRs, PathKind::kRingRs);
     const int64_t n = *rc::gen::inRange<int64_t>(1, 17);
     const int64_t len = *rc::gen::inRange<int64_t>(1, 9);

@@ -330,6 +330,21 @@ double EventBound::at(float x, int32_t q) const {
             const double ax = std::fabs(static_cast<double>(x));
             const double hx = half16(ax);
             if (ds_zero) return hx;
+            if (ds_fm) {
+                // formats.cpp's ds_fm_element_bound, term by term. y (11 bits) times a scale (24
+                // bits) is exact in double, and the cast rounds it once. Every other term is a sum
+                // of a few positive doubles; the factor 1 + 2^-48 covers their roundings.
+                const float y = round_to_fp16(x);
+                const double ey = std::fabs(static_cast<double>(y));
+                double c = 0.5;
+                if (y > 0) {
+                    const double w_max = static_cast<float>(static_cast<double>(y) * static_cast<double>(fm_scale_max));
+                    if (w_max >= ds_top - 0.5) c = std::max(c, w_max - (ds_top - 1));
+                }
+                const double e2 = fm_tau * ey + kU * (1 + fm_tau) * ey + c * fm_step_max;
+                const double m = std::min(ds_top * fm_step_max, ey + e2);
+                return (hx + e2 + kU * m + half16(m * (1 + kU))) * (1 + 0x1p-48);
+            }
             // |y| = |fl16(x)| <= |x| + h(|x|): a bound of D10's u |y| within u h(|x|) <= 2^-35 |x|.
             const double y_up = ax + hx;
             bool clamped = false;
@@ -423,6 +438,16 @@ EventBound prepare_event(const FormatSpec& f, const QuantEvent& ev) {
             b.ds_zero = a16 == 0;
             if (!b.ds_zero) b.ds_scale = static_cast<float>(1 << f.bits) / (2.0f * a16);  // fl32(2^b / fl32(2a))
             b.ds_step = static_cast<double>(s);
+            if (f.fast_math && !b.ds_zero && a16 <= 65504.0f) {
+                // From the block's absmax, not the event's step (a kernel's step cannot widen it).
+                const DsAdmissible adm = ds_admissible(f.bits, a16);
+                b.ds_fm = true;
+                b.fm_scale_max = adm.scale_max;
+                b.fm_step_max = adm.step_max;
+                for (size_t j = 0; j < adm.scales.size(); ++j)
+                    for (float d : adm.steps[j])  // 1 - sigma Δ is exact in double (48-bit product near 1)
+                        b.fm_tau = std::max(b.fm_tau, std::fabs(1.0 - static_cast<double>(adm.scales[j]) * d));
+            }
             break;
         }
     }
@@ -465,8 +490,18 @@ public:
             }
             case FormatKind::kDs: {
                 const double p = static_cast<double>(1 << (c.format.bits - 1));
-                const double k1 = u + (1 + 2 * u) * (1 + 4 * u * p) * (1 + u) / ((1 - u) * p) +
-                                  u * (1 + u) / (1 - u) + kU16 * (1 + u) * (1 + u) / (1 - u);
+                double k1 = u + (1 + 2 * u) * (1 + 4 * u * p) * (1 + u) / ((1 - u) * p) +
+                            u * (1 + u) / (1 - u) + kU16 * (1 + u) * (1 + u) / (1 - u);
+                if (c.format.fast_math) {
+                    // ds_fm_element_bound (formats.cpp) over a block of binary16 absmax a16:
+                    // tau <= 3u + 3u^2 (a step within 1.5 ulp(fl32(1/sigma)) of 1/sigma); every
+                    // admissible scale is >= rho (1 - u)(1 - 4u) and <= rho (1 + u)(1 + 4u), rho =
+                    // p / a16, so Δmax <= D a16 / p with D = (1 + tau) / ((1 - u)(1 - 4u)), and
+                    // c <= 1 + p ((1 + u)^2 (1 + 4u) - 1) <= 1 + 7up; M <= p Δmax <= D a16. So
+                    // E - h(|x|) <= [(4u + 7u^2) + (1 + 7up) D / p + u D + u16 (1 + u) D] a16.
+                    const double d = (1 + 3 * u + 3 * u * u) / ((1 - u) * (1 - 4 * u));
+                    k1 = (4 * u + 7 * u * u) + (1 + 7 * u * p) * d / p + u * d + kU16 * (1 + u) * d;
+                }
                 c1_ = kU16 + k1 * (1 + kU16);
                 d1_ = 0x1p-24 + k1 * 0x1p-25;
                 cap_ = kFp16Overflow;

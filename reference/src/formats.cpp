@@ -238,6 +238,9 @@ struct BlockBound {
     bool ds_zero = false;  // a == 0
     float ds_scale = 0;
     Exact ds_step;
+    // ds-int<b>-fm: the extremes over the admissible scales and steps (ds_fm_block)
+    float fm_scale_max = 0;
+    Exact fm_step_max, fm_tau;  // the largest step, and max |1 - sigma Δ| over admissible pairs
 };
 
 BlockBound block_bound(const Quantized& q, std::span<const float> x, int64_t k) {
@@ -337,11 +340,81 @@ BlockBound block_bound(const Quantized& q, std::span<const float> x, int64_t k) 
             bb.ds_zero = a == 0;
             if (!bb.ds_zero) bb.ds_scale = ds_scale(q.format.bits, a);
             bb.ds_step = Exact(s);
+            if (q.format.fast_math && !bb.ds_zero) {
+                // From the block's own absmax, never from a kernel's step: a wrong step cannot widen it.
+                const DsAdmissible adm = ds_admissible(q.format.bits, a);
+                bb.fm_scale_max = adm.scale_max;
+                bb.fm_step_max = Exact(adm.step_max);
+                for (size_t j = 0; j < adm.scales.size(); ++j)
+                    for (float d : adm.steps[j]) {
+                        const Exact t = (Exact::from_int(1) - Exact(adm.scales[j]) * Exact(d)).abs();
+                        if (bb.fm_tau < t) bb.fm_tau = t;
+                    }
+            }
             break;
         }
         case FormatKind::kDecl: break;  // decl_element_bound
     }
     return bb;
+}
+
+
+// ds-int<b>-fm (docs/DECISIONS.md D23): the bound of every result an admissible scale and step give.
+//
+// The derivation. y = fl16(x); a = max |y| over the block (the kernel computes the same a: a
+// maximum involves no rounding, and fast math does not change fl16, which is cvt.rn). a == 0: as
+// ds-int<b>, E = h(|x|). Otherwise the kernel uses some admissible scale sigma and step Δ
+// (reference::ds_admissible; the pair need not be the IEEE one), and computes w = fl32(y sigma),
+// q = clamp(rne(w), -2^(b-1), 2^(b-1) - 1), z = fl32(q Δ), x̂ = fl16(z): mul.rn and cvt.rn are exact
+// roundings under --use_fast_math too (it changes division, reciprocal, square root, FMA
+// contraction and subnormals, and there is no addition here to contract).
+// Flush to zero (.ftz) changes nothing: sigma, Δ, w and z are 0 or normal binary32 numbers
+// (a in [2^-24, 65504], so sigma in [2^(b-1) / 65504, 2^(b-1+24)] up to a few ulps, Δ >= 2^-31,
+// |w| >= 2^-24 sigma >= 2^-37, |z| >= Δ), and an input whose binary32 value is subnormal has
+// |x| < 2^-126, which fl16 rounds to a zero of the same sign whether or not it was flushed first.
+// Let tau = max |1 - sigma Δ| and Δmax = max Δ over the admissible pairs, and sigma_max the largest
+// admissible scale (all computed exactly from a, DsAdmissible). u = 2^-24, h(m) = half the binary16
+// spacing at magnitude m.
+//   |x - x̂| <= |x - y| + |y - q Δ| + |q Δ - z| + |z - x̂|.
+// (1) |x - y| <= h(|x|).
+// (2) y - q Δ = y (1 - sigma Δ) + Δ (y sigma - w) + Δ (w - q), with |y sigma - w| <= u |y| sigma
+//     (y sigma is 0 or normal) and sigma Δ <= 1 + tau, so
+//       |y - q Δ| <= tau |y| + u (1 + tau) |y| + c Δmax,   c >= |w - q|.
+//     c = 1/2 unless the clamp acted. It can act at the top only: |w| <= fl32(a sigma_max) <=
+//     2^(b-1) + 1/2 (checked below, it holds with a wide margin), so rne(w) >= -2^(b-1). At the top
+//     it acts iff rne(w) >= 2^(b-1), which needs y > 0 and w >= 2^(b-1) - 1/2; w <= w_max =
+//     fl32(y sigma_max) (rounding is monotone), so then c = max(1/2, w_max - (2^(b-1) - 1)).
+// (3) |q Δ - z| <= u |q| Δ <= u M, with M = min(2^(b-1) Δmax, |y| + the bound of (2)), since
+//     |q| <= 2^(b-1) and |q Δ| <= |y| + |y - q Δ|.
+// (4) |z - x̂| <= h(|z|) <= h((1 + u) M); no binary16 overflow: |z| <= 2^(b-1) Δmax (1 + u) <=
+//     a (1 + 8u) < 65520.
+// E(x) = h(|x|) + tau |y| + u (1 + tau) |y| + c Δmax + u M + h((1 + u) M).
+// With tau <= 3u + 3u^2 (a step within 1.5 ulp of 1/sigma) and Δmax <= (1 + 8u) a / 2^(b-1), this
+// is ds-int<b>'s bound with O(u) terms a little larger: the same half-spacing input rounding, half
+// a step (a full step when clamped) and half-spacing output rounding (the test ds_fm_bound_*
+// measures how close an element comes).
+Exact ds_fm_element_bound(const FormatSpec& f, const BlockBound& bb, float xi) {
+    const Exact in_round = half_fp16_spacing(Exact(std::fabs(xi)));
+    if (bb.ds_zero) return in_round;
+    const int b = f.bits;
+    const double top = static_cast<double>(1 << (b - 1));
+    const float y = round_to_fp16(xi);
+    const Exact ey(std::fabs(y));
+    const Exact& u = ex_u();
+    Exact c = ex_half();
+    if (y > 0) {
+        const float w_max = mul32(y, bb.fm_scale_max);
+        if (static_cast<double>(w_max) >= top - 0.5) {
+            const Exact over = Exact(w_max) - Exact::from_int((1 << (b - 1)) - 1);
+            if (c < over) c = over;
+        }
+    }
+    const Exact one = Exact::from_int(1);
+    const Exact e2 = bb.fm_tau * ey + u * (one + bb.fm_tau) * ey + c * bb.fm_step_max;
+    const Exact cap = Exact::from_int(1 << (b - 1)) * bb.fm_step_max;
+    const Exact m0 = ey + e2;
+    const Exact m = m0 < cap ? m0 : cap;
+    return in_round + e2 + u * m + half_fp16_spacing(m * (one + u));
 }
 
 Exact element_bound_in(const FormatSpec& f, const BlockBound& bb, float xi, int32_t qi) {
@@ -356,6 +429,7 @@ Exact element_bound_in(const FormatSpec& f, const BlockBound& bb, float xi, int3
             return a + (rounding < a ? rounding : a);
         }
         case FormatKind::kDs: {
+            if (f.fast_math) return ds_fm_element_bound(f, bb, xi);
             // The derivation of this bound.
             //
             // y = fl16(x); a = max |y| over the block; if a == 0 every y is 0, x̂ = fl16(fl32(0 * 1))
@@ -607,6 +681,155 @@ BoundCheck check_bounds(const Quantized& q, std::span<const float> x) {
                 res.max_error = std::max(res.max_error, err.to_double());
                 const double r = bound.sign() == 0 ? std::numeric_limits<double>::infinity() : Exact::ratio(err, bound);
                 res.max_error_to_bound = std::max(res.max_error_to_bound, r);
+            }
+        }
+    }
+    return res;
+}
+
+
+// ---- ds-int<b>-fm: the admissible arithmetic (docs/DECISIONS.md D23) ---------------------------
+
+namespace {
+
+// The spacing of binary32 values at the binade of a positive finite real r (given as its floor(log2)):
+// ulp = 2^(e - 23), never below the subnormal spacing.
+double ulp_at(int e) { return std::ldexp(1.0, std::max(e, -126) - 23); }
+
+// The binary32 values around `center` for which in() holds, ascending: in() is a union of intervals
+// that all contain center (the IEEE value), so walking outwards until it fails finds them all.
+template <class In>
+std::vector<float> walk(float center, In in) {
+    std::vector<float> v{center};
+    for (float d = std::nextafter(center, 0.0f); d > 0 && in(d); d = std::nextafter(d, 0.0f)) v.insert(v.begin(), d);
+    for (float d = std::nextafter(center, kFltMax); d <= kFltMax && in(d); d = std::nextafter(d, kFltMax)) v.push_back(d);
+    return v;
+}
+
+}  // namespace
+
+DsAdmissible ds_admissible(int bits, float a16) {
+    assert((bits == 4 || bits == 8) && a16 > 0 && a16 <= 65504.0f);
+    DsAdmissible r;
+    const double p = static_cast<double>(1 << (bits - 1));
+    const double a = a16;
+    r.scale0 = ds_scale(bits, a16);
+    r.step0 = div32(1.0f, r.scale0);
+    // Scales. rho = p / a; |sigma - rho| <= 2 ulp(rho) iff |sigma a - p| <= 2 ulp(rho) a: sigma (24
+    // bits) times a (11 bits) and ulp(rho) a are exact in double, so the tests are exact.
+    // floor(log2 rho): a16 = m 2^e with m in [1/2, 1), so rho = 2^(b-1-e) / m.
+    int e_a = 0;
+    const bool a_pow2 = std::frexp(a16, &e_a) == 0.5f;
+    const int e_rho = a_pow2 ? bits - e_a : bits - 1 - e_a;
+    const double rho_budget = 2 * ulp_at(e_rho) * a;
+    const double s0 = r.scale0, s0_budget = 2 * ulp_at(std::ilogb(r.scale0));
+    r.scales = walk(r.scale0, [&](float v) {
+        const double dv = v;
+        return std::fabs(dv - s0) <= s0_budget || std::fabs(dv * a - p) <= rho_budget;
+    });
+    // Steps of each scale: within 1 ulp of fl32(1/sigma), or |Δ sigma - 1| <= ulp(1/sigma) sigma
+    // (exact: Δ sigma has at most 48 bits). floor(log2(1/sigma)) is -ilogb(sigma), less one unless
+    // sigma is a power of two.
+    for (float sg : r.scales) {
+        const float d0 = div32(1.0f, sg);
+        int ex = 0;
+        const bool pow2 = std::frexp(sg, &ex) == 0.5f;
+        const int e_inv = pow2 ? -std::ilogb(sg) : -std::ilogb(sg) - 1;
+        const double inv_budget = ulp_at(e_inv) * static_cast<double>(sg);
+        const double dd0 = d0, d0_budget = ulp_at(std::ilogb(d0));
+        r.steps.push_back(walk(d0, [&](float v) {
+            const double dv = v;
+            return std::fabs(dv - dd0) <= d0_budget || std::fabs(dv * static_cast<double>(sg) - 1.0) <= inv_budget;
+        }));
+    }
+    r.scale_max = r.scales.back();
+    for (const auto& st : r.steps) r.step_max = std::max(r.step_max, st.back());
+    // The bound's premise (formats.cpp, ds_fm_element_bound): no admissible scale takes the absmax
+    // past the bottom code.
+    assert(static_cast<double>(mul32(a16, r.scale_max)) <= p + 0.5);
+    return r;
+}
+
+AdmissibleCheck check_admissible(const FormatSpec& format, std::span<const float> x, int64_t block,
+                                 std::span<const int32_t> codes, std::span<const float> steps,
+                                 std::span<const float> decoded, int64_t index_base) {
+    AdmissibleCheck res;
+    assert(format.kind == FormatKind::kDs && block > 0);
+    const int b = format.bits;
+    const int32_t cmin = -(1 << (b - 1)), cmax = (1 << (b - 1)) - 1;
+    const int64_t n = static_cast<int64_t>(x.size());
+    assert(codes.size() == x.size() && (decoded.empty() || decoded.size() == x.size()) &&
+           static_cast<int64_t>(steps.size()) == (n + block - 1) / block);
+    auto fail = [&](int64_t i, const std::string& why) {
+        ++res.inadmissible_elements;
+        if (res.holds) {
+            res.holds = false;
+            res.first = i;
+            res.first_text = "element " + std::to_string(index_base + i) + " (input " +
+                             shortest(x[static_cast<size_t>(i)]) + "): " + why;
+        }
+    };
+    auto same = [](float p, float q) { return std::bit_cast<uint32_t>(p) == std::bit_cast<uint32_t>(q); };
+    for (int64_t k = 0; k * block < n; ++k) {
+        const int64_t start = k * block, end = std::min(n, start + block);
+        const float step = steps[static_cast<size_t>(k)];
+        float a = 0;
+        bool finite = true;
+        for (int64_t i = start; i < end; ++i) {
+            const float y = round_to_fp16(x[static_cast<size_t>(i)]);
+            if (!std::isfinite(y)) finite = false;
+            else a = std::max(a, std::fabs(y));
+        }
+        // A poisoned block (propagate) and a zero block have one result, the IEEE one.
+        std::vector<float> scales_for_step;
+        if (finite && a != 0) {
+            const DsAdmissible adm = ds_admissible(b, a);
+            for (size_t j = 0; j < adm.scales.size(); ++j)
+                if (std::binary_search(adm.steps[j].begin(), adm.steps[j].end(), step)) scales_for_step.push_back(adm.scales[j]);
+            if (scales_for_step.empty()) {
+                ++res.inadmissible_steps;
+                float step_min = adm.step_max;
+                for (const auto& st : adm.steps) step_min = std::min(step_min, st.front());
+                for (int64_t i = start; i < end; ++i)
+                    fail(i, "its block's step " + shortest(step) + " is not one an admissible scale gives (IEEE step " +
+                                shortest(adm.step0) + ", admissible " + shortest(step_min) + " to " +
+                                shortest(adm.step_max) + ")");
+                continue;
+            }
+        } else {
+            const bool ok = finite ? same(step, 1.0f) : std::isnan(step);
+            if (!ok) {
+                ++res.inadmissible_steps;
+                for (int64_t i = start; i < end; ++i)
+                    fail(i, std::string(finite ? "its block is all zeros in binary16, whose step is 1" : "its block is not finite, whose step is NaN") +
+                                ", not " + shortest(step));
+                continue;
+            }
+        }
+        for (int64_t i = start; i < end; ++i) {
+            const size_t e = static_cast<size_t>(i);
+            const int32_t code = codes[e];
+            const float y = round_to_fp16(x[e]);
+            if (finite) {
+                bool found = a == 0 ? code == 0 : false;
+                int32_t lo = cmax, hi = cmin;
+                for (float sg : scales_for_step) {
+                    const int32_t q = clamp_code(rne(mul32(y, sg)), cmin, cmax);
+                    lo = std::min(lo, q);
+                    hi = std::max(hi, q);
+                    found = found || q == code;
+                }
+                if (!found) {
+                    fail(i, "code " + std::to_string(code) + " is not one an admissible scale gives with the block's step " +
+                                shortest(step) + " (codes " + (a == 0 ? std::string("0") : std::to_string(lo) + " to " + std::to_string(hi)) + ")");
+                    continue;
+                }
+            }
+            if (!decoded.empty()) {
+                const float want = decode_ds(code, step);
+                if (!same(decoded[e], want))
+                    fail(i, "decoded " + shortest(decoded[e]) + ", but code " + std::to_string(code) + " with the block's step " +
+                                shortest(step) + " decodes to " + shortest(want));
             }
         }
     }

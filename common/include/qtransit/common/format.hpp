@@ -29,6 +29,12 @@ struct FormatSpec {
 
     FormatKind kind = FormatKind::kSym;
     int bits = 8;
+    // kDs only: ds-int<b>-fm, DeepSpeed's recipe as its op builder compiles it (--use_fast_math,
+    // docs/DECISIONS.md D23). The wire layout, the codes and qtransit's own kernels are ds-int<b>'s
+    // (the IEEE arithmetic, one of the admissible results); what differs is what a kernel of it may
+    // return: any result of an admissible scale and step (reference::ds_admissible), and the wider
+    // per-element bound derived in reference/src/formats.cpp.
+    bool fast_math = false;
     // kDecl only: the declaration and its name.
     std::shared_ptr<const Decl> decl;
     std::string decl_name;
@@ -54,7 +60,7 @@ struct FormatSpec {
     Status check_block(int64_t block) const;
     bool stochastic() const { return kind == FormatKind::kDecl && decl->rounding == Rounding::kStochastic; }
     friend bool operator==(const FormatSpec& a, const FormatSpec& b) {
-        return a.kind == b.kind && a.bits == b.bits && a.name() == b.name();
+        return a.kind == b.kind && a.bits == b.bits && a.fast_math == b.fast_math && a.name() == b.name();
     }
 };
 
@@ -71,7 +77,7 @@ FormatSpec make_declared(std::string name, const Decl& d);
 
 // The integer formats of NUMERICS 1.1-1.3 (int<b>, int<b>-asym, ds-int<b>), in listing order.
 const std::vector<FormatSpec>& builtin_formats();
-// Every built-in format: the integer ones, then fp8-*, the MX family (and -rceil twins), nf4 and
+// Every built-in format: the integer ones, ds-int4-fm and ds-int8-fm, then fp8-*, the MX family (and -rceil twins), nf4 and
 // the stochastic twins (-sr) of int<b> and fp8-*.
 const std::vector<FormatSpec>& all_builtin_formats();
 // Formats declared at run time (a TOML file named by the user); parse_format finds them too.

@@ -25,7 +25,12 @@ struct CodecCheck {
     std::vector<int32_t> codes;
     std::vector<float> decoded;
     bool exact = false;             // every scale, offset, wire byte, code and decoded value equal
+                                    // (ds-int<b>-fm: every element one of the admissible results, D23)
     std::string first_difference;   // "" when exact
+    // ds-int<b>-fm only (then exact means admissible, and the differing_ counts below compare with
+    // the IEEE arithmetic, which is one admissible result among several)
+    bool admissible_model = false;
+    int64_t inadmissible_elements = 0, inadmissible_steps = 0;
     int64_t differing_elements = 0; // code or decoded value differs
     int64_t differing_scale_blocks = 0;       // blocks whose scale (or offset) differs
     int64_t elements_in_differing_blocks = 0; // of differing_elements, those in such blocks

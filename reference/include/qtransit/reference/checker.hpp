@@ -46,6 +46,10 @@ struct EventBound {
     int ds_top = 0;         // ds: 2^(b-1)
     float ds_scale = 0;
     double ds_step = 0;
+    // ds-int<b>-fm: the extremes over the admissible scales and steps of the block's absmax (D23)
+    bool ds_fm = false;
+    float fm_scale_max = 0;
+    double fm_step_max = 0, fm_tau = 0;
     const Decl* decl = nullptr;  // declared formats: FORMATS.md section 6 from x, the scale and lo
     float decl_scale = 0, decl_lo = 0;
     double at(float x, int32_t q) const;  // E(x_i) for the element x with code q

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "qtransit/common/format.hpp"
@@ -60,6 +61,42 @@ float round_to_fp16(float v);
 // formula alone is false there; see formats.cpp). Declared formats: FORMATS.md section 6, from x, the
 // block's scale and lo only (derived in decl.cpp).
 Exact element_bound(const Quantized& q, std::span<const float> x, int64_t i);
+
+// ---- ds-int<b>-fm: DeepSpeed's recipe under --use_fast_math (docs/DECISIONS.md D23) ------------
+// The scales and steps a fast-math build may produce for one block whose binary16 absmax is
+// a16 > 0. With sigma0 = fl32(2^b / fl32(2 a16)) (the IEEE scale) and rho = 2^(b-1) / a16 (the exact
+// quotient), an admissible scale is every binary32 value within 2 ulp(sigma0) of sigma0 (div.full's
+// budget read from the rounded quotient, as the issue states it) or within 2 ulp(rho) of rho
+// (CUDA's documented 2 ulp from the exact quotient); for each scale sigma an admissible step is
+// every binary32 value within 1 ulp(fl32(1/sigma)) of fl32(1/sigma) or within 1 ulp(1/sigma) of
+// 1/sigma (rcp.approx). The IEEE pair (sigma0, fl32(1/sigma0)) is always one of them.
+struct DsAdmissible {
+    float scale0 = 0, step0 = 0;            // the IEEE pair
+    std::vector<float> scales;              // ascending; scale0 among them
+    std::vector<std::vector<float>> steps;  // steps[i]: the admissible steps of scales[i], ascending
+    float scale_max = 0, step_max = 0;      // the largest of each
+};
+// bits = 4 or 8, a16 a positive binary16 value (finite, at most 65504).
+DsAdmissible ds_admissible(int bits, float a16);
+
+// Whether a kernel's output of a ds-int<b>-fm (or ds-int<b>) tensor is one of the results the
+// admissible arithmetic gives: for every block, its stored step is admissible; for every element,
+// some admissible scale whose admissible steps include the block's step gives its code
+// (clamp(rne(fl32(fl16(x) sigma)))), and its decoded value is fl16(fl32(code step)) with the
+// block's step. A block with binary16 absmax 0 must be the IEEE one (step 1, codes 0, decoded +0).
+// `decoded` may be empty (codes and steps only). x, codes and decoded are per element, steps per
+// block (blocks of `block` from the start of x, the last one short); the caller shards. Messages
+// number elements from index_base.
+struct AdmissibleCheck {
+    bool holds = true;
+    int64_t inadmissible_elements = 0;  // elements no admissible scale and step explains
+    int64_t inadmissible_steps = 0;     // blocks whose step is not admissible
+    int64_t first = -1;                 // the first inadmissible element (-1: none)
+    std::string first_text;             // what is wrong with it, one line
+};
+AdmissibleCheck check_admissible(const FormatSpec& format, std::span<const float> x, int64_t block,
+                                 std::span<const int32_t> codes, std::span<const float> steps,
+                                 std::span<const float> decoded, int64_t index_base = 0);
 
 struct BoundCheck {
     bool holds = true;             // |x_i - x̂_i| <= E(x_i) for every element, exactly
