@@ -50,7 +50,7 @@ int run_info(bool json) {
     std::printf("qtransit %s\n", QTRANSIT_VERSION);
     std::printf("CPU backend   %s, %u hardware threads\n", cpu_variant().c_str(), std::thread::hardware_concurrency());
     if (b.cuda) {
-        std::printf("CUDA backend  compiled for sm_%s (toolkit %d.%d), no FMA contraction, IEEE div/sqrt\n",
+        std::printf("CUDA backend  compiled for sm_%s (toolkit %d.%d), no FMA contraction, IEEE div/sqrt (but ds-encode-fast-math: --use_fast_math, D23)\n",
                     b.cuda_archs.c_str(), b.cuda_toolkit_version / 1000, (b.cuda_toolkit_version % 1000) / 10);
         std::string ks;
         for (const auto& k : b.kernels) ks += (ks.empty() ? "" : ", ") + k;

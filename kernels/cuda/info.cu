@@ -15,7 +15,7 @@ BuildInfo build_info() {
     b.cuda = true;
     b.cuda_archs = QTRANSIT_CUDA_ARCHS;
     b.cuda_toolkit_version = CUDART_VERSION;
-    b.kernels = {"encode", "encode-swizzled", "reduce-requantize", "decode", "decode-add"};
+    b.kernels = {"encode", "encode-swizzled", "reduce-requantize", "decode", "decode-add", "ds-encode-fast-math"};
 #if QTRANSIT_HAVE_NCCL
     b.nccl = true;
     int v = 0;

@@ -45,5 +45,6 @@ Result<EncodedTensor> reduce_requantize(std::span<const EncodedTensor>, Accum, c
     return not_built();
 }
 Result<std::vector<float>> decode_add(const EncodedTensor&, std::span<const float>, Accum) { return not_built(); }
+Result<FastMathDs> ds_encode_fast_math(int, std::span<const float>, int64_t) { return not_built(); }
 
 }  // namespace qtransit::kernels::gpu

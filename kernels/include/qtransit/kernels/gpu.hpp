@@ -90,4 +90,10 @@ Result<EncodedTensor> reduce_requantize(std::span<const EncodedTensor> inputs, A
                                         const CodecOptions& options = {});
 Result<std::vector<float>> decode_add(const EncodedTensor& in, std::span<const float> own, Accum accum);
 
+// ds-int<b> as DeepSpeed's build computes it (--use_fast_math, cuda/ds_fast_math.cu; docs/DECISIONS.md D23)
+struct FastMathDs { std::vector<int32_t> codes; std::vector<float> steps; std::vector<float> decoded; };
+// bits 4 or 8; groups of `block` from the start of x (the last one may be short). Refuses, before any
+// launch, a value that rounds to binary16 infinity (|x| >= 65520) or a NaN.
+Result<FastMathDs> ds_encode_fast_math(int bits, std::span<const float> x, int64_t block);
+
 }  // namespace qtransit::kernels::gpu
