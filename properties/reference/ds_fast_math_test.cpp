@@ -84,8 +84,9 @@ TEST(DsFastMath, AdmissibleSetsHoldTheIeeePairWithinBudget) {
                 ASSERT_NE(std::find(d.steps[j].begin(), d.steps[j].end(), st0), d.steps[j].end());
                 ASSERT_GE(d.steps[j].size(), 3u);
                 for (float st : d.steps[j]) ASSERT_LE(ulps_from(st, st0), 1.5);
-                if (d.scales[j] == d.scale0)
+                if (d.scales[j] == d.scale0) {
                     ASSERT_NE(std::find(d.steps[j].begin(), d.steps[j].end(), d.step0), d.steps[j].end());
+                }
             }
             ASSERT_EQ(d.scale_max, d.scales.back());
         }
