@@ -137,7 +137,7 @@ int dispatch(int argc, char** argv) {
     simulate->add_option("--block", ma.block, "Quantization block size")->capture_default_str();
     simulate->add_option("--dist", ma.dist, "Input distribution")->capture_default_str();
     simulate->add_option("--seed", ma.seed, "Generator seed, and stochastic rounding's key")->check(non_negative)->capture_default_str();
-    simulate->add_option("--accum", ma.accum, "Accumulation: fp32 or fp16")->capture_default_str();
+    simulate->add_option("--accum", ma.accum, "Accumulation: every add rounded to fp32, fp16 or bf16 (D11, D24)")->capture_default_str();
     simulate->add_option("--in", ma.in,
                          "Inputs from a file of shape [N, M], one row per rank (.npy float32/float16/bfloat16, or .safetensors), "
                          "or one [M] file per rank named with {rank} (in.{rank}.npy; under --backend mpi each process reads its own)");
@@ -209,7 +209,7 @@ int dispatch(int argc, char** argv) {
                                   "or one file per rank with {rank}")
         ->required();
     verify_collective->add_option("--block", vc.block, "Quantization block size")->capture_default_str();
-    verify_collective->add_option("--accum", vc.accum, "The run's accumulation: fp32 or fp16")->capture_default_str();
+    verify_collective->add_option("--accum", vc.accum, "The run's accumulation: fp32, fp16 or bf16")->capture_default_str();
     verify_collective->add_option("--target", vc.target, "sum, or mean (the sum times 1/N; one division allowed at any stage)")->capture_default_str();
     verify_collective->add_option("--ring-order", vc.ring_order, "A ring path's order, as data flows (each rank sends to the next); default: the worst")
         ->delimiter(',');

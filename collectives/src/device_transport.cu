@@ -37,17 +37,17 @@ namespace gpu = kernels::gpu;
 namespace mpi = collectives::mpi;
 
 // The adds of NUMERICS 3 / D11 (block_math.hpp's accum_add, the same function the CPU runs).
-__global__ void add_kernel(float* acc, float* term, int64_t n, bool fp16) {
+__global__ void add_kernel(float* acc, float* term, int64_t n, Accum accum) {
     for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
         const float t = term[i];
-        acc[i] = kernels::accum_add(acc[i], t, fp16);
-        if (fp16) term[i] = kernels::accum_first(t, true);
+        acc[i] = kernels::accum_add(acc[i], t, accum);
+        if (low_precision(accum)) term[i] = kernels::accum_first(t, accum);
     }
 }
 
-__global__ void round_first_kernel(float* v, int64_t n) {
+__global__ void round_first_kernel(float* v, int64_t n, Accum accum) {
     for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-        v[i] = kernels::accum_first(v[i], true);
+        v[i] = kernels::accum_first(v[i], accum);
 }
 
 int grid_of(int64_t n) { return static_cast<int>(std::clamp<int64_t>((n + 255) / 256, 1, 1024)); }
@@ -176,21 +176,21 @@ public:
         return Status::Ok();
     }
 
-    Status round_first(int64_t rank, float* v, int64_t n) override {
+    Status round_first(int64_t rank, float* v, int64_t n, Accum accum) override {
         if (n > max_len_) return internal("a row longer than the path's block");
         if (auto st = select(rank); !st) return st;
         cudaStream_t st = stream_of(rank);
         float* a = scratch(rank, 0);
         const size_t bytes = static_cast<size_t>(n) * sizeof(float);
         QT_CUDA_CHECK(cudaMemcpyAsync(a, v, bytes, cudaMemcpyHostToDevice, st));
-        round_first_kernel<<<grid_of(n), 256, 0, st>>>(a, n);
+        round_first_kernel<<<grid_of(n), 256, 0, st>>>(a, n, accum);
         QT_CUDA_LAUNCH_CHECK("qtransit::round_first_kernel");
         QT_CUDA_CHECK(cudaMemcpyAsync(v, a, bytes, cudaMemcpyDeviceToHost, st));
         QT_CUDA_CHECK(cudaStreamSynchronize(st));
         return Status::Ok();
     }
 
-    Status add(int64_t rank, float* acc, float* term, int64_t n, bool fp16) override {
+    Status add(int64_t rank, float* acc, float* term, int64_t n, Accum accum) override {
         if (n > max_len_) return internal("a row longer than the path's block");
         if (auto st = select(rank); !st) return st;
         cudaStream_t st = stream_of(rank);
@@ -199,10 +199,10 @@ public:
         const size_t bytes = static_cast<size_t>(n) * sizeof(float);
         QT_CUDA_CHECK(cudaMemcpyAsync(a, acc, bytes, cudaMemcpyHostToDevice, st));
         QT_CUDA_CHECK(cudaMemcpyAsync(b, term, bytes, cudaMemcpyHostToDevice, st));
-        add_kernel<<<grid_of(n), 256, 0, st>>>(a, b, n, fp16);
+        add_kernel<<<grid_of(n), 256, 0, st>>>(a, b, n, accum);
         QT_CUDA_LAUNCH_CHECK("qtransit::add_kernel");
         QT_CUDA_CHECK(cudaMemcpyAsync(acc, a, bytes, cudaMemcpyDeviceToHost, st));
-        if (fp16) QT_CUDA_CHECK(cudaMemcpyAsync(term, b, bytes, cudaMemcpyDeviceToHost, st));
+        if (low_precision(accum)) QT_CUDA_CHECK(cudaMemcpyAsync(term, b, bytes, cudaMemcpyDeviceToHost, st));
         QT_CUDA_CHECK(cudaStreamSynchronize(st));
         return Status::Ok();
     }

@@ -16,6 +16,7 @@
 #include "qtransit/collectives/device.hpp"
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/kernels/codec.hpp"
+#include "qtransit/kernels/block_math.hpp"
 #include "qtransit/kernels/fp16.hpp"
 
 namespace qtransit::collectives {
@@ -75,7 +76,7 @@ struct Partial {
 class Column {
 public:
     Column(const PathConfig& c, const Inputs& in, Transport& t, int64_t first, int64_t len, ColumnRecord& rec)
-        : c_(c), in_(in), t_(t), first_(first), len_(len), rec_(rec), fp16_(c.accum == Accum::kFp16),
+        : c_(c), in_(in), t_(t), first_(first), len_(len), rec_(rec), accum_(c.accum), low_(low_precision(c.accum)),
           dev_(t.device_ops()) {
         t_.begin_column();
         rec_.first = first;
@@ -163,7 +164,7 @@ public:
         Message m;
         m.len = static_cast<int64_t>(p.v.size());
         m.quantized = false;
-        m.raw_bytes_per_element = fp16_ ? 2 : 4;
+        m.raw_bytes_per_element = accum_type(accum_).bytes;
         m.raw = std::move(p.v);
         if (dev_)
             if (auto st = dev_->stage_raw(p.holder >= 0 ? p.holder : 0, m); !st) throw ColumnFailure{st.error()};
@@ -192,9 +193,10 @@ public:
         return p;
     }
 
-    // The first term of a sum: under fp16 accumulation it is rounded to binary16 (D11).
+    // The first term of a sum: under fp16 (bf16) accumulation it is rounded to binary16 (bfloat16)
+    // (D11, D24).
     void start_sum(Partial& acc) {
-        if (!fp16_) return;
+        if (!low_) return;
         if (dev_) {
             device_start_sum(acc);
             return;
@@ -211,9 +213,9 @@ public:
         for (size_t i = 0; i < acc.v.size(); ++i) {
             float a = acc.v[i], b = term.v[i];
             float r;
-            if (fp16_) {
+            if (low_) {
                 b = round_term(acc, i, b);
-                r = kernels::round_f16(a + b);  // exact binary16 sum of two binary16 values (D11)
+                r = kernels::accum_round(a + b, accum_);  // the correctly rounded sum of two values of the type (D11)
             } else {
                 r = a + b;
             }
@@ -231,7 +233,7 @@ public:
         row.event_ids.assign(p.p.ids.begin(), p.p.ids.end());
         row.add_abs_sum.assign(p.p.add_abs.begin(), p.p.add_abs.end());
         row.add_count.assign(p.p.add_n.begin(), p.p.add_n.end());
-        if (fp16_) {
+        if (low_) {
             row.term_round_abs_sum.assign(p.p.tr_abs.begin(), p.p.tr_abs.end());
             row.term_round_count.assign(p.p.tr_n.begin(), p.p.tr_n.end());
         } else {
@@ -264,21 +266,21 @@ private:
     // recorded as round_term records it.
     void device_start_sum(Partial& acc) {
         const std::vector<float> before = acc.v;
-        if (auto st = dev_->round_first(holder_of(acc), acc.v.data(), static_cast<int64_t>(acc.v.size())); !st)
+        if (auto st = dev_->round_first(holder_of(acc), acc.v.data(), static_cast<int64_t>(acc.v.size()), accum_); !st)
             throw ColumnFailure{st.error()};
         for (size_t i = 0; i < acc.v.size(); ++i) record_rounding(acc, i, before[i], acc.v[i]);
     }
 
-    // add on the device: the sums (and, under fp16, the rounded terms) come back; the provenance is
+    // add on the device: the sums (and, under fp16 or bf16, the rounded terms) come back; the provenance is
     // merged exactly as add() merges it, in the same order, so the ledger's doubles are identical.
     void device_add(Partial& acc, Partial&& term) {
         const size_t n = acc.v.size();
         std::vector<float> term_in;
-        if (fp16_) term_in = term.v;
-        if (auto st = dev_->add(holder_of(acc), acc.v.data(), term.v.data(), static_cast<int64_t>(n), fp16_); !st)
+        if (low_) term_in = term.v;
+        if (auto st = dev_->add(holder_of(acc), acc.v.data(), term.v.data(), static_cast<int64_t>(n), accum_); !st)
             throw ColumnFailure{st.error()};
         for (size_t i = 0; i < n; ++i) {
-            if (fp16_) record_rounding(acc, i, term_in[i], term.v[i]);
+            if (low_) record_rounding(acc, i, term_in[i], term.v[i]);
             merge_add(acc, term, i);
         }
         acc.p.ids.insert(acc.p.ids.end(), term.p.ids.begin(), term.p.ids.end());
@@ -288,7 +290,7 @@ private:
     void merge_add(Partial& acc, const Partial& term, size_t i) {
         acc.p.add_abs[i] += term.p.add_abs[i] + std::abs(static_cast<double>(acc.v[i]));
         acc.p.add_n[i] += term.p.add_n[i] + 1;
-        if (fp16_) {
+        if (low_) {
             acc.p.tr_abs[i] += term.p.tr_abs[i];
             acc.p.tr_n[i] += term.p.tr_n[i];
         }
@@ -306,15 +308,15 @@ private:
         p.ids.clear();
         p.add_abs.assign(static_cast<size_t>(len), 0.0);
         p.add_n.assign(static_cast<size_t>(len), 0);
-        if (fp16_) {
+        if (low_) {
             p.tr_abs.assign(static_cast<size_t>(len), 0.0);
             p.tr_n.assign(static_cast<size_t>(len), 0);
         }
     }
-    // A rounding that leaves the value unchanged (a partial that is already binary16) has no
+    // A rounding that leaves the value unchanged (a partial that is already of the type) has no
     // error, so only the roundings that moved a value enter the ledger.
     float round_term(Partial& acc, size_t i, float t) {
-        const float r = kernels::round_f16(t);
+        const float r = kernels::accum_round(t, accum_);
         if (r != t) {
             acc.p.tr_abs[i] += std::abs(static_cast<double>(t));
             acc.p.tr_n[i] += 1;
@@ -339,7 +341,8 @@ private:
     Transport& t_;
     int64_t first_, len_;
     ColumnRecord& rec_;
-    bool fp16_;
+    Accum accum_;
+    bool low_;  // fp16 or bf16: terms and sums rounded to the type
     DeviceOps* dev_;  // null: the CPU kernels (SimTransport)
     size_t n_rows_ = 0, n_events_ = 0;
     std::vector<Provenance> provenance_;
@@ -576,7 +579,7 @@ void run_hpz(Column& col, bool requant) {
     f.p.ids = ids;
     f.p.add_abs.assign(static_cast<size_t>(len), 0.0);
     f.p.add_n.assign(static_cast<size_t>(len), 0);
-    if (c.accum == Accum::kFp16) {
+    if (low_precision(c.accum)) {
         f.p.tr_abs.assign(static_cast<size_t>(len), 0.0);
         f.p.tr_n.assign(static_cast<size_t>(len), 0);
     }

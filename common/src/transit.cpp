@@ -46,11 +46,12 @@ Result<PathKind> parse_path(std::string_view name) {
 Result<Accum> parse_accum(std::string_view name) {
     if (name == "fp32") return Accum::kFp32;
     if (name == "fp16") return Accum::kFp16;
+    if (name == "bf16") return Accum::kBf16;
     return make_error(ErrorCode::kInvalidArgument,
-                      "unknown accumulation '" + std::string(name) + "'; known: fp32, fp16");
+                      "unknown accumulation '" + std::string(name) + "'; known: fp32, fp16, bf16");
 }
 
-const char* to_string(Accum a) { return a == Accum::kFp32 ? "fp32" : "fp16"; }
+const char* to_string(Accum a) { return a == Accum::kFp32 ? "fp32" : a == Accum::kFp16 ? "fp16" : "bf16"; }
 
 Status validate(const PathConfig& c) {
     auto bad = [](std::string m) { return Status(make_error(ErrorCode::kInvalidArgument, std::move(m))); };

@@ -234,6 +234,12 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                     if (lib.is_relative() && c.source != "default gate")
                         lib = std::filesystem::path(c.source).parent_path() / lib;
                     cfg.codec_path = lib.string();
+                } else if (g == "accum") {
+                    auto p = get_str(c, gv, name);
+                    if (!p) return p.error();
+                    auto a = parse_accum(*p);
+                    if (!a) return c.err(gv.source(), name, a.error().message);
+                    cfg.accum = *a;
                 } else if (g == "conformance") {
                     auto p = get_str(c, gv, name);
                     if (!p) return p.error();
@@ -242,7 +248,7 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                     cfg.conformance = *k;
                 } else {
                     return unknown(c, gk, "gate.", {"formats", "paths", "distributions", "ranks", "tree_ranks", "ranks_per_node",
-                                                    "elements", "block", "seed", "threads", "gpu", "codec", "conformance"});
+                                                    "elements", "block", "seed", "accum", "threads", "gpu", "codec", "conformance"});
                 }
             }
         } else if (key == "baseline") {

@@ -139,6 +139,7 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
     res.elements = cfg.elements;
     res.block = cfg.block;
     res.seed = cfg.seed;
+    res.accum = to_string(cfg.accum);
     res.baseline = opt.baseline_path;
     const bool tree = std::find(cfg.paths.begin(), cfg.paths.end(), PathKind::kTreeRs) != cfg.paths.end();
     std::vector<PathKind> flat_paths;
@@ -209,6 +210,7 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
                 spec.block = cfg.block;
                 spec.dist = d;
                 spec.seed = cfg.seed;
+                spec.accum = cfg.accum;
                 spec.threads = cfg.threads;
                 spec.check_k = true;
                 spec.backend = opt.backend;

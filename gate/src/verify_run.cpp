@@ -353,7 +353,7 @@ Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, co
     const float inv_n = static_cast<float>(1.0 / static_cast<double>(n));  // NUMERICS 3: fl32(1/N), once at the end
     const double uo = out_u(spec);
     const double div_u = spec.mean ? 2 * kU32 + kU32 * kU32 : 0.0;  // a division by N, or a multiply by fl32(1/N)
-    const double u_acc = c.accum == Accum::kFp16 ? kU16 : kU32;
+    const double u_acc = accum_type(c.accum).u;
 
     ChunkInputs inputs(t, ring, s, permute);
     collectives::SimTransport transport(n, c.ranks_per_node, c.format);
@@ -390,7 +390,7 @@ Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, co
         if (do_same && !gather) {
             ev_sum.assign(ulen, SuperAcc());
             std::vector<double> abs_sum(ulen, 0.0);
-            const bool fp16 = c.accum == Accum::kFp16;
+            const bool low = low_precision(c.accum);
             for (int64_t r = 0; r < n; ++r) {
                 std::span<const float> x(rec.contributions.data() + static_cast<size_t>(r) * ulen, ulen);
                 std::vector<float> d(x.begin(), x.end());
@@ -399,10 +399,10 @@ Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, co
                     if (!q) return q.error();
                     d = q->decoded;
                 }
-                // Under fp16 accumulation every term is rounded to binary16 first (D11), except the
-                // lone input of an add-free fp32-ring-rs with N = 1.
-                if (fp16 && !(c.path == PathKind::kFp32RingRs && n == 1))
-                    for (float& e : d) e = reference::round_to_fp16(e);
+                // Under fp16 (bf16) accumulation every term is rounded to binary16 (bfloat16) first
+                // (D11, D24), except the lone input of an add-free fp32-ring-rs with N = 1.
+                if (low && !(c.path == PathKind::kFp32RingRs && n == 1))
+                    for (float& e : d) e = c.accum == Accum::kFp16 ? reference::round_to_fp16(e) : reference::round_to_bf16(e);
                 for (size_t i = 0; i < ulen; ++i) {
                     ev_sum[i].add(d[i]);
                     abs_sum[i] += std::fabs(static_cast<double>(d[i]));

@@ -65,13 +65,12 @@ Status check_inputs(std::span<const EncodedTensor> inputs) {
 
 Result<std::vector<float>> reduce_decoded(std::span<const EncodedTensor> inputs, Accum accum) {
     if (auto st = check_inputs(inputs); !st) return st.error();
-    const bool fp16 = accum == Accum::kFp16;
     std::vector<float> acc = decode(inputs.front(), 1);
-    for (float& v : acc) v = accum_first(v, fp16);
+    for (float& v : acc) v = accum_first(v, accum);
     std::vector<float> term;
     for (size_t g = 1; g < inputs.size(); ++g) {
         term = decode(inputs[g], 1);
-        for (size_t i = 0; i < acc.size(); ++i) acc[i] = accum_add(acc[i], term[i], fp16);
+        for (size_t i = 0; i < acc.size(); ++i) acc[i] = accum_add(acc[i], term[i], accum);
     }
     return acc;
 }
@@ -88,9 +87,8 @@ Result<EncodedTensor> reduce_requantize(std::span<const EncodedTensor> inputs, A
 Status decode_add(const EncodedTensor& in, std::span<const float> own, Accum accum, std::span<float> out) {
     if (static_cast<int64_t>(own.size()) != in.elements || static_cast<int64_t>(out.size()) != in.elements)
         return make_error(ErrorCode::kInvalidArgument, "decode_add: own and out must have the tensor's length");
-    const bool fp16 = accum == Accum::kFp16;
     decode_into(in.format, in.block, in.codes, in.scales, in.offsets, out, 1);
-    for (size_t i = 0; i < out.size(); ++i) out[i] = accum_add(accum_first(out[i], fp16), own[i], fp16);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = accum_add(accum_first(out[i], accum), own[i], accum);
     return Status::Ok();
 }
 

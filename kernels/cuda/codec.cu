@@ -275,7 +275,7 @@ struct ReduceInputs {
 struct ReduceSource {
     ReduceInputs in;
     int count;
-    bool fp16;
+    Accum accum;
     int64_t block_bytes;
     __device__ __forceinline__ void load(const Fmt& f, int64_t j, int64_t e0, int64_t, int cnt,
                                          float (&v)[kPiece]) const {
@@ -289,7 +289,7 @@ struct ReduceSource {
 #pragma unroll
             for (int k = 0; k < kPiece; ++k) {
                 const float d = decode_code(f, q[k], s, lo);
-                v[k] = g == 0 ? accum_first(d, fp16) : accum_add(v[k], d, fp16);
+                v[k] = g == 0 ? accum_first(d, accum) : accum_add(v[k], d, accum);
             }
         }
     }
@@ -431,7 +431,7 @@ __global__ void __launch_bounds__(256) decode_kernel(Fmt f, int64_t n, int64_t b
                                                      const uint8_t* __restrict__ codes,
                                                      const float* __restrict__ scales,
                                                      const float* __restrict__ offsets, const float* own,
-                                                     bool fp16, float* out) {
+                                                     Accum accum, float* out) {
     const int64_t blocks = (n + block - 1) / block;
     const int64_t pieces = blocks * pieces_per_block;
     for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < pieces;
@@ -453,7 +453,7 @@ __global__ void __launch_bounds__(256) decode_kernel(Fmt f, int64_t n, int64_t b
             float w[kPiece];
             load8(own + first + e0, cnt, w);
 #pragma unroll
-            for (int k = 0; k < kPiece; ++k) v[k] = accum_add(accum_first(v[k], fp16), w[k], fp16);
+            for (int k = 0; k < kPiece; ++k) v[k] = accum_add(accum_first(v[k], accum), w[k], accum);
         }
         store8(out + first + e0, cnt, v);
     }
@@ -587,7 +587,7 @@ Status reduce_requantize_device(const FormatSpec& format, int64_t block, std::sp
     if (n == 0) return Status::Ok();
     ReduceSource src{};
     src.count = static_cast<int>(inputs.size());
-    src.fp16 = accum == Accum::kFp16;
+    src.accum = accum;
     src.block_bytes = format.code_bytes(block);
     for (size_t g = 0; g < inputs.size(); ++g) {
         src.in.codes[g] = inputs[g].codes;
@@ -601,7 +601,6 @@ Status reduce_requantize_device(const FormatSpec& format, int64_t block, std::sp
                              // Rebuild the refused block's sum on the host with the same arithmetic.
                              const int64_t first = bad * block, len = std::min(block, n - first);
                              const int64_t cb = format.code_bytes(len);
-                             const bool fp16 = accum == Accum::kFp16;
                              std::vector<float> sum(static_cast<size_t>(len)), term(static_cast<size_t>(len));
                              std::vector<uint8_t> codes(static_cast<size_t>(cb));
                              for (size_t g = 0; g < inputs.size(); ++g) {
@@ -613,7 +612,7 @@ Status reduce_requantize_device(const FormatSpec& format, int64_t block, std::sp
                                      QT_CUDA_CHECK(cudaMemcpy(&lo, inputs[g].offsets + bad, sizeof lo, cudaMemcpyDeviceToHost));
                                  decode_block(format, codes.data(), len, s, lo, term.data());
                                  for (size_t i = 0; i < sum.size(); ++i)
-                                     sum[i] = g == 0 ? accum_first(term[i], fp16) : accum_add(sum[i], term[i], fp16);
+                                     sum[i] = g == 0 ? accum_first(term[i], accum) : accum_add(sum[i], term[i], accum);
                              }
                              Site site = options.site;
                              if (site.tensor == "input") site.tensor = "reduced sum";
@@ -630,7 +629,7 @@ Status launch_decode(const FormatSpec& format, int64_t block, DeviceEncoded in, 
     if (!f) return f.error();
     decode_kernel<<<grid_for(pieces, 256), 256, 0, stream>>>(*f, n, block, format.code_bytes(block), ppb,
                                                              log2_exact(ppb), in.codes, in.scales, in.offsets, d_own,
-                                                             accum == Accum::kFp16, d_out);
+                                                             accum, d_out);
     QT_CUDA_LAUNCH_CHECK(name);
     return Status::Ok();
 }

@@ -85,7 +85,9 @@ rc::Gen<PathConfig> config_for(PathKind path) {
              {3, rc::gen::elementOf(declared_formats())}});
         if (c.format.fixed_block()) c.block = c.format.fixed_block();
         c.seed = *rc::gen::arbitrary<uint64_t>();
-        c.accum = *rc::gen::weightedOneOf<qt::Accum>({{5, rc::gen::just(qt::Accum::kFp32)}, {1, rc::gen::just(qt::Accum::kFp16)}});
+        c.accum = *rc::gen::weightedOneOf<qt::Accum>({{5, rc::gen::just(qt::Accum::kFp32)},
+                                                      {1, rc::gen::just(qt::Accum::kFp16)},
+                                                      {1, rc::gen::just(qt::Accum::kBf16)}});
         return c;
     });
 }

@@ -211,6 +211,39 @@ TEST(Gate, RunsInProcessWithProgressAndNamedVerdicts) {
     EXPECT_TRUE(seen.back().holds);
 }
 
+// gate.accum (D24) reaches every run: the same gate in bf16 gives other errors, its bounds hold,
+// and the report says which; a type the gate does not know is refused with the known ones.
+TEST(Gate, AccumKeyReachesEveryRun) {
+    const std::string base = "[gate]\nformats = [\"int8\"]\npaths = [\"a2a-rs\", \"fp32-ring-rs\"]\n"
+                             "distributions = [\"normal\"]\nranks = [8]\nelements = 512\n";
+    auto fp32 = qt::gate::parse_gate_config(base, "fp32.toml");
+    auto bf16 = qt::gate::parse_gate_config(base + "accum = \"bf16\"\n", "bf16.toml");
+    ASSERT_TRUE(fp32 && bf16) << (fp32 ? bf16.error().message : fp32.error().message);
+    EXPECT_EQ(bf16->accum, qt::Accum::kBf16);
+    auto a = qt::gate::run_gate(*fp32, {});
+    auto b = qt::gate::run_gate(*bf16, {});
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(a->accum, "fp32");
+    EXPECT_EQ(b->accum, "bf16");
+    ASSERT_EQ(a->runs.size(), b->runs.size());
+    for (size_t i = 0; i < a->runs.size(); ++i) {
+        EXPECT_NE(a->runs[i].rel_rms_error, b->runs[i].rel_rms_error) << a->runs[i].path;
+        if (a->runs[i].path == "fp32-ring-rs") {
+            EXPECT_GT(b->runs[i].rel_rms_error, 100 * a->runs[i].rel_rms_error);
+        }
+    }
+    for (const char* name : {"bounds/int8/a2a-rs", "bounds/int8/fp32-ring-rs"}) {
+        const auto* v = find(b->verdicts, name);
+        ASSERT_NE(v, nullptr) << name;
+        EXPECT_EQ(v->status, VerdictStatus::kPass) << name << ": " << v->message;
+    }
+    auto bad = qt::gate::parse_gate_config(base + "accum = \"fp8\"\n", "bad.toml");
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().message.find("bad.toml:7: gate.accum: unknown accumulation 'fp8'; known: fp32, fp16, bf16"),
+              std::string::npos)
+        << bad.error().message;
+}
+
 // Issue 15: every verdict says what it checked, and a pass over nothing is a failure.
 TEST(Gate, EveryVerdictCountsWhatItCheckedAndNothingNeverPasses) {
     auto res = qt::gate::run_gate(small_config(), {});

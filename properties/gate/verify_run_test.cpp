@@ -79,7 +79,7 @@ float next_up(float v) { return std::nextafter(v, std::numeric_limits<float>::in
 TEST(VerifyRun, EveryPathsOwnScheduleMeetsEveryTier) {
     for (const auto& info : all_paths()) {
         for (const char* f : {"int8", "int4", "int8-asym", "ds-int8"})
-        for (Accum acc : {Accum::kFp32, Accum::kFp16}) {
+        for (Accum acc : {Accum::kFp32, Accum::kFp16, Accum::kBf16}) {
             auto s = spec_of(info.kind, f, 8, 4, 8 * 40, 16);  // S = 40: blocks of 16 leave a short one
             s.config.accum = acc;
             const auto x = inputs(8, s.config.elements, 3);

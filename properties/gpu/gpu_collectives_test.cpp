@@ -164,6 +164,14 @@ TEST(GpuCollectives, EveryPathOnDeviceEqualsSimFp16) {
     }
 }
 
+TEST(GpuCollectives, EveryPathOnDeviceEqualsSimBf16) {
+    SKIP_WITHOUT_GPU();
+    for (const char* f : {"int4", "int8"}) {
+        every_path(f, qt::Accum::kBf16, 16, 4);
+        if (HasFatalFailure()) return;
+    }
+}
+
 TEST(GpuCollectives, SmallerTopologies) {
     SKIP_WITHOUT_GPU();
     every_path("int4", qt::Accum::kFp32, 8, 8);  // one node

@@ -204,7 +204,7 @@ TEST(GpuKernels, FusedReduceRequantizeEqualsCpu) {
             const int64_t block = trial == 5 ? 5000 : std::uniform_int_distribution<int64_t>(1, 200)(rng);
             std::vector<qt::kernels::EncodedTensor> in;
             for (int g = 0; g < G; ++g) in.push_back(*qt::kernels::encode(f, make_input(f, n, rng, trial + g), block));
-            for (auto accum : {qt::Accum::kFp32, qt::Accum::kFp16}) {
+            for (auto accum : {qt::Accum::kFp32, qt::Accum::kFp16, qt::Accum::kBf16}) {
                 qt::kernels::CodecOptions opt;
                 opt.policy = qt::Nonfinite::kPropagate;  // an fp16 sum may overflow: poisoned on both sides
                 const auto cpu = qt::kernels::reduce_requantize(in, accum, opt);
@@ -226,7 +226,7 @@ TEST(GpuKernels, DecodeAddEqualsCpu) {
             const int64_t block = std::uniform_int_distribution<int64_t>(1, 300)(rng);
             const auto t = *qt::kernels::encode(f, make_input(f, n, rng, trial), block);
             const auto own = make_input(f, n, rng, trial + 1);
-            for (auto accum : {qt::Accum::kFp32, qt::Accum::kFp16}) {
+            for (auto accum : {qt::Accum::kFp32, qt::Accum::kFp16, qt::Accum::kBf16}) {
                 std::vector<float> cpu(static_cast<size_t>(n));
                 ASSERT_OK(qt::kernels::decode_add(t, own, accum, cpu));
                 const auto dev = gpu::decode_add(t, own, accum);

@@ -33,6 +33,9 @@ std::vector<float> decode_block_of(const qk::EncodedTensor& t, int64_t j) {
     return out;
 }
 float h(float v) { return qk::round_f16(v); }
+float bh(float v) { return qk::round_bf16(v); }
+// The test's own spelling of D11 and D24: a value rounded to the accumulation type.
+float to_acc(qt::Accum a, float v) { return a == qt::Accum::kFp16 ? h(v) : a == qt::Accum::kBf16 ? bh(v) : v; }
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 }  // namespace
 
@@ -82,19 +85,18 @@ TEST(FusedCpu, ReduceRequantizeIsDecodeSumEncode) {
             const int64_t B = std::uniform_int_distribution<int64_t>(1, 90)(rng);
             std::vector<qk::EncodedTensor> in;
             for (int g = 0; g < G; ++g) in.push_back(*qk::encode(f, make_input(f, n, rng, trial + g), B));
-            for (auto accum : {qt::Accum::kFp32, qt::Accum::kFp16}) {
+            for (auto accum : {qt::Accum::kFp32, qt::Accum::kFp16, qt::Accum::kBf16}) {
                 qk::CodecOptions opt;
                 opt.policy = qt::Nonfinite::kPropagate;
                 const auto got = qk::reduce_requantize(in, accum, opt);
                 ASSERT_TRUE(got.ok());
                 for (int64_t j = 0; j < got->blocks(); ++j) {
                     std::vector<float> acc = decode_block_of(in[0], j);
-                    if (accum == qt::Accum::kFp16)
-                        for (float& v : acc) v = h(v);
+                    for (float& v : acc) v = to_acc(accum, v);
                     for (int g = 1; g < G; ++g) {
                         const auto t = decode_block_of(in[static_cast<size_t>(g)], j);
                         for (size_t i = 0; i < acc.size(); ++i)
-                            acc[i] = accum == qt::Accum::kFp16 ? h(acc[i] + h(t[i])) : acc[i] + t[i];
+                            acc[i] = to_acc(accum, acc[i] + to_acc(accum, t[i]));
                     }
                     const int64_t len = static_cast<int64_t>(acc.size());
                     std::vector<uint8_t> codes(static_cast<size_t>(f.code_bytes(len)));
@@ -115,14 +117,14 @@ TEST(FusedCpu, DecodeAddPutsTheDecodedMessageOnTheLeft) {
         const int64_t n = 333, B = 40;
         const auto t = *qk::encode(f, make_input(f, n, rng, 2), B);
         const auto own = make_input(f, n, rng, 3);
-        for (auto accum : {qt::Accum::kFp32, qt::Accum::kFp16}) {
+        for (auto accum : {qt::Accum::kFp32, qt::Accum::kFp16, qt::Accum::kBf16}) {
             std::vector<float> out(static_cast<size_t>(n));
             ASSERT_TRUE(qk::decode_add(t, own, accum, out).ok());
             for (int64_t j = 0; j < t.blocks(); ++j) {
                 const auto d = decode_block_of(t, j);
                 for (size_t i = 0; i < d.size(); ++i) {
                     const float o = own[static_cast<size_t>(j * B) + i];
-                    const float want = accum == qt::Accum::kFp16 ? h(h(d[i]) + h(o)) : d[i] + o;
+                    const float want = to_acc(accum, to_acc(accum, d[i]) + to_acc(accum, o));
                     ASSERT_TRUE(same_bits(want, out[static_cast<size_t>(j * B) + i])) << f.name();
                 }
             }

@@ -91,3 +91,41 @@ TEST(KernelGolden, AwkwardSizesMatchTheReference) {
         }
     }
 }
+
+// bf16 accumulation rounds with kernels::round_bf16 (a carry trick on the binary32 bits, on host
+// and device); the reference rounds with its own round_to_format (D24). They must agree on every
+// class of binary32 input: every upper half of the bits (so every sign, exponent including
+// subnormals and the two above the largest finite bfloat16, and every 7-bit fraction) with the
+// lower halves that decide the rounding: 0 (exact), 1, just below the tie, the tie, just above it,
+// and 0xFFFF (the carry into the exponent, and from the largest finite value to infinity). NaNs
+// must stay NaN with their sign.
+TEST(KernelGolden, Bf16RoundingEqualsTheReferenceOnEveryInputClass) {
+    int64_t checked = 0, ties = 0, ties_even = 0, to_inf = 0;
+    for (uint32_t hi = 0; hi <= 0xFFFFu; ++hi)
+        for (uint32_t lo : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) {
+            uint32_t u = (hi << 16) | lo;
+            float x;
+            std::memcpy(&x, &u, 4);
+            const float k = qt::kernels::round_bf16(x), r = qt::reference::round_to_bf16(x);
+            if (std::isnan(x)) {
+                ASSERT_TRUE(std::isnan(k)) << std::hex << u;
+                ASSERT_EQ(std::signbit(k), std::signbit(x)) << std::hex << u;
+                continue;
+            }
+            uint32_t kb, rb;
+            std::memcpy(&kb, &k, 4);
+            std::memcpy(&rb, &r, 4);
+            ASSERT_EQ(kb, rb) << "input bits 0x" << std::hex << u;
+            ASSERT_EQ(kb & 0xFFFFu, 0u) << std::hex << u;  // a bfloat16 value
+            ties += lo == 0x8000u;
+            ties_even += lo == 0x8000u && (kb >> 16) % 2 == 0;
+            to_inf += std::isfinite(x) && std::isinf(k);
+            ++checked;
+        }
+    // The classes really occurred: every finite tie went to an even neighbour, and inputs at and
+    // above (2 - 2^-8) 2^127 overflowed.
+    EXPECT_EQ(ties, 2 * 255 * 128);  // every finite upper half, both signs
+    EXPECT_EQ(ties_even, ties);
+    EXPECT_GT(to_inf, 0);
+    EXPECT_GT(checked, 390000);
+}

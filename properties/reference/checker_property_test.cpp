@@ -203,6 +203,7 @@ void check_simulated(Accum accum) {
 
 RC_GTEST_PROP(CheckerOnSimulatedPaths, BoundHoldsFp32, ()) { check_simulated(Accum::kFp32); }
 RC_GTEST_PROP(CheckerOnSimulatedPaths, BoundHoldsFp16, ()) { check_simulated(Accum::kFp16); }
+RC_GTEST_PROP(CheckerOnSimulatedPaths, BoundHoldsBf16, ()) { check_simulated(Accum::kBf16); }
 
 }  // namespace
 }  // namespace qtransit::reference

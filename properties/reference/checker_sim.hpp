@@ -20,7 +20,10 @@ inline std::optional<ColumnRecord> simulate_column(const PathConfig& cfg, int64_
     const int64_t n = cfg.ranks;
     const int64_t len = static_cast<int64_t>(x.at(0).size());
     const int64_t c = first / cfg.shard();
-    const bool fp16 = cfg.accum == Accum::kFp16;
+    const bool low = low_precision(cfg.accum);  // fp16 or bf16: terms and sums rounded to the type
+    auto round_acc = [&](float v) {
+        return cfg.accum == Accum::kFp16 ? reference::round_to_fp16(v) : reference::round_to_bf16(v);
+    };
     ColumnRecord col;
     col.first = first;
     col.len = len;
@@ -30,19 +33,19 @@ inline std::optional<ColumnRecord> simulate_column(const PathConfig& cfg, int64_
     out.rank = c;
     out.add_abs_sum.assign(len, 0.0);
     out.add_count.assign(len, 0);
-    if (fp16) {
+    if (low) {
         out.term_round_abs_sum.assign(len, 0.0);
         out.term_round_count.assign(len, 0);
     }
-    auto term = [&](float t, int64_t i) {  // D11: every term entering a sum is rounded to binary16
-        if (!fp16) return t;
+    auto term = [&](float t, int64_t i) {  // D11, D24: every term entering a sum is rounded to the type
+        if (!low) return t;
         out.term_round_abs_sum[i] += std::fabs(static_cast<double>(t));
         ++out.term_round_count[i];
-        return reference::round_to_fp16(t);
+        return round_acc(t);
     };
     auto add = [&](float a, float b, int64_t i) {
         float r = a + b;  // binary32, round to nearest even (no FMA: -ffp-contract=off)
-        if (fp16) r = reference::round_to_fp16(r);
+        if (low) r = round_acc(r);
         out.add_abs_sum[i] += std::fabs(static_cast<double>(r));
         ++out.add_count[i];
         return r;

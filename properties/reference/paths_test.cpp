@@ -675,7 +675,7 @@ TEST(PathsLedger, ContributionKEqualsExpectedK) {
     for (const auto& s : shapes) {
         const auto x = random_input(s.n, s.m, static_cast<uint32_t>(s.n * 1000 + s.m));
         for (const auto& info : all_paths()) {
-            for (Accum acc : {Accum::kFp32, Accum::kFp16}) {
+            for (Accum acc : {Accum::kFp32, Accum::kFp16, Accum::kBf16}) {
                 PathConfig c = cfg(info.kind, s.n, s.g, s.m, s.b, int8(), acc);
                 if (!validate(c).ok()) continue;  // tree-rs with N = 6
                 auto recs = run(c, x);
@@ -716,7 +716,7 @@ TEST(PathsLedger, ContributionKEqualsExpectedK) {
                         EXPECT_EQ(row.values.size(), static_cast<size_t>(rec.len));
                         EXPECT_EQ(row.add_abs_sum.size(), static_cast<size_t>(rec.len));
                         EXPECT_EQ(row.add_count.size(), static_cast<size_t>(rec.len));
-                        const bool rounds = acc == Accum::kFp16 && info.shape != PathShape::kAllGather;
+                        const bool rounds = low_precision(acc) && info.shape != PathShape::kAllGather;
                         EXPECT_EQ(row.term_round_count.size(), rounds ? static_cast<size_t>(rec.len) : 0u) << info.name;
                         for (int32_t id : row.event_ids) {
                             ASSERT_GE(id, 0);

@@ -461,7 +461,7 @@ struct Bnd {
 
 class Prior {
 public:
-    explicit Prior(const PathConfig& c) : fp16_(c.accum == Accum::kFp16), kind_(c.format.kind) {
+    explicit Prior(const PathConfig& c) : low_(low_precision(c.accum)), at_(accum_type(c.accum)), kind_(c.format.kind) {
         const double u = kU;
         switch (kind_) {
             case FormatKind::kDecl:  // e(a) = decl_e (not linear in a)
@@ -509,7 +509,7 @@ public:
             }
         }
         g32_ = u * (1 + u) / (1 - u);
-        g16_ = kU16 * (1 + kU16) / (1 - kU16);
+        glow_ = at_.u * (1 + at_.u) / (1 - at_.u);
     }
 
     double e(double a) const {
@@ -519,24 +519,28 @@ public:
         return c1_ * a + d1_;
     }
     Bnd q(Bnd b) const { return {b.mag, b.err + e(b.mag + b.err)}; }
+    // A term rounded to the accumulation type (fp16 or bf16; D11, D24): |fl(v) - v| <= u |v| +
+    // half its subnormal spacing, and an overflow is unbounded.
     Bnd t(Bnd b) const {
-        if (!fp16_) return b;
+        if (!low_) return b;
         const double me = b.mag + b.err;
-        if (!(me < kFp16Overflow)) return {b.mag, kInf};
-        return {b.mag, b.err + kU16 * (me * (1 + kU16) + 0x1p-25) + 0x1p-25};
+        if (!(me < at_.overflow)) return {b.mag, kInf};
+        return {b.mag, b.err + at_.u * (me * (1 + at_.u) + at_.half_subnormal) + at_.half_subnormal};
     }
+    // An add in the type (a sum of two values of the type that lands in the subnormal range is exact).
     Bnd add(Bnd x, Bnd y) const {
         const double m = x.mag + y.mag, e = x.err + y.err;
-        if (!fp16_) return {m, e + g32_ * (m + e)};
-        if (!(m + e < kFp16Overflow)) return {m, kInf};
-        return {m, e + g16_ * (m + e)};
+        if (!low_) return {m, e + g32_ * (m + e)};
+        if (!(m + e < at_.overflow)) return {m, kInf};
+        return {m, e + glow_ * (m + e)};
     }
 
 private:
-    bool fp16_;
+    bool low_;
+    AccumType at_;
     FormatKind kind_;
     const Decl* decl_ = nullptr;
-    double c1_ = 0, d1_ = 0, c2_ = 0, d2_ = 0, cap_ = kFltMax, g32_ = 0, g16_ = 0;
+    double c1_ = 0, d1_ = 0, c2_ = 0, d2_ = 0, cap_ = kFltMax, g32_ = 0, glow_ = 0;
 };
 
 int64_t chunk_of(const PathConfig& c, int64_t first) {
@@ -795,7 +799,8 @@ void PathChecker::add(const ColumnRecord& col) {
     std::vector<double> snap;
     size_t snap_len = 0;
 
-    const double gamma = cfg_.accum == Accum::kFp16 ? kU16 / (1 - kU16) : kU / (1 - kU);
+    const AccumType at = accum_type(cfg_.accum);
+    const double gamma = at.u / (1 - at.u);
     const int64_t shard = cfg_.shard();
     // Rows whose events carry the same contributors the same way have the same k (the rows of an
     // all-gather or all-reduce mostly do: one event per decoding rank, from the same block), so k is
@@ -896,9 +901,9 @@ void PathChecker::add(const ColumnRecord& col) {
         if (row.add_abs_sum.size() == ulen)
             for (size_t i = 0; i < ulen; ++i) apost_[i] += gamma * row.add_abs_sum[i];
         if (row.term_round_abs_sum.size() == ulen)
-            for (size_t i = 0; i < ulen; ++i) apost_[i] += kU16 * row.term_round_abs_sum[i];
+            for (size_t i = 0; i < ulen; ++i) apost_[i] += at.u * row.term_round_abs_sum[i];
         if (row.term_round_count.size() == ulen)
-            for (size_t i = 0; i < ulen; ++i) apost_[i] += 0x1p-25 * row.term_round_count[i];
+            for (size_t i = 0; i < ulen; ++i) apost_[i] += at.half_subnormal * row.term_round_count[i];
 
         for (size_t i = 0; i < ulen; ++i) {
             const double post = apost_[i] * kPostInflation;

@@ -485,6 +485,11 @@ float round_to_fp16(float v) {
     return static_cast<float>(round_to_format(static_cast<double>(v), 11, -14, 15));  // exact cast
 }
 
+float round_to_bf16(float v) {
+    if (std::isnan(v)) return v;
+    return static_cast<float>(round_to_format(static_cast<double>(v), 8, -126, 127));  // exact cast
+}
+
 Result<Quantized> quantize(const FormatSpec& format, std::span<const float> x, int64_t block, Nonfinite policy,
                            const Site& site, const StochasticKey& key) {
     if (!valid_format(format))

@@ -5,7 +5,8 @@
 // Arithmetic. fl32(a + b) is the C++ float addition (IEEE-754 binary32, round to nearest even: the
 // project builds with -ffp-contract=off, no fast math, and nothing here changes the rounding mode or
 // sets flush-to-zero). fl16(a + b) of two binary16 values is round_to_fp16(fl32(a + b)) (D11; exact
-// in binary32 since 24 >= 2 * 11 + 2). Q and D are reference::quantize (policy `error`) and
+// in binary32 since 24 >= 2 * 11 + 2), and flbf16(a + b) of two bfloat16 values round_to_bf16(fl32(a
+// + b)) (D24; 24 >= 2 * 8 + 2). Q and D are reference::quantize (policy `error`) and
 // reference::decode (what a receiver does with the codes and the per-block metadata). Every column
 // holds at most one block (its len <= block), so each quantize below encodes exactly one block.
 //
@@ -42,8 +43,9 @@
 //    meet one column (S > B, S % B != 0); per element (through column_offset) k is 1 or 2 as the
 //    table says. first_block_absmax is max |x| of the
 //    binary32 values of the primary block each element was encoded in.
-// 6. fp16 accumulation (D11) applies to the reduce paths, two-shot-ar's reduction and fp32-ring-rs;
-//    the gather paths ignore it. A value entering a sum is rounded to binary16 and recorded in
+// 6. fp16 and bf16 accumulation (D11, D24) apply to the reduce paths, two-shot-ar's reduction and
+//    fp32-ring-rs; the gather paths ignore them. Below, binary16 stands for the type (bfloat16
+//    under bf16). A value entering a sum is rounded to binary16 and recorded in
 //    term_round_* (|t| before rounding, count 1) when it is an input or a decoded value; a running
 //    partial that is already the binary16 result of an add is not rounded or recorded again. The
 //    initial ring partial P = X_{c+1} is quantized as it is (binary32): it enters no add until it is
@@ -78,19 +80,24 @@ struct Partial {
     std::vector<int32_t> events;  // ids into the column's ColumnRecord::events
     std::vector<double> add_abs;
     std::vector<int32_t> add_n;
-    std::vector<double> tr_abs;   // fp16 accumulation only
-    std::vector<int32_t> tr_n;    // fp16 accumulation only
+    std::vector<double> tr_abs;   // fp16 and bf16 accumulation only
+    std::vector<int32_t> tr_n;    // fp16 and bf16 accumulation only
     std::vector<int32_t> holds;   // contributors whose inputs are in v (ascending)
-    bool fp16_sum = false;        // v is the binary16 result of an add
+    bool low_sum = false;         // v is the result of an add rounded to the accumulation type
     bool started = false;         // accumulate(): the sum has its first term
 };
 
-Partial make_partial(int64_t len, bool fp16) {
+// v rounded to the accumulation type, with the reference's own roundings.
+float round_acc(float v, Accum ty) {
+    return ty == Accum::kFp16 ? round_to_fp16(v) : ty == Accum::kBf16 ? round_to_bf16(v) : v;
+}
+
+Partial make_partial(int64_t len, Accum ty) {
     Partial p;
     p.v.assign(static_cast<size_t>(len), 0.0f);
     p.add_abs.assign(static_cast<size_t>(len), 0.0);
     p.add_n.assign(static_cast<size_t>(len), 0);
-    if (fp16) {
+    if (low_precision(ty)) {
         p.tr_abs.assign(static_cast<size_t>(len), 0.0);
         p.tr_n.assign(static_cast<size_t>(len), 0);
     }
@@ -113,32 +120,33 @@ void absorb(Partial& dst, const Partial& src) {
     dst.holds.erase(std::unique(dst.holds.begin(), dst.holds.end()), dst.holds.end());
 }
 
-// Under fp16 accumulation, a term entering a sum is rounded to binary16 (recorded when `record`).
-float term(Partial& p, size_t i, float t, bool fp16, bool record) {
-    if (!fp16) return t;
+// Under fp16 (bf16) accumulation, a term entering a sum is rounded to binary16 (bfloat16),
+// recorded when `record`.
+float term(Partial& p, size_t i, float t, Accum ty, bool record) {
+    if (!low_precision(ty)) return t;
     if (record) {
         p.tr_abs[i] += std::fabs(static_cast<double>(t));
         p.tr_n[i] += 1;
     }
-    return round_to_fp16(t);
+    return round_acc(t, ty);
 }
 
-// One add of the accumulation, left operand first: fl32(a + b) or fl16(a + b); recorded in p.
-float add(Partial& p, size_t i, float a, float b, bool fp16) {
-    float r = a + b;
-    if (fp16) r = round_to_fp16(r);
+// One add of the accumulation, left operand first: fl32(a + b), fl16(a + b) or flbf16(a + b);
+// recorded in p.
+float add(Partial& p, size_t i, float a, float b, Accum ty) {
+    const float r = round_acc(a + b, ty);
     p.add_abs[i] += std::fabs(static_cast<double>(r));
     p.add_n[i] += 1;
     return r;
 }
 
 // acc = acc + t (element-wise, acc the left operand), or acc = t for the first term of the sum.
-void accumulate(Partial& acc, std::span<const float> t, bool fp16, bool record_round) {
+void accumulate(Partial& acc, std::span<const float> t, Accum ty, bool record_round) {
     for (size_t i = 0; i < acc.v.size(); ++i) {
-        const float ti = term(acc, i, t[i], fp16, record_round);
-        acc.v[i] = acc.started ? add(acc, i, acc.v[i], ti, fp16) : ti;
+        const float ti = term(acc, i, t[i], ty, record_round);
+        acc.v[i] = acc.started ? add(acc, i, acc.v[i], ti, ty) : ti;
     }
-    acc.fp16_sum = fp16;  // every value of acc is now binary16 under fp16 accumulation
+    acc.low_sum = low_precision(ty);  // every value of acc is now of the type under fp16 or bf16
     acc.started = true;
 }
 
@@ -235,7 +243,7 @@ OutputRow to_row(int64_t rank, const Partial& p, const std::vector<QuantEvent>& 
 class Runner {
 public:
     Runner(const PathConfig& c, std::span<const float> x)
-        : c_(c), x_(x), n_(c.ranks), m_(c.elements), s_(c.shard()), fp16_(c.accum == Accum::kFp16) {}
+        : c_(c), x_(x), n_(c.ranks), m_(c.elements), s_(c.shard()), ty_(c.accum) {}
 
     Result<std::vector<ColumnRecord>> run() {
         std::vector<ColumnRecord> out;
@@ -266,7 +274,7 @@ private:
     static Site partial_site(int64_t rank, int64_t first) { return Site{"partial", rank, first}; }
 
     Partial input_partial(int64_t rank, int64_t first, int64_t len) const {
-        Partial p = make_partial(len, fp16_);
+        Partial p = make_partial(len, ty_);
         auto v = in(rank, first, len);
         p.v.assign(v.begin(), v.end());
         p.holds = {static_cast<int32_t>(rank)};
@@ -325,15 +333,15 @@ private:
                 left = std::move(e->decoded);
             } else {
                 left = p.v;
-                record_left = !p.fp16_sum;
+                record_left = !p.low_sum;
             }
             auto self = in(to, first, len);
             for (size_t i = 0; i < p.v.size(); ++i) {
-                const float a = term(p, i, left[i], fp16_, record_left);
-                const float b = term(p, i, self[i], fp16_, true);
-                p.v[i] = add(p, i, a, b, fp16_);
+                const float a = term(p, i, left[i], ty_, record_left);
+                const float b = term(p, i, self[i], ty_, true);
+                p.v[i] = add(p, i, a, b, ty_);
             }
-            p.fp16_sum = fp16_;
+            p.low_sum = low_precision(ty_);
         }
         rec.outputs.push_back(to_row(ch, p, rec.events));
         return Status::Ok();
@@ -341,12 +349,12 @@ private:
 
     // a2a-rs: rank ch sums D(Q(X_0[ch])) + ... + D(Q(X_{N-1}[ch])), left to right.
     Status a2a(int64_t ch, int64_t first, int64_t len, Partial& acc, ColumnRecord& rec) {
-        acc = make_partial(len, fp16_);
+        acc = make_partial(len, ty_);
         for (int64_t j = 0; j < n_; ++j) {
             auto e = encode(c_, rec.events, in(j, first, len), 0, j, ch, range(j, 1, n_), input_site(j, first));
             if (!e.ok()) return e.error();
             acc.events.push_back(e->id);
-            accumulate(acc, e->decoded, fp16_, true);
+            accumulate(acc, e->decoded, ty_, true);
         }
         return Status::Ok();
     }
@@ -356,23 +364,23 @@ private:
     // rank p sums D(Q(U^(n))) over n = 0..nodes-1.
     Status hier(int64_t ch, int64_t first, int64_t len, ColumnRecord& rec) {
         const int64_t g = c_.ranks_per_node, lp = ch % g;
-        Partial acc = make_partial(len, fp16_);
+        Partial acc = make_partial(len, ty_);
         for (int64_t node = 0; node < c_.nodes(); ++node) {
             const int64_t mid = node * g + lp;
-            Partial u = make_partial(len, fp16_);
+            Partial u = make_partial(len, ty_);
             for (int64_t j = 0; j < g; ++j) {
                 const int64_t src = node * g + j;
                 auto e = encode(c_, rec.events, in(src, first, len), 0, src, mid, range(src, 1, n_),
                                 input_site(src, first));
                 if (!e.ok()) return e.error();
                 u.events.push_back(e->id);
-                accumulate(u, e->decoded, fp16_, true);
+                accumulate(u, e->decoded, ty_, true);
             }
             auto e = encode(c_, rec.events, u.v, 1, mid, ch, range(node * g, g, n_), partial_site(mid, first));
             if (!e.ok()) return e.error();
             absorb(acc, u);
             acc.events.push_back(e->id);
-            accumulate(acc, e->decoded, fp16_, true);
+            accumulate(acc, e->decoded, ty_, true);
         }
         rec.outputs.push_back(to_row(ch, acc, rec.events));
         return Status::Ok();
@@ -394,13 +402,13 @@ private:
                 const Site site = stage == 0 ? input_site(r, first) : partial_site(r, first);
                 auto e = encode(c_, rec.events, snd.v, stage, r, p, list(snd.holds), site);
                 if (!e.ok()) return e.error();
-                const bool record_own = !own.fp16_sum;
+                const bool record_own = !own.low_sum;
                 for (size_t i = 0; i < own.v.size(); ++i) {
-                    const float a = term(own, i, own.v[i], fp16_, record_own);
-                    const float b = term(own, i, e->decoded[i], fp16_, true);
-                    own.v[i] = add(own, i, a, b, fp16_);
+                    const float a = term(own, i, own.v[i], ty_, record_own);
+                    const float b = term(own, i, e->decoded[i], ty_, true);
+                    own.v[i] = add(own, i, a, b, ty_);
                 }
-                own.fp16_sum = fp16_;
+                own.low_sum = low_precision(ty_);
                 absorb(own, snd);
                 own.events.push_back(e->id);
                 active[static_cast<size_t>(r)] = false;
@@ -426,7 +434,7 @@ private:
     }
 
     Partial gather_row(int64_t len, std::vector<float> values, std::vector<int32_t> events) const {
-        Partial p = make_partial(len, false);
+        Partial p = make_partial(len, Accum::kFp32);
         p.v = std::move(values);
         p.events = std::move(events);
         return p;
@@ -553,7 +561,7 @@ private:
     const PathConfig& c_;
     std::span<const float> x_;
     int64_t n_, m_, s_;
-    bool fp16_;
+    Accum ty_;
 };
 
 }  // namespace

@@ -187,7 +187,8 @@ std::string to_html(const GateResult& r) {
           << " distributions, N =";
         for (auto n : r.ranks) o << " " << n;
         o << " (" << r.ranks_per_node << " ranks per node), " << r.elements << " elements per rank, block " << r.block
-          << ", seed " << r.seed << "; " << r.runs.size() << " runs in " << detail::fmt_g(r.wall_seconds, 3)
+          << ", seed " << r.seed << (r.accum == "fp32" ? "" : ", " + r.accum + " accumulation") << "; " << r.runs.size()
+          << " runs in " << detail::fmt_g(r.wall_seconds, 3)
           << " s. Config: " << xml_escape(r.config_source);
     }
     o << ". qtransit " << xml_escape(r.version) << ", "

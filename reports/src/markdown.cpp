@@ -108,7 +108,8 @@ std::string what_ran(const GateResult& r) {
     o << r.formats.size() << " formats x " << r.paths.size() << " paths x " << r.dists.size() << " distributions, N =";
     for (size_t i = 0; i < r.ranks.size(); ++i) o << (i ? ", " : " ") << r.ranks[i];
     o << " (" << r.ranks_per_node << " ranks per node), M = " << r.elements << " elements per rank, block " << r.block
-      << ", seed " << r.seed << "; " << r.runs.size() << " runs, " << fmt_g(r.wall_seconds, 3) << " s";
+      << ", seed " << r.seed << (r.accum == "fp32" ? "" : ", " + r.accum + " accumulation") << "; " << r.runs.size()
+      << " runs, " << fmt_g(r.wall_seconds, 3) << " s";
     return o.str();
 }
 

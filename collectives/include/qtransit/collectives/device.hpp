@@ -41,11 +41,11 @@ public:
     virtual Status stage_raw(int64_t rank, Message& m) = 0;
     // D: the message where it lies (m.dev_rank's buffer) decoded into out[0..m.len).
     virtual Status decode(const Message& m, float* out) = 0;
-    // The first term of an fp16 sum: v = fl16(v).
-    virtual Status round_first(int64_t rank, float* v, int64_t n) = 0;
-    // acc = accum_add(acc, term) (block_math.hpp); under fp16 also term = fl16(term), the rounded
-    // term, so that the ledger can tell whether the rounding moved it.
-    virtual Status add(int64_t rank, float* acc, float* term, int64_t n, bool fp16) = 0;
+    // The first term of an fp16 or bf16 sum: v rounded to the type.
+    virtual Status round_first(int64_t rank, float* v, int64_t n, Accum accum) = 0;
+    // acc = accum_add(acc, term) (block_math.hpp); under fp16 or bf16 also term rounded to the
+    // type, so that the ledger can tell whether the rounding moved it.
+    virtual Status add(int64_t rank, float* acc, float* term, int64_t n, Accum accum) = 0;
 };
 
 // N ranks on one GPU (device 0). `max_len`: the longest block a column sends (the path's block).

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "qtransit/common/format.hpp"
+#include "qtransit/common/hd.hpp"
 #include "qtransit/common/status.hpp"
 
 namespace qtransit {
@@ -51,9 +52,26 @@ const PathInfo& path_info(PathKind kind);
 Result<PathKind> parse_path(std::string_view name);
 std::string known_path_names();
 
-enum class Accum : uint8_t { kFp32, kFp16 };
+// The type every add of a sum is rounded to (docs/DECISIONS.md D11, D24): binary32, binary16, or
+// bfloat16 (binary32's exponent range with an 8-bit significand).
+enum class Accum : uint8_t { kFp32, kFp16, kBf16 };
 Result<Accum> parse_accum(std::string_view name);
 const char* to_string(Accum a);
+// What the bounds need of an accumulation type: its unit roundoff u (2^-24, 2^-11, 2^-8); half its
+// subnormal spacing, the most a rounding in the subnormal range moves a value (2^-150, 2^-25,
+// 2^-134); the magnitude from which round-to-nearest-even overflows to infinity (the midpoint above
+// its largest finite value); and the bytes of one value.
+struct AccumType {
+    double u, half_subnormal, overflow;
+    int bytes;
+};
+inline constexpr AccumType accum_type(Accum a) {
+    return a == Accum::kFp16   ? AccumType{0x1p-11, 0x1p-25, 65520.0, 2}
+           : a == Accum::kBf16 ? AccumType{0x1p-8, 0x1p-134, 0x1p128 * (1 - 0x1p-9), 2}
+                               : AccumType{0x1p-24, 0x1p-150, 0x1p128 * (1 - 0x1p-25), 4};
+}
+// fp16 and bf16 round every term and every sum to their type; fp32 sums in binary32.
+QT_HD constexpr bool low_precision(Accum a) { return a != Accum::kFp32; }
 
 // G when none is given: 8 ranks per node (a DGX/HGX node's GPUs) when 8 divides N, else one node.
 inline constexpr int64_t kDefaultRanksPerNode = 8;
@@ -119,11 +137,11 @@ struct OutputRow {
     std::vector<int32_t> event_ids;
     // The floating-point adds that produced each value: the sum of |result| over the adds, and how
     // many there were (the a-posteriori bound adds u/(1-u) |result| per binary32 add, or the
-    // binary16 equivalent under fp16 accumulation).
+    // binary16 or bfloat16 equivalent under fp16 or bf16 accumulation).
     std::vector<double> add_abs_sum;     // len
     std::vector<int32_t> add_count;      // len
-    // fp16 accumulation only (docs/DECISIONS.md D11): every term is rounded to binary16 before it
-    // is added; the sum of |term| over those roundings and their count (0 under fp32).
+    // fp16 and bf16 accumulation only (docs/DECISIONS.md D11, D24): every term is rounded to the
+    // type before it is added; the sum of |term| over those roundings and their count.
     std::vector<double> term_round_abs_sum;  // len (empty under fp32)
     std::vector<int32_t> term_round_count;   // len (empty under fp32)
 };

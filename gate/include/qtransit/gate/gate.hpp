@@ -58,6 +58,8 @@ struct GateConfig {
     int64_t ranks_per_node = kDefaultRanksPerNode;  // 0: default_ranks_per_node(N)
     int64_t elements = 0, block = 32;
     uint64_t seed = 1;
+    // gate.accum: the type every path's sums are rounded to (fp32, fp16, bf16; D11, D24).
+    Accum accum = Accum::kFp32;
     int threads = 0;
     bool gpu = true;                         // compare GPU kernels when a GPU answers
     double baseline_margin = 0.10;

@@ -11,6 +11,7 @@
 
 #include "qtransit/kernels/fp16.hpp"
 #include "qtransit/common/hd.hpp"
+#include "qtransit/common/transit.hpp"
 
 namespace qtransit::kernels {
 
@@ -138,14 +139,16 @@ QT_HD float decode_one(Kind kind, int32_t q, float scale, float lo) {
     }
 }
 
-// ---- sums (NUMERICS 3 with docs/DECISIONS.md D11) ------------------------------------------------
+// ---- sums (NUMERICS 3 with docs/DECISIONS.md D11, D24) -------------------------------------------
 // A sum starts from its first term; every later term is added with the running sum as the left
-// operand. fp32: fl32(acc + t). fp16: every term is rounded to binary16 first, and each add is
-// fl16(fl32(a + b)), the correctly rounded binary16 sum of two binary16 values.
-QT_HD float accum_first(float t, bool fp16) { return fp16 ? round_f16(t) : t; }
-QT_HD float accum_add(float acc, float t, bool fp16) {
-    return fp16 ? round_f16(add_rn(acc, round_f16(t))) : add_rn(acc, t);
+// operand. fp32: fl32(acc + t). fp16 (bf16): every term is rounded to binary16 (bfloat16) first,
+// and each add is fl16(fl32(a + b)) (flbf16(fl32(a + b))), the correctly rounded sum of two values
+// of the type: 24 >= 2p + 2 for p = 11 and p = 8, so the double rounding is innocuous.
+QT_HD float accum_round(float v, Accum a) {
+    return a == Accum::kFp16 ? round_f16(v) : a == Accum::kBf16 ? round_bf16(v) : v;
 }
+QT_HD float accum_first(float t, Accum a) { return accum_round(t, a); }
+QT_HD float accum_add(float acc, float t, Accum a) { return accum_round(add_rn(acc, accum_round(t, a)), a); }
 
 // ---- packing (NUMERICS 1.3, 1.4) -----------------------------------------------------------------
 // Codes of one block occupy ceil(len * bits / 8) bytes; packing restarts at every block.

@@ -54,6 +54,9 @@ std::vector<int32_t> unpack(const FormatSpec& format, std::span<const uint8_t> b
 
 // Binary16 rounding (RNE, subnormals, overflow to inf), the reference's own implementation.
 float round_to_fp16(float v);
+// Bfloat16 rounding, the reference's own: an 8-bit significand with binary32's exponent range, RNE,
+// subnormals kept (multiples of 2^-133), overflow to inf from (2 - 2^-8) 2^127 up, NaN kept.
+float round_to_bf16(float v);
 
 // The rigorous per-element error bound E(x_i) of element i (NUMERICS 1.x; for asym and ds the
 // bound derived in formats.cpp), with the actual scale of its block. Not defined for poisoned blocks.

@@ -98,6 +98,7 @@ struct GateResult {
     std::vector<int64_t> ranks, tree_ranks;
     int64_t ranks_per_node = 0, elements = 0, block = 0;
     uint64_t seed = 0;
+    std::string accum = "fp32";  // gate.accum
     bool gpu_available = false;
     std::string baseline;            // the baseline file compared against, if any
     std::vector<std::string> notes;  // e.g. why tree-rs ran at other N
