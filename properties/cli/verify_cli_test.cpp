@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_fixture.hpp"
+#include "qtransit/kernels/fp16.hpp"
 #include "qtransit/kernels/npy.hpp"
 #include "qtransit/kernels/tensor_file.hpp"
 
@@ -181,6 +182,47 @@ TEST_F(VerifyCollectiveCli, Bfloat16OutputsAndRawUint16Bits) {
     EXPECT_NE(o.out.find("strongest tier met: exact"), std::string::npos) << o.out;
     // Read as binary16 bits instead, they are other numbers altogether.
     o = run(verify("a2a-rs", "in.npy", "raw.npy") + " --dtype fp16");
+    EXPECT_EQ(o.code, 1) << o.out << o.err;
+}
+
+// A bf16 ring reduce-scatter as NCCL runs it for FSDP2 (reduce_dtype=bf16, D24), computed here on
+// its own: chunk c starts on rank c+1 from the bf16 cast of its input; each hop adds the next rank's
+// bf16 input and stores the bf16 sum; the outputs are dumped as bfloat16. verify judges it as
+// fp32-ring-rs --accum bf16, with the same tiers: exact on the schedule's ring, same-events on
+// another order (the same bf16 terms, summed otherwise), and far off when judged as an fp32 ring.
+TEST_F(VerifyCollectiveCli, ABf16RingReduceScatterDump) {
+    const int n = 8, m = 256, s = m / n;
+    auto bf = [](float v) { return kernels::round_bf16(v); };
+    auto ring = [&](const std::vector<int>& order) {  // order[h]: the rank at hop h of chunk 0's ring, rotated per chunk
+        std::vector<float> out(static_cast<size_t>(n * s));
+        for (int c = 0; c < n; ++c)
+            for (int i = 0; i < s; ++i) {
+                auto x = [&](int r) { return x_[static_cast<size_t>(r * m + c * s + i)]; };
+                float p = bf(x((c + order[0]) % n));
+                for (int h = 1; h < n; ++h) p = bf(p + bf(x((c + order[static_cast<size_t>(h)]) % n)));
+                out[static_cast<size_t>(c * s + i)] = p;
+            }
+        return out;
+    };
+    std::vector<int> natural(n), reversed(n);
+    for (int h = 0; h < n; ++h) {
+        natural[static_cast<size_t>(h)] = (h + 1) % n;   // c+1, c+2, ..., c
+        reversed[static_cast<size_t>(h)] = (n - 1 - h + n) % n;  // c-1, c-2, ..., c
+    }
+    save("bf16_ring.npy", ring(natural), {n, s}, kernels::NpyDtype::kBfloat16);
+    const std::string v = "verify collective --path fp32-ring-rs --format int8 --ranks 8 --inputs " + path("in.npy") +
+                          " --report-dir '' --outputs ";
+    auto o = run(v + path("bf16_ring.npy") + " --accum bf16");
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    EXPECT_NE(o.out.find("strongest tier met: exact"), std::string::npos) << o.out;
+    // Another ring order: not the schedule's bits, but within the worst order's bound.
+    save("bf16_ring_rev.npy", ring(reversed), {n, s}, kernels::NpyDtype::kBfloat16);
+    o = run(v + path("bf16_ring_rev.npy") + " --accum bf16");
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    EXPECT_EQ(o.out.find("strongest tier met: exact"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("strongest tier met: same-events"), std::string::npos) << o.out;  // the same terms in another order
+    // Judged as an fp32 ring, the bf16 roundings are far past its bound.
+    o = run(v + path("bf16_ring.npy"));
     EXPECT_EQ(o.code, 1) << o.out << o.err;
 }
 
