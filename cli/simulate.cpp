@@ -84,10 +84,23 @@ int run_simulate(const SimulateArgs& a) {
         if (!p) return fail(p.error());
         spec.paths.push_back(*p);
     }
-    auto cf = codec_and_format(a.codec, a.format, a.rounding);
+    // --format A,B: one format per stage (issue 17) for a2a-hier-rs, two-shot-ar and hpz-ag-requant.
+    std::vector<FormatSpec> stage_formats;
+    if (a.format.find(',') != std::string::npos) {
+        if (!a.codec.empty()) return fail("--format with one format per stage runs qtransit's kernels; a --codec implements one format");
+        for (size_t from = 0, at = 0; at != std::string::npos; from = at + 1) {
+            at = a.format.find(',', from);
+            const std::string one = a.format.substr(from, at == std::string::npos ? std::string::npos : at - from);
+            if (one.empty()) return fail("--format " + a.format + ": an empty format name in the list");
+            auto f = codec_and_format("", one, a.rounding);
+            if (!f) return fail(f.error());
+            stage_formats.push_back(f->format);
+        }
+    }
+    auto cf = codec_and_format(a.codec, stage_formats.empty() ? a.format : stage_formats[0].name(), a.rounding);
     if (!cf) return fail(cf.error());
     const auto& codec = cf->codec;
-    const FormatSpec& format = cf->format;
+    const FormatSpec& format = stage_formats.empty() ? cf->format : stage_formats[0];
     if (codec) {
         if (auto st = codec->check_block(a.block); !st) return fail("--block: " + st.error().message);
         spec.codec = codec;
@@ -98,6 +111,9 @@ int run_simulate(const SimulateArgs& a) {
     auto dist = kernels::parse_distribution(a.dist);
     if (!dist) return fail(dist.error());
     spec.format = format;
+    spec.stage_formats = stage_formats;
+    for (const auto& f : stage_formats)
+        if (auto st = f.check_block(a.block); !st) return fail("--block: " + st.error().message);
     spec.accum = *accum;
     spec.dist = *dist;
     spec.seed = a.seed;
@@ -184,7 +200,8 @@ int run_simulate(const SimulateArgs& a) {
             std::printf("fit %-16s relative RMS error ~ N^%.3f\n", path_info(f.path).name, f.exponent);
         if (codec) std::printf("(every Q and D by the codec %s)\n", codec->describe().c_str());
         std::printf("(%s, block %lld, %lld elements per rank, %s inputs, %s accumulation; bytes: busiest rank's payload)\n",
-                    format.name().c_str(), static_cast<long long>(a.block), static_cast<long long>(spec.elements),
+                    result->runs.empty() ? format.name().c_str() : result->runs[0].config.format_name().c_str(),
+                    static_cast<long long>(a.block), static_cast<long long>(spec.elements),
                     dist_name.c_str(), to_string(*accum));
     }
     if (per_rank) {

@@ -119,9 +119,11 @@ public:
     Message quantize(Partial&& p, int32_t stage, int64_t from, int64_t to, Contributors who,
                      int64_t column_offset = 0) {
         const int64_t n = static_cast<int64_t>(p.v.size());
+        const FormatSpec& f = c_.format_of_stage(stage);
         Message m;
         m.len = n;
         m.quantized = true;
+        if (!c_.stage_formats.empty()) m.format = &f;
         Site site;
         site.tensor = "partial sum";
         site.rank = from;
@@ -138,21 +140,22 @@ public:
         } else if (dev_) {  // encoded in `from`'s device buffer; codes and metadata copied back for the ledger
             if (auto st = dev_->encode(from, p.v.data(), n, opt, m); !st) throw ColumnFailure{st.error()};
         } else {
-            m.codes.resize(static_cast<size_t>(c_.format.code_bytes(n)));
-            if (auto st = kernels::encode_block(c_.format, p.v.data(), n, m.codes.data(), &m.scale, &m.offset, opt); !st)
+            m.codes.resize(static_cast<size_t>(f.code_bytes(n)));
+            if (auto st = kernels::encode_block(f, p.v.data(), n, m.codes.data(), &m.scale, &m.offset, opt); !st)
                 throw ColumnFailure{st.error()};
         }
         QuantEvent& e = new_event();
         e.stage = stage;
+        e.format_stage = !c_.stage_formats.empty() && stage > 0 ? 1 : 0;
         e.from_rank = from;
         e.to_rank = to;
         e.scale = m.scale;
-        e.offset = c_.format.has_offset() ? m.offset : 0.0f;
+        e.offset = f.has_offset() ? m.offset : 0.0f;
         e.contributors = std::move(who);
         e.x.assign(p.v.begin(), p.v.end());
         e.codes.resize(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i)
-            e.codes[static_cast<size_t>(i)] = kernels::unpack_code(c_.format, m.codes.data(), i);
+            e.codes[static_cast<size_t>(i)] = kernels::unpack_code(f, m.codes.data(), i);
         e.column_offset = column_offset;
         p.p.ids.push_back(static_cast<int32_t>(n_events_ - 1));
         m.provenance = keep(std::move(p.p));
@@ -186,7 +189,7 @@ public:
             if (auto st = dev_->decode(m, p.v.data()); !st) throw ColumnFailure{st.error()};
             p.holder = m.dev_rank;
         } else if (m.quantized)
-            kernels::decode_block(c_.format, m.codes.data(), m.len, m.scale, m.offset, p.v.data());
+            kernels::decode_block(m.format ? *m.format : c_.format, m.codes.data(), m.len, m.scale, m.offset, p.v.data());
         else
             p.v = m.raw;
         p.p = provenance_[static_cast<size_t>(m.provenance)];
@@ -718,6 +721,10 @@ Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& 
     if (paths.empty()) return RunTotals{};
     for (const auto& p : paths) {
         if (auto st = validate(p); !st) return st.error();
+        if (!p.stage_formats.empty() && backend != Backend::kCpu)
+            return make_error(ErrorCode::kInvalidArgument, std::string("per-stage formats (") + p.format_name() +
+                                                               ") run with --backend cpu for now; the " + to_string(backend) +
+                                                               " transport carries one format");
         if (p.codec)
             if (auto why = codec_backend_problem(backend); !why.empty()) return make_error(ErrorCode::kInvalidArgument, why);
         if (p.codec)

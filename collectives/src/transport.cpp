@@ -23,7 +23,8 @@ Result<Backend> parse_backend(const std::string& name) {
 
 int64_t wire_bytes(const FormatSpec& format, const Message& m) {
     if (!m.quantized) return m.len * m.raw_bytes_per_element;
-    return format.code_bytes(m.len) + format.metadata_bytes();
+    const FormatSpec& f = m.format ? *m.format : format;
+    return f.code_bytes(m.len) + f.metadata_bytes();
 }
 
 void ByteCounts::resize(int64_t ranks) {

@@ -53,6 +53,22 @@ Result<Accum> parse_accum(std::string_view name) {
 
 const char* to_string(Accum a) { return a == Accum::kFp32 ? "fp32" : a == Accum::kFp16 ? "fp16" : "bf16"; }
 
+std::string PathConfig::format_name() const {
+    if (stage_formats.empty()) return format.name();
+    std::string s;
+    for (const auto& f : stage_formats) s += (s.empty() ? "" : ",") + f.name();
+    return s;
+}
+
+std::vector<std::string> format_stages(PathKind path) {
+    switch (path) {
+        case PathKind::kA2aHierRs: return {"intra-node", "inter-node"};
+        case PathKind::kTwoShotAr: return {"reduce", "gather"};
+        case PathKind::kHpzAgRequant: return {"forward gather", "secondary re-encode"};
+        default: return {};
+    }
+}
+
 Status validate(const PathConfig& c) {
     auto bad = [](std::string m) { return Status(make_error(ErrorCode::kInvalidArgument, std::move(m))); };
     if (c.ranks < 1) return bad("--ranks must be at least 1, got " + std::to_string(c.ranks));
@@ -68,6 +84,20 @@ Status validate(const PathConfig& c) {
                    std::to_string(c.ranks) + " ranks (the shard size is M / N); try " +
                    std::to_string((c.elements / c.ranks + 1) * c.ranks));
     if (auto st = c.format.check_block(c.block); !st) return st;
+    if (!c.stage_formats.empty()) {
+        const auto stages = format_stages(c.path);
+        const std::string name = path_info(c.path).name;
+        if (stages.empty())
+            return bad(name + " quantizes with one format; got " + std::to_string(c.stage_formats.size()) +
+                       " (a2a-hier-rs, two-shot-ar and hpz-ag-requant take one per stage)");
+        if (c.stage_formats.size() != stages.size())
+            return bad(name + " takes " + std::to_string(stages.size()) + " formats, one per stage (" + stages[0] + ", then " +
+                       stages[1] + "); got " + std::to_string(c.stage_formats.size()));
+        if (!(c.stage_formats[0] == c.format)) return bad("internal: the first stage format must be the path's format");
+        for (const auto& f : c.stage_formats)
+            if (auto st = f.check_block(c.block); !st) return st;
+        if (c.codec) return bad("a codec plugin implements one format; per-stage formats run qtransit's own kernels");
+    }
     if (c.path == PathKind::kTreeRs && !std::has_single_bit(static_cast<uint64_t>(c.ranks)))
         return bad("tree-rs needs N a power of two, got N = " + std::to_string(c.ranks));
     return Status::Ok();

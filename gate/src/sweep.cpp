@@ -129,6 +129,7 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
             PathConfig c;
             c.path = p;
             c.format = spec.format;
+            c.stage_formats = spec.stage_formats;
             c.block = spec.block;
             c.ranks = n;
             c.ranks_per_node = spec.ranks_per_node > 0 ? spec.ranks_per_node : default_ranks_per_node(n);
@@ -398,7 +399,7 @@ nlohmann::json run_json(const RunRow& r, const std::string& dist, uint64_t seed)
                      {"ranks", r.config.ranks},
                      {"ranks_per_node", r.config.ranks_per_node},
                      {"elements", r.config.elements},
-                     {"format", r.config.format.name()},
+                     {"format", r.config.format_name()},
                      {"block", r.config.block},
                      {"accum", to_string(r.config.accum)},
                      {"dist", dist},

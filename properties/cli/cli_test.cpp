@@ -224,6 +224,40 @@ TEST_F(Cli, SimulateRejectsImpossibleShapesWithOneLine) {
     EXPECT_NE(r.err.find("not divisible by N = 3"), std::string::npos) << r.err;
 }
 
+// --format A,B (issue 17): one format per stage. int8 inside the node and int4 across puts int4's
+// bytes on the inter-node links and spends int8's inside, and its error lies between the two; a
+// single-format path given a list, a list of the wrong length and a backend that carries one
+// format are refused with one line each.
+TEST_F(Cli, SimulatePerStageFormats) {
+    auto one = [&](const std::string& f) {
+        const Outcome r = run("simulate --path a2a-hier-rs --ranks 16 --ranks-per-node 4 --elements 2048 --format " + f + " --json");
+        EXPECT_EQ(r.code, 0) << f << ": " << r.err;
+        return nlohmann::json::parse(r.out)["runs"][0];
+    };
+    const auto mixed = one("int8,int4"), i8 = one("int8"), i4 = one("int4"), i4i4 = one("int4,int4");
+    EXPECT_EQ(mixed["format"], "int8,int4");
+    EXPECT_TRUE(mixed["bound_holds"].get<bool>());
+    EXPECT_EQ(mixed["cross_node_bytes_per_rank"], i4["cross_node_bytes_per_rank"]);
+    EXPECT_GT(mixed["bytes_per_rank"].get<int64_t>(), i4["bytes_per_rank"].get<int64_t>());
+    EXPECT_LT(mixed["bytes_per_rank"].get<int64_t>(), i8["bytes_per_rank"].get<int64_t>());
+    EXPECT_LT(mixed["rel_rms_error"].get<double>(), i4["rel_rms_error"].get<double>());
+    EXPECT_GT(mixed["rel_rms_error"].get<double>(), i8["rel_rms_error"].get<double>());
+    EXPECT_EQ(i4i4["rel_rms_error"], i4["rel_rms_error"]);  // one format in every stage is that format
+    EXPECT_EQ(i4i4["bytes_per_rank"], i4["bytes_per_rank"]);
+    for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+             {"simulate --path ring-rs --ranks 4 --elements 16 --format int8,int4", "ring-rs quantizes with one format; got 2"},
+             {"simulate --path a2a-hier-rs --ranks 4 --elements 16 --format int8,int4,int4",
+              "takes 2 formats, one per stage (intra-node, then inter-node); got 3"},
+             {"simulate --path two-shot-ar --ranks 4 --elements 16 --format int8,nope", "unknown format 'nope'"},
+             {"simulate --path two-shot-ar --ranks 4 --elements 16 --format int8,", "an empty format name"},
+             {"simulate --path hpz-ag-requant --ranks 4 --elements 128 --format int8,mxfp4 --block 16", "mxfp4 has fixed blocks of 32"}}) {
+        const Outcome r = run(args);
+        EXPECT_EQ(r.code, 2) << args;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+        EXPECT_NE(r.err.find(says), std::string::npos) << args << ": " << r.err;
+    }
+}
+
 TEST_F(Cli, SimulateFromNpyAndDump) {
     std::vector<float> v(4 * 8);
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 7) - 3.0f;

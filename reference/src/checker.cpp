@@ -564,7 +564,8 @@ Bnd tree_bound(const Prior& p, std::span<const double> a, int64_t n, int64_t r, 
 }
 
 // Reduce paths: the same bound for every element and every row of the column.
-double reduce_prior(const PathConfig& c, const Prior& p, int64_t first, std::span<const double> a) {
+// p: the first stage's format (every stage's, but for per-stage formats); p1: the second stage's.
+double reduce_prior(const PathConfig& c, const Prior& p, const Prior& p1, int64_t first, std::span<const double> a) {
     const int64_t n = c.ranks;
     const int64_t ch = chunk_of(c, first);
     switch (c.path) {
@@ -583,7 +584,7 @@ double reduce_prior(const PathConfig& c, const Prior& p, int64_t first, std::spa
             const int64_t g = std::max<int64_t>(c.ranks_per_node, 1), nodes = n / g;
             Bnd total;
             for (int64_t nd = 0; nd < nodes; ++nd) {
-                const Bnd v = p.t(p.q(a2a_bound(p, a, nd * g, g)));
+                const Bnd v = p.t(p1.q(a2a_bound(p, a, nd * g, g)));
                 total = nd == 0 ? v : p.add(total, v);
             }
             return total.err;
@@ -592,7 +593,7 @@ double reduce_prior(const PathConfig& c, const Prior& p, int64_t first, std::spa
             const int levels = std::bit_width(static_cast<uint64_t>(n)) - 1;  // n is a power of two
             return tree_bound(p, a, n, ch, levels - 1).err;
         }
-        case PathKind::kTwoShotAr: return p.q(a2a_bound(p, a, 0, n)).err;
+        case PathKind::kTwoShotAr: return p1.q(a2a_bound(p, a, 0, n)).err;
         default: break;
     }
     return kInf;
@@ -600,7 +601,8 @@ double reduce_prior(const PathConfig& c, const Prior& p, int64_t first, std::spa
 
 // Gather paths: per element, from the absmax ai of the element's first block (and amax, the largest
 // over the column, for hpz-ag-requant's secondary block).
-double gather_prior(const PathConfig& c, const Prior& p, int64_t first, int64_t row_rank, double ai, double amax) {
+double gather_prior(const PathConfig& c, const Prior& p, const Prior& p1, int64_t first, int64_t row_rank, double ai,
+                    double amax) {
     switch (c.path) {
         case PathKind::kRingAg:
         case PathKind::kHpzAgFp: return p.q({ai, 0}).err;
@@ -613,7 +615,7 @@ double gather_prior(const PathConfig& c, const Prior& p, int64_t first, int64_t 
         }
         case PathKind::kHpzAgRequant: {
             const Bnd f = p.q({std::max(ai, amax), 0});
-            return p.e(ai) + p.e(f.mag + f.err);
+            return p.e(ai) + p1.e(f.mag + f.err);
         }
         default: break;
     }
@@ -647,16 +649,26 @@ double event_bound_of_absmax(const FormatSpec& format, double a) {
     return Prior(c).e(a);
 }
 
+namespace {
+// The config of a path's second stage, for its Prior (per-stage formats; else the same as its first).
+PathConfig second_stage(const PathConfig& c) {
+    PathConfig s = c;
+    s.format = c.format_of_stage(1);
+    s.stage_formats.clear();
+    return s;
+}
+}  // namespace
+
 double a_priori_bound(const PathConfig& config, int64_t first, int64_t row_rank, std::span<const double> absmax) {
-    const Prior p(config);
+    const Prior p(config), p1(second_stage(config));
     double r = kInf;
     if (!is_gather(config.path)) {
         if (static_cast<int64_t>(absmax.size()) < config.ranks || config.ranks < 1) return kInf;
-        r = reduce_prior(config, p, first, absmax);
+        r = reduce_prior(config, p, p1, first, absmax);
     } else {
         if (absmax.empty()) return kInf;
         const double amax = absmax.size() > 1 ? absmax[1] : absmax[0];
-        r = gather_prior(config, p, first, row_rank, absmax[0], amax);
+        r = gather_prior(config, p, p1, first, row_rank, absmax[0], amax);
     }
     return r * kPrioInflation;
 }
@@ -679,7 +691,7 @@ void PathChecker::record_violation(int64_t first, int64_t rank, int64_t element,
     if (first_pos_ < 0 || pos < first_pos_ || (pos == first_pos_ && rank < first_rank_)) {
         first_pos_ = pos;
         first_rank_ = rank;
-        st_.first_violation = path_info(cfg_.path).name + std::string(" ") + cfg_.format.name() + ", column at " +
+        st_.first_violation = path_info(cfg_.path).name + std::string(" ") + cfg_.format_name() + ", column at " +
                               std::to_string(first) + " (chunk " + std::to_string(chunk_of(cfg_, first)) +
                               "), row rank " + std::to_string(rank) + ", element " + std::to_string(element) +
                               " (tensor index " + std::to_string(pos) + "): " + what;
@@ -769,9 +781,9 @@ void PathChecker::add(const ColumnRecord& col) {
     };
 
     // A priori, per column (reduce paths) or per element (gather paths; see a_priori_bound).
-    const Prior prior(cfg_);
+    const Prior prior(cfg_), prior1(second_stage(cfg_));
     double col_prior = kInf;
-    if (!gather) col_prior = reduce_prior(cfg_, prior, col.first, absmax_) * kPrioInflation;
+    if (!gather) col_prior = reduce_prior(cfg_, prior, prior1, col.first, absmax_) * kPrioInflation;
     double gather_amax = 0;
     if (gather) {
         if (col.first_block_absmax.empty()) {
@@ -793,7 +805,7 @@ void PathChecker::add(const ColumnRecord& col) {
     for (size_t e = 0; e < nev; ++e) {
         const QuantEvent& ev = col.events[e];
         ev_ok[e] = ev.codes.size() == ev.x.size();
-        if (ev_ok[e]) evb_[e] = prepare_event(cfg_.format, ev);
+        if (ev_ok[e]) evb_[e] = prepare_event(cfg_.format_of_stage(ev.stage), ev);
     }
     const std::vector<int32_t>* prev_ids = nullptr;
     std::vector<double> snap;
@@ -930,7 +942,7 @@ void PathChecker::add(const ColumnRecord& col) {
                     prio = prio_cached;  // the same block's absmax (every element of a block, every row)
                 } else {
                     // ring-ag and hpz-ag's bounds depend on ai (and the column's amax) only, not the row
-                    prio = gather_prior(cfg_, prior, col.first, row.rank, ai, gather_amax) * kPrioInflation;
+                    prio = gather_prior(cfg_, prior, prior1, col.first, row.rank, ai, gather_amax) * kPrioInflation;
                     prio_ai = ai;
                     prio_cached = prio;
                 }

@@ -193,15 +193,16 @@ Result<Encoded> encode(const PathConfig& c, std::vector<QuantEvent>& events, std
     // rank word is the quantizing rank (site.rank, which is `from`) and g = site.index_base + i, the
     // column's first element plus i (this event's column_offset is 0; hpz's forward blocks are
     // encoded at their own first element, and column first - column_offset is exactly that).
-    auto q = quantize(c.format, v, c.block, Nonfinite::kError, site,
-                      StochasticKey{c.seed, static_cast<uint32_t>(stage)});
+    const FormatSpec& f = c.format_of_stage(stage);  // per-stage formats (issue 17)
+    auto q = quantize(f, v, c.block, Nonfinite::kError, site, StochasticKey{c.seed, static_cast<uint32_t>(stage)});
     if (!q.ok()) return q.error();
     QuantEvent ev;
     ev.stage = stage;
+    ev.format_stage = !c.stage_formats.empty() && stage > 0 ? 1 : 0;
     ev.from_rank = from;
     ev.to_rank = to;
     ev.scale = q->scales.at(0);
-    ev.offset = c.format.has_offset() ? q->offsets.at(0) : 0.0f;
+    ev.offset = f.has_offset() ? q->offsets.at(0) : 0.0f;
     ev.contributors = std::move(who);
     ev.x.assign(v.begin(), v.end());
     ev.codes = q->codes;
@@ -209,7 +210,7 @@ Result<Encoded> encode(const PathConfig& c, std::vector<QuantEvent>& events, std
     Encoded e;
     e.id = static_cast<int32_t>(events.size());
     events.push_back(std::move(ev));
-    e.decoded = decode(c.format, q->codes, q->scales, q->offsets, c.block);
+    e.decoded = decode(f, q->codes, q->scales, q->offsets, c.block);
     return e;
 }
 

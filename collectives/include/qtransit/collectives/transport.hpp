@@ -22,7 +22,10 @@ struct Message {
     std::vector<uint8_t> codes;    // packed codes (quantized)
     float scale = 0, offset = 0;   // metadata (quantized; offset for asym only)
     std::vector<float> raw;        // the values (not quantized)
-    int raw_bytes_per_element = 4; // 4 (binary32) or 2 (binary16 values, fp16 accumulation)
+    int raw_bytes_per_element = 4; // 4 (binary32) or 2 (binary16 or bfloat16 values)
+    // The format of the codes when it is not the transport's: a per-stage format (issue 17), which
+    // the cpu backend carries; it points into the column's PathConfig. Null: the transport's format.
+    const FormatSpec* format = nullptr;
     // Not on the wire: the simulation's handle on the ledger of what the message carries (-1: none).
     int32_t provenance = -1;
     // Device transports only: where the payload lies in device memory (codes, then scale and offset;

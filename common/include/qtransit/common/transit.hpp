@@ -94,10 +94,25 @@ struct PathConfig {
     // A codec plugin whose encode and decode every Q and D of the path runs (null: qtransit's own
     // kernels). Its format is `format`.
     std::shared_ptr<const kernels::PluginCodec> codec;
+    // One format per stage (issue 17), for the paths with two quantizing stages (format_stages):
+    // a2a-hier-rs (intra-node, inter-node), two-shot-ar (reduce, gather), hpz-ag-requant (forward
+    // gather, secondary re-encode). Empty: `format` for every stage; when set, `format` is its first.
+    std::vector<FormatSpec> stage_formats;
 
     int64_t shard() const { return elements / ranks; }  // S = M / N
     int64_t nodes() const { return ranks / ranks_per_node; }
+    // The format of a quantization event of the given stage (QuantEvent::stage): stage 0 is the
+    // first format, every later stage the second.
+    const FormatSpec& format_of_stage(int32_t stage) const {
+        return stage_formats.size() == 2 ? stage_formats[stage > 0 ? 1 : 0] : format;
+    }
+    // "int8,int4" for per-stage formats, else the format's name.
+    std::string format_name() const;
 };
+
+// The names of a path's quantizing stages when it takes one format per stage (two for a2a-hier-rs,
+// two-shot-ar and hpz-ag-requant), else empty.
+std::vector<std::string> format_stages(PathKind path);
 
 // Every constraint of section 3 with a message that names it: M % N, N % G, tree-rs with N a power
 // of two, block >= 1, ranks >= 1.
@@ -115,6 +130,9 @@ struct Contributors {
 // with `scale` (and `offset` for asym) and decoded on `to_rank`; `codes` are the codes it got.
 struct QuantEvent {
     int32_t stage = 0;              // hop or stage number within the path (0-based)
+    // Which of PathConfig::stage_formats encoded it (0 when the path has one format): the event's
+    // format is config.format_of_stage(stage), and this records which that was.
+    int32_t format_stage = 0;
     int64_t from_rank = 0, to_rank = 0;
     float scale = 0, offset = 0;
     Contributors contributors;

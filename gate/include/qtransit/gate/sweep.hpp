@@ -25,6 +25,7 @@ struct SweepSpec {
     int64_t ranks_per_node = 0;          // 0: 8 when 8 divides N, else N (one node)
     int64_t elements = 0;                // M per rank
     FormatSpec format{};
+    std::vector<FormatSpec> stage_formats;  // one per stage (PathConfig::stage_formats); empty: format for all
     int64_t block = kDefaultBlock;
     Accum accum = Accum::kFp32;
     kernels::Distribution dist = kernels::Distribution::kNormal;
