@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Quantized against unquantized 16-bit reduce-scatter, measured the same way (issue 18, D24): the
 relative RMS error of every output and the cross-node bytes per rank, at each N and input
-distribution, for int8 and int4 through a2a-rs and a2a-hier-rs (fp32 accumulation, as qgZ sums)
+distribution, for int8 and int4 through a2a-rs and a2a-hier-rs (fp32 accumulation, as qgZ sums;
+and a2a-hier-rs with int8 inside the node and int4 across it, one format per stage)
 and a plain ring reduce-scatter (fp32-ring-rs) accumulated in bf16, fp16 and fp32. The 16-bit rings
 cast their inputs to the type first, as real gradients already are. Runs `qtransit simulate
 --json`; prints Markdown. A bound that failed, or a non-finite output (a binary16 overflow), is
@@ -19,6 +20,7 @@ ROWS = [  # (label, path, format, accum)
     ("int8 a2a-hier-rs", "a2a-hier-rs", "int8", "fp32"),
     ("int4 a2a-rs", "a2a-rs", "int4", "fp32"),
     ("int4 a2a-hier-rs", "a2a-hier-rs", "int4", "fp32"),
+    ("int8,int4 a2a-hier-rs", "a2a-hier-rs", "int8,int4", "fp32"),  # int8 inside the node, int4 across (issue 17)
     ("bf16 ring-rs", "fp32-ring-rs", "int8", "bf16"),
     ("fp16 ring-rs", "fp32-ring-rs", "int8", "fp16"),
     ("fp32 ring-rs", "fp32-ring-rs", "int8", "fp32"),
