@@ -137,8 +137,11 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
             c.accum = spec.accum;
             c.seed = spec.seed;  // stochastic rounding's key (docs/FORMATS.md section 4)
             c.codec = spec.codec;
-            if (auto st = validate(c); !st)
-                return make_error(st.error().code, std::string(path_info(p).name) + ": " + st.error().message);
+            if (auto st = validate(c); !st) {  // named once: some messages start with the path's name already
+                const std::string name = path_info(p).name;
+                const std::string& m = st.error().message;
+                return make_error(st.error().code, m.starts_with(name + " ") ? m : name + ": " + m);
+            }
             g.push_back(c);
         }
         groups.push_back(std::move(g));

@@ -245,9 +245,9 @@ TEST_F(Cli, SimulatePerStageFormats) {
     EXPECT_EQ(i4i4["rel_rms_error"], i4["rel_rms_error"]);  // one format in every stage is that format
     EXPECT_EQ(i4i4["bytes_per_rank"], i4["bytes_per_rank"]);
     for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
-             {"simulate --path ring-rs --ranks 4 --elements 16 --format int8,int4", "ring-rs quantizes with one format; got 2"},
+             {"simulate --path ring-rs --ranks 4 --elements 16 --format int8,int4", "qtransit: ring-rs quantizes with one format; got 2"},
              {"simulate --path a2a-hier-rs --ranks 4 --elements 16 --format int8,int4,int4",
-              "takes 2 formats, one per stage (intra-node, then inter-node); got 3"},
+              "qtransit: a2a-hier-rs takes 2 formats, one per stage (intra-node, then inter-node); got 3"},
              {"simulate --path two-shot-ar --ranks 4 --elements 16 --format int8,nope", "unknown format 'nope'"},
              {"simulate --path two-shot-ar --ranks 4 --elements 16 --format int8,", "an empty format name"},
              {"simulate --path hpz-ag-requant --ranks 4 --elements 128 --format int8,mxfp4 --block 16", "mxfp4 has fixed blocks of 32"}}) {

@@ -356,6 +356,31 @@ TEST(Paths, RingAgRequantDriftsOnlyForDsFormats) {
 
 // A schedule that receives what was never sent is a bug in qtransit: the transport says so with an
 // Error that run_column returns (ErrorCode::kInternal), never by ending the process.
+// Per-stage formats (D25) run on the cpu backend; the others carry one format and say so before
+// any work.
+TEST(Paths, PerStageFormatsRunOnTheCpuBackendOnly) {
+    PathConfig c;
+    c.path = PathKind::kA2aHierRs;
+    c.ranks = 4;
+    c.ranks_per_node = 2;
+    c.elements = 64;
+    c.block = 16;
+    c.format = qt::FormatSpec{FormatKind::kSym, 8};
+    c.stage_formats = {c.format, qt::FormatSpec{FormatKind::kSym, 4}};
+    const std::vector<float> x(static_cast<size_t>(c.ranks * c.elements), 0.5f);
+    qt::collectives::ArrayInputs in(x, c.elements);
+    int columns = 0;
+    auto sink = [&](size_t, int, const ColumnRecord&) { ++columns; };
+    for (auto b : {qt::collectives::Backend::kMpi, qt::collectives::Backend::kDevice, qt::collectives::Backend::kNccl}) {
+        const auto r = qt::collectives::run_paths({c}, in, 1, sink, b);
+        ASSERT_FALSE(r.ok()) << qt::collectives::to_string(b);
+        EXPECT_NE(r.error().message.find("per-stage formats (int8,int4) run with --backend cpu"), std::string::npos) << r.error().message;
+    }
+    EXPECT_EQ(columns, 0);
+    ASSERT_TRUE(qt::collectives::run_paths({c}, in, 1, sink, qt::collectives::Backend::kCpu).ok());
+    EXPECT_GT(columns, 0);
+}
+
 TEST(Transport, ReceiveOfWhatWasNeverSentIsAnInternalError) {
     qt::collectives::SimTransport t(4, 4, *qt::parse_format("int8"));
     try {
