@@ -94,13 +94,20 @@ int run_simulate(const SimulateArgs& a) {
             if (one.empty()) return fail("--format " + a.format + ": an empty format name in the list");
             auto f = codec_and_format("", one, a.rounding);
             if (!f) return fail(f.error());
+            if (auto st = f->format.check_block(a.block); !st) return fail("--block: " + st.error().message);
             stage_formats.push_back(f->format);
         }
     }
-    auto cf = codec_and_format(a.codec, stage_formats.empty() ? a.format : stage_formats[0].name(), a.rounding);
-    if (!cf) return fail(cf.error());
-    const auto& codec = cf->codec;
-    const FormatSpec& format = stage_formats.empty() ? cf->format : stage_formats[0];
+    CodecAndFormat cf;
+    if (stage_formats.empty()) {
+        auto r = codec_and_format(a.codec, a.format, a.rounding);
+        if (!r) return fail(r.error());
+        cf = std::move(*r);
+    } else {
+        cf.format = stage_formats[0];
+    }
+    const auto& codec = cf.codec;
+    const FormatSpec& format = cf.format;
     if (codec) {
         if (auto st = codec->check_block(a.block); !st) return fail("--block: " + st.error().message);
         spec.codec = codec;
@@ -112,8 +119,6 @@ int run_simulate(const SimulateArgs& a) {
     if (!dist) return fail(dist.error());
     spec.format = format;
     spec.stage_formats = stage_formats;
-    for (const auto& f : stage_formats)
-        if (auto st = f.check_block(a.block); !st) return fail("--block: " + st.error().message);
     spec.accum = *accum;
     spec.dist = *dist;
     spec.seed = a.seed;

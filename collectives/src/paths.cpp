@@ -146,7 +146,7 @@ public:
         }
         QuantEvent& e = new_event();
         e.stage = stage;
-        e.format_stage = !c_.stage_formats.empty() && stage > 0 ? 1 : 0;
+        e.format_stage = c_.format_stage_of(stage);
         e.from_rank = from;
         e.to_rank = to;
         e.scale = m.scale;

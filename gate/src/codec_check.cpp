@@ -90,6 +90,7 @@ void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::
     const int64_t n = c.elements, block = c.block, shard = c.shard;
     c.ulp_histogram.assign(8, 0);
     const auto sz = kernels::sharded_sizes(format, n, block, shard);
+    const auto one = kernels::sharded_sizes(format, shard, block, shard);  // one shard's
     // Codes in qtransit's layout, block by block over the shards.
     c.codes.assign(static_cast<size_t>(n), 0);
     std::vector<int64_t> block_of(static_cast<size_t>(n));
@@ -165,7 +166,6 @@ void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::
         // for one of the admissible results on every element, not for the IEEE bits.
         c.admissible_model = true;
         c.first_difference.clear();
-        const auto one = kernels::sharded_sizes(format, shard, block, shard);
         for (int64_t s = 0; s < n / shard; ++s) {
             const size_t at = static_cast<size_t>(s * shard), len = static_cast<size_t>(shard);
             const auto a = reference::check_admissible(
@@ -222,7 +222,6 @@ void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::
     bound_check(c.decoded, "decoded");
     {
         std::vector<float> wire(static_cast<size_t>(n));
-        const auto one = kernels::sharded_sizes(format, shard, block, shard);
         for (int64_t s = 0; s < n / shard; ++s) {
             const auto codes = std::span<const int32_t>(c.codes).subspan(static_cast<size_t>(s * shard), static_cast<size_t>(shard));
             const auto scales = std::span<const float>(c.encoded.scales).subspan(static_cast<size_t>(s * one.blocks), static_cast<size_t>(one.blocks));

@@ -402,7 +402,7 @@ Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, co
                 // Under fp16 (bf16) accumulation every term is rounded to binary16 (bfloat16) first
                 // (D11, D24), except the lone input of an add-free fp32-ring-rs with N = 1.
                 if (low && !(c.path == PathKind::kFp32RingRs && n == 1))
-                    for (float& e : d) e = c.accum == Accum::kFp16 ? reference::round_to_fp16(e) : reference::round_to_bf16(e);
+                    for (float& e : d) e = reference::round_to_accum(e, c.accum);
                 for (size_t i = 0; i < ulen; ++i) {
                     ev_sum[i].add(d[i]);
                     abs_sum[i] += std::fabs(static_cast<double>(d[i]));

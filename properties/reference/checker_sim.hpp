@@ -21,9 +21,6 @@ inline std::optional<ColumnRecord> simulate_column(const PathConfig& cfg, int64_
     const int64_t len = static_cast<int64_t>(x.at(0).size());
     const int64_t c = first / cfg.shard();
     const bool low = low_precision(cfg.accum);  // fp16 or bf16: terms and sums rounded to the type
-    auto round_acc = [&](float v) {
-        return cfg.accum == Accum::kFp16 ? reference::round_to_fp16(v) : reference::round_to_bf16(v);
-    };
     ColumnRecord col;
     col.first = first;
     col.len = len;
@@ -41,11 +38,11 @@ inline std::optional<ColumnRecord> simulate_column(const PathConfig& cfg, int64_
         if (!low) return t;
         out.term_round_abs_sum[i] += std::fabs(static_cast<double>(t));
         ++out.term_round_count[i];
-        return round_acc(t);
+        return reference::round_to_accum(t, cfg.accum);
     };
     auto add = [&](float a, float b, int64_t i) {
         float r = a + b;  // binary32, round to nearest even (no FMA: -ffp-contract=off)
-        if (low) r = round_acc(r);
+        if (low) r = reference::round_to_accum(r, cfg.accum);
         out.add_abs_sum[i] += std::fabs(static_cast<double>(r));
         ++out.add_count[i];
         return r;

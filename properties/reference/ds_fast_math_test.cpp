@@ -35,6 +35,12 @@ uint32_t bits_of(float v) { return std::bit_cast<uint32_t>(v); }
 // reference's emulated roundings).
 float f16(float v) { return round_to_fp16(v); }
 float fmul(float a, float b) { return static_cast<float>(static_cast<double>(a) * static_cast<double>(b)); }
+// DeepSpeed's recipe with a given scale and step, in the test's own arithmetic: the code of x, and
+// what a code decodes to.
+int32_t code_of(int b, float x, float scale) {
+    return static_cast<int32_t>(std::clamp<double>(std::nearbyint(fmul(f16(x), scale)), -(1 << (b - 1)), (1 << (b - 1)) - 1));
+}
+float decoded_of(int32_t q, float step) { return f16(fmul(static_cast<float>(q), step)); }
 
 // A value for a ds block around 2^center: specials, values with few mantissa bits (ties of y * scale),
 // and anything binary16 does not overflow.
@@ -100,7 +106,6 @@ struct Emulated {
 };
 Emulated emulate(int b, const std::vector<float>& x, int64_t block, bool draw) {
     Emulated e;
-    const int32_t cmin = -(1 << (b - 1)), cmax = (1 << (b - 1)) - 1;
     for (int64_t s = 0; s < static_cast<int64_t>(x.size()); s += block) {
         const auto xb = std::span<const float>(x).subspan(static_cast<size_t>(s), std::min<size_t>(block, x.size() - s));
         const float a = block_absmax16(xb);
@@ -114,9 +119,9 @@ Emulated emulate(int b, const std::vector<float>& x, int64_t block, bool draw) {
         e.steps.push_back(step);
         for (float v : xb) {
             int32_t q = 0;
-            if (a != 0) q = static_cast<int32_t>(std::clamp<double>(std::nearbyint(fmul(f16(v), scale)), cmin, cmax));
+            if (a != 0) q = code_of(b, v, scale);
             e.codes.push_back(q);
-            e.decoded.push_back(f16(fmul(static_cast<float>(q), step)));
+            e.decoded.push_back(decoded_of(q, step));
         }
     }
     return e;
@@ -194,9 +199,9 @@ TEST(DsFastMath, FastMathDiffersFromIeee) {
             const float scale = d.scale_max, step = d.steps.back().back();
             top.steps.push_back(step);
             for (float v : xb) {
-                const int32_t q = static_cast<int32_t>(std::clamp<double>(std::nearbyint(fmul(f16(v), scale)), -(1 << (b - 1)), (1 << (b - 1)) - 1));
+                const int32_t q = code_of(b, v, scale);
                 top.codes.push_back(q);
-                top.decoded.push_back(f16(fmul(static_cast<float>(q), step)));
+                top.decoded.push_back(decoded_of(q, step));
             }
         }
         int64_t differ = 0;
@@ -239,9 +244,8 @@ TEST(DsFastMath, Binary16AbsmaxesUnderEveryAdmissiblePair) {
                         std::vector<int32_t> codes(2);
                         std::vector<float> dec(2);
                         for (size_t i = 0; i < 2; ++i) {
-                            codes[i] = static_cast<int32_t>(std::clamp<double>(std::nearbyint(fmul(f16(x[i]), d.scales[j])),
-                                                                               -(1 << (b - 1)), (1 << (b - 1)) - 1));
-                            dec[i] = f16(fmul(static_cast<float>(codes[i]), st));
+                            codes[i] = code_of(b, x[i], d.scales[j]);
+                            dec[i] = decoded_of(codes[i], st);
                         }
                         Quantized qf = *rf, qi = *ri;
                         qf.decoded = dec;

@@ -444,9 +444,7 @@ EventBound prepare_event(const FormatSpec& f, const QuantEvent& ev) {
                 b.ds_fm = true;
                 b.fm_scale_max = adm.scale_max;
                 b.fm_step_max = adm.step_max;
-                for (size_t j = 0; j < adm.scales.size(); ++j)
-                    for (float d : adm.steps[j])  // 1 - sigma Δ is exact in double (48-bit product near 1)
-                        b.fm_tau = std::max(b.fm_tau, std::fabs(1.0 - static_cast<double>(adm.scales[j]) * d));
+                b.fm_tau = adm.tau;
             }
             break;
         }

@@ -345,11 +345,7 @@ BlockBound block_bound(const Quantized& q, std::span<const float> x, int64_t k) 
                 const DsAdmissible adm = ds_admissible(q.format.bits, a);
                 bb.fm_scale_max = adm.scale_max;
                 bb.fm_step_max = Exact(adm.step_max);
-                for (size_t j = 0; j < adm.scales.size(); ++j)
-                    for (float d : adm.steps[j]) {
-                        const Exact t = (Exact::from_int(1) - Exact(adm.scales[j]) * Exact(d)).abs();
-                        if (bb.fm_tau < t) bb.fm_tau = t;
-                    }
+                bb.fm_tau = Exact(adm.tau);
             }
             break;
         }
@@ -488,6 +484,10 @@ float round_to_fp16(float v) {
 float round_to_bf16(float v) {
     if (std::isnan(v)) return v;
     return static_cast<float>(round_to_format(static_cast<double>(v), 8, -126, 127));  // exact cast
+}
+
+float round_to_accum(float v, Accum type) {
+    return type == Accum::kFp16 ? round_to_fp16(v) : type == Accum::kBf16 ? round_to_bf16(v) : v;
 }
 
 Result<Quantized> quantize(const FormatSpec& format, std::span<const float> x, int64_t block, Nonfinite policy,
@@ -748,7 +748,12 @@ DsAdmissible ds_admissible(int bits, float a16) {
         }));
     }
     r.scale_max = r.scales.back();
-    for (const auto& st : r.steps) r.step_max = std::max(r.step_max, st.back());
+    r.step_min = r.steps.front().front();
+    for (size_t j = 0; j < r.scales.size(); ++j) {
+        r.step_max = std::max(r.step_max, r.steps[j].back());
+        r.step_min = std::min(r.step_min, r.steps[j].front());
+        for (float d : r.steps[j]) r.tau = std::max(r.tau, std::fabs(1.0 - static_cast<double>(r.scales[j]) * d));
+    }
     // The bound's premise (formats.cpp, ds_fm_element_bound): no admissible scale takes the absmax
     // past the bottom code.
     assert(static_cast<double>(mul32(a16, r.scale_max)) <= p + 0.5);
@@ -793,11 +798,9 @@ AdmissibleCheck check_admissible(const FormatSpec& format, std::span<const float
                 if (std::binary_search(adm.steps[j].begin(), adm.steps[j].end(), step)) scales_for_step.push_back(adm.scales[j]);
             if (scales_for_step.empty()) {
                 ++res.inadmissible_steps;
-                float step_min = adm.step_max;
-                for (const auto& st : adm.steps) step_min = std::min(step_min, st.front());
                 for (int64_t i = start; i < end; ++i)
                     fail(i, "its block's step " + shortest(step) + " is not one an admissible scale gives (IEEE step " +
-                                shortest(adm.step0) + ", admissible " + shortest(step_min) + " to " +
+                                shortest(adm.step0) + ", admissible " + shortest(adm.step_min) + " to " +
                                 shortest(adm.step_max) + ")");
                 continue;
             }

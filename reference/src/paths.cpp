@@ -87,11 +87,6 @@ struct Partial {
     bool started = false;         // accumulate(): the sum has its first term
 };
 
-// v rounded to the accumulation type, with the reference's own roundings.
-float round_acc(float v, Accum ty) {
-    return ty == Accum::kFp16 ? round_to_fp16(v) : ty == Accum::kBf16 ? round_to_bf16(v) : v;
-}
-
 Partial make_partial(int64_t len, Accum ty) {
     Partial p;
     p.v.assign(static_cast<size_t>(len), 0.0f);
@@ -128,13 +123,13 @@ float term(Partial& p, size_t i, float t, Accum ty, bool record) {
         p.tr_abs[i] += std::fabs(static_cast<double>(t));
         p.tr_n[i] += 1;
     }
-    return round_acc(t, ty);
+    return round_to_accum(t, ty);
 }
 
 // One add of the accumulation, left operand first: fl32(a + b), fl16(a + b) or flbf16(a + b);
 // recorded in p.
 float add(Partial& p, size_t i, float a, float b, Accum ty) {
-    const float r = round_acc(a + b, ty);
+    const float r = round_to_accum(a + b, ty);
     p.add_abs[i] += std::fabs(static_cast<double>(r));
     p.add_n[i] += 1;
     return r;
@@ -198,7 +193,7 @@ Result<Encoded> encode(const PathConfig& c, std::vector<QuantEvent>& events, std
     if (!q.ok()) return q.error();
     QuantEvent ev;
     ev.stage = stage;
-    ev.format_stage = !c.stage_formats.empty() && stage > 0 ? 1 : 0;
+    ev.format_stage = c.format_stage_of(stage);
     ev.from_rank = from;
     ev.to_rank = to;
     ev.scale = q->scales.at(0);

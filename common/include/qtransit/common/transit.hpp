@@ -101,10 +101,12 @@ struct PathConfig {
 
     int64_t shard() const { return elements / ranks; }  // S = M / N
     int64_t nodes() const { return ranks / ranks_per_node; }
-    // The format of a quantization event of the given stage (QuantEvent::stage): stage 0 is the
-    // first format, every later stage the second.
+    // Which stage format a quantization event of the given stage (QuantEvent::stage) uses: stage 0
+    // the first, every later stage the second; 0 when the path has one format (validate() allows
+    // stage_formats empty or of two). QuantEvent::format_stage records it.
+    int32_t format_stage_of(int32_t stage) const { return !stage_formats.empty() && stage > 0 ? 1 : 0; }
     const FormatSpec& format_of_stage(int32_t stage) const {
-        return stage_formats.size() == 2 ? stage_formats[stage > 0 ? 1 : 0] : format;
+        return stage_formats.empty() ? format : stage_formats[static_cast<size_t>(format_stage_of(stage))];
     }
     // "int8,int4" for per-stage formats, else the format's name.
     std::string format_name() const;

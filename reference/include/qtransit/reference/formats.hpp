@@ -10,6 +10,7 @@
 
 #include "qtransit/common/format.hpp"
 #include "qtransit/common/status.hpp"
+#include "qtransit/common/transit.hpp"
 #include "qtransit/reference/exact.hpp"
 
 namespace qtransit::reference {
@@ -57,6 +58,8 @@ float round_to_fp16(float v);
 // Bfloat16 rounding, the reference's own: an 8-bit significand with binary32's exponent range, RNE,
 // subnormals kept (multiples of 2^-133), overflow to inf from (2 - 2^-8) 2^127 up, NaN kept.
 float round_to_bf16(float v);
+// v rounded to an accumulation type with the two above (fp32: v itself; D11, D24).
+float round_to_accum(float v, Accum type);
 
 // The rigorous per-element error bound E(x_i) of element i (NUMERICS 1.x; for asym and ds the
 // bound derived in formats.cpp), with the actual scale of its block. Not defined for poisoned blocks.
@@ -78,6 +81,10 @@ struct DsAdmissible {
     std::vector<float> scales;              // ascending; scale0 among them
     std::vector<std::vector<float>> steps;  // steps[i]: the admissible steps of scales[i], ascending
     float scale_max = 0, step_max = 0;      // the largest of each
+    float step_min = 0;                     // the smallest step
+    // max |1 - sigma Δ| over the admissible pairs. Exact: sigma Δ has at most 48 significant bits,
+    // and 1 - sigma Δ is a difference of two doubles within a factor 2 of each other (Sterbenz).
+    double tau = 0;
 };
 // bits = 4 or 8, a16 a positive binary16 value (finite, at most 65504).
 DsAdmissible ds_admissible(int bits, float a16);
