@@ -104,6 +104,7 @@ struct SimulateArgs {
     std::string dist = "normal";
     uint64_t seed = 1;
     std::string accum = "fp32";
+    std::string divide = "none";
     std::string in, dump;
     bool json = false;
     int threads = 0;

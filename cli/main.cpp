@@ -130,14 +130,19 @@ int dispatch(int argc, char** argv) {
     simulate->add_option("--ranks", ma.ranks, "N, comma-separated for a sweep (e.g. 4,8,16)")->delimiter(',');
     simulate->add_option("--ranks-per-node", ma.ranks_per_node, "G (default: 8 when it divides N, else N)")->check(non_negative);
     simulate->add_option("--elements", ma.elements, "M, elements per rank (M % N == 0)");
-    simulate->add_option("--format", ma.format, "Format name (see `qtransit formats`) or a declaration FILE.toml (with --codec: may be left out)");
+    simulate->add_option("--format", ma.format, "Format name (see `qtransit formats`) or a declaration FILE.toml (with --codec, or with "
+                                                "only the unquantized bf16-/fp16- paths: may be left out)");
     simulate->add_option("--codec", ma.codec, "A codec plugin (.so, docs/PLUGIN.md) running every quantization and decode of the paths");
     simulate->add_option("--rounding", ma.rounding, "nearest (the format's own) or stochastic (its -sr twin, keyed by --seed)")
         ->capture_default_str();
     simulate->add_option("--block", ma.block, "Quantization block size")->capture_default_str();
     simulate->add_option("--dist", ma.dist, "Input distribution")->capture_default_str();
     simulate->add_option("--seed", ma.seed, "Generator seed, and stochastic rounding's key")->check(non_negative)->capture_default_str();
-    simulate->add_option("--accum", ma.accum, "Accumulation: every add rounded to fp32, fp16 or bf16 (D11, D24)")->capture_default_str();
+    simulate->add_option("--accum", ma.accum, "Accumulation: every add rounded to fp32, fp16 or bf16 (D11, D24); the bf16-/fp16- paths "
+                                              "sum in their own type (D26)")->capture_default_str();
+    simulate->add_option("--divide", ma.divide, "Where a mean's 1/N goes on the reduce paths: none (the sum), pre (every input "
+                                                "divided by N in the path's element type, as DeepSpeed does) or post (the result "
+                                                "divided); the target is then the exact mean (D27)")->capture_default_str();
     simulate->add_option("--in", ma.in,
                          "Inputs from a file of shape [N, M], one row per rank (.npy float32/float16/bfloat16, or .safetensors), "
                          "or one [M] file per rank named with {rank} (in.{rank}.npy; under --backend mpi each process reads its own)");

@@ -1,6 +1,7 @@
 // `qtransit simulate`: run collective paths on the in-process transport, one column at a time,
 // check every output element exactly (error, a-posteriori and a-priori bounds), and report per run,
 // with a fitted exponent of the relative RMS error against N for every path run at several N.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <unistd.h>
@@ -99,7 +100,11 @@ int run_simulate(const SimulateArgs& a) {
         }
     }
     CodecAndFormat cf;
-    if (stage_formats.empty()) {
+    // The 16-bit paths quantize nothing: with only those, --format may be left out (D26).
+    const bool only_typed = !spec.paths.empty() && std::all_of(spec.paths.begin(), spec.paths.end(), [](PathKind p) { return typed_path(p); });
+    if (only_typed && a.format.empty() && a.codec.empty()) {
+        cf.format = FormatSpec{FormatKind::kSym, 8};  // unused by those paths; their rows say bf16 or fp16
+    } else if (stage_formats.empty()) {
         auto r = codec_and_format(a.codec, a.format, a.rounding);
         if (!r) return fail(r.error());
         cf = std::move(*r);
@@ -115,6 +120,20 @@ int run_simulate(const SimulateArgs& a) {
     if (auto st = format.check_block(a.block); !st) return fail("--block: " + st.error().message);
     auto accum = parse_accum(a.accum);
     if (!accum) return fail(accum.error());
+    // A 16-bit path sums in its own type (D26); --accum applies to the others, and contradicting a
+    // path named on the command line is a mistake said before any work.
+    if (*accum != Accum::kFp32)
+        for (const auto& name : a.paths)
+            if (auto p = parse_path(name); p && typed_path(*p) && path_info(*p).element != *accum)
+                return fail("--accum " + a.accum + " contradicts --path " + name + ", which sums in " +
+                            to_string(path_info(*p).element) + ", its element type (leave --accum out)");
+    auto divide = parse_divide(a.divide);
+    if (!divide) return fail(divide.error());
+    if (*divide != Divide::kNone)
+        for (const auto& name : a.paths)
+            if (auto p = parse_path(name); p && path_info(*p).shape == PathShape::kAllGather)
+                return fail("--divide " + a.divide + ": --path " + name + " gathers shards and sums nothing (--divide is for the reduce paths)");
+    spec.divide = *divide;
     auto dist = kernels::parse_distribution(a.dist);
     if (!dist) return fail(dist.error());
     spec.format = format;

@@ -8,6 +8,7 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <memory>
@@ -63,6 +64,7 @@ struct ColumnFailure {
 // What produced each value a rank holds: the quantization events (ledger ids) and the adds.
 struct Provenance {
     std::vector<int32_t> ids;
+    std::vector<int32_t> rids;  // the 16-bit paths' roundings (ColumnRecord::roundings, D26)
     std::vector<double> add_abs, tr_abs;
     std::vector<int32_t> add_n, tr_n;
 };
@@ -77,11 +79,12 @@ class Column {
 public:
     Column(const PathConfig& c, const Inputs& in, Transport& t, int64_t first, int64_t len, ColumnRecord& rec)
         : c_(c), in_(in), t_(t), first_(first), len_(len), rec_(rec), accum_(c.accum), low_(low_precision(c.accum)),
-          dev_(t.device_ops()) {
+          typed_(typed_path(c.path)), dev_(t.device_ops()) {
         t_.begin_column();
         rec_.first = first;
         rec_.len = len;
         rec_.first_block_absmax.clear();
+        rec_.roundings.clear();
         n_rows_ = 0;
         n_events_ = 0;
         provenance_.clear();
@@ -110,6 +113,26 @@ public:
                 throw ColumnFailure{kernels::describe_block_error(c_.format, p.v.data(), len, 0, site)};
             }
         }
+        // A 16-bit path's inputs are of its type, as real gradients already are (D26): cast here,
+        // and a value the type cannot hold is refused, as ds-int<b> refuses one past binary16.
+        if (typed_)
+            for (int64_t i = 0; i < len; ++i) {
+                float& v = p.v[static_cast<size_t>(i)];
+                const float r = kernels::accum_round(v, accum_);
+                if (!std::isfinite(r)) {
+                    Site site;
+                    site.tensor = in_.name();
+                    site.rank = rank;
+                    site.index_base = first;
+                    char buf[64];
+                    std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
+                    throw ColumnFailure{make_error(ErrorCode::kRangeOverflow,
+                                                   describe(site, i) + ": value " + buf + " overflows " + to_string(accum_) +
+                                                       ", the element type of " + path_info(c_.path).name +
+                                                       " (its inputs are cast to it first)")};
+                }
+                v = r;
+            }
         clear_provenance(p.p, len);
         p.holder = rank;
         return p;
@@ -226,6 +249,14 @@ public:
             merge_add(acc, term, i);
         }
         acc.p.ids.insert(acc.p.ids.end(), term.p.ids.begin(), term.p.ids.end());
+        merge_rounded(acc, term);
+    }
+
+    // A 16-bit path's add was rounded to its type (D26): the ledger's rounding, with the
+    // contributors the sum now holds. After add(acc, ...), on the same acc.
+    void rounded(Partial& acc, Contributors who) {
+        rec_.roundings.push_back(std::move(who));
+        acc.p.rids.push_back(static_cast<int32_t>(rec_.roundings.size() - 1));
     }
 
     // An output row: what `rank` holds for this column.
@@ -233,7 +264,13 @@ public:
         OutputRow& row = new_row();
         row.rank = rank;
         row.values.assign(p.v.begin(), p.v.end());
+        if (c_.divide == Divide::kPost) {  // D27: the result scaled by 1/N in the path's element type
+            const float n = static_cast<float>(c_.ranks);
+            const Accum t = division_type(c_);
+            for (float& v : row.values) v = kernels::divide_round(v, n, t);
+        }
         row.event_ids.assign(p.p.ids.begin(), p.p.ids.end());
+        row.rounding_ids.assign(p.p.rids.begin(), p.p.rids.end());
         row.add_abs_sum.assign(p.p.add_abs.begin(), p.p.add_abs.end());
         row.add_count.assign(p.p.add_n.begin(), p.p.add_n.end());
         if (low_) {
@@ -287,6 +324,10 @@ private:
             merge_add(acc, term, i);
         }
         acc.p.ids.insert(acc.p.ids.end(), term.p.ids.begin(), term.p.ids.end());
+        merge_rounded(acc, term);
+    }
+    void merge_rounded(Partial& acc, const Partial& term) {
+        if (!term.p.rids.empty()) acc.p.rids.insert(acc.p.rids.end(), term.p.rids.begin(), term.p.rids.end());
     }
     // The ledger of element i after acc[i] became the sum of acc[i] and term[i]: the term's adds
     // and roundings join the accumulator's, plus this add and its |result|.
@@ -309,6 +350,7 @@ private:
 
     void clear_provenance(Provenance& p, int64_t len) {
         p.ids.clear();
+        p.rids.clear();
         p.add_abs.assign(static_cast<size_t>(len), 0.0);
         p.add_n.assign(static_cast<size_t>(len), 0);
         if (low_) {
@@ -346,6 +388,7 @@ private:
     ColumnRecord& rec_;
     Accum accum_;
     bool low_;  // fp16 or bf16: terms and sums rounded to the type
+    bool typed_;  // a 16-bit path (D26): inputs cast to the type, roundings in the ledger
     DeviceOps* dev_;  // null: the CPU kernels (SimTransport)
     size_t n_rows_ = 0, n_events_ = 0;
     std::vector<Provenance> provenance_;
@@ -367,6 +410,22 @@ std::vector<Partial> all_inputs(Column& col, int64_t n) {
     return x;
 }
 
+// Every rank's input to a reduce path, recorded as the exact target's contributions; under
+// --divide pre (D27) each is then scaled by 1/N in the path's element type, as DeepSpeed
+// pre-divides its gradients, and the path reduces those.
+std::vector<Partial> reduce_inputs(Column& col) {
+    const PathConfig& c = col.config();
+    std::vector<Partial> x = all_inputs(col, c.ranks);
+    col.set_contributions_reduce(x);
+    if (c.divide == Divide::kPre) {
+        const float n = static_cast<float>(c.ranks);
+        const Accum t = division_type(c);
+        for (auto& p : x)
+            for (float& v : p.v) v = kernels::divide_round(v, n, t);
+    }
+    return x;
+}
+
 // ring-rs / fp32-ring-rs: chunk c starts on rank c+1 with P = X_{c+1}[c]; each hop sends Q(P) (or
 // P itself, unquantized) and the receiver sets P = fl32(D(Q(P)) + X_self[c]).
 Partial ring_reduce(Column& col, const std::vector<Partial>& x, int64_t c, bool quantized) {
@@ -381,6 +440,24 @@ Partial ring_reduce(Column& col, const std::vector<Partial>& x, int64_t c, bool 
         p = col.decode(t.recv(to, from));
         col.start_sum(p);  // D(Q(P)) is the left term of this hop's sum
         col.add(p, Partial(x[static_cast<size_t>(to)]));
+    }
+    return p;
+}
+
+// bf16-/fp16-ring-rs and the first half of -ring-ar (D26): fp32-ring-rs's ring in the path's type.
+// P starts on rank c+1 as X_{c+1}; hop h sends P as it is (2 bytes a value) to rank c+h+1, which
+// sets P = fl(P + X_self) rounded to the type: a rounding of contributors c+1 .. c+h+1. The inputs
+// are of the type already (Column::input), so no term is rounded.
+Partial ring_reduce_typed(Column& col, const std::vector<Partial>& x, int64_t c) {
+    const int64_t n = col.config().ranks;
+    Transport& t = col.transport();
+    Partial p = x[static_cast<size_t>(mod(c + 1, n))];
+    for (int64_t h = 1; h < n; ++h) {
+        const int64_t from = mod(c + h, n), to = mod(c + h + 1, n);
+        t.send(from, to, col.raw(std::move(p)));
+        p = col.decode(t.recv(to, from));
+        col.add(p, Partial(x[static_cast<size_t>(to)]));
+        col.rounded(p, ring_range(mod(c + 1, n), h + 1));
     }
     return p;
 }
@@ -492,12 +569,13 @@ std::vector<float> block_absmax_of(const std::vector<float>& v) {
 void run_reduce_scatter(Column& col, PathKind path) {
     const PathConfig& c = col.config();
     const int64_t chunk = col.first() / c.shard();
-    const std::vector<Partial> x = all_inputs(col, c.ranks);
-    col.set_contributions_reduce(x);
+    const std::vector<Partial> x = reduce_inputs(col);
     Partial out;
     switch (path) {
         case PathKind::kRingRs: out = ring_reduce(col, x, chunk, true); break;
         case PathKind::kFp32RingRs: out = ring_reduce(col, x, chunk, false); break;
+        case PathKind::kBf16RingRs:
+        case PathKind::kFp16RingRs: out = ring_reduce_typed(col, x, chunk); break;
         case PathKind::kA2aRs: out = a2a_reduce(col, x, chunk); break;
         case PathKind::kA2aHierRs: out = a2a_hier_reduce(col, x, chunk); break;
         default: out = tree_reduce(col, x, chunk); break;
@@ -505,16 +583,102 @@ void run_reduce_scatter(Column& col, PathKind path) {
     col.emit(chunk, out);
 }
 
+// An all-reduce's second half: the owner's message travels the ring unchanged and every rank
+// (the owner too) holds what it decodes.
+void gather_to_all(Column& col, Message&& m, int64_t owner) {
+    std::vector<Partial> held(static_cast<size_t>(col.config().ranks));
+    ring_broadcast_codes(col, std::move(m), owner, held);
+    for (size_t r = 0; r < held.size(); ++r) col.emit(static_cast<int64_t>(r), held[r]);
+}
+
 // two-shot-ar: a2a-rs, then the owner quantizes the reduced block once and it is ring-gathered.
 void run_two_shot(Column& col) {
     const PathConfig& c = col.config();
     const int64_t chunk = col.first() / c.shard();
-    const std::vector<Partial> x = all_inputs(col, c.ranks);
-    col.set_contributions_reduce(x);
-    Partial reduced = a2a_reduce(col, x, chunk);
+    Partial reduced = a2a_reduce(col, reduce_inputs(col), chunk);
+    gather_to_all(col, col.quantize(std::move(reduced), 1, chunk, mod(chunk + 1, c.ranks), ring_range(0, c.ranks)), chunk);
+}
+
+// bf16-/fp16-ring-ar (D26): NCCL's ring all-reduce, a ring reduce-scatter and then a ring
+// all-gather of each reduced chunk. The owner c's sum travels c -> c+1 -> ... unchanged (no add:
+// nothing rounds), so every rank holds c's bits.
+void run_ring_ar(Column& col) {
+    const int64_t chunk = col.first() / col.config().shard();
+    gather_to_all(col, col.raw(ring_reduce_typed(col, reduce_inputs(col), chunk)), chunk);
+}
+
+// bf16-/fp16-tree-ar (D26): NCCL's tree all-reduce. Up: inside node v the chain local G-1 -> ... ->
+// local 0, each rank setting P = fl(X_self + P); at local 0 (node v's place in NCCL's binary tree
+// over the nodes, btree_links) the sum then adds child down0's sum, then down1's, each add rounded.
+// Down: the root's sum is broadcast unchanged along the same links, to every rank.
+struct TreeUp {
+    Partial p;
+    std::vector<int32_t> who;  // the contributors p holds
+};
+
+TreeUp tree_up(Column& col, const std::vector<Partial>& x, int64_t v) {
+    Transport& t = col.transport();
+    const int64_t g = t.ranks_per_node();
+    TreeUp u;
+    const int64_t last = t.rank_of(v, g - 1);
+    u.p = x[static_cast<size_t>(last)];
+    u.who = {static_cast<int32_t>(last)};
+    auto note = [&] {
+        Contributors cs;
+        cs.first = u.who.front();
+        cs.count = static_cast<int64_t>(u.who.size());
+        cs.list = u.who;
+        col.rounded(u.p, std::move(cs));
+    };
+    for (int64_t l = g - 2; l >= 0; --l) {
+        const int64_t from = t.rank_of(v, l + 1), to = t.rank_of(v, l);
+        t.send(from, to, col.raw(std::move(u.p)));
+        Partial own = x[static_cast<size_t>(to)];
+        col.add(own, col.decode(t.recv(to, from)));
+        u.p = std::move(own);
+        u.who.push_back(static_cast<int32_t>(to));
+        note();
+    }
+    const int64_t leader = t.rank_of(v, 0);
+    const TreeLinks links = btree_links(t.nodes(), v);
+    for (int64_t child : {links.down0, links.down1}) {
+        if (child < 0) continue;
+        TreeUp sub = tree_up(col, x, child);
+        const int64_t from = t.rank_of(child, 0);
+        t.send(from, leader, col.raw(std::move(sub.p)));
+        col.add(u.p, col.decode(t.recv(leader, from)));
+        u.who.insert(u.who.end(), sub.who.begin(), sub.who.end());
+        note();
+    }
+    return u;
+}
+
+void tree_down(Column& col, int64_t v, Message&& m, std::vector<Partial>& held) {
+    Transport& t = col.transport();
+    const int64_t g = t.ranks_per_node(), leader = t.rank_of(v, 0);
+    held[static_cast<size_t>(leader)] = col.decode(m);
+    Message cur = Column::forward(m);
+    for (int64_t l = 1; l < g; ++l) {
+        const int64_t from = t.rank_of(v, l - 1), to = t.rank_of(v, l);
+        t.send(from, to, Column::forward(cur));
+        cur = t.recv(to, from);
+        held[static_cast<size_t>(to)] = col.decode(cur);
+    }
+    const TreeLinks links = btree_links(t.nodes(), v);
+    for (int64_t child : {links.down0, links.down1}) {
+        if (child < 0) continue;
+        const int64_t to = t.rank_of(child, 0);
+        t.send(leader, to, Column::forward(m));
+        tree_down(col, child, t.recv(to, leader), held);
+    }
+}
+
+void run_tree_ar(Column& col) {
+    const PathConfig& c = col.config();
+    const std::vector<Partial> x = reduce_inputs(col);
+    TreeUp root = tree_up(col, x, 0);
     std::vector<Partial> held(static_cast<size_t>(c.ranks));
-    ring_broadcast_codes(col, col.quantize(std::move(reduced), 1, chunk, mod(chunk + 1, c.ranks), ring_range(0, c.ranks)),
-                         chunk, held);
+    tree_down(col, 0, col.raw(std::move(root.p)), held);
     for (int64_t r = 0; r < c.ranks; ++r) col.emit(r, held[static_cast<size_t>(r)]);
 }
 
@@ -625,7 +789,13 @@ Status run_column(const PathConfig& c, const Inputs& inputs, Transport& transpor
             case PathKind::kFp32RingRs:
             case PathKind::kA2aRs:
             case PathKind::kA2aHierRs:
-            case PathKind::kTreeRs: run_reduce_scatter(col, c.path); break;
+            case PathKind::kTreeRs:
+            case PathKind::kBf16RingRs:
+            case PathKind::kFp16RingRs: run_reduce_scatter(col, c.path); break;
+            case PathKind::kBf16RingAr:
+            case PathKind::kFp16RingAr: run_ring_ar(col); break;
+            case PathKind::kBf16TreeAr:
+            case PathKind::kFp16TreeAr: run_tree_ar(col); break;
             case PathKind::kTwoShotAr: run_two_shot(col); break;
             case PathKind::kRingAg: run_all_gather(col, false); break;
             case PathKind::kRingAgRequant: run_all_gather(col, true); break;
@@ -725,6 +895,12 @@ Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& 
             return make_error(ErrorCode::kInvalidArgument, std::string("per-stage formats (") + p.format_name() +
                                                                ") run with --backend cpu for now; the " + to_string(backend) +
                                                                " transport carries one format");
+        if (p.divide != Divide::kNone && (backend == Backend::kDevice || backend == Backend::kNccl))
+            return make_error(ErrorCode::kInvalidArgument, std::string("--divide ") + to_string(p.divide) +
+                                                               " runs with --backend cpu or mpi for now (not " + to_string(backend) + ")");
+        if (typed_path(p.path) && (backend == Backend::kDevice || backend == Backend::kNccl))
+            return make_error(ErrorCode::kInvalidArgument, std::string(path_info(p.path).name) +
+                                                               " runs with --backend cpu or mpi for now (not " + to_string(backend) + ")");
         if (p.codec)
             if (auto why = codec_backend_problem(backend); !why.empty()) return make_error(ErrorCode::kInvalidArgument, why);
         if (p.codec)

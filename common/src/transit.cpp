@@ -17,6 +17,12 @@ const std::vector<PathInfo>& all_paths() {
         {PathKind::kHpzAgFp, "hpz-ag-fp", PathShape::kAllGather, true},
         {PathKind::kHpzAgRequant, "hpz-ag-requant", PathShape::kAllGather, true},
         {PathKind::kFp32RingRs, "fp32-ring-rs", PathShape::kReduceScatter, false},
+        {PathKind::kBf16RingRs, "bf16-ring-rs", PathShape::kReduceScatter, false, Accum::kBf16},
+        {PathKind::kFp16RingRs, "fp16-ring-rs", PathShape::kReduceScatter, false, Accum::kFp16},
+        {PathKind::kBf16RingAr, "bf16-ring-ar", PathShape::kAllReduce, false, Accum::kBf16},
+        {PathKind::kFp16RingAr, "fp16-ring-ar", PathShape::kAllReduce, false, Accum::kFp16},
+        {PathKind::kBf16TreeAr, "bf16-tree-ar", PathShape::kAllReduce, false, Accum::kBf16},
+        {PathKind::kFp16TreeAr, "fp16-tree-ar", PathShape::kAllReduce, false, Accum::kFp16},
     };
     return paths;
 }
@@ -51,9 +57,19 @@ Result<Accum> parse_accum(std::string_view name) {
                       "unknown accumulation '" + std::string(name) + "'; known: fp32, fp16, bf16");
 }
 
+Result<Divide> parse_divide(std::string_view name) {
+    if (name == "none") return Divide::kNone;
+    if (name == "pre") return Divide::kPre;
+    if (name == "post") return Divide::kPost;
+    return make_error(ErrorCode::kInvalidArgument, "unknown --divide '" + std::string(name) + "'; known: none, pre, post");
+}
+
+const char* to_string(Divide d) { return d == Divide::kNone ? "none" : d == Divide::kPre ? "pre" : "post"; }
+
 const char* to_string(Accum a) { return a == Accum::kFp32 ? "fp32" : a == Accum::kFp16 ? "fp16" : "bf16"; }
 
 std::string PathConfig::format_name() const {
+    if (typed_path(path)) return to_string(path_info(path).element);
     if (stage_formats.empty()) return format.name();
     std::string s;
     for (const auto& f : stage_formats) s += (s.empty() ? "" : ",") + f.name();
@@ -83,6 +99,21 @@ Status validate(const PathConfig& c) {
         return bad("elements per rank M = " + std::to_string(c.elements) + " is not divisible by N = " +
                    std::to_string(c.ranks) + " ranks (the shard size is M / N); try " +
                    std::to_string((c.elements / c.ranks + 1) * c.ranks));
+    if (c.divide != Divide::kNone && path_info(c.path).shape == PathShape::kAllGather)
+        return bad(std::string(path_info(c.path).name) + " gathers shards and sums nothing: --divide " + to_string(c.divide) +
+                   " is for the reduce paths");
+    if (typed_path(c.path)) {  // D26: no quantization, the path's own type
+        const std::string name = path_info(c.path).name;
+        const Accum t = path_info(c.path).element;
+        if (c.accum != t)
+            return bad(name + " sums in " + to_string(t) + ", its element type, not " + to_string(c.accum) +
+                       ": the path sets its accumulation (leave --accum out, or give " + to_string(t) + ")");
+        if (c.codec) return bad(name + " does not quantize: a codec plugin has nothing to run there");
+        if (!c.stage_formats.empty()) return bad(name + " does not quantize: it takes no per-stage formats");
+        if (c.block < 1) return bad("block must be at least 1, got " + std::to_string(c.block));
+        if (c.block > kMaxBlock) return bad("block " + std::to_string(c.block) + " is past the limit of 2^30");
+        return Status::Ok();
+    }
     if (auto st = c.format.check_block(c.block); !st) return st;
     if (!c.stage_formats.empty()) {
         const auto stages = format_stages(c.path);
@@ -105,11 +136,13 @@ Status validate(const PathConfig& c) {
 
 namespace {
 
-// k of each contributor from a set of events that all cover the same elements.
-void count_events(const ColumnRecord& column, const std::vector<int32_t>& ids, int64_t ranks, std::vector<int32_t>& k) {
+// k of each contributor from a set of events (or roundings) that all cover the same elements;
+// who(id) is the contributors of one.
+template <class Who>
+void count_contributors(const std::vector<int32_t>& ids, int64_t ranks, std::vector<int32_t>& k, Who who) {
     std::vector<int32_t> diff(static_cast<size_t>(ranks) + 1, 0);  // ring ranges, O(1) each
     for (int32_t id : ids) {
-        const auto& c = column.events[static_cast<size_t>(id)].contributors;
+        const Contributors& c = who(id);
         if (!c.list.empty()) {
             for (int32_t r : c.list) ++k[static_cast<size_t>(r)];
             continue;
@@ -137,13 +170,27 @@ void count_events(const ColumnRecord& column, const std::vector<int32_t>& ids, i
     }
 }
 
+void count_events(const ColumnRecord& column, const std::vector<int32_t>& ids, int64_t ranks, std::vector<int32_t>& k) {
+    count_contributors(ids, ranks, k, [&](int32_t id) -> const Contributors& { return column.events[static_cast<size_t>(id)].contributors; });
+}
+
+// The roundings of a 16-bit path's row (D26); an id out of range counts nothing (the checker reports
+// the malformed ledger by its k against the table).
+void count_roundings(const ColumnRecord& column, const OutputRow& row, int64_t ranks, std::vector<int32_t>& k) {
+    std::vector<int32_t> ids;
+    ids.reserve(row.rounding_ids.size());
+    for (int32_t id : row.rounding_ids)
+        if (id >= 0 && static_cast<size_t>(id) < column.roundings.size()) ids.push_back(id);
+    count_contributors(ids, ranks, k, [&](int32_t id) -> const Contributors& { return column.roundings[static_cast<size_t>(id)]; });
+}
+
 }  // namespace
 
 bool contribution_k_of(const ColumnRecord& column, const OutputRow& row, int64_t ranks, int64_t lo, int64_t hi,
                        std::vector<int32_t>& k, bool& others) {
     k.assign(static_cast<size_t>(std::max<int64_t>(hi - lo + 1, 0)), 0);
     others = false;
-    if (ranks < 1 || lo < 0 || hi >= ranks || lo > hi) return false;
+    if (ranks < 1 || lo < 0 || hi >= ranks || lo > hi || !row.rounding_ids.empty()) return false;
     const int64_t owners = hi - lo + 1;
     for (int32_t id : row.event_ids) {
         if (id < 0 || static_cast<size_t>(id) >= column.events.size()) return false;
@@ -176,7 +223,7 @@ bool contribution_k_of(const ColumnRecord& column, const OutputRow& row, int64_t
 }
 
 bool same_ledger_shape(const ColumnRecord& column, const OutputRow& a, const OutputRow& b) {
-    if (a.event_ids.size() != b.event_ids.size()) return false;
+    if (a.event_ids.size() != b.event_ids.size() || a.rounding_ids != b.rounding_ids) return false;
     const size_t nev = column.events.size();
     for (size_t p = 0; p < a.event_ids.size(); ++p) {
         const int32_t ia = a.event_ids[p], ib = b.event_ids[p];
@@ -198,6 +245,7 @@ std::vector<int32_t> contribution_k(const ColumnRecord& column, const OutputRow&
         const auto& e = column.events[static_cast<size_t>(id)];
         whole = whole && e.column_offset == 0 && static_cast<int64_t>(e.x.size()) == column.len;
     }
+    if (!row.rounding_ids.empty()) count_roundings(column, row, ranks, k);
     if (whole) {
         count_events(column, row.event_ids, ranks, k);
         return k;
@@ -240,8 +288,82 @@ int32_t expected_k(const PathConfig& c, int64_t first, int64_t holder, int64_t c
         case PathKind::kHpzAgFp: return 1;
         case PathKind::kHpzAgRequant: return 2;
         case PathKind::kFp32RingRs: return 0;
+        case PathKind::kBf16RingRs:
+        case PathKind::kFp16RingRs:
+        case PathKind::kBf16RingAr:
+        case PathKind::kFp16RingAr: {
+            // The ring of ring-rs without Q: P starts as X_{c+1}, and hop h adds X_{c+1+h}: X_{c+1} and
+            // X_{c+2} are in all N - 1 adds, X_{c+j} (j = 3..N, j = N being c) in N - j + 1.
+            if (n < 2) return 0;
+            const int64_t j = ((contributor - chunk) % n + n) % n;
+            if (j == 1) return static_cast<int32_t>(n - 1);
+            return static_cast<int32_t>(n - (j == 0 ? n : j) + 1);
+        }
+        case PathKind::kBf16TreeAr:
+        case PathKind::kFp16TreeAr: {
+            if (contributor < 0 || contributor >= n) return -1;
+            return expected_ks(c, first)[static_cast<size_t>(contributor)];
+        }
     }
     return -1;
+}
+
+TreeLinks btree_links(int64_t nodes, int64_t node) {
+    TreeLinks t;
+    if (nodes < 1 || node < 0 || node >= nodes) return t;
+    int64_t bit = 1;
+    for (; bit < nodes; bit <<= 1)
+        if (bit & node) break;
+    if (node == 0) {  // the root: one child, the largest power of two below `nodes`
+        if (nodes > 1) t.down0 = bit >> 1;
+        return t;
+    }
+    // node = x..x b 1 0..0 (bit its lowest set bit): its parent is x..x 1 0 0..0, or x..x 0 0 0..0
+    // when that is past the last node; its children are node -+ bit/2, the upper one moved down to
+    // the first power of two that stays within the nodes.
+    t.up = (node ^ bit) | (bit << 1);
+    if (t.up >= nodes) t.up = node ^ bit;
+    int64_t low = bit >> 1;
+    if (low > 0) t.down0 = node - low;
+    while (low > 0 && node + low >= nodes) low >>= 1;
+    if (low > 0) t.down1 = node + low;
+    return t;
+}
+
+std::vector<int32_t> expected_ks(const PathConfig& c, int64_t first) {
+    const int64_t n = c.ranks;
+    std::vector<int32_t> k(static_cast<size_t>(std::max<int64_t>(n, 0)), 0);
+    if (n < 1) return k;
+    if (c.path != PathKind::kBf16TreeAr && c.path != PathKind::kFp16TreeAr) {
+        for (int64_t j = 0; j < n; ++j) k[static_cast<size_t>(j)] = expected_k(c, first, 0, j);
+        return k;
+    }
+    // The chain inside a node of G ranks: local G-1's value starts it and local l (< G-1) adds its
+    // own, so local G-1 and G-2 are in G-1 adds and local l < G-1 in l + 1. At local 0 the node's
+    // sum then adds child d0's sum, then child d1's: the chain's values are in as many adds as the
+    // node has children, d0's too, d1's in one. Up the tree, a node's values take the adds of every
+    // ancestor it reaches them through.
+    const int64_t g = std::max<int64_t>(c.ranks_per_node, 1), nodes = n / g;
+    std::vector<int32_t> kids(static_cast<size_t>(nodes), 0), above(static_cast<size_t>(nodes), 0);
+    std::vector<TreeLinks> links(static_cast<size_t>(nodes));
+    for (int64_t v = 0; v < nodes; ++v) {
+        links[static_cast<size_t>(v)] = btree_links(nodes, v);
+        kids[static_cast<size_t>(v)] = (links[static_cast<size_t>(v)].down0 >= 0) + (links[static_cast<size_t>(v)].down1 >= 0);
+    }
+    for (int64_t v = 0; v < nodes; ++v) {
+        int32_t extra = kids[static_cast<size_t>(v)];
+        for (int64_t m = v; links[static_cast<size_t>(m)].up >= 0; m = links[static_cast<size_t>(m)].up) {
+            const int64_t p = links[static_cast<size_t>(m)].up;
+            extra += m == links[static_cast<size_t>(p)].down0 ? kids[static_cast<size_t>(p)] : 1;
+        }
+        above[static_cast<size_t>(v)] = extra;
+    }
+    for (int64_t r = 0; r < n; ++r) {
+        const int64_t v = r / g, l = r % g;
+        const int32_t chain = g < 2 ? 0 : static_cast<int32_t>(l == g - 1 ? g - 1 : l + 1);
+        k[static_cast<size_t>(r)] = chain + above[static_cast<size_t>(v)];
+    }
+    return k;
 }
 
 const char* to_string(PathShape s) {

@@ -240,6 +240,12 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                     auto a = parse_accum(*p);
                     if (!a) return c.err(gv.source(), name, a.error().message);
                     cfg.accum = *a;
+                } else if (g == "divide") {
+                    auto p = get_str(c, gv, name);
+                    if (!p) return p.error();
+                    auto d = parse_divide(*p);
+                    if (!d) return c.err(gv.source(), name, d.error().message);
+                    cfg.divide = *d;
                 } else if (g == "conformance") {
                     auto p = get_str(c, gv, name);
                     if (!p) return p.error();
@@ -248,7 +254,7 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                     cfg.conformance = *k;
                 } else {
                     return unknown(c, gk, "gate.", {"formats", "paths", "distributions", "ranks", "tree_ranks", "ranks_per_node",
-                                                    "elements", "block", "seed", "accum", "threads", "gpu", "codec", "conformance"});
+                                                    "elements", "block", "seed", "accum", "divide", "threads", "gpu", "codec", "conformance"});
                 }
             }
         } else if (key == "baseline") {

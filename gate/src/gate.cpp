@@ -32,8 +32,9 @@ GateRun to_run(const RunRow& r, const std::string& dist, uint64_t seed) {
     x.path = path_info(r.config.path).name;
     x.shape = path_info(r.config.path).shape;
     x.quantized = path_info(r.config.path).quantized;
-    x.format = r.config.format.name();
+    x.format = r.config.format_name();  // "bf16" or "fp16" for the 16-bit paths (D26)
     x.dist = dist;
+    x.divide = to_string(r.config.divide);
     x.ranks = r.config.ranks;
     x.ranks_per_node = r.config.ranks_per_node;
     x.elements = r.config.elements;
@@ -140,11 +141,41 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
     res.block = cfg.block;
     res.seed = cfg.seed;
     res.accum = to_string(cfg.accum);
+    res.divide = to_string(cfg.divide);
     res.baseline = opt.baseline_path;
     const bool tree = std::find(cfg.paths.begin(), cfg.paths.end(), PathKind::kTreeRs) != cfg.paths.end();
-    std::vector<PathKind> flat_paths;
-    for (auto p : cfg.paths)
-        if (p != PathKind::kTreeRs) flat_paths.push_back(p);
+    // The 16-bit paths quantize nothing (D26): they run once per distribution, with the first format,
+    // and on the cpu backend when --backend is a device one (which has no 16-bit schedules yet).
+    // What runs for each (format, distribution): every quantized path but tree-rs at the gate's N,
+    // tree-rs at tree_ranks. The 16-bit paths quantize nothing (D26): they run once per
+    // distribution, with the first format, one group per type (an fp16 refusal does not take the
+    // bf16 runs with it), and on the cpu backend when --backend is a device one, which has no 16-bit
+    // schedules yet. When the gate sums (gate.divide = none) their ring reduce-scatters also run
+    // pre-divided, for the comparison table (issue 18): with and without DeepSpeed's division.
+    struct Part {
+        std::vector<PathKind> paths;
+        bool tree = false, typed = false;
+        Divide divide = Divide::kNone;
+        std::string type;  // typed: "bf16" or "fp16"
+    };
+    std::vector<Part> parts;
+    {
+        Part flat{{}, false, false, cfg.divide, ""};
+        for (auto p : cfg.paths)
+            if (!typed_path(p) && p != PathKind::kTreeRs) flat.paths.push_back(p);
+        parts.push_back(flat);
+        if (tree) parts.push_back(Part{{PathKind::kTreeRs}, true, false, cfg.divide, ""});
+        for (Accum t : {Accum::kBf16, Accum::kFp16}) {
+            Part all{{}, false, true, cfg.divide, to_string(t)}, pre{{}, false, true, Divide::kPre, to_string(t)};
+            for (auto p : cfg.paths)
+                if (typed_path(p) && path_info(p).element == t) {
+                    all.paths.push_back(p);
+                    if (path_info(p).shape == PathShape::kReduceScatter) pre.paths.push_back(p);
+                }
+            parts.push_back(all);
+            if (cfg.divide == Divide::kNone) parts.push_back(pre);
+        }
+    }
     if (tree) {
         res.tree_ranks = cfg.tree_ranks;
         if (cfg.tree_ranks != cfg.ranks) {
@@ -198,12 +229,13 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
                                              : "not run: no GPU answered";
             res.format_checks.push_back(fc);
 
-            // The paths: every path but tree-rs at the gate's N, tree-rs at tree_ranks.
-            for (int part = 0; part < 2 && !refused; ++part) {
+            // The paths (`parts` above).
+            for (const Part& part : parts) {
+                if (refused) break;
+                if (part.paths.empty() || (part.typed && &f != &cfg.formats.front())) continue;
                 SweepSpec spec;
-                spec.paths = part == 0 ? flat_paths : std::vector<PathKind>{PathKind::kTreeRs};
-                if (spec.paths.empty() || (part == 1 && !tree)) continue;
-                spec.ranks = part == 0 ? cfg.ranks : cfg.tree_ranks;
+                spec.paths = part.paths;
+                spec.ranks = part.tree ? cfg.tree_ranks : cfg.ranks;
                 spec.ranks_per_node = cfg.ranks_per_node;
                 spec.elements = cfg.elements;
                 spec.format = f;
@@ -211,19 +243,22 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
                 spec.dist = d;
                 spec.seed = cfg.seed;
                 spec.accum = cfg.accum;
+                spec.divide = part.divide;
                 spec.threads = cfg.threads;
                 spec.check_k = true;
-                spec.backend = opt.backend;
-                if (codec) spec.codec = cfg.codec;
+                spec.backend = part.typed && (opt.backend == collectives::Backend::kDevice || opt.backend == collectives::Backend::kNccl)
+                                   ? collectives::Backend::kCpu
+                                   : opt.backend;
+                if (codec && !part.typed) spec.codec = cfg.codec;
                 if (opt.progress)
-                    spec.on_group = [&, part](size_t i, size_t groups, int64_t n) {
+                    spec.on_group = [&, tree_part = part.tree](size_t i, size_t groups, int64_t n) {
                         GateProgress p;
                         p.group = done, p.groups = total, p.format = f.name(), p.dist = dist;
-                        p.tree = part == 1, p.n = n, p.step = i, p.steps = groups;
+                        p.tree = tree_part, p.n = n, p.step = i, p.steps = groups;
                         opt.progress(p);
                     };
                 auto sw = run_sweep(spec);
-                if (!sw && codec && (sw.error().code == ErrorCode::kCodec || sw.error().code == ErrorCode::kCuda)) {
+                if (!sw && codec && !part.typed && (sw.error().code == ErrorCode::kCodec || sw.error().code == ErrorCode::kCuda)) {
                     if (!fc.refused.empty()) {
                         // The kernel check found this input refused by codec and reference alike: the
                         // codec refusing it in a path is the specified outcome, reported as the built-in's is.
@@ -242,16 +277,19 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
                 }
                 if (!sw) {
                     if (sw.error().code == ErrorCode::kRangeOverflow || sw.error().code == ErrorCode::kNonFinite) {
-                        // ds-int<b> refuses inputs beyond binary16 (docs/DECISIONS.md D3): reported, not run.
-                        res.refusals.push_back({f.name(), dist, sw.error().message});
+                        // ds-int<b> refuses inputs beyond binary16 (docs/DECISIONS.md D3), an fp16 path one
+                        // fp16 cannot hold (D26): reported, not run. A 16-bit refusal leaves the format's runs be.
+                        res.refusals.push_back({part.typed ? part.type : f.name(), dist, sw.error().message});
+                        if (part.typed) continue;
                         refused = true;
                         break;
                     }
                     return sw.error();
                 }
                 for (const auto& r : sw->runs) res.runs.push_back(to_run(r, dist, cfg.seed));
+                if (part.divide != cfg.divide) continue;  // one fit per (path, format, dist): the gate's own runs'
                 for (const auto& fit : sw->fits)
-                    res.fits.push_back({path_info(fit.path).name, f.name(), dist, fit.exponent, fit.points});
+                    res.fits.push_back({path_info(fit.path).name, part.typed ? part.type : f.name(), dist, fit.exponent, fit.points});
             }
             ++done;
             if (opt.progress) {
@@ -294,6 +332,8 @@ std::string backend_problem(const GateConfig& cfg, collectives::Backend backend,
     const bool tree = std::find(cfg.paths.begin(), cfg.paths.end(), PathKind::kTreeRs) != cfg.paths.end();
     if (cfg.codec)
         if (auto why = collectives::codec_backend_problem(backend); !why.empty()) return why;
+    if (cfg.divide != Divide::kNone && (backend == collectives::Backend::kDevice || backend == collectives::Backend::kNccl))
+        return "gate.divide = \"" + std::string(to_string(cfg.divide)) + "\" runs with --backend cpu or mpi for now (not " + name + ")";
     if (one_process_per_rank(backend)) {
         const int64_t np = mpi::size();
         const std::string started = " but the job has " + std::to_string(np) + " process(es) (mpirun -np)";

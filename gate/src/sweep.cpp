@@ -76,6 +76,13 @@ bool one_process_per_rank(collectives::Backend b) {
 std::string sweep_backend_problem(const SweepSpec& spec, const std::string& name) {
     namespace mpi = collectives::mpi;
     const bool per_rank = one_process_per_rank(spec.backend);
+    // What the device transports do not run yet, said before looking for a GPU (D26, D27).
+    if (spec.backend == collectives::Backend::kDevice || spec.backend == collectives::Backend::kNccl) {
+        for (PathKind p : spec.paths)
+            if (typed_path(p)) return std::string(path_info(p).name) + " runs with --backend cpu or mpi for now (not " + name + ")";
+        if (spec.divide != Divide::kNone)
+            return "--divide " + std::string(to_string(spec.divide)) + " runs with --backend cpu or mpi for now (not " + name + ")";
+    }
     if (spec.codec)
         if (auto why = collectives::codec_backend_problem(spec.backend); !why.empty()) return why;
     if (spec.backend == collectives::Backend::kMpi && !mpi::active())
@@ -135,8 +142,11 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
             c.ranks_per_node = spec.ranks_per_node > 0 ? spec.ranks_per_node : default_ranks_per_node(n);
             c.elements = spec.elements;
             c.accum = spec.accum;
+            apply_element_type(c);  // a 16-bit path sums in its own type (D26)
+            // --divide applies to the reduce paths; a gather in the same sweep sums nothing (D27).
+            c.divide = path_info(p).shape == PathShape::kAllGather ? Divide::kNone : spec.divide;
             c.seed = spec.seed;  // stochastic rounding's key (docs/FORMATS.md section 4)
-            c.codec = spec.codec;
+            c.codec = typed_path(p) ? nullptr : spec.codec;  // nothing to quantize there
             if (auto st = validate(c); !st) {  // named once: some messages start with the path's name already
                 const std::string name = path_info(p).name;
                 const std::string& m = st.error().message;
@@ -224,6 +234,7 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
                 own.contributions = full.contributions;
                 own.first_block_absmax = full.first_block_absmax;
                 own.events = full.events;
+                own.roundings = full.roundings;
                 own.outputs.clear();
                 for (const auto& row : full.outputs)
                     if (row.rank == me) own.outputs.push_back(row);
@@ -246,6 +257,8 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
                 const OutputRow* prev = nullptr;
                 int64_t prev_wrong = 0;
                 std::vector<int32_t> got;
+                // A reduce path's table is the same for every row of the column: made once (O(N)).
+                const std::vector<int32_t> want_all = gather ? std::vector<int32_t>{} : expected_ks(g[k], rec.first);
                 for (const auto& row : rec.outputs) {
                     if (prev != nullptr && holder_free && same_ledger_shape(rec, *prev, row)) {
                         kc.first += n;
@@ -274,7 +287,9 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
                         base = 0;
                     }
                     for (int64_t j = lo; j <= hi; ++j) {
-                        const int32_t want = owner[static_cast<size_t>(j)] ? expected_k(g[k], rec.first, row.rank, j) : 0;
+                        const int32_t want = !gather                     ? want_all[static_cast<size_t>(j)]
+                                             : owner[static_cast<size_t>(j)] ? expected_k(g[k], rec.first, row.rank, j)
+                                                                             : 0;
                         ++kc.first;
                         if (got[static_cast<size_t>(j - base)] == want) continue;
                         if (kc.second++ == 0) {
@@ -405,6 +420,7 @@ nlohmann::json run_json(const RunRow& r, const std::string& dist, uint64_t seed)
                      {"format", r.config.format_name()},
                      {"block", r.config.block},
                      {"accum", to_string(r.config.accum)},
+                     {"divide", to_string(r.config.divide)},
                      {"dist", dist},
                      {"seed", seed},
                      {"k_min", s.k_min},

@@ -107,14 +107,17 @@ std::vector<Verdict> bound_and_k_verdicts(const GateConfig& cfg, const std::vect
     std::vector<Verdict> out;
     for (const auto& f : cfg.formats) {
         for (auto p : cfg.paths) {
-            const std::string pn = path_info(p).name, suffix = f.name() + "/" + pn;
+            // The 16-bit paths run once, under their own type (D26): their verdicts come with the first format.
+            if (typed_path(p) && &f != &cfg.formats.front()) continue;
+            const std::string fname = typed_path(p) ? to_string(path_info(p).element) : f.name();
+            const std::string pn = path_info(p).name, suffix = fname + "/" + pn;
             int nruns = 0;
             int64_t outputs = 0, kpairs = 0;
             double worst = 0;
             int32_t kmin = INT32_MAX, kmax = 0;
             std::string bad, kbad;
             for (const auto& r : runs) {
-                if (r.path != pn || r.format != f.name()) continue;
+                if (r.path != pn || r.format != fname) continue;
                 ++nruns;
                 outputs += r.outputs_checked;
                 kpairs += r.k_checked;
@@ -224,12 +227,14 @@ std::vector<Verdict> baseline_verdicts(const GateConfig& cfg, const std::vector<
     for (const auto& m : cfg.baseline_metrics) {
         for (const auto& f : cfg.formats) {
             for (auto p : cfg.paths) {
+                if (typed_path(p) && &f != &cfg.formats.front()) continue;  // run once, under their type (D26)
+                const std::string fname = typed_path(p) ? to_string(path_info(p).element) : f.name();
                 const std::string pn = path_info(p).name;
                 int matched = 0, missing = 0;
                 double worst_ratio = 0;
                 std::string bad;
                 for (const auto& r : runs) {
-                    if (r.path != pn || r.format != f.name()) continue;
+                    if (r.path != pn || r.format != fname) continue;
                     auto it = base.find(r.key());
                     if (it == base.end()) {
                         ++missing;
@@ -248,7 +253,7 @@ std::vector<Verdict> baseline_verdicts(const GateConfig& cfg, const std::vector<
                         bad = run_label(r) + ": " + to_string(m) + " " + g4(now) + " against " + g4(was) + " in the baseline (more than " +
                               g4(cfg.baseline_margin * 100) + "% worse)";
                 }
-                const std::string name = std::string("baseline/") + to_string(m) + "/" + f.name() + "/" + pn;
+                const std::string name = std::string("baseline/") + to_string(m) + "/" + fname + "/" + pn;
                 Verdict v;
                 if (matched == 0) {
                     v = verdict(name, true, "no run of the baseline matches (path, format, dist, N, G, M, block, seed)");

@@ -187,8 +187,13 @@ Tier default_tier(const CollectiveVerifySpec& s) {
 }
 
 Status check_spec(const CollectiveVerifySpec& s) {
-    if (auto st = validate(s.config); !st) return st;
     const PathConfig& c = s.config;
+    if (typed_path(c.path))  // before validate(): its accumulation message would not be the point here
+        return make_error(ErrorCode::kInvalidArgument,
+                          std::string("verify collective does not judge ") + path_info(c.path).name +
+                              " yet; a " + to_string(path_info(c.path).element) + " ring reduce-scatter's dump is judged as " +
+                              "--path fp32-ring-rs --accum " + to_string(path_info(c.path).element) + " (docs/DECISIONS.md D24)");
+    if (auto st = validate(s.config); !st) return st;
     if (s.config.codec) return make_error(ErrorCode::kInvalidArgument, "verify judges a run's outputs: it takes no codec");
     if (s.mean && is_gather(c.path))
         return make_error(ErrorCode::kInvalidArgument, std::string("--target mean: ") + path_info(c.path).name +

@@ -285,6 +285,41 @@ TEST_F(Cli, SimulateFromNpyAndDump) {
     EXPECT_NE(bad.err.find("has 4 rows"), std::string::npos) << bad.err;
 }
 
+// The 16-bit paths (D26) and --divide (D27) from the command line: no --format needed, the row says
+// its type, k counts roundings, and every mistake is one line and exit 2 before any work.
+TEST_F(Cli, SixteenBitPathsAndDivide) {
+    const Outcome r = run("simulate --path bf16-ring-rs,fp16-tree-ar --ranks 6 --ranks-per-node 3 --elements 96 --block 16 --divide pre --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["runs"].size(), 2u);
+    EXPECT_EQ(j["runs"][0]["format"], "bf16");
+    EXPECT_EQ(j["runs"][0]["accum"], "bf16");
+    EXPECT_EQ(j["runs"][0]["divide"], "pre");
+    EXPECT_EQ(j["runs"][0]["k_max"], 5);  // N - 1 rounded adds
+    EXPECT_EQ(j["runs"][1]["format"], "fp16");
+    EXPECT_EQ(j["runs"][0]["bound_holds"], true);
+    EXPECT_EQ(j["runs"][1]["bound_holds"], true);
+    for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+             {"simulate --path bf16-ring-rs --accum fp16 --ranks 4 --elements 64", "--accum fp16 contradicts --path bf16-ring-rs"},
+             {"simulate --path a2a-rs --format int8 --divide half --ranks 4 --elements 64", "known: none, pre, post"},
+             {"simulate --path ring-ag --format int8 --divide post --ranks 4 --elements 64", "ring-ag gathers shards"},
+             {"simulate --path bf16-ring-ar --ranks 4 --elements 64 --backend device", "bf16-ring-ar runs with --backend cpu or mpi"},
+         }) {
+        const Outcome b = run(args);
+        EXPECT_EQ(b.code, 2) << args;
+        EXPECT_EQ(std::count(b.err.begin(), b.err.end(), '\n'), 1) << args << ": " << b.err;
+        EXPECT_NE(b.err.find(says), std::string::npos) << args << ": " << b.err;
+    }
+    // An input fp16 cannot hold: refused, naming it.
+    std::vector<float> v(4 * 8, 1.0f);
+    v[2 * 8 + 3] = 1e6f;
+    const std::string x = npy("big.npy", v, {4, 8});
+    const Outcome o = run("simulate --path fp16-ring-rs --in " + x);
+    EXPECT_EQ(o.code, 2);
+    EXPECT_NE(o.err.find("rank 2 element 3"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("overflows fp16"), std::string::npos) << o.err;
+}
+
 TEST_F(Cli, SimulateBackendChoice) {
     const std::string base = "simulate --path a2a-rs --ranks 4 --elements 64 --block 16 --format int8";
     const Outcome bad = run(base + " --backend tpu");

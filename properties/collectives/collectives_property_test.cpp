@@ -21,7 +21,8 @@ namespace qtransit {
 // How RapidCheck prints a failing configuration.
 inline void showValue(const PathConfig& c, std::ostream& os) {
     os << path_info(c.path).name << " N=" << c.ranks << " G=" << c.ranks_per_node << " M=" << c.elements
-       << " block=" << c.block << " format=" << c.format_name() << " accum=" << to_string(c.accum);
+       << " block=" << c.block << " format=" << c.format_name() << " accum=" << to_string(c.accum)
+       << " divide=" << to_string(c.divide);
 }
 namespace kernels {
 inline void showValue(Distribution d, std::ostream& os) { os << to_string(d); }
@@ -102,6 +103,12 @@ rc::Gen<PathConfig> config_for(PathKind path) {
         c.accum = *rc::gen::weightedOneOf<qt::Accum>({{5, rc::gen::just(qt::Accum::kFp32)},
                                                       {1, rc::gen::just(qt::Accum::kFp16)},
                                                       {1, rc::gen::just(qt::Accum::kBf16)}});
+        qt::apply_element_type(c);  // the 16-bit paths sum in their own type (D26)
+        // Where a mean's 1/N goes (D27), on the reduce paths a third of the time.
+        if (qt::path_info(path).shape != qt::PathShape::kAllGather)
+            c.divide = *rc::gen::weightedOneOf<qt::Divide>({{4, rc::gen::just(qt::Divide::kNone)},
+                                                            {1, rc::gen::just(qt::Divide::kPre)},
+                                                            {1, rc::gen::just(qt::Divide::kPost)}});
         return c;
     });
 }
@@ -211,6 +218,12 @@ RC_GTEST_PROP(Paths, RingAgRequantEqualsReferenceWithinBounds, ()) { check_path(
 RC_GTEST_PROP(Paths, HpzAgFpEqualsReferenceWithinBounds, ()) { check_path(PathKind::kHpzAgFp); }
 RC_GTEST_PROP(Paths, HpzAgRequantEqualsReferenceWithinBounds, ()) { check_path(PathKind::kHpzAgRequant); }
 RC_GTEST_PROP(Paths, Fp32RingRsEqualsReferenceWithinBounds, ()) { check_path(PathKind::kFp32RingRs); }
+RC_GTEST_PROP(Paths, Bf16RingRsEqualsReferenceWithinBounds, ()) { check_path(PathKind::kBf16RingRs); }
+RC_GTEST_PROP(Paths, Fp16RingRsEqualsReferenceWithinBounds, ()) { check_path(PathKind::kFp16RingRs); }
+RC_GTEST_PROP(Paths, Bf16RingArEqualsReferenceWithinBounds, ()) { check_path(PathKind::kBf16RingAr); }
+RC_GTEST_PROP(Paths, Fp16RingArEqualsReferenceWithinBounds, ()) { check_path(PathKind::kFp16RingAr); }
+RC_GTEST_PROP(Paths, Bf16TreeArEqualsReferenceWithinBounds, ()) { check_path(PathKind::kBf16TreeAr); }
+RC_GTEST_PROP(Paths, Fp16TreeArEqualsReferenceWithinBounds, ()) { check_path(PathKind::kFp16TreeAr); }
 
 // Placement, exactly: every input is 0 but one element of one rank. A zero block quantizes to
 // exact zeros and 0 + 0 = 0, so the single nonzero output must sit exactly where that element
@@ -254,7 +267,8 @@ RC_GTEST_PROP(Paths, PlacementIsExact, ()) {
 // After a gather or an all-reduce every rank holds the same bits (ring-ag-requant excepted: its
 // point is that they differ for a non-idempotent format).
 RC_GTEST_PROP(Paths, GathersAndAllReduceGiveIdenticalBitsOnEveryRank, ()) {
-    const PathKind path = *rc::gen::element(PathKind::kTwoShotAr, PathKind::kRingAg, PathKind::kHpzAgFp, PathKind::kHpzAgRequant);
+    const PathKind path = *rc::gen::element(PathKind::kTwoShotAr, PathKind::kRingAg, PathKind::kHpzAgFp, PathKind::kHpzAgRequant,
+                                            PathKind::kBf16RingAr, PathKind::kFp16RingAr, PathKind::kBf16TreeAr, PathKind::kFp16TreeAr);
     const PathConfig c = *config_for(path);
     RC_TAG(c.format.name());
     const auto x = inputs_for(c, qt::kernels::Distribution::kNormal, *rc::gen::arbitrary<uint64_t>());
@@ -379,6 +393,95 @@ TEST(Paths, PerStageFormatsRunOnTheCpuBackendOnly) {
     EXPECT_EQ(columns, 0);
     ASSERT_TRUE(qt::collectives::run_paths({c}, in, 1, sink, qt::collectives::Backend::kCpu).ok());
     EXPECT_GT(columns, 0);
+}
+
+// The 16-bit paths (D26) run on the cpu and mpi backends, say so on a device before any work, and refuse an
+// input their type cannot hold, naming it.
+TEST(Paths, TypedPathsRunOffTheDeviceAndRefuseWhatTheirTypeCannotHold) {
+    PathConfig c;
+    c.path = PathKind::kFp16RingAr;
+    c.ranks = 4;
+    c.ranks_per_node = 2;
+    c.elements = 64;
+    c.block = 16;
+    qt::apply_element_type(c);
+    std::vector<float> x(static_cast<size_t>(c.ranks * c.elements), 0.5f);
+    int columns = 0;
+    auto sink = [&](size_t, int, const ColumnRecord&) { ++columns; };
+    {
+        qt::collectives::ArrayInputs in(x, c.elements);
+        for (auto b : {qt::collectives::Backend::kDevice, qt::collectives::Backend::kNccl}) {
+            const auto r = qt::collectives::run_paths({c}, in, 1, sink, b);
+            ASSERT_FALSE(r.ok());
+            EXPECT_NE(r.error().message.find("fp16-ring-ar runs with --backend cpu or mpi"), std::string::npos) << r.error().message;
+        }
+        EXPECT_EQ(columns, 0);
+        ASSERT_TRUE(qt::collectives::run_paths({c}, in, 1, sink, qt::collectives::Backend::kCpu).ok());
+        EXPECT_GT(columns, 0);
+    }
+    x[static_cast<size_t>(2 * c.elements + 5)] = 65520.0f;  // rounds to inf in binary16
+    qt::collectives::ArrayInputs in(x, c.elements);
+    const auto r = qt::collectives::run_paths({c}, in, 1, sink, qt::collectives::Backend::kCpu);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, qt::ErrorCode::kRangeOverflow);
+    EXPECT_NE(r.error().message.find("rank 2 element 5"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("overflows fp16"), std::string::npos) << r.error().message;
+    // The largest finite value is held; two of them overflow the sum: a non-finite output on every
+    // rank and a failed bound, never a pass.
+    x[static_cast<size_t>(2 * c.elements + 5)] = 65504.0f;
+    x[static_cast<size_t>(3 * c.elements + 5)] = 65504.0f;
+    qt::collectives::ArrayInputs in2(x, c.elements);
+    std::vector<ColumnRecord> recs;
+    ASSERT_TRUE(qt::collectives::run_paths({c}, in2, 1, [&](size_t, int, const ColumnRecord& rec) { recs.push_back(rec); },
+                                           qt::collectives::Backend::kCpu).ok());
+    qt::reference::PathChecker check(c);
+    for (const auto& rec : recs) check.add(rec);
+    const auto s = check.stats();
+    EXPECT_FALSE(s.bound_holds);
+    EXPECT_EQ(s.nonfinite_outputs, c.ranks);  // element 5 on every rank
+    EXPECT_TRUE(std::isinf(s.max_a_priori));
+}
+
+// --divide (D27): a mean that forgot its division, or divided twice, or a pre-divided run judged as
+// a plain sum, is caught; the right one passes. N = 3, so 1/N rounds.
+TEST(Paths, DivideMistakesAreCaught) {
+    for (PathKind path : {PathKind::kA2aRs, PathKind::kRingRs, PathKind::kBf16RingRs, PathKind::kFp16TreeAr}) {
+        for (qt::Divide d : {qt::Divide::kPre, qt::Divide::kPost}) {
+            PathConfig c;
+            c.path = path;
+            c.ranks = 3;
+            c.ranks_per_node = 3;
+            c.elements = 96;
+            c.block = 16;
+            c.format = qt::FormatSpec{FormatKind::kSym, 8};
+            c.divide = d;
+            qt::apply_element_type(c);
+            SCOPED_TRACE(std::string(qt::path_info(path).name) + " " + to_string(d));
+            const auto x = inputs_for(c, qt::kernels::Distribution::kNormal, 5);
+            const auto recs = run_production(c, x);
+            auto judge = [&](const PathConfig& as, const std::vector<ColumnRecord>& rs) {
+                qt::reference::PathChecker check(as);
+                for (const auto& r : rs) check.add(r);
+                return check.stats();
+            };
+            const auto ok = judge(c, recs);
+            EXPECT_TRUE(ok.bound_holds) << ok.first_violation;
+            EXPECT_GT(ok.outputs_checked, 0);
+            // The same outputs judged as a sum, or the sum judged as a mean: violations.
+            PathConfig as_sum = c;
+            as_sum.divide = qt::Divide::kNone;
+            EXPECT_FALSE(judge(as_sum, recs).bound_holds);
+            auto times = [&](float f) {
+                auto rs = recs;
+                for (auto& r : rs)
+                    for (auto& row : r.outputs)
+                        for (float& v : row.values) v *= f;
+                return rs;
+            };
+            EXPECT_FALSE(judge(c, times(3.0f)).bound_holds);         // forgot the division
+            EXPECT_FALSE(judge(c, times(1.0f / 3.0f)).bound_holds);  // divided twice
+        }
+    }
 }
 
 TEST(Transport, ReceiveOfWhatWasNeverSentIsAnInternalError) {

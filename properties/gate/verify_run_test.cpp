@@ -78,6 +78,7 @@ float next_up(float v) { return std::nextafter(v, std::numeric_limits<float>::in
 
 TEST(VerifyRun, EveryPathsOwnScheduleMeetsEveryTier) {
     for (const auto& info : all_paths()) {
+        if (qtransit::typed_path(info.kind)) continue;  // not judged by verify yet (TypedPathsAreRefused)
         for (const char* f : {"int8", "int4", "int8-asym", "ds-int8"})
         for (Accum acc : {Accum::kFp32, Accum::kFp16, Accum::kBf16}) {
             auto s = spec_of(info.kind, f, 8, 4, 8 * 40, 16);  // S = 40: blocks of 16 leave a short one
@@ -341,5 +342,16 @@ TEST(VerifyRun, PartialsSurviveJsonAndMergeAsOne) {
     EXPECT_FALSE(merged.same_bits);
 }
 
+// The 16-bit paths (D26) are not judged by verify yet: it says so, and what to use instead.
+TEST(VerifyRun, TypedPathsAreRefused) {
+    auto s = spec_of(PathKind::kBf16RingRs, "int8", 8, 4, 8 * 40, 16);
+    apply_element_type(s.config);
+    const auto x = inputs(8, s.config.elements, 3);
+    const auto r = verify_arrays(s, x, x);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("--path fp32-ring-rs --accum bf16"), std::string::npos) << r.error().message;
+}
+
 }  // namespace
 }  // namespace qtransit::gate
+

@@ -39,6 +39,7 @@ PathConfig cfg(PathKind path, int64_t n, int64_t g, int64_t m, int64_t b, Format
     c.ranks_per_node = g;
     c.elements = m;
     c.accum = accum;
+    apply_element_type(c);  // the 16-bit paths sum in their own type (D26)
     return c;
 }
 
@@ -716,7 +717,7 @@ TEST(PathsLedger, ContributionKEqualsExpectedK) {
                         EXPECT_EQ(row.values.size(), static_cast<size_t>(rec.len));
                         EXPECT_EQ(row.add_abs_sum.size(), static_cast<size_t>(rec.len));
                         EXPECT_EQ(row.add_count.size(), static_cast<size_t>(rec.len));
-                        const bool rounds = low_precision(acc) && info.shape != PathShape::kAllGather;
+                        const bool rounds = low_precision(c.accum) && info.shape != PathShape::kAllGather;
                         EXPECT_EQ(row.term_round_count.size(), rounds ? static_cast<size_t>(rec.len) : 0u) << info.name;
                         for (int32_t id : row.event_ids) {
                             ASSERT_GE(id, 0);

@@ -452,6 +452,31 @@ EventBound prepare_event(const FormatSpec& f, const QuantEvent& ev) {
     return b;
 }
 
+// ---- --divide (D27) -----------------------------------------------------------------------------------
+// The rounding of a division by N for a mean, y = fl_t(w), w = fl32(z), z = x / N exactly:
+//   |y - w| <= u_t |y| + h_t (relative to the result in the normal range; at most half the type's
+//   subnormal spacing h_t below it), |w - z| <= u |w| + 2^-150, |w| <= (1 + u_t)|y| + h_t, so
+//   |y - z| <= (u_t + u (1 + u_t)) |y| + h_t (1 + u) + 2^-150;
+// binary32 (t = fp32, y = w): |y - z| <= u |y| + 2^-150. at(|y|) is that bound, monotone in |y|.
+// Under pre the path reduces the y_j, so the error against the mean adds sum_j at(|y_j|) to the
+// ledger's bound of |out - sum y_j|; under post it is the ledger's bound of |out - T| divided by
+// N plus at(|out'|). The a-priori bounds take the same terms at the extremes: |y_j| <= div(A_j),
+// and |out'| <= ((sum A_j + prior)/N (1 + u) + 2^-150)(1 + u_t) + h_t.
+struct DivBound {
+    double a = 0, b = 0;
+    explicit DivBound(Accum t) {
+        const AccumType at = accum_type(t);
+        if (t == Accum::kFp32) {
+            a = kU;
+            b = 0x1p-150;
+        } else {
+            a = at.u + kU * (1 + at.u);
+            b = at.half_subnormal * (1 + kU) + 0x1p-150;
+        }
+    }
+    double at(double y) const { return a * y + b; }
+};
+
 // ---- a_priori --------------------------------------------------------------------------------------
 struct Bnd {
     double mag = 0, err = 0;
@@ -561,6 +586,39 @@ Bnd tree_bound(const Prior& p, std::span<const double> a, int64_t n, int64_t r, 
     return p.add(p.t(own), p.t(p.q(other)));
 }
 
+// The 16-bit paths (D26), as a function of k: with u the type's unit roundoff, A_j the absmax of
+// contributor j's (already cast) inputs and k_j the number of rounded adds its value goes through
+// (expected_ks, the schedule's table),
+//   a_priori = (1 + u)/(1 - u) * sum_j ((1 + u)^k_j - 1) A_j,
+// and +inf when the sums can overflow: when (1 + u)^kmax sum_j A_j reaches the type's overflow
+// midpoint.
+// Derivation. The a-posteriori bound is u/(1 - u) sum over the adds of |r|, r the rounded result
+// (no term is rounded: the inputs are of the type; an add of two values of the type that lands in
+// the subnormal range is exact, so no subnormal term either). By induction over the schedule, a
+// partial r holding the contributors J(r) has |r| <= sum_{j in J(r)} A_j (1 + u)^m_j(r), where
+// m_j(r) counts the adds on j's way up to r, r's own included: an input has |x_j| <= A_j and m =
+// 0, an add's exact sum v of two partials is bounded by the sum of theirs, and |fl(v)| <= (1 + u)|v|.
+// Along j's way the adds it takes part in have m_j = 1, 2, ..., k_j, so
+//   sum over adds of |r| <= sum_j A_j sum_{m=1..k_j} (1 + u)^m = sum_j A_j (1 + u)((1 + u)^k_j - 1)/u,
+// and u/(1 - u) times that is the bound above: a_post <= a_priori, term by term. No partial can
+// overflow when every |v| <= (1 + u)^(m - 1) sum A_j stays below the overflow midpoint, which
+// the +inf test ensures. To first order the bound is u sum_j k_j A_j: a ring's compounds with N.
+double typed_prior(const PathConfig& c, int64_t first, std::span<const double> a) {
+    const AccumType at = accum_type(c.accum);
+    const std::vector<int32_t> k = expected_ks(c, first);
+    int32_t kmax = 0;
+    for (int32_t v : k) kmax = std::max(kmax, v);
+    std::vector<double> pw(static_cast<size_t>(kmax) + 1, 1.0);
+    for (size_t m = 1; m < pw.size(); ++m) pw[m] = pw[m - 1] * (1 + at.u);  // (1 + u)^m, rel. error m 2^-53
+    double sum = 0, mag = 0;
+    for (size_t j = 0; j < k.size() && j < a.size(); ++j) {
+        sum += (pw[static_cast<size_t>(std::max(k[j], 0))] - 1) * a[j];  // relative error below 2^-40
+        mag += a[j];
+    }
+    if (!(mag * pw.back() * (1 + 0x1p-40) < at.overflow)) return kInf;
+    return (1 + at.u) / (1 - at.u) * sum;
+}
+
 // Reduce paths: the same bound for every element and every row of the column.
 // p: the first stage's format (every stage's, but for per-stage formats); p1: the second stage's.
 double reduce_prior(const PathConfig& c, const Prior& p, const Prior& p1, int64_t first, std::span<const double> a) {
@@ -592,6 +650,12 @@ double reduce_prior(const PathConfig& c, const Prior& p, const Prior& p1, int64_
             return tree_bound(p, a, n, ch, levels - 1).err;
         }
         case PathKind::kTwoShotAr: return p1.q(a2a_bound(p, a, 0, n)).err;
+        case PathKind::kBf16RingRs:
+        case PathKind::kFp16RingRs:
+        case PathKind::kBf16RingAr:
+        case PathKind::kFp16RingAr:
+        case PathKind::kBf16TreeAr:
+        case PathKind::kFp16TreeAr: return typed_prior(c, first, a);
         default: break;
     }
     return kInf;
@@ -780,8 +844,37 @@ void PathChecker::add(const ColumnRecord& col) {
 
     // A priori, per column (reduce paths) or per element (gather paths; see a_priori_bound).
     const Prior prior(cfg_), prior1(second_stage(cfg_));
+    // --divide (D27): the target is the exact mean T / N. Errors are then compared as N v - T,
+    // exactly, against N times the bound; the division's own rounding joins the bounds (DivBound).
+    const Divide dv = gather ? Divide::kNone : cfg_.divide;
+    const double sc = dv == Divide::kNone ? 1.0 : static_cast<double>(n);
+    const DivBound db(division_type(cfg_));
     double col_prior = kInf;
-    if (!gather) col_prior = reduce_prior(cfg_, prior, prior1, col.first, absmax_) * kPrioInflation;
+    pre_extra_.assign(dv == Divide::kPre ? ulen : 0, 0.0);
+    if (!gather && dv == Divide::kNone) {
+        col_prior = reduce_prior(cfg_, prior, prior1, col.first, absmax_) * kPrioInflation;
+    } else if (!gather && dv == Divide::kPre) {
+        // The path reduced y_j = div(x_j): |y_j| <= div(A_j) (the division is monotone in |x|).
+        std::vector<double> ay(absmax_.size());
+        double extra = 0;
+        for (size_t j = 0; j < ay.size(); ++j) {
+            ay[j] = std::fabs(static_cast<double>(divide_to(static_cast<float>(absmax_[j]), n, division_type(cfg_))));
+            extra += db.at(ay[j]);
+        }
+        col_prior = (reduce_prior(cfg_, prior, prior1, col.first, ay) + extra) * kPrioInflation;
+        for (int64_t r = 0; r < col.contribution_rows; ++r) {
+            const float* x = col.contributions.data() + r * len;
+            for (size_t i = 0; i < ulen; ++i)
+                pre_extra_[i] += db.at(std::fabs(static_cast<double>(divide_to(x[i], n, division_type(cfg_)))));
+        }
+    } else if (!gather) {  // post: |out| <= sum A_j + prior, |out'| <= mo
+        const double ps = reduce_prior(cfg_, prior, prior1, col.first, absmax_);
+        double sa = 0;
+        for (double a : absmax_) sa += a;
+        const AccumType dt = accum_type(division_type(cfg_));
+        const double mo = ((sa + ps) / sc * (1 + kU) + 0x1p-150) * (1 + dt.u) + dt.half_subnormal;
+        col_prior = (ps / sc + db.at(mo)) * kPrioInflation;
+    }
     double gather_amax = 0;
     if (gather) {
         if (col.first_block_absmax.empty()) {
@@ -916,7 +1009,10 @@ void PathChecker::add(const ColumnRecord& col) {
             for (size_t i = 0; i < ulen; ++i) apost_[i] += at.half_subnormal * row.term_round_count[i];
 
         for (size_t i = 0; i < ulen; ++i) {
-            const double post = apost_[i] * kPostInflation;
+            double post = apost_[i] * kPostInflation;
+            if (dv == Divide::kPre) post = (apost_[i] + pre_extra_[i]) * kPostInflation;
+            else if (dv == Divide::kPost)
+                post = (apost_[i] / sc + db.at(std::fabs(static_cast<double>(row.values[i])))) * kPostInflation;
             double prio = col_prior;
             if (gather) {
                 const double ai = col.first_block_absmax.empty() ? absmax_[0]
@@ -950,7 +1046,7 @@ void PathChecker::add(const ColumnRecord& col) {
             if (!std::isfinite(v)) {
                 ++st_.nonfinite_outputs;
                 record_violation(col.first, row.rank, static_cast<int64_t>(i),
-                                 "non-finite output " + fmt_double(v) + " (target " + fmt_double(target[i]) + ")");
+                                 "non-finite output " + fmt_double(v) + " (target " + fmt_double(target[i] / sc) + ")");
                 continue;
             }
             if (!finite_inputs) {
@@ -966,9 +1062,11 @@ void PathChecker::add(const ColumnRecord& col) {
                     e = acc_[i];
                 }
                 e.negate();
-                e.add(v);
+                if (sc == 1) e.add(v);
+                else e.add(static_cast<double>(v) * sc);  // exact: 24 bits times N < 2^17
                 return e;
             };
+            const double tsc = target[i] / sc;  // the target in the output's units (the mean under --divide)
             const bool same_as_last = have_last_[i] && std::bit_cast<uint32_t>(last_value_[i]) == std::bit_cast<uint32_t>(v);
             double errd;
             if (same_as_last) {
@@ -977,12 +1075,17 @@ void PathChecker::add(const ColumnRecord& col) {
                 // v = vi 2^grid exactly, |vi| < 2^62, |T| < 2^62: vi - T is exact in int64 (no overflow),
                 // and its conversion is the correctly rounded error.
                 const int64_t vi = static_cast<int64_t>(static_cast<double>(v) * pow2_double(-grid_));
-                errd = static_cast<double>(vi - tint_[i]) * pow2_double(grid_);
+                if (sc == 1) {
+                    errd = static_cast<double>(vi - tint_[i]) * pow2_double(grid_);
+                } else {  // N vi - T: exact in 128 bits; rounded once to double, then once by / N
+                    const __int128 d = static_cast<__int128>(vi) * static_cast<__int128>(n) - static_cast<__int128>(tint_[i]);
+                    errd = static_cast<double>(d) * pow2_double(grid_) / sc;
+                }
                 last_value_[i] = v;
                 last_err_[i] = errd;
                 have_last_[i] = 1;
             } else {
-                errd = exact_err().to_double();
+                errd = exact_err().to_double() / sc;
                 last_value_[i] = v;
                 last_err_[i] = errd;
                 have_last_[i] = 1;
@@ -990,18 +1093,24 @@ void PathChecker::add(const ColumnRecord& col) {
             const double aerr = std::fabs(errd);
             st_.max_abs_error = std::max(st_.max_abs_error, aerr);
             st_.sum_sq_error += errd * errd;
-            st_.sum_sq_target += target[i] * target[i];
+            st_.sum_sq_target += tsc * tsc;
             st_.max_a_posteriori = std::max(st_.max_a_posteriori, post);
             st_.max_a_priori = std::max(st_.max_a_priori, prio);
             if (aerr > 0) st_.max_error_to_a_posteriori = std::max(st_.max_error_to_a_posteriori, post > 0 ? aerr / post : kInf);
             // errd is err rounded to nearest, so |err| <= |errd| (1 + 2^-53): when that is at most
             // post with room to spare the exact comparison cannot disagree, and is skipped.
-            const bool post_ok = aerr * (1 + 0x1p-50) <= post || exact_err().compare_abs(post) <= 0;
+            // Under --divide the exact comparison is |N v - T| <= N post, with N post rounded down.
+            double post_n = post;
+            if (sc != 1) {
+                post_n = post * sc;
+                if (std::fma(post, sc, -post_n) < 0) post_n = std::nextafter(post_n, 0.0);
+            }
+            const bool post_ok = aerr * (1 + 0x1p-50) <= post || exact_err().compare_abs(post_n) <= 0;
             const bool prio_ok = post <= prio;
             if (!post_ok || !prio_ok) {
                 record_violation(col.first, row.rank, static_cast<int64_t>(i),
                                  std::string(!post_ok ? "|error| > a_posteriori" : "a_posteriori > a_priori") +
-                                     ": value " + fmt_double(v) + ", target " + fmt_double(target[i]) + ", error " +
+                                     ": value " + fmt_double(v) + ", target " + fmt_double(tsc) + ", error " +
                                      fmt_double(errd) + ", a_posteriori " + fmt_double(post) + ", a_priori " +
                                      fmt_double(prio) + ", " + std::to_string(row.event_ids.size()) + " events");
             }

@@ -490,6 +490,8 @@ float round_to_accum(float v, Accum type) {
     return type == Accum::kFp16 ? round_to_fp16(v) : type == Accum::kBf16 ? round_to_bf16(v) : v;
 }
 
+float divide_to(float v, int64_t n, Accum type) { return round_to_accum(v / static_cast<float>(n), type); }
+
 Result<Quantized> quantize(const FormatSpec& format, std::span<const float> x, int64_t block, Nonfinite policy,
                            const Site& site, const StochasticKey& key) {
     if (!valid_format(format))

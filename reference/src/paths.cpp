@@ -83,6 +83,7 @@ struct Partial {
     std::vector<double> tr_abs;   // fp16 and bf16 accumulation only
     std::vector<int32_t> tr_n;    // fp16 and bf16 accumulation only
     std::vector<int32_t> holds;   // contributors whose inputs are in v (ascending)
+    std::vector<int32_t> rounds;  // the 16-bit paths: ids into ColumnRecord::roundings (D26)
     bool low_sum = false;         // v is the result of an add rounded to the accumulation type
     bool started = false;         // accumulate(): the sum has its first term
 };
@@ -110,6 +111,7 @@ void absorb(Partial& dst, const Partial& src) {
         }
     }
     dst.events.insert(dst.events.end(), src.events.begin(), src.events.end());
+    dst.rounds.insert(dst.rounds.end(), src.rounds.begin(), src.rounds.end());
     dst.holds.insert(dst.holds.end(), src.holds.begin(), src.holds.end());
     std::sort(dst.holds.begin(), dst.holds.end());
     dst.holds.erase(std::unique(dst.holds.begin(), dst.holds.end()), dst.holds.end());
@@ -229,6 +231,7 @@ OutputRow to_row(int64_t rank, const Partial& p, const std::vector<QuantEvent>& 
         if (a.from_rank != b.from_rank) return a.from_rank < b.from_rank;
         return a.to_rank < b.to_rank;
     });
+    row.rounding_ids = p.rounds;
     row.add_abs_sum = p.add_abs;
     row.add_count = p.add_n;
     row.term_round_abs_sum = p.tr_abs;
@@ -238,8 +241,10 @@ OutputRow to_row(int64_t rank, const Partial& p, const std::vector<QuantEvent>& 
 
 class Runner {
 public:
-    Runner(const PathConfig& c, std::span<const float> x)
-        : c_(c), x_(x), n_(c.ranks), m_(c.elements), s_(c.shard()), ty_(c.accum) {}
+    // x: what the ranks reduce or gather; target: the inputs the exact target sums (x itself, but
+    // for --divide pre, whose x is every input divided by N: D27).
+    Runner(const PathConfig& c, std::span<const float> x, std::span<const float> target)
+        : c_(c), x_(x), t_(target), n_(c.ranks), m_(c.elements), s_(c.shard()), ty_(c.accum) {}
 
     Result<std::vector<ColumnRecord>> run() {
         std::vector<ColumnRecord> out;
@@ -288,7 +293,7 @@ private:
             rec.first_block_absmax.assign(static_cast<size_t>(len), a);
         } else {
             for (int64_t j = 0; j < n_; ++j) {
-                auto v = in(j, first, len);
+                auto v = t_.subspan(static_cast<size_t>(j * m_ + first), static_cast<size_t>(len));
                 rec.contributions.insert(rec.contributions.end(), v.begin(), v.end());
             }
             rec.contribution_rows = n_;
@@ -307,6 +312,16 @@ private:
             case PathKind::kTwoShotAr: return two_shot(ch, first, len, rec);
             case PathKind::kRingAg: return ring_ag(ch, first, len, rec);
             case PathKind::kRingAgRequant: return ring_ag_requant(ch, first, len, rec);
+            case PathKind::kBf16RingRs:
+            case PathKind::kFp16RingRs: return ring16(ch, first, len, false, rec);
+            case PathKind::kBf16RingAr:
+            case PathKind::kFp16RingAr: return ring16(ch, first, len, true, rec);
+            case PathKind::kBf16TreeAr:
+            case PathKind::kFp16TreeAr: {
+                const Partial s = node_sum(0, first, len, rec);
+                for (int64_t r = 0; r < n_; ++r) rec.outputs.push_back(to_row(r, s, rec.events));
+                return Status::Ok();
+            }
             default: break;
         }
         return make_error(ErrorCode::kInvalidArgument, "internal: unhandled path");
@@ -341,6 +356,60 @@ private:
         }
         rec.outputs.push_back(to_row(ch, p, rec.events));
         return Status::Ok();
+    }
+
+    // The 16-bit paths (D26). x is of the type already (run_path_plain cast it), so no term is
+    // rounded; every add is fl(a + b) in the type, and the ledger's rounding names the contributors
+    // its result holds.
+    int32_t rounding(ColumnRecord& rec, const Partial& s) const {
+        rec.roundings.push_back(list(s.holds));
+        return static_cast<int32_t>(rec.roundings.size() - 1);
+    }
+    void hold(Partial& s, int64_t rank) const {
+        s.holds.push_back(static_cast<int32_t>(rank));
+        std::sort(s.holds.begin(), s.holds.end());
+    }
+
+    // bf16-/fp16-ring-rs: S = X_{ch+1}, then S = fl(S + X_{ch+1+h}) for h = 1..N-1, held by rank ch.
+    // -ring-ar: the all-gather copies S to every rank.
+    Status ring16(int64_t ch, int64_t first, int64_t len, bool all_reduce, ColumnRecord& rec) {
+        Partial s = input_partial(mod(ch + 1), first, len);
+        for (int64_t h = 1; h < n_; ++h) {
+            const int64_t self = mod(ch + 1 + h);
+            auto v = in(self, first, len);
+            for (size_t i = 0; i < s.v.size(); ++i) s.v[i] = add(s, i, s.v[i], v[i], ty_);
+            hold(s, self);
+            s.rounds.push_back(rounding(rec, s));
+        }
+        if (!all_reduce) {
+            rec.outputs.push_back(to_row(ch, s, rec.events));
+            return Status::Ok();
+        }
+        for (int64_t r = 0; r < n_; ++r) rec.outputs.push_back(to_row(r, s, rec.events));
+        return Status::Ok();
+    }
+
+    // bf16-/fp16-tree-ar: node v's sum. Its chain: S = X_(v,G-1), then S = fl(X_(v,l) + S) for l =
+    // G-2 down to 0; then S = fl(S + T_d0), then fl(S + T_d1), T the sums of v's children in NCCL's
+    // binary tree (btree_links). Every rank holds the root's sum.
+    Partial node_sum(int64_t v, int64_t first, int64_t len, ColumnRecord& rec) const {
+        const int64_t g = c_.ranks_per_node;
+        Partial s = input_partial(v * g + g - 1, first, len);
+        for (int64_t l = g - 2; l >= 0; --l) {
+            auto x = in(v * g + l, first, len);
+            for (size_t i = 0; i < s.v.size(); ++i) s.v[i] = add(s, i, x[i], s.v[i], ty_);
+            hold(s, v * g + l);
+            s.rounds.push_back(rounding(rec, s));
+        }
+        const TreeLinks links = btree_links(c_.nodes(), v);
+        for (int64_t child : {links.down0, links.down1}) {
+            if (child < 0) continue;
+            const Partial t = node_sum(child, first, len, rec);
+            for (size_t i = 0; i < s.v.size(); ++i) s.v[i] = add(s, i, s.v[i], t.v[i], ty_);
+            absorb(s, t);
+            s.rounds.push_back(rounding(rec, s));
+        }
+        return s;
     }
 
     // a2a-rs: rank ch sums D(Q(X_0[ch])) + ... + D(Q(X_{N-1}[ch])), left to right.
@@ -555,10 +624,29 @@ private:
     }
 
     const PathConfig& c_;
-    std::span<const float> x_;
+    std::span<const float> x_, t_;
     int64_t n_, m_, s_;
     Accum ty_;
 };
+
+// --divide (D27): x / N rounded to the path's element type, from the binary32 quotient.
+float divided(float v, const PathConfig& c) { return divide_to(v, c.ranks, division_type(c)); }
+
+// Runs the schedule on x (the inputs, or for --divide pre each divided by N) against the exact
+// target's inputs `target`; --divide post scales every output value by 1/N.
+Result<std::vector<ColumnRecord>> run_divided(const PathConfig& c, std::span<const float> target) {
+    std::vector<float> pre;
+    if (c.divide == Divide::kPre) {
+        pre.assign(target.begin(), target.end());
+        for (float& v : pre) v = divided(v, c);
+    }
+    auto out = Runner(c, c.divide == Divide::kPre ? std::span<const float>(pre) : target, target).run();
+    if (out.ok() && c.divide == Divide::kPost)
+        for (auto& rec : *out)
+            for (auto& row : rec.outputs)
+                for (float& v : row.values) v = divided(v, c);
+    return out;
+}
 
 }  // namespace
 
@@ -577,7 +665,22 @@ Result<std::vector<ColumnRecord>> run_path_plain(const PathConfig& c, std::span<
                                   describe(Site{"input", r, 0}, i) + ": value " + fmt(v) +
                                       " is not finite (policy 'error' refuses NaN and inf)");
         }
-    return Runner(c, x).run();
+    if (typed_path(c.path)) {
+        // D26: the inputs are of the path's type; cast, refusing what it cannot hold.
+        std::vector<float> cast(x.begin(), x.end());
+        for (size_t j = 0; j < cast.size(); ++j) {
+            const float r = round_to_accum(cast[j], c.accum);
+            if (!std::isfinite(r)) {
+                const int64_t rank = static_cast<int64_t>(j) / c.elements, i = static_cast<int64_t>(j) % c.elements;
+                return make_error(ErrorCode::kRangeOverflow, describe(Site{"input", rank, 0}, i) + ": value " + fmt(cast[j]) +
+                                                                 " overflows " + to_string(c.accum) + ", the element type of " +
+                                                                 path_info(c.path).name + " (its inputs are cast to it first)");
+            }
+            cast[j] = r;
+        }
+        return run_divided(c, cast);
+    }
+    return run_divided(c, x);
 }
 
 }  // namespace qtransit::reference

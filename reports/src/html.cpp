@@ -187,7 +187,8 @@ std::string to_html(const GateResult& r) {
           << " distributions, N =";
         for (auto n : r.ranks) o << " " << n;
         o << " (" << r.ranks_per_node << " ranks per node), " << r.elements << " elements per rank, block " << r.block
-          << ", seed " << r.seed << (r.accum == "fp32" ? "" : ", " + r.accum + " accumulation") << "; " << r.runs.size()
+          << ", seed " << r.seed << (r.accum == "fp32" ? "" : ", " + r.accum + " accumulation")
+          << (r.divide == "none" ? "" : ", the mean (divided by N " + r.divide + ")") << "; " << r.runs.size()
           << " runs in " << detail::fmt_g(r.wall_seconds, 3)
           << " s. Config: " << xml_escape(r.config_source);
     }
@@ -207,6 +208,14 @@ std::string to_html(const GateResult& r) {
         o << "</ul>\n";
     }
     o << "<h2>Relative RMS error at the largest N</h2>\n" << table_html(detail::error_table(r));
+    if (const auto cmp = detail::compare_table(r); !cmp.rows.empty()) {
+        o << "<h2>Quantized all-to-all against 16-bit rings</h2>\n<p class=\"caption\">Relative RMS error against the exact sum "
+             "(the exact mean for a divided row), and cross-node bytes per rank. The 16-bit rings' inputs are cast to their type "
+             "first (docs/DECISIONS.md D26); pre-divided rows scale every input by 1/N in that type, as DeepSpeed does (D27).</p>\n"
+          << table_html(cmp) << "<ul>";
+        for (const auto& line : detail::compare_notes(r)) o << "<li>" << xml_escape(line) << ".</li>";
+        o << "</ul>\n";
+    }
     o << "<h2>Error against k</h2>\n<p class=\"caption\">Every reduce-scatter and all-reduce run on " << xml_escape(dist)
       << " inputs: x is the largest k in the run (read from the ledger: ring-rs at N gives N-1, a2a-rs 1, a2a-hier-rs and "
          "two-shot-ar 2, tree-rs log2 N), y its relative RMS error; the line joins the geometric mean per k. Hover a "

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "qtransit/reports/gate_result.hpp"
+#include "tables.hpp"
 
 namespace qtransit::reports {
 namespace {
@@ -28,7 +29,8 @@ int64_t GateResult::count(VerdictStatus s) const {
 
 std::string GateRun::key() const {
     return path + "/" + format + "/" + dist + "/N=" + std::to_string(ranks) + "/G=" + std::to_string(ranks_per_node) +
-           "/M=" + std::to_string(elements) + "/B=" + std::to_string(block) + "/seed=" + std::to_string(seed);
+           "/M=" + std::to_string(elements) + "/B=" + std::to_string(block) + "/seed=" + std::to_string(seed) +
+           (divide == "none" ? "" : "/divide=" + divide);
 }
 
 nlohmann::json to_json(const GateResult& r) {
@@ -37,6 +39,7 @@ nlohmann::json to_json(const GateResult& r) {
         nlohmann::json j{{"path", x.path},
                          {"format", x.format},
                          {"dist", x.dist},
+                         {"divide", x.divide},
                          {"shape", to_string(x.shape)},
                          {"quantized", x.quantized},
                          {"ranks", x.ranks},
@@ -122,7 +125,8 @@ nlohmann::json to_json(const GateResult& r) {
               {"elements", r.elements},
               {"block", r.block},
               {"seed", r.seed},
-              {"accum", r.accum}}},
+              {"accum", r.accum},
+              {"divide", r.divide}}},
             {"gpu_available", r.gpu_available},
             {"baseline", r.baseline},
             {"notes", r.notes},
@@ -139,6 +143,16 @@ nlohmann::json to_json(const GateResult& r) {
             {"format_checks", checks},
             {"verdicts", verdicts}};
     if (!r.verify.is_null()) out["verify"] = r.verify;
+    // Issue 18's comparison table (tables.hpp), one entry per row, distribution and N that ran.
+    nlohmann::json cmp = nlohmann::json::array();
+    for (const auto& row : detail::compare_rows(r))
+        for (const auto& d : detail::compare_dists(r))
+            for (int64_t n : r.ranks)
+                if (const GateRun* x = detail::compare_run(r, row, d, n))
+                    cmp.push_back({{"what", row.what}, {"path", row.path}, {"format", row.format}, {"divide", row.divide},
+                                   {"dist", d}, {"ranks", n}, {"rel_rms_error", num(x->rel_rms_error)},
+                                   {"cross_node_bytes_per_rank", x->cross_node_bytes_per_rank}});
+    if (detail::compare_rows(r).size() >= 2) out["comparison"] = cmp;
     return out;
 }
 
@@ -185,6 +199,7 @@ Result<std::vector<GateRun>> runs_from_json(const nlohmann::json& j) {
             return bad(at + ": max_abs_error, rel_rms_error and max_error_to_a_posteriori must be numbers");
         metric("rms_error", r.rms_error);
         metric("max_a_posteriori", r.max_a_posteriori);
+        str("divide", r.divide);  // absent in reports before D27: none
         out.push_back(std::move(r));
     }
     return out;

@@ -47,10 +47,14 @@ Table error_table(const GateResult& r) {
     for (const auto& x : r.runs)
         if (x.dist == dist) nmax[x.path] = std::max(nmax[x.path], x.ranks);
     t.header.push_back("format \\ path (" + dist + ")");
-    for (const auto& p : r.paths) t.header.push_back(p + " N=" + std::to_string(nmax[p]));
+    // The 16-bit paths have no format to cross with: they are in compare_table.
+    std::vector<std::string> paths;
+    for (const auto& p : r.paths)
+        if (auto k = parse_path(p); !k || !typed_path(*k)) paths.push_back(p);
+    for (const auto& p : paths) t.header.push_back(p + " N=" + std::to_string(nmax[p]));
     for (const auto& f : r.formats) {
         std::vector<std::string> row{f};
-        for (const auto& p : r.paths) {
+        for (const auto& p : paths) {
             std::string cell = "-";
             for (const auto& x : r.runs)
                 if (x.path == p && x.format == f && x.dist == dist && x.ranks == nmax[p])
@@ -60,6 +64,91 @@ Table error_table(const GateResult& r) {
         t.rows.push_back(std::move(row));
     }
     return t;
+}
+
+std::vector<std::string> compare_dists(const GateResult& r) {
+    std::vector<std::string> d;
+    for (const auto& x : r.dists)
+        if (x == "normal" || x == "heavy" || x == "correlated") d.push_back(x);
+    return d.empty() ? r.dists : d;
+}
+
+const GateRun* compare_run(const GateResult& r, const CompareRow& row, const std::string& dist, int64_t n) {
+    for (const auto& x : r.runs)
+        if (x.path == row.path && x.format == row.format && x.divide == row.divide && x.dist == dist && x.ranks == n) return &x;
+    return nullptr;
+}
+
+std::vector<CompareRow> compare_rows(const GateResult& r) {
+    std::vector<CompareRow> want;
+    for (const char* f : {"int8", "int4"})
+        for (const char* p : {"a2a-rs", "a2a-hier-rs"}) want.push_back({std::string(f) + " " + p, p, f, r.divide});
+    for (const char* t : {"bf16", "fp16"}) {
+        const std::string path = std::string(t) + "-ring-rs";
+        want.push_back({std::string(t) + " ring reduce-scatter", path, t, r.divide});
+        if (r.divide == "none") want.push_back({std::string(t) + " ring reduce-scatter, pre-divided", path, t, "pre"});
+    }
+    if (!r.formats.empty()) want.push_back({"fp32 ring reduce-scatter", "fp32-ring-rs", r.formats.front(), r.divide});
+    std::vector<CompareRow> out;
+    for (const auto& row : want) {
+        bool any = false;
+        for (const auto& d : compare_dists(r))
+            for (int64_t n : r.ranks) any = any || compare_run(r, row, d, n) != nullptr;
+        if (any) out.push_back(row);
+    }
+    return out;
+}
+
+Table compare_table(const GateResult& r) {
+    Table t;
+    const auto rows = compare_rows(r);
+    if (rows.size() < 2) return t;
+    const auto dists = compare_dists(r);
+    t.header.push_back("what");
+    for (int64_t n : r.ranks) t.header.push_back("cross-node B/rank N=" + std::to_string(n));
+    for (const auto& d : dists)
+        for (int64_t n : r.ranks) t.header.push_back(d + " N=" + std::to_string(n));
+    for (const auto& row : rows) {
+        std::vector<std::string> cells{row.what};
+        for (int64_t n : r.ranks) {
+            const GateRun* x = nullptr;
+            for (const auto& d : dists)
+                if (!x) x = compare_run(r, row, d, n);
+            cells.push_back(x ? fmt_g(x->cross_node_bytes_per_rank, 4) : "-");
+        }
+        for (const auto& d : dists)
+            for (int64_t n : r.ranks) {
+                const GateRun* x = compare_run(r, row, d, n);
+                cells.push_back(!x ? "-" : fmt_g(x->rel_rms_error) + (x->bound_holds && x->k_mismatches == 0 ? "" : " FAIL"));
+            }
+        t.rows.push_back(std::move(cells));
+    }
+    return t;
+}
+
+std::vector<std::string> compare_notes(const GateResult& r) {
+    std::vector<std::string> out;
+    const auto rows = compare_rows(r);
+    if (rows.size() < 2 || r.ranks.empty()) return out;
+    const int64_t n = *std::max_element(r.ranks.begin(), r.ranks.end());
+    for (const auto& d : compare_dists(r)) {
+        const CompareRow *acc = nullptr, *few = nullptr;
+        const GateRun *a = nullptr, *b = nullptr;
+        for (const auto& row : rows) {
+            const GateRun* x = compare_run(r, row, d, n);
+            if (!x || !std::isfinite(x->rel_rms_error)) continue;
+            if (!a || x->rel_rms_error < a->rel_rms_error) a = x, acc = &row;
+            if (!b || x->cross_node_bytes_per_rank < b->cross_node_bytes_per_rank ||
+                (x->cross_node_bytes_per_rank == b->cross_node_bytes_per_rank && x->rel_rms_error < b->rel_rms_error))
+                b = x, few = &row;
+        }
+        if (!a) continue;
+        out.push_back(d + " inputs, N = " + std::to_string(n) + ": the most accurate is " + acc->what + " (relative RMS error " +
+                      fmt_g(a->rel_rms_error) + ", " + fmt_g(a->cross_node_bytes_per_rank, 4) + " cross-node bytes per rank); " +
+                      "the fewest cross-node bytes, " + few->what + " (" + fmt_g(b->cross_node_bytes_per_rank, 4) +
+                      " bytes, error " + fmt_g(b->rel_rms_error) + ")");
+    }
+    return out;
 }
 
 }  // namespace detail
@@ -108,7 +197,8 @@ std::string what_ran(const GateResult& r) {
     o << r.formats.size() << " formats x " << r.paths.size() << " paths x " << r.dists.size() << " distributions, N =";
     for (size_t i = 0; i < r.ranks.size(); ++i) o << (i ? ", " : " ") << r.ranks[i];
     o << " (" << r.ranks_per_node << " ranks per node), M = " << r.elements << " elements per rank, block " << r.block
-      << ", seed " << r.seed << (r.accum == "fp32" ? "" : ", " + r.accum + " accumulation") << "; " << r.runs.size()
+      << ", seed " << r.seed << (r.accum == "fp32" ? "" : ", " + r.accum + " accumulation")
+          << (r.divide == "none" ? "" : ", the mean (divided by N " + r.divide + ")") << "; " << r.runs.size()
       << " runs, " << fmt_g(r.wall_seconds, 3) << " s";
     return o.str();
 }
@@ -137,6 +227,16 @@ std::string to_markdown(const GateResult& r) {
     if (!e.rows.empty())
         o << "## Relative RMS error at the largest N\n\n" << md(e)
           << "\n(FAIL: a bound or the k ledger check failed in that run.)\n\n";
+    const Table cmp = detail::compare_table(r);
+    if (!cmp.rows.empty()) {
+        o << "## Quantized all-to-all against 16-bit rings\n\n"
+          << "Relative RMS error against the exact sum (the exact mean for a divided row), and cross-node bytes per rank. "
+             "The 16-bit rings' inputs are cast to their type first, as real gradients already are (docs/DECISIONS.md D26); "
+             "pre-divided rows scale every input by 1/N in that type before the reduce, as DeepSpeed does (D27).\n\n"
+          << md(cmp) << "\n";
+        for (const auto& line : detail::compare_notes(r)) o << "- " << line << ".\n";
+        o << "\n";
+    }
     if (!r.refusals.empty()) {
         o << "## Refused inputs\n\n";
         for (const auto& x : r.refusals) o << "- " << x.format << " on " << x.dist << ": " << x.what << "\n";

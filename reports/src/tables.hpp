@@ -19,4 +19,20 @@ Table category_table(const GateResult& r);
 Table error_table(const GateResult& r);
 std::string fmt_g(double v, int digits = 3);
 
+// Issue 18's comparison: int8 and int4 through a2a-rs and a2a-hier-rs against the 16-bit ring
+// reduce-scatters (with and without pre-division) and the fp32 ring, by relative RMS error on the
+// normal, heavy and correlated inputs and cross-node bytes per rank, at every N of the gate. Rows
+// that did not run are left out.
+struct CompareRow {
+    std::string what, path, format, divide;
+};
+std::vector<CompareRow> compare_rows(const GateResult& r);
+// The run of a row at (dist, N), or null.
+const GateRun* compare_run(const GateResult& r, const CompareRow& row, const std::string& dist, int64_t n);
+std::vector<std::string> compare_dists(const GateResult& r);
+Table compare_table(const GateResult& r);
+// Which row wins where: per distribution at the largest N, the most accurate and the one with the
+// fewest cross-node bytes, in words.
+std::vector<std::string> compare_notes(const GateResult& r);
+
 }  // namespace qtransit::reports::detail

@@ -29,6 +29,14 @@ enum class PathKind : uint8_t {
     kHpzAgFp,        // hpZ: forward ring-ag, secondary shard kept unquantized
     kHpzAgRequant,   // hpZ: secondary shard re-encoded before the intra-node gather
     kFp32RingRs,     // unquantized ring reduce-scatter
+    // Unquantized 16-bit paths (issue 18, docs/DECISIONS.md D26): what NCCL does in bf16 or fp16.
+    // Inputs are cast to the type first; every add is rounded to it; k counts those roundings.
+    kBf16RingRs,     // NCCL's ring reduce-scatter in bfloat16
+    kFp16RingRs,     // the same in binary16
+    kBf16RingAr,     // ring all-reduce: the ring reduce-scatter, then a ring all-gather of the sums
+    kFp16RingAr,
+    kBf16TreeAr,     // tree all-reduce: a chain inside each node, NCCL's binary tree over nodes, broadcast
+    kFp16TreeAr,
 };
 
 enum class PathShape : uint8_t {
@@ -40,21 +48,27 @@ enum class PathShape : uint8_t {
 // "reduce-scatter", "all-reduce", "all-gather": the names the reports use.
 const char* to_string(PathShape s);
 
+// The type every add of a sum is rounded to (docs/DECISIONS.md D11, D24): binary32, binary16, or
+// bfloat16 (binary32's exponent range with an 8-bit significand).
+enum class Accum : uint8_t { kFp32, kFp16, kBf16 };
+
 struct PathInfo {
     PathKind kind;
     const char* name;   // command-line name, e.g. "ring-rs", "hpz-ag-fp"
     PathShape shape;
-    bool quantized;     // false only for fp32-ring-rs
+    bool quantized;     // false for fp32-ring-rs and the 16-bit paths
+    // The 16-bit paths' element type (their inputs, messages and sums); kFp32 for every other path.
+    Accum element = Accum::kFp32;
 };
 
 const std::vector<PathInfo>& all_paths();
 const PathInfo& path_info(PathKind kind);
 Result<PathKind> parse_path(std::string_view name);
 std::string known_path_names();
+// The 16-bit unquantized paths (bf16-ring-rs ... fp16-tree-ar): a type of their own, which is their
+// accumulation type, and k counting roundings (D26).
+inline bool typed_path(PathKind k) { return path_info(k).element != Accum::kFp32; }
 
-// The type every add of a sum is rounded to (docs/DECISIONS.md D11, D24): binary32, binary16, or
-// bfloat16 (binary32's exponent range with an 8-bit significand).
-enum class Accum : uint8_t { kFp32, kFp16, kBf16 };
 Result<Accum> parse_accum(std::string_view name);
 const char* to_string(Accum a);
 // What the bounds need of an accumulation type: its unit roundoff u (2^-24, 2^-11, 2^-8); half its
@@ -70,6 +84,13 @@ inline constexpr AccumType accum_type(Accum a) {
            : a == Accum::kBf16 ? AccumType{0x1p-8, 0x1p-134, 0x1p128 * (1 - 0x1p-9), 2}
                                : AccumType{0x1p-24, 0x1p-150, 0x1p128 * (1 - 0x1p-25), 4};
 }
+// Where the 1/N of a mean goes (issue 18, docs/DECISIONS.md D27): nowhere (the sum), before the
+// reduce (every contribution scaled by 1/N in the path's element type, as DeepSpeed pre-divides its
+// gradients), or after it (the result scaled). With pre or post the exact target is the exact mean.
+enum class Divide : uint8_t { kNone, kPre, kPost };
+Result<Divide> parse_divide(std::string_view name);
+const char* to_string(Divide d);
+
 // fp16 and bf16 round every term and every sum to their type; fp32 sums in binary32.
 QT_HD constexpr bool low_precision(Accum a) { return a != Accum::kFp32; }
 
@@ -98,6 +119,8 @@ struct PathConfig {
     // a2a-hier-rs (intra-node, inter-node), two-shot-ar (reduce, gather), hpz-ag-requant (forward
     // gather, secondary re-encode). Empty: `format` for every stage; when set, `format` is its first.
     std::vector<FormatSpec> stage_formats;
+    // Where the 1/N of a mean goes (reduce paths only; D27).
+    Divide divide = Divide::kNone;
 
     int64_t shard() const { return elements / ranks; }  // S = M / N
     int64_t nodes() const { return ranks / ranks_per_node; }
@@ -108,9 +131,21 @@ struct PathConfig {
     const FormatSpec& format_of_stage(int32_t stage) const {
         return stage_formats.empty() ? format : stage_formats[static_cast<size_t>(format_stage_of(stage))];
     }
-    // "int8,int4" for per-stage formats, else the format's name.
+    // "int8,int4" for per-stage formats, "bf16" or "fp16" for the 16-bit paths (their wire
+    // format), else the format's name.
     std::string format_name() const;
 };
+
+// The type a division by N is rounded to (D27): the path's element type, binary32 for every path
+// but the 16-bit ones. x / N is the binary32 quotient, then rounded to that type, as torch divides
+// a bf16 or fp16 tensor.
+inline Accum division_type(const PathConfig& c) { return path_info(c.path).element; }
+
+// A 16-bit path sums in its own type: `accum` becomes it (D26). Every other path is unchanged.
+// validate() refuses a 16-bit path whose accum is another type.
+inline void apply_element_type(PathConfig& c) {
+    if (typed_path(c.path)) c.accum = path_info(c.path).element;
+}
 
 // The names of a path's quantizing stages when it takes one format per stage (two for a2a-hier-rs,
 // two-shot-ar and hpz-ag-requant), else empty.
@@ -164,6 +199,10 @@ struct OutputRow {
     // type before it is added; the sum of |term| over those roundings and their count.
     std::vector<double> term_round_abs_sum;  // len (empty under fp32)
     std::vector<int32_t> term_round_count;   // len (empty under fp32)
+    // The 16-bit paths only (D26): the roundings that reached these values, as indices into
+    // ColumnRecord::roundings. Each is one add, rounded to the type, and names the contributors
+    // its result held; k of a contributor counts them. Empty for every other path.
+    std::vector<int32_t> rounding_ids;
 };
 
 struct ColumnRecord {
@@ -182,9 +221,12 @@ struct ColumnRecord {
     // all-gather has one row per rank (row r is rank r).
     std::vector<OutputRow> outputs;
     std::vector<QuantEvent> events;      // every quantization event of the column
+    // The 16-bit paths (D26): every rounded add of the column, by the contributors its result holds.
+    std::vector<Contributors> roundings;
 };
 
-// k of each contributor (0..N-1) for one output row: how many quantization events carried it.
+// k of each contributor (0..N-1) for one output row: how many quantization events carried it (and,
+// on the 16-bit paths, how many roundings: their rows have rounding_ids and no events).
 std::vector<int32_t> contribution_k(const ColumnRecord& column, const OutputRow& row, int64_t ranks);
 // contribution_k for the contributors lo..hi only (a gather's owners): k[j - lo], and whether some
 // event carries a contributor outside lo..hi (then the others' k is not all 0). O(events); false
@@ -198,8 +240,20 @@ bool contribution_k_of(const ColumnRecord& column, const OutputRow& row, int64_t
 bool same_ledger_shape(const ColumnRecord& column, const OutputRow& a, const OutputRow& b);
 
 // The table of NUMERICS.md section 3: k of contributor j for output held by `holder` of column
-// starting at `first` (for the gather paths, the contributor is the shard's owner). Used by the
-// properties to check the ledgers.
+// starting at `first` (for the gather paths, the contributor is the shard's owner; for the 16-bit
+// paths, the number of rounded adds its value went through). Used by the properties to check the
+// ledgers, and by the 16-bit paths' a-priori bounds.
 int32_t expected_k(const PathConfig& c, int64_t first, int64_t holder, int64_t contributor);
+// expected_k of every contributor (0..N-1) for the column starting at `first`: O(N), where
+// expected_k one contributor at a time would cost O(N) each for the tree.
+std::vector<int32_t> expected_ks(const PathConfig& c, int64_t first);
+
+// The tree of bf16-tree-ar and fp16-tree-ar (D26): node n's parent and children in NCCL's binary
+// tree over `nodes` nodes (root 0; -1 where there is none). Inside each node the ranks form a
+// chain, local G-1 -> ... -> local 0, and local 0 is the node's place in the tree.
+struct TreeLinks {
+    int64_t up = -1, down0 = -1, down1 = -1;
+};
+TreeLinks btree_links(int64_t nodes, int64_t node);
 
 }  // namespace qtransit

@@ -60,6 +60,8 @@ struct GateConfig {
     uint64_t seed = 1;
     // gate.accum: the type every path's sums are rounded to (fp32, fp16, bf16; D11, D24).
     Accum accum = Accum::kFp32;
+    // gate.divide: where the 1/N of a mean goes on the reduce paths (none, pre, post; D27).
+    Divide divide = Divide::kNone;
     int threads = 0;
     bool gpu = true;                         // compare GPU kernels when a GPU answers
     double baseline_margin = 0.10;

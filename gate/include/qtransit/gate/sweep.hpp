@@ -28,6 +28,7 @@ struct SweepSpec {
     std::vector<FormatSpec> stage_formats;  // one per stage (PathConfig::stage_formats); empty: format for all
     int64_t block = kDefaultBlock;
     Accum accum = Accum::kFp32;
+    Divide divide = Divide::kNone;       // where a mean's 1/N goes (reduce paths; D27)
     kernels::Distribution dist = kernels::Distribution::kNormal;
     uint64_t seed = 1;
     const kernels::NpyArray* file = nullptr;  // inputs [N, M] instead of the generator (one N)

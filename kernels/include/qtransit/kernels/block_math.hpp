@@ -148,6 +148,9 @@ QT_HD float accum_round(float v, Accum a) {
     return a == Accum::kFp16 ? round_f16(v) : a == Accum::kBf16 ? round_bf16(v) : v;
 }
 QT_HD float accum_first(float t, Accum a) { return accum_round(t, a); }
+// x / N for a mean (docs/DECISIONS.md D27): the binary32 quotient, rounded to the type t (as torch
+// divides a bf16 or fp16 tensor: in binary32, then back).
+QT_HD float divide_round(float x, float n, Accum t) { return accum_round(x / n, t); }
 QT_HD float accum_add(float acc, float t, Accum a) { return accum_round(add_rn(acc, accum_round(t, a)), a); }
 
 // ---- packing (NUMERICS 1.3, 1.4) -----------------------------------------------------------------

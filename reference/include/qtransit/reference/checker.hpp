@@ -84,6 +84,7 @@ private:
     std::vector<float> last_value_;        // per element: the previous row's value and its error
     std::vector<double> last_err_;
     std::vector<uint8_t> have_last_;
+    std::vector<double> pre_extra_;        // --divide pre: per element, the divisions' bound summed over the rows
 };
 
 // Least-squares slope of log(rel_rms) on log(n) (points with n <= 0 or rel_rms <= 0 or non-finite

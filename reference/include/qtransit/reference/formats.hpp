@@ -60,6 +60,8 @@ float round_to_fp16(float v);
 float round_to_bf16(float v);
 // v rounded to an accumulation type with the two above (fp32: v itself; D11, D24).
 float round_to_accum(float v, Accum type);
+// --divide (D27): v / n for a mean, the binary32 quotient rounded to `type` (the path's element type).
+float divide_to(float v, int64_t n, Accum type);
 
 // The rigorous per-element error bound E(x_i) of element i (NUMERICS 1.x; for asym and ds the
 // bound derived in formats.cpp), with the actual scale of its block. Not defined for poisoned blocks.

@@ -21,6 +21,7 @@ inline constexpr int kSchemaVersion = 1;
 // One collective path run at one N on one input distribution, checked exactly.
 struct GateRun {
     std::string path, format, dist;
+    std::string divide = "none";     // where a mean's 1/N went (D27); part of the key when not none
     PathShape shape = PathShape::kReduceScatter;
     bool quantized = true;           // false for fp32-ring-rs
     int64_t ranks = 0, ranks_per_node = 0, elements = 0, block = 0;
@@ -99,6 +100,7 @@ struct GateResult {
     int64_t ranks_per_node = 0, elements = 0, block = 0;
     uint64_t seed = 0;
     std::string accum = "fp32";  // gate.accum
+    std::string divide = "none";  // gate.divide (D27)
     bool gpu_available = false;
     std::string baseline;            // the baseline file compared against, if any
     std::vector<std::string> notes;  // e.g. why tree-rs ran at other N
