@@ -132,21 +132,35 @@ std::vector<std::string> compare_notes(const GateResult& r) {
     if (rows.size() < 2 || r.ranks.empty()) return out;
     const int64_t n = *std::max_element(r.ranks.begin(), r.ranks.end());
     for (const auto& d : compare_dists(r)) {
-        const CompareRow *acc = nullptr, *few = nullptr;
-        const GateRun *a = nullptr, *b = nullptr;
-        for (const auto& row : rows) {
-            const GateRun* x = compare_run(r, row, d, n);
-            if (!x || !std::isfinite(x->rel_rms_error)) continue;
-            if (!a || x->rel_rms_error < a->rel_rms_error) a = x, acc = &row;
-            if (!b || x->cross_node_bytes_per_rank < b->cross_node_bytes_per_rank ||
-                (x->cross_node_bytes_per_rank == b->cross_node_bytes_per_rank && x->rel_rms_error < b->rel_rms_error))
-                b = x, few = &row;
+        std::vector<std::pair<const CompareRow*, const GateRun*>> have;
+        for (const auto& row : rows)
+            if (const GateRun* x = compare_run(r, row, d, n); x && std::isfinite(x->rel_rms_error)) have.emplace_back(&row, x);
+        if (have.size() < 2) continue;
+        // The rows no other row beats on both counts (fewer or as many cross-node bytes and a smaller
+        // error, or fewer bytes and no larger error), from the fewest bytes up; then who beats the rest.
+        auto beats = [](const GateRun* a, const GateRun* b) {
+            return a->cross_node_bytes_per_rank <= b->cross_node_bytes_per_rank && a->rel_rms_error <= b->rel_rms_error &&
+                   (a->cross_node_bytes_per_rank < b->cross_node_bytes_per_rank || a->rel_rms_error < b->rel_rms_error);
+        };
+        std::vector<std::pair<const CompareRow*, const GateRun*>> front;
+        std::string beaten;
+        for (const auto& [row, x] : have) {
+            const CompareRow* by = nullptr;
+            for (const auto& [row2, y] : have)
+                if (y != x && beats(y, x) && (!by || y->cross_node_bytes_per_rank < compare_run(r, *by, d, n)->cross_node_bytes_per_rank))
+                    by = row2;
+            if (!by) front.emplace_back(row, x);
+            else beaten += (beaten.empty() ? "" : "; ") + row->what + " by " + by->what;
         }
-        if (!a) continue;
-        out.push_back(d + " inputs, N = " + std::to_string(n) + ": the most accurate is " + acc->what + " (relative RMS error " +
-                      fmt_g(a->rel_rms_error) + ", " + fmt_g(a->cross_node_bytes_per_rank, 4) + " cross-node bytes per rank); " +
-                      "the fewest cross-node bytes, " + few->what + " (" + fmt_g(b->cross_node_bytes_per_rank, 4) +
-                      " bytes, error " + fmt_g(b->rel_rms_error) + ")");
+        std::sort(front.begin(), front.end(), [](const auto& a, const auto& b) {
+            return a.second->cross_node_bytes_per_rank < b.second->cross_node_bytes_per_rank;
+        });
+        std::string line = d + " inputs, N = " + std::to_string(n) + ": from the fewest cross-node bytes up, each at least as accurate as the one before: ";
+        for (size_t k = 0; k < front.size(); ++k)
+            line += (k ? ", " : "") + front[k].first->what + " (" + fmt_g(front[k].second->cross_node_bytes_per_rank, 4) + " B, " +
+                    fmt_g(front[k].second->rel_rms_error) + ")";
+        if (!beaten.empty()) line += ". Beaten on both bytes and error: " + beaten;
+        out.push_back(line);
     }
     return out;
 }
