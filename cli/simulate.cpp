@@ -223,10 +223,20 @@ int run_simulate(const SimulateArgs& a) {
         for (const auto& f : result->fits)
             std::printf("fit %-16s relative RMS error ~ N^%.3f\n", path_info(f.path).name, f.exponent);
         if (codec) std::printf("(every Q and D by the codec %s)\n", codec->describe().c_str());
-        std::printf("(%s, block %lld, %lld elements per rank, %s inputs, %s accumulation; bytes: busiest rank's payload)\n",
-                    result->runs.empty() ? format.name().c_str() : result->runs[0].config.format_name().c_str(),
-                    static_cast<long long>(a.block), static_cast<long long>(spec.elements),
-                    dist_name.c_str(), to_string(*accum));
+        // The format and accumulation of the quantized paths; the 16-bit ones carry their own (D26).
+        std::string fmt_name = only_typed ? "unquantized" : format.name();
+        bool any_typed = false;
+        for (const auto& r : result->runs) {
+            if (typed_path(r.config.path)) any_typed = true;
+            else fmt_name = r.config.format_name();
+        }
+        std::string accum_text = std::string(to_string(*accum)) + " accumulation";
+        if (only_typed) accum_text = "inputs cast to the path's type, every add rounded to it";
+        else if (any_typed) accum_text += " (the bf16-/fp16- paths: their own type, inputs cast to it)";
+        if (spec.divide != Divide::kNone)
+            accum_text += std::string(", the mean: divided by N ") + (spec.divide == Divide::kPre ? "before the reduce" : "after it");
+        std::printf("(%s, block %lld, %lld elements per rank, %s inputs, %s; bytes: busiest rank's payload)\n", fmt_name.c_str(),
+                    static_cast<long long>(a.block), static_cast<long long>(spec.elements), dist_name.c_str(), accum_text.c_str());
     }
     if (per_rank) {
         // Issue 7's benchmark: what checking costs each rank next to the collective (bench/RESULTS.md).
