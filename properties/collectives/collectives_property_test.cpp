@@ -372,13 +372,20 @@ TEST(Paths, RingAgRequantDriftsOnlyForDsFormats) {
 // Error that run_column returns (ErrorCode::kInternal), never by ending the process.
 // Per-stage formats (D25) run on the cpu backend; the others carry one format and say so before
 // any work.
-TEST(Paths, PerStageFormatsRunOnTheCpuBackendOnly) {
+// Four ranks in two nodes, 16 elements per rank's shard, blocks of 16: the backend tests' config.
+static PathConfig small_config(PathKind path) {
     PathConfig c;
-    c.path = PathKind::kA2aHierRs;
+    c.path = path;
     c.ranks = 4;
     c.ranks_per_node = 2;
     c.elements = 64;
     c.block = 16;
+    qt::apply_element_type(c);
+    return c;
+}
+
+TEST(Paths, PerStageFormatsRunOnTheCpuBackendOnly) {
+    PathConfig c = small_config(PathKind::kA2aHierRs);
     c.format = qt::FormatSpec{FormatKind::kSym, 8};
     c.stage_formats = {c.format, qt::FormatSpec{FormatKind::kSym, 4}};
     const std::vector<float> x(static_cast<size_t>(c.ranks * c.elements), 0.5f);
@@ -398,13 +405,7 @@ TEST(Paths, PerStageFormatsRunOnTheCpuBackendOnly) {
 // The 16-bit paths (D26) run on the cpu and mpi backends, say so on a device before any work, and refuse an
 // input their type cannot hold, naming it.
 TEST(Paths, TypedPathsRunOffTheDeviceAndRefuseWhatTheirTypeCannotHold) {
-    PathConfig c;
-    c.path = PathKind::kFp16RingAr;
-    c.ranks = 4;
-    c.ranks_per_node = 2;
-    c.elements = 64;
-    c.block = 16;
-    qt::apply_element_type(c);
+    const PathConfig c = small_config(PathKind::kFp16RingAr);
     std::vector<float> x(static_cast<size_t>(c.ranks * c.elements), 0.5f);
     int columns = 0;
     auto sink = [&](size_t, int, const ColumnRecord&) { ++columns; };
