@@ -886,6 +886,14 @@ std::string codec_backend_problem(Backend backend) {
     return std::string("--codec runs the paths with --backend cpu or mpi, not ") + to_string(backend) + " (docs/PLUGIN.md)";
 }
 
+std::string host_only_problem(PathKind path, Divide divide, Backend backend, const std::string& divide_setting) {
+    if (backend != Backend::kDevice && backend != Backend::kNccl) return "";
+    const std::string not_here = " runs with --backend cpu or mpi for now (not " + std::string(to_string(backend)) + ")";
+    if (typed_path(path)) return std::string(path_info(path).name) + not_here;
+    if (divide != Divide::kNone) return (divide_setting.empty() ? std::string("--divide ") + to_string(divide) : divide_setting) + not_here;
+    return "";
+}
+
 Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& inputs, int threads,
                             const std::function<void(size_t, int, const ColumnRecord&)>& sink, Backend backend) {
     if (paths.empty()) return RunTotals{};
@@ -895,12 +903,8 @@ Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& 
             return make_error(ErrorCode::kInvalidArgument, std::string("per-stage formats (") + p.format_name() +
                                                                ") run with --backend cpu for now; the " + to_string(backend) +
                                                                " transport carries one format");
-        if (p.divide != Divide::kNone && (backend == Backend::kDevice || backend == Backend::kNccl))
-            return make_error(ErrorCode::kInvalidArgument, std::string("--divide ") + to_string(p.divide) +
-                                                               " runs with --backend cpu or mpi for now (not " + to_string(backend) + ")");
-        if (typed_path(p.path) && (backend == Backend::kDevice || backend == Backend::kNccl))
-            return make_error(ErrorCode::kInvalidArgument, std::string(path_info(p.path).name) +
-                                                               " runs with --backend cpu or mpi for now (not " + to_string(backend) + ")");
+        if (auto why = host_only_problem(p.path, p.divide, backend); !why.empty())
+            return make_error(ErrorCode::kInvalidArgument, why);
         if (p.codec)
             if (auto why = codec_backend_problem(backend); !why.empty()) return make_error(ErrorCode::kInvalidArgument, why);
         if (p.codec)

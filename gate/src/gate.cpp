@@ -144,8 +144,6 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
     res.divide = to_string(cfg.divide);
     res.baseline = opt.baseline_path;
     const bool tree = std::find(cfg.paths.begin(), cfg.paths.end(), PathKind::kTreeRs) != cfg.paths.end();
-    // The 16-bit paths quantize nothing (D26): they run once per distribution, with the first format,
-    // and on the cpu backend when --backend is a device one (which has no 16-bit schedules yet).
     // What runs for each (format, distribution): every quantized path but tree-rs at the gate's N,
     // tree-rs at tree_ranks. The 16-bit paths quantize nothing (D26): they run once per
     // distribution, with the first format, one group per type (an fp16 refusal does not take the
@@ -332,8 +330,11 @@ std::string backend_problem(const GateConfig& cfg, collectives::Backend backend,
     const bool tree = std::find(cfg.paths.begin(), cfg.paths.end(), PathKind::kTreeRs) != cfg.paths.end();
     if (cfg.codec)
         if (auto why = collectives::codec_backend_problem(backend); !why.empty()) return why;
-    if (cfg.divide != Divide::kNone && (backend == collectives::Backend::kDevice || backend == collectives::Backend::kNccl))
-        return "gate.divide = \"" + std::string(to_string(cfg.divide)) + "\" runs with --backend cpu or mpi for now (not " + name + ")";
+    // The 16-bit paths run on the cpu under a device backend (below); a division does not run there.
+    if (auto why = collectives::host_only_problem(PathKind::kA2aRs, cfg.divide, backend,
+                                                  "gate.divide = \"" + std::string(to_string(cfg.divide)) + "\"");
+        !why.empty())
+        return why;
     if (one_process_per_rank(backend)) {
         const int64_t np = mpi::size();
         const std::string started = " but the job has " + std::to_string(np) + " process(es) (mpirun -np)";

@@ -77,12 +77,8 @@ std::string sweep_backend_problem(const SweepSpec& spec, const std::string& name
     namespace mpi = collectives::mpi;
     const bool per_rank = one_process_per_rank(spec.backend);
     // What the device transports do not run yet, said before looking for a GPU (D26, D27).
-    if (spec.backend == collectives::Backend::kDevice || spec.backend == collectives::Backend::kNccl) {
-        for (PathKind p : spec.paths)
-            if (typed_path(p)) return std::string(path_info(p).name) + " runs with --backend cpu or mpi for now (not " + name + ")";
-        if (spec.divide != Divide::kNone)
-            return "--divide " + std::string(to_string(spec.divide)) + " runs with --backend cpu or mpi for now (not " + name + ")";
-    }
+    for (PathKind p : spec.paths)
+        if (auto why = collectives::host_only_problem(p, spec.divide, spec.backend); !why.empty()) return why;
     if (spec.codec)
         if (auto why = collectives::codec_backend_problem(spec.backend); !why.empty()) return why;
     if (spec.backend == collectives::Backend::kMpi && !mpi::active())

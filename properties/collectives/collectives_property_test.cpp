@@ -368,21 +368,21 @@ TEST(Paths, RingAgRequantDriftsOnlyForDsFormats) {
     }
 }
 
-// A schedule that receives what was never sent is a bug in qtransit: the transport says so with an
-// Error that run_column returns (ErrorCode::kInternal), never by ending the process.
-// Per-stage formats (D25) run on the cpu backend; the others carry one format and say so before
-// any work.
-// Four ranks in two nodes, 16 elements per rank's shard, blocks of 16: the backend tests' config.
-static PathConfig small_config(PathKind path) {
+// A small config for the tests below: by default four ranks in two nodes, 16 elements per rank's
+// shard, blocks of 16.
+static PathConfig small_config(PathKind path, int64_t ranks = 4, int64_t per_node = 2, int64_t elements = 64) {
     PathConfig c;
     c.path = path;
-    c.ranks = 4;
-    c.ranks_per_node = 2;
-    c.elements = 64;
+    c.ranks = ranks;
+    c.ranks_per_node = per_node;
+    c.elements = elements;
     c.block = 16;
     qt::apply_element_type(c);
     return c;
 }
+
+// Per-stage formats (D25) run on the cpu backend; the others carry one format and say so before
+// any work.
 
 TEST(Paths, PerStageFormatsRunOnTheCpuBackendOnly) {
     PathConfig c = small_config(PathKind::kA2aHierRs);
@@ -448,15 +448,9 @@ TEST(Paths, TypedPathsRunOffTheDeviceAndRefuseWhatTheirTypeCannotHold) {
 TEST(Paths, DivideMistakesAreCaught) {
     for (PathKind path : {PathKind::kA2aRs, PathKind::kRingRs, PathKind::kBf16RingRs, PathKind::kFp16TreeAr}) {
         for (qt::Divide d : {qt::Divide::kPre, qt::Divide::kPost}) {
-            PathConfig c;
-            c.path = path;
-            c.ranks = 3;
-            c.ranks_per_node = 3;
-            c.elements = 96;
-            c.block = 16;
+            PathConfig c = small_config(path, 3, 3, 96);
             c.format = qt::FormatSpec{FormatKind::kSym, 8};
             c.divide = d;
-            qt::apply_element_type(c);
             SCOPED_TRACE(std::string(qt::path_info(path).name) + " " + to_string(d));
             const auto x = inputs_for(c, qt::kernels::Distribution::kNormal, 5);
             const auto recs = run_production(c, x);
@@ -485,6 +479,8 @@ TEST(Paths, DivideMistakesAreCaught) {
     }
 }
 
+// A schedule that receives what was never sent is a bug in qtransit: the transport says so with an
+// Error that run_column returns (ErrorCode::kInternal), never by ending the process.
 TEST(Transport, ReceiveOfWhatWasNeverSentIsAnInternalError) {
     qt::collectives::SimTransport t(4, 4, *qt::parse_format("int8"));
     try {

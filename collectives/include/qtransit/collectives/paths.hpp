@@ -85,6 +85,11 @@ Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& 
 // device transports, whose buffers only qtransit's CUDA kernels fill ("" when it can; docs/PLUGIN.md).
 std::string codec_backend_problem(Backend backend);
 
+// What the device transports (device, nccl) do not run yet: the 16-bit paths (D26) and a mean's
+// division (D27). "" when `backend` runs `path` with `divide`; `divide_setting` names the division
+// as the caller's user set it (default: "--divide pre").
+std::string host_only_problem(PathKind path, Divide divide, Backend backend, const std::string& divide_setting = "");
+
 // The transport a backend runs a path on (cpu: SimTransport).
 Result<std::unique_ptr<Transport>> make_transport(Backend backend, const PathConfig& c);
 
