@@ -151,6 +151,7 @@ public:
         site.tensor = "partial sum";
         site.rank = from;
         site.index_base = first_ - column_offset;  // the block's first element (FORMATS.md section 4)
+        m.sign_first = site.index_base;
         kernels::CodecOptions opt;
         opt.site = site;
         opt.seed = c_.seed;
@@ -212,7 +213,8 @@ public:
             if (auto st = dev_->decode(m, p.v.data()); !st) throw ColumnFailure{st.error()};
             p.holder = m.dev_rank;
         } else if (m.quantized)
-            kernels::decode_block(m.format ? *m.format : c_.format, m.codes.data(), m.len, m.scale, m.offset, p.v.data());
+            kernels::decode_block(m.format ? *m.format : c_.format, m.codes.data(), m.len, m.scale, m.offset, p.v.data(),
+                                  kernels::SignKey{c_.seed, m.sign_first});
         else
             p.v = m.raw;
         p.p = provenance_[static_cast<size_t>(m.provenance)];
@@ -905,6 +907,9 @@ Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& 
                                                                " transport carries one format");
         if (auto why = host_only_problem(p.path, p.divide, backend); !why.empty())
             return make_error(ErrorCode::kInvalidArgument, why);
+        if (backend != Backend::kCpu && (p.format.rotated() || (p.stage_formats.size() > 1 && p.stage_formats[1].rotated())))
+            return make_error(ErrorCode::kInvalidArgument, "rotated formats (" + p.format_name() + ") run with --backend cpu "
+                                                           "for now; the " + to_string(backend) + " transport does not rotate");
         if (p.codec)
             if (auto why = codec_backend_problem(backend); !why.empty()) return make_error(ErrorCode::kInvalidArgument, why);
         if (p.codec)

@@ -44,6 +44,7 @@ const char* to_string(Rounding r) {
     return "?";
 }
 const char* to_string(Packing p) { return p == Packing::kLsbFirst ? "lsb-first" : "msb-first"; }
+const char* to_string(Transform t) { return t == Transform::kHadamard ? "hadamard" : "none"; }
 
 int Decl::scale_bytes() const {
     switch (scale) {
@@ -79,6 +80,13 @@ bool exact_float(double v) { return static_cast<double>(static_cast<float>(v)) =
 
 Status finalize(Decl& d) {
     if (d.fixed_block < 0) return bad("block", "must be a positive integer (or absent for any block size)");
+    if (d.random_signs && !d.rotated()) return bad("signs", "'random' signs need transform = 'hadamard'");
+    if (d.rotated() && d.fixed_block && !std::has_single_bit(static_cast<unsigned>(d.fixed_block)))
+        return bad("block", "transform 'hadamard' rotates each block, whose length must be a power of two; got " +
+                                std::to_string(d.fixed_block));
+    if (d.rotated() && d.offset_min)
+        return bad("offset", "'min' does not combine with transform 'hadamard' (a rotated block is centred: use "
+                             "offset 'none')");
     if (d.scale == ScaleType::kNone && d.offset_min)
         return bad("offset", "'min' needs a scale (scale = 'none' leaves no room for the offset's step)");
     switch (d.elem) {

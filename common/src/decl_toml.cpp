@@ -98,13 +98,15 @@ const std::vector<std::pair<std::string, Rounding>> kRoundings{{"nearest-even", 
                                                                {"toward-zero", Rounding::kTowardZero},
                                                                {"stochastic", Rounding::kStochastic}};
 const std::vector<std::pair<std::string, Packing>> kPackings{{"lsb-first", Packing::kLsbFirst}, {"msb-first", Packing::kMsbFirst}};
+const std::vector<std::pair<std::string, Transform>> kTransforms{{"none", Transform::kNone}, {"hadamard", Transform::kHadamard}};
+const std::vector<std::pair<std::string, bool>> kSigns{{"none", false}, {"random", true}};
 const std::vector<std::pair<std::string, ElemType>> kElems{{"int", ElemType::kInt}, {"float", ElemType::kFloat}, {"table", ElemType::kTable}};
 const std::vector<std::pair<std::string, FloatSpecial>> kSpecials{{"ieee", FloatSpecial::kIeee},
                                                                   {"nan-only", FloatSpecial::kNanOnly},
                                                                   {"none", FloatSpecial::kNone}};
 const std::vector<std::pair<std::string, bool>> kRanges{{"restricted", false}, {"full", true}};
 
-const std::vector<std::string> kTopKeys{"name", "block", "scale", "offset", "rounding", "packing", "element"};
+const std::vector<std::string> kTopKeys{"name", "block", "scale", "offset", "rounding", "packing", "transform", "signs", "element"};
 const std::map<ElemType, std::vector<std::string>> kElemKeys{
     {ElemType::kInt, {"type", "bits", "signed", "range", "fraction_bits"}},
     {ElemType::kFloat, {"type", "exponent_bits", "mantissa_bits", "bias", "special"}},
@@ -187,6 +189,14 @@ Result<FormatSpec> declaration_from_table(const toml::table& t, const std::strin
             auto s = get_enum(c, v, key, kPackings);
             if (!s) return s.error();
             d.packing = *s;
+        } else if (key == "transform") {
+            auto s = get_enum(c, v, key, kTransforms);
+            if (!s) return s.error();
+            d.transform = *s;
+        } else if (key == "signs") {
+            auto s = get_enum(c, v, key, kSigns);
+            if (!s) return s.error();
+            d.random_signs = *s;
         } else if (key == "element") {
             if (!v.is_table()) return c.err(v.source(), key, std::string("expected a table ([element]), got ") + type_name(v));
             element = &v;
@@ -382,7 +392,10 @@ Result<std::string> declaration_to_toml(const FormatSpec& f) {
     o << "scale = \"" << to_string(d.scale) << "\"\n";
     o << "offset = \"" << (d.offset_min ? "min" : "none") << "\"\n";
     o << "rounding = \"" << to_string(d.rounding) << "\"\n";
-    o << "packing = \"" << to_string(d.packing) << "\"\n\n[element]\n";
+    o << "packing = \"" << to_string(d.packing) << "\"\n";
+    if (d.rotated())
+        o << "transform = \"" << to_string(d.transform) << "\"\nsigns = \"" << (d.random_signs ? "random" : "none") << "\"\n";
+    o << "\n[element]\n";
     o << "type = \"" << to_string(d.elem) << "\"\n";
     switch (d.elem) {
         case ElemType::kInt:
@@ -405,7 +418,8 @@ Result<std::string> declaration_to_toml(const FormatSpec& f) {
 
 bool same_declaration(const Decl& a, const Decl& b) {
     if (a.elem != b.elem || a.scale != b.scale || a.offset_min != b.offset_min || a.rounding != b.rounding ||
-        a.packing != b.packing || a.fixed_block != b.fixed_block || a.bits != b.bits)
+        a.packing != b.packing || a.fixed_block != b.fixed_block || a.bits != b.bits || a.transform != b.transform ||
+        a.random_signs != b.random_signs)
         return false;
     switch (a.elem) {
         case ElemType::kInt:

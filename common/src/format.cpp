@@ -1,5 +1,6 @@
 #include "qtransit/common/format.hpp"
 
+#include <bit>
 #include <cassert>
 #include <cmath>
 #include <cstring>
@@ -88,6 +89,23 @@ Status FormatSpec::check_block(int64_t block) const {
     if (fixed_block() != 0 && block != fixed_block())
         return make_error(ErrorCode::kInvalidArgument, name() + " has fixed blocks of " + std::to_string(fixed_block()) +
                                                            " elements; got block size " + std::to_string(block));
+    return check_block_length(block);
+}
+
+Status FormatSpec::check_block_length(int64_t len) const {
+    if (!rotated() || len < 1 || std::has_single_bit(static_cast<uint64_t>(len))) return Status::Ok();
+    return make_error(ErrorCode::kInvalidArgument,
+                      name() + " rotates every block by a Hadamard transform, so a block's length must be a power of "
+                               "two; got a block of " + std::to_string(len) + " elements");
+}
+
+Status FormatSpec::check_tensor(int64_t elements, int64_t block) const {
+    if (!rotated() || block < 1 || elements % block == 0) return Status::Ok();
+    if (auto st = check_block_length(elements % block); !st)
+        return make_error(ErrorCode::kInvalidArgument,
+                          st.error().message + " (the last block of " + std::to_string(elements) +
+                              " elements in blocks of " + std::to_string(block) +
+                              "; choose a length that is a multiple of the block)");
     return Status::Ok();
 }
 
@@ -340,6 +358,15 @@ const std::vector<FormatSpec>& all_builtin_formats() {
             d.rounding = Rounding::kStochastic;
             v.push_back(declared(name, d));
         }
+        // Rotated int<b> (FORMATS.md section 9): -had the plain Walsh-Hadamard transform, -rht the
+        // randomized one (QuaRot, SDP4Bit).
+        for (int b : {4, 8})
+            for (bool random : {false, true}) {
+                Decl d = int_decl(b, false);
+                d.transform = Transform::kHadamard;
+                d.random_signs = random;
+                v.push_back(declared("int" + std::to_string(b) + (random ? "-rht" : "-had"), d));
+            }
         return v;
     }();
     return all;

@@ -131,6 +131,17 @@ Status validate(const PathConfig& c) {
     }
     if (c.path == PathKind::kTreeRs && !std::has_single_bit(static_cast<uint64_t>(c.ranks)))
         return bad("tree-rs needs N a power of two, got N = " + std::to_string(c.ranks));
+    // A rotated format's blocks must each be a power of two long (FORMATS.md section 9): a column is
+    // a block of a shard (hpz's secondary blocks: of M / G elements), the last one short.
+    const bool hpz = c.path == PathKind::kHpzAgFp || c.path == PathKind::kHpzAgRequant;
+    for (const FormatSpec* f : {&c.format, c.stage_formats.size() > 1 ? &c.stage_formats[1] : &c.format}) {
+        if (!f->rotated()) continue;
+        if (c.codec) return bad("a codec plugin implements its own format; " + f->name() + " runs qtransit's own kernels");
+        if (auto st = f->check_tensor(c.shard(), c.block); !st) return bad("the shard M / N: " + st.error().message);
+        if (hpz)
+            if (auto st = f->check_tensor(c.elements / c.ranks_per_node, c.block); !st)
+                return bad("the secondary shard M / G: " + st.error().message);
+    }
     return Status::Ok();
 }
 

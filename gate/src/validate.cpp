@@ -176,6 +176,12 @@ struct Props {
             idem.promised = false;
             idem.why_not = "offset min: the decoded maximum lo + qmax s is rounded, so the requantized step can move by an ulp";
         }
+        if (d.rotated()) {  // FORMATS.md section 9
+            monotone.promised = false;
+            monotone.why_not = "a Hadamard rotation mixes the block: every decoded value depends on every element";
+            idem.promised = false;
+            idem.why_not = "the rotation back is rounded, so the decoded block is off the element grid";
+        }
         if (d.rounding != Rounding::kStochastic) {
             unbiased.promised = false;
             unbiased.why_not = "only stochastic rounding is unbiased";

@@ -81,6 +81,8 @@ Result<QuantizeCheck> quantize_and_check(const FormatSpec& format, std::span<con
     mine.offsets = c.encoded.offsets;
     mine.codes = c.codes;
     mine.decoded = c.decoded;
+    mine.sign_seed = seed;  // a rotated format's signs (FORMATS.md section 9)
+    mine.sign_first = site.index_base;
     mine.poisoned.resize(c.encoded.scales.size());
     for (size_t j = 0; j < mine.poisoned.size(); ++j) {
         mine.poisoned[j] = c.encoded.scales[j] != c.encoded.scales[j];

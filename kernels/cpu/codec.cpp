@@ -12,6 +12,7 @@
 #include "qtransit/common/shortest.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/decl_math.hpp"
+#include "qtransit/kernels/hadamard.hpp"
 #include "decl_fast.hpp"
 
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
@@ -501,6 +502,16 @@ Error describe_block_error(const FormatSpec& f, const float* x, int64_t len, int
                                   describe(site, first + i) + ": value " + shortest(x[i]) + " overflows binary16 (" +
                                       f.name() + " rounds its input to fp16 first; largest finite is 65504)");
     }
+    if (f.rotated()) {
+        double sum = 0;
+        for (int64_t i = 0; i < len; ++i) sum += std::abs(static_cast<double>(x[i]));
+        return make_error(ErrorCode::kRangeOverflow,
+                          describe(site, first) + ": block of " + std::to_string(len) + " elements whose magnitudes sum to " +
+                              shortest(static_cast<float>(std::min(sum, 3.4e38))) + (sum > 3.4e38 ? " or more" : "") +
+                              ": its Hadamard transform passes " + shortest(hadamard_limit(len)) +
+                              " (FLT_MAX / 2^(log2 block + 2), what decoding it back needs), or its scale overflows (" +
+                              f.name() + " rotates every block before it scales it)");
+    }
     if (f.kind == FormatKind::kDecl) {
         const Decl& d = *f.decl;
         float amax = 0.0f;
@@ -575,9 +586,9 @@ EncodedTensor sized_encoded(const FormatSpec& format, int64_t elements, int64_t 
     return t;
 }
 
-Status encode_into(const FormatSpec& format, std::span<const float> x, int64_t block, std::span<uint8_t> codes,
-                   std::span<float> scales, std::span<float> offsets, const CodecOptions& options) {
-    if (auto st = format.check_block(block); !st) return st;
+namespace {
+Status encode_into_plain(const FormatSpec& format, std::span<const float> x, int64_t block, std::span<uint8_t> codes,
+                         std::span<float> scales, std::span<float> offsets, const CodecOptions& options) {
     const int64_t n = static_cast<int64_t>(x.size());
     const EncodedSizes sz = encoded_sizes(format, n, block);
     if (static_cast<int64_t>(codes.size()) != sz.code_bytes || static_cast<int64_t>(scales.size()) != sz.blocks ||
@@ -618,9 +629,8 @@ Status encode_into(const FormatSpec& format, std::span<const float> x, int64_t b
     return Status::Ok();
 }
 
-Status encode_block(const FormatSpec& format, const float* x, int64_t len, uint8_t* codes, float* scale,
-                    float* offset, const CodecOptions& options) {
-    if (len <= 0) return validate_block(len);
+Status encode_block_plain(const FormatSpec& format, const float* x, int64_t len, uint8_t* codes, float* scale,
+                          float* offset, const CodecOptions& options) {
     thread_local std::vector<int32_t> q;
     if (static_cast<int64_t>(q.size()) < len) q.resize(static_cast<size_t>(len));
     float lo = 0.0f;
@@ -637,11 +647,87 @@ Status encode_block(const FormatSpec& format, const float* x, int64_t len, uint8
     return Status::Ok();
 }
 
+// A rotated format's blocks, rotated (FORMATS.md section 9): y holds x's values with each block of
+// `block` (the last one short) negated by its signs and transformed. A block with a non-finite value
+// stays as it is under `error` (encode names it from x) and becomes NaN under `propagate` (poisoned);
+// one whose rotation passes hadamard_limit is refused under `error` (the index of its first element in
+// *overflow) and poisoned under `propagate`.
+void rotate_blocks(const FormatSpec& format, std::span<const float> x, int64_t block, const CodecOptions& options,
+                   std::vector<float>& y, int64_t* overflow) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    const bool signs = format.decl->random_signs;
+    y.assign(x.begin(), x.end());
+    *overflow = -1;
+    for (int64_t b0 = 0; b0 < n; b0 += block) {
+        const int64_t len = std::min(block, n - b0);
+        float* v = y.data() + b0;
+        bool finite = true;
+        for (int64_t i = 0; i < len; ++i) finite = finite && std::abs(v[i]) <= kFltMax;
+        if (!finite) {
+            if (options.policy == Nonfinite::kPropagate) std::fill(v, v + len, std::numeric_limits<float>::quiet_NaN());
+            continue;
+        }
+        hadamard_forward(v, len, signs, SignKey{options.seed, options.site.index_base + b0});
+        const float limit = hadamard_limit(len);
+        bool ok = true;
+        for (int64_t i = 0; i < len; ++i) ok = ok && std::abs(v[i]) <= limit;
+        if (ok) continue;
+        if (options.policy == Nonfinite::kPropagate) std::fill(v, v + len, std::numeric_limits<float>::quiet_NaN());
+        else if (*overflow < 0) *overflow = b0;
+    }
+}
+}  // namespace
+
+Status encode_into(const FormatSpec& format, std::span<const float> x, int64_t block, std::span<uint8_t> codes,
+                   std::span<float> scales, std::span<float> offsets, const CodecOptions& options) {
+    if (auto st = format.check_block(block); !st) return st;
+    if (!format.rotated()) return encode_into_plain(format, x, block, codes, scales, offsets, options);
+    const int64_t n = static_cast<int64_t>(x.size());
+    if (auto st = format.check_tensor(n, block); !st) return st;
+    thread_local std::vector<float> y;
+    int64_t overflow = -1;
+    rotate_blocks(format, x, block, options, y, &overflow);
+    Status st = encode_into_plain(format, y, block, codes, scales, offsets, options);
+    if (st && overflow < 0) return Status::Ok();
+    // The first refused block, described from the values the caller gave: a non-finite value, a
+    // rotation past the limit, or a rotated block whose scale overflows.
+    thread_local std::vector<uint8_t> scratch;
+    for (int64_t b0 = 0; b0 < n; b0 += block) {
+        const int64_t len = std::min(block, n - b0);
+        bool bad = overflow == b0;
+        for (int64_t i = 0; i < len && !bad; ++i) bad = !(std::abs(x[static_cast<size_t>(b0 + i)]) <= kFltMax);
+        if (!bad) {
+            scratch.assign(static_cast<size_t>(format.code_bytes(len)), 0);
+            float s0 = 0, o0 = 0;
+            CodecOptions one = options;
+            one.site.index_base += b0;
+            bad = !encode_block_plain(format, y.data() + b0, len, scratch.data(), &s0, &o0, one);
+        }
+        if (bad) return describe_block_error(format, x.data() + b0, len, b0, options.site);
+    }
+    return st;
+}
+
+Status encode_block(const FormatSpec& format, const float* x, int64_t len, uint8_t* codes, float* scale,
+                    float* offset, const CodecOptions& options) {
+    if (len <= 0) return validate_block(len);
+    if (!format.rotated()) return encode_block_plain(format, x, len, codes, scale, offset, options);
+    if (auto st = format.check_block_length(len); !st) return st;
+    thread_local std::vector<float> y;
+    int64_t overflow = -1;
+    rotate_blocks(format, std::span<const float>(x, static_cast<size_t>(len)), len, options, y, &overflow);
+    if (overflow >= 0) return describe_block_error(format, x, len, 0, options.site);
+    if (auto st = encode_block_plain(format, y.data(), len, codes, scale, offset, options); !st)
+        return describe_block_error(format, x, len, 0, options.site);
+    return Status::Ok();
+}
+
 Result<EncodedTensor> encode(const FormatSpec& format, std::span<const float> x, int64_t block,
                              const CodecOptions& options) {
     if (auto st = format.check_block(block); !st) return st.error();
     EncodedTensor t = sized_encoded(format, static_cast<int64_t>(x.size()), block);
     if (auto st = encode_into(format, x, block, t.codes, t.scales, t.offsets, options); !st) return st.error();
+    t.key = sign_key(options);
     return t;
 }
 
@@ -831,26 +917,46 @@ QT_MULTIVERSION void decode_range(const DecodeJob& job, int64_t b0, int64_t b1) 
 
 }  // namespace
 
+namespace {
+// A rotated format's blocks rotated back in place (FORMATS.md section 9), but for poisoned ones
+// (NaN scale), which keep their quiet NaNs.
+void unrotate_blocks(const FormatSpec& format, int64_t block, const float* scales, float* out, int64_t n,
+                     int64_t b_first, int64_t b_last, const SignKey& key) {
+    const bool signs = format.decl->random_signs;
+    for (int64_t j = b_first; j < b_last; ++j) {
+        if (scales[j] != scales[j]) continue;
+        const int64_t b0 = j * block, len = std::min(block, n - b0);
+        hadamard_inverse(out + b0, len, signs, SignKey{key.seed, key.first + b0});
+    }
+}
+}  // namespace
+
 void decode_into(const FormatSpec& format, int64_t block, std::span<const uint8_t> codes,
-                 std::span<const float> scales, std::span<const float> offsets, std::span<float> out, int threads) {
+                 std::span<const float> scales, std::span<const float> offsets, std::span<float> out, int threads,
+                 const SignKey& key) {
     const int64_t n = static_cast<int64_t>(out.size());
     if (block < 1 || n == 0) return;
     const DecodeJob job{format.decl.get(), kind_of(format), format.bits, n, block, format.code_bytes(block), codes.data(),
                         scales.data(), offsets.data(), out.data()};
-    parallel_blocks((n + block - 1) / block, pick_threads(threads, n),
-                    [&](int, int64_t b0, int64_t b1) { decode_range(job, b0, b1); });
+    const bool rotated = format.rotated();
+    parallel_blocks((n + block - 1) / block, pick_threads(threads, n), [&](int, int64_t b0, int64_t b1) {
+        decode_range(job, b0, b1);
+        if (rotated) unrotate_blocks(format, block, scales.data(), out.data(), n, b0, b1, key);
+    });
 }
 
-void decode_block(const FormatSpec& format, const uint8_t* codes, int64_t len, float scale, float offset, float* out) {
+void decode_block(const FormatSpec& format, const uint8_t* codes, int64_t len, float scale, float offset, float* out,
+                  const SignKey& key) {
     if (len <= 0) return;
     const DecodeJob job{format.decl.get(), kind_of(format), format.bits, len, len, format.code_bytes(len), codes, &scale,
                         &offset, out};
     decode_range(job, 0, 1);
+    if (format.rotated()) unrotate_blocks(format, len, &scale, out, len, 0, 1, key);
 }
 
 std::vector<float> decode(const EncodedTensor& t, int threads) {
     std::vector<float> out(static_cast<size_t>(t.elements));
-    decode_into(t.format, t.block, t.codes, t.scales, t.offsets, out, threads);
+    decode_into(t.format, t.block, t.codes, t.scales, t.offsets, out, threads, t.key);
     return out;
 }
 

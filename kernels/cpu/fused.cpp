@@ -9,6 +9,7 @@ namespace qtransit::kernels {
 Result<SwizzleLayout> swizzle_layout(const FormatSpec& format, int64_t elements, int64_t ranks, int64_t ranks_per_node,
                                      int64_t block) {
     if (auto st = validate_block(block); !st) return st.error();
+    if (format.rotated()) return make_error(ErrorCode::kInvalidArgument, format.name() + " is a rotated format: the fused steps do not rotate (encode and decode do)");
     if (ranks < 1 || ranks_per_node < 1 || ranks % ranks_per_node != 0 || elements < 0 || elements % ranks != 0)
         return make_error(ErrorCode::kInvalidArgument,
                           "swizzle: need N >= 1, G >= 1, N % G == 0 and M % N == 0 (N=" + std::to_string(ranks) +
@@ -56,6 +57,8 @@ Status check_inputs(std::span<const EncodedTensor> inputs) {
     if (inputs.empty()) return make_error(ErrorCode::kInvalidArgument, "reduce: no inputs");
     const EncodedTensor& a = inputs.front();
     if (auto st = validate_block(a.block); !st) return st;
+    if (a.format.rotated())
+        return make_error(ErrorCode::kInvalidArgument, a.format.name() + " is a rotated format: the fused steps do not rotate (encode and decode do)");
     for (const auto& t : inputs)
         if (t.format.name() != a.format.name() || t.block != a.block || t.elements != a.elements)
             return make_error(ErrorCode::kInvalidArgument, "reduce: inputs differ in format, block or length");
@@ -87,7 +90,7 @@ Result<EncodedTensor> reduce_requantize(std::span<const EncodedTensor> inputs, A
 Status decode_add(const EncodedTensor& in, std::span<const float> own, Accum accum, std::span<float> out) {
     if (static_cast<int64_t>(own.size()) != in.elements || static_cast<int64_t>(out.size()) != in.elements)
         return make_error(ErrorCode::kInvalidArgument, "decode_add: own and out must have the tensor's length");
-    decode_into(in.format, in.block, in.codes, in.scales, in.offsets, out, 1);
+    decode_into(in.format, in.block, in.codes, in.scales, in.offsets, out, 1, in.key);
     for (size_t i = 0; i < out.size(); ++i) out[i] = accum_add(accum_first(out[i], accum), own[i], accum);
     return Status::Ok();
 }

@@ -24,6 +24,7 @@
 #include "qtransit/kernels/cuda_check.hpp"
 #include "qtransit/kernels/decl_math.hpp"
 #include "qtransit/kernels/gpu.hpp"
+#include "qtransit/kernels/hadamard.hpp"
 
 namespace qtransit::kernels::gpu {
 namespace {
@@ -543,24 +544,121 @@ Status describe_from_device(const FormatSpec& format, const float* d_x, int64_t 
     return describe_block_error(format, values.data(), len, first, site);
 }
 
+// ---- rotated formats (FORMATS.md section 9; the arithmetic is hadamard.hpp's) ----------------------
+// Blocks of `block` (the last one short, a power of two too); every kernel grid-strides.
+struct RotLayout {
+    int64_t n, block;
+    bool signs;
+    SignKey key;  // key.first: the index of element 0
+    __device__ int64_t len_of(int64_t b) const { return n - b * block < block ? n - b * block : block; }
+};
+
+// Signs (encode: before the stages).
+__global__ void rot_signs_kernel(RotLayout L, float* v) {
+    for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < L.n; i += int64_t{gridDim.x} * blockDim.x) {
+        const int64_t b = i / L.block, j = i - b * L.block;
+        if (hadamard_sign(SignKey{L.key.seed, L.key.first + b * L.block}, j)) v[i] = -v[i];
+    }
+}
+// One stage of stride h: butterfly p of block b (a block shorter than 2h has no butterfly here).
+__global__ void rot_stage_kernel(RotLayout L, float* v, int64_t h) {
+    const int64_t half = L.block / 2, pairs = ((L.n + L.block - 1) / L.block) * half;
+    for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < pairs; t += int64_t{gridDim.x} * blockDim.x) {
+        const int64_t b = t / half, p = t - b * half, len = L.len_of(b);
+        if (h < len && p < len / 2) hadamard_butterfly(v + b * L.block, h, p);
+    }
+}
+// Encode: flag the blocks whose rotation passes the limit (or is not finite).
+__global__ void rot_check_kernel(RotLayout L, const float* v, uint8_t* flags) {
+    for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < L.n; i += int64_t{gridDim.x} * blockDim.x) {
+        const int64_t b = i / L.block;
+        if (!(fabsf(v[i]) <= hadamard_limit(L.len_of(b)))) flags[b] = 1;
+    }
+}
+// Encode under `propagate`: a flagged block becomes NaN (poisoned).
+__global__ void rot_poison_kernel(RotLayout L, float* v, const uint8_t* flags) {
+    for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < L.n; i += int64_t{gridDim.x} * blockDim.x)
+        if (flags[i / L.block]) v[i] = bits_f32(kQuietNanBits);
+}
+// Decode: normalization and signs, after the stages; a poisoned block (NaN scale) is left as it is.
+__global__ void rot_finish_kernel(RotLayout L, float* v, const float* scales) {
+    for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < L.n; i += int64_t{gridDim.x} * blockDim.x) {
+        const int64_t b = i / L.block;
+        if (scales[b] != scales[b]) continue;
+        v[i] = hadamard_finish(v[i], L.len_of(b), i - b * L.block, L.signs, SignKey{L.key.seed, L.key.first + b * L.block});
+    }
+}
+
+Status rot_stages(const RotLayout& L, float* v, cudaStream_t stream) {
+    for (int64_t h = 1; h < L.block; h *= 2) {
+        rot_stage_kernel<<<grid_for(((L.n + L.block - 1) / L.block) * (L.block / 2), 256), 256, 0, stream>>>(L, v, h);
+        QT_CUDA_LAUNCH_CHECK("qtransit::rot_stage_kernel");
+    }
+    return Status::Ok();
+}
+
 }  // namespace
 
 Status encode_device(const FormatSpec& format, const float* d_x, int64_t n, int64_t block, uint8_t* d_codes,
                      float* d_scales, float* d_offsets, const CodecOptions& options, void* stream_ptr) {
     if (auto st = format.check_block(block); !st) return st;
     if (n == 0) return Status::Ok();
+    if (auto st = format.check_tensor(n, block); !st) return st;
     const Layout L = plain_layout(format, n, block);
-    return launch_encode(format, ArraySource{d_x}, L, DeviceEncodedOut{d_codes, d_scales, d_offsets}, options,
-                         static_cast<cudaStream_t>(stream_ptr), "qtransit::encode_group_kernel",
+    const float* src = d_x;
+    float* d_y = nullptr;
+    const auto stream = static_cast<cudaStream_t>(stream_ptr);
+    if (format.rotated()) {
+        // Rotate a copy (the caller's x stays as it is), then encode the copy: FORMATS.md section 9.
+        const RotLayout R{n, block, format.decl->random_signs, sign_key(options)};
+        const int64_t blocks = (n + block - 1) / block;
+        uint8_t* d_flags = nullptr;
+        QT_CUDA_CHECK(cudaMallocAsync(&d_y, sizeof(float) * static_cast<size_t>(n), stream));
+        QT_CUDA_CHECK(cudaMallocAsync(&d_flags, static_cast<size_t>(blocks), stream));
+        QT_CUDA_CHECK(cudaMemsetAsync(d_flags, 0, static_cast<size_t>(blocks), stream));
+        QT_CUDA_CHECK(cudaMemcpyAsync(d_y, d_x, sizeof(float) * static_cast<size_t>(n), cudaMemcpyDeviceToDevice, stream));
+        if (R.signs) {
+            rot_signs_kernel<<<grid_for(n, 256), 256, 0, stream>>>(R, d_y);
+            QT_CUDA_LAUNCH_CHECK("qtransit::rot_signs_kernel");
+        }
+        if (auto st = rot_stages(R, d_y, stream); !st) return st;
+        rot_check_kernel<<<grid_for(n, 256), 256, 0, stream>>>(R, d_y, d_flags);
+        QT_CUDA_LAUNCH_CHECK("qtransit::rot_check_kernel");
+        std::vector<uint8_t> flags(static_cast<size_t>(blocks));
+        QT_CUDA_CHECK(cudaMemcpyAsync(flags.data(), d_flags, flags.size(), cudaMemcpyDeviceToHost, stream));
+        QT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        const auto first_flag = std::find(flags.begin(), flags.end(), uint8_t{1});
+        if (first_flag != flags.end()) {
+            if (options.policy == Nonfinite::kError) {
+                // Refused before any output is written; the block is described from the caller's x.
+                cudaFreeAsync(d_flags, stream);
+                cudaFreeAsync(d_y, stream);
+                const int64_t first = (first_flag - flags.begin()) * block;
+                return describe_from_device(format, d_x, first, std::min(block, n - first), options.site);
+            }
+            rot_poison_kernel<<<grid_for(n, 256), 256, 0, stream>>>(R, d_y, d_flags);
+            QT_CUDA_LAUNCH_CHECK("qtransit::rot_poison_kernel");
+        }
+        QT_CUDA_CHECK(cudaFreeAsync(d_flags, stream));
+        src = d_y;
+    }
+    Status st = launch_encode(format, ArraySource{src}, L, DeviceEncodedOut{d_codes, d_scales, d_offsets}, options,
+                         stream, "qtransit::encode_group_kernel",
                          "qtransit::encode_cta_kernel", [&](int64_t bad) {
                              const int64_t first = bad * block;
                              return describe_from_device(format, d_x, first, std::min(block, n - first), options.site);
                          });
+    if (d_y) {
+        if (auto fst = cuda_status(cudaFreeAsync(d_y, stream), "cudaFreeAsync(d_y)", __FILE__, __LINE__); !fst && st) st = fst;
+    }
+    return st;
 }
 
 Status encode_swizzled_device(const FormatSpec& format, const SwizzleLayout& sl, const float* d_x, int64_t block,
                               DeviceEncodedOut out, const CodecOptions& options, void* stream_ptr) {
     if (auto st = format.check_block(block); !st) return st;
+    if (format.rotated())
+        return make_error(ErrorCode::kInvalidArgument, format.name() + " is a rotated format: the fused steps do not rotate (encode and decode do)");
     if (sl.ranks < 1 || sl.ranks_per_node < 1 || sl.ranks % sl.ranks_per_node != 0 ||
         sl.chunk_elements * sl.ranks != sl.elements)
         return make_error(ErrorCode::kInvalidArgument, "encode_swizzled_device: the layout is not one of swizzle_layout()");
@@ -580,6 +678,8 @@ Status reduce_requantize_device(const FormatSpec& format, int64_t block, std::sp
                                 int64_t n, Accum accum, DeviceEncodedOut out, const CodecOptions& options,
                                 void* stream_ptr) {
     if (auto st = format.check_block(block); !st) return st;
+    if (format.rotated())
+        return make_error(ErrorCode::kInvalidArgument, format.name() + " is a rotated format: the fused steps do not rotate (encode and decode do)");
     if (inputs.empty() || inputs.size() > static_cast<size_t>(kMaxReduceInputs))
         return make_error(ErrorCode::kInvalidArgument, "reduce_requantize_device: between 1 and " +
                                                            std::to_string(kMaxReduceInputs) + " inputs, got " +
@@ -636,16 +736,27 @@ Status launch_decode(const FormatSpec& format, int64_t block, DeviceEncoded in, 
 }  // namespace
 
 Status decode_device(const FormatSpec& format, int64_t block, const uint8_t* d_codes, const float* d_scales,
-                     const float* d_offsets, float* d_out, int64_t n, void* stream_ptr) {
+                     const float* d_offsets, float* d_out, int64_t n, void* stream_ptr, const SignKey& key) {
     if (auto st = format.check_block(block); !st) return st;
     if (n == 0) return Status::Ok();
-    return launch_decode(format, block, DeviceEncoded{d_codes, d_scales, d_offsets}, nullptr, d_out, n, Accum::kFp32,
-                         static_cast<cudaStream_t>(stream_ptr), "qtransit::decode_kernel");
+    const auto stream = static_cast<cudaStream_t>(stream_ptr);
+    if (auto st = launch_decode(format, block, DeviceEncoded{d_codes, d_scales, d_offsets}, nullptr, d_out, n, Accum::kFp32,
+                                stream, "qtransit::decode_kernel");
+        !st)
+        return st;
+    if (!format.rotated()) return Status::Ok();
+    const RotLayout R{n, block, format.decl->random_signs, key};
+    if (auto st = rot_stages(R, d_out, stream); !st) return st;
+    rot_finish_kernel<<<grid_for(n, 256), 256, 0, stream>>>(R, d_out, d_scales);
+    QT_CUDA_LAUNCH_CHECK("qtransit::rot_finish_kernel");
+    return Status::Ok();
 }
 
 Status decode_add_device(const FormatSpec& format, int64_t block, DeviceEncoded in, const float* d_own, float* d_out,
                          int64_t n, Accum accum, void* stream_ptr) {
     if (auto st = format.check_block(block); !st) return st;
+    if (format.rotated())
+        return make_error(ErrorCode::kInvalidArgument, format.name() + " is a rotated format: the fused steps do not rotate (encode and decode do)");
     if (n == 0) return Status::Ok();
     if (!d_own) return make_error(ErrorCode::kInvalidArgument, "decode_add_device: no own values");
     return launch_decode(format, block, in, d_own, d_out, n, accum, static_cast<cudaStream_t>(stream_ptr),
@@ -725,6 +836,7 @@ Result<EncodedTensor> encode(const FormatSpec& format, std::span<const float> x,
     QT_CUDA_CHECK(cudaMemcpy(t.codes.data(), dc.ptr, t.codes.size(), cudaMemcpyDeviceToHost));
     QT_CUDA_CHECK(cudaMemcpy(t.scales.data(), ds.ptr, t.scales.size() * sizeof(float), cudaMemcpyDeviceToHost));
     QT_CUDA_CHECK(cudaMemcpy(t.offsets.data(), doff.ptr, t.offsets.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    t.key = sign_key(options);
     return t;
 }
 
@@ -734,7 +846,8 @@ Result<std::vector<float>> decode(const EncodedTensor& t) {
     DeviceBuffer<float> dout;
     if (auto st = dt.upload(t); !st) return st.error();
     if (auto st = dout.alloc(out.size()); !st) return st.error();
-    if (auto st = decode_device(t.format, t.block, dt.codes.ptr, dt.scales.ptr, dt.offsets.ptr, dout.ptr, t.elements);
+    if (auto st = decode_device(t.format, t.block, dt.codes.ptr, dt.scales.ptr, dt.offsets.ptr, dout.ptr, t.elements,
+                                nullptr, t.key);
         !st)
         return st.error();
     QT_CUDA_CHECK(cudaMemcpy(out.data(), dout.ptr, out.size() * sizeof(float), cudaMemcpyDeviceToHost));

@@ -99,6 +99,14 @@ rc::Gen<PathConfig> config_for(PathKind path) {
             }
             c.stage_formats = {c.format, second};
         }
+        // A rotated format (FORMATS.md section 9) needs every block a power of two: a power-of-two
+        // block (or the fixed 32 of an MX format in the other stage) that divides the shard.
+        const bool rotated = c.format.rotated() || (c.stage_formats.size() > 1 && c.stage_formats[1].rotated());
+        if (rotated) {
+            const int64_t fixed = std::max(c.format.fixed_block(), c.stage_formats.size() > 1 ? c.stage_formats[1].fixed_block() : 0);
+            c.block = fixed ? fixed : int64_t{1} << *rc::gen::inRange(0, 6);
+            c.elements = c.ranks * c.block * *rc::gen::inRange<int64_t>(1, c.ranks > 16 ? 2 : 4);
+        }
         c.seed = *rc::gen::arbitrary<uint64_t>();
         c.accum = *rc::gen::weightedOneOf<qt::Accum>({{5, rc::gen::just(qt::Accum::kFp32)},
                                                       {1, rc::gen::just(qt::Accum::kFp16)},

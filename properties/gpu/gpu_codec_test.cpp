@@ -6,6 +6,7 @@
 #include <random>
 #include <string>
 
+#include "generators.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/gpu.hpp"
 #include "qtransit/kernels/inputs.hpp"
@@ -64,7 +65,7 @@ TEST(GpuCodec, DeclaredFormatsEqualCpu) {
     if (::testing::Test::IsSkipped()) return;
     std::mt19937_64 rng(20261130);
     for (const auto& f : qt::all_builtin_formats()) {
-        if (f.kind != qt::FormatKind::kDecl) continue;
+        if (f.kind != qt::FormatKind::kDecl || f.rotated()) continue;  // rotated: RotatedFormatsEqualCpu
         for (int trial = 0; trial < 12; ++trial) {
             const int64_t n = std::uniform_int_distribution<int64_t>(0, 5000)(rng);
             const int64_t block = f.fixed_block() ? f.fixed_block()
@@ -77,6 +78,32 @@ TEST(GpuCodec, DeclaredFormatsEqualCpu) {
             o.hop = static_cast<uint32_t>(trial);
             o.site.rank = trial % 3 - 1;
             o.site.index_base = trial * 1000;
+            ASSERT_TRUE(same_on_cpu_and_gpu(f, x, block, o));
+        }
+    }
+}
+
+// Rotated formats (FORMATS.md section 9): the device's stage-parallel butterflies give the CPU's bits,
+// for every power-of-two block up to 2^14 (a short last block too), the signs' key, and a poisoned
+// block under propagate.
+TEST(GpuCodec, RotatedFormatsEqualCpu) {
+    skip_without_gpu();
+    if (::testing::Test::IsSkipped()) return;
+    std::mt19937_64 rng(20261202);
+    for (const auto& f : qt::testing::rotated_formats()) {
+        for (int trial = 0; trial < 6; ++trial) {
+            const int64_t block = f.fixed_block() ? f.fixed_block() : int64_t{1} << (trial == 5 ? 14 : rng() % 10);
+            const int64_t n = block * static_cast<int64_t>(1 + rng() % 5) + (block > 1 && trial % 2 ? block / 2 : 0);
+            const auto dist = qt::kernels::all_distributions()[static_cast<size_t>(trial) % qt::kernels::all_distributions().size()];
+            std::vector<float> x(static_cast<size_t>(n));
+            qt::kernels::generate_span(dist, rng(), static_cast<uint32_t>(trial), 0, x);
+            qt::kernels::CodecOptions o;
+            o.seed = rng();
+            o.site.index_base = trial * 4096;
+            if (trial == 3) {
+                x[static_cast<size_t>(n / 2)] = NAN;
+                o.policy = qt::Nonfinite::kPropagate;
+            }
             ASSERT_TRUE(same_on_cpu_and_gpu(f, x, block, o));
         }
     }

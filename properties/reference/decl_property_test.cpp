@@ -32,8 +32,10 @@ using testing::from_bits;
 const std::vector<FormatSpec>& declared() {
     static const std::vector<FormatSpec> v = [] {
         std::vector<FormatSpec> r;
+        // Rotated formats have properties of their own (rotated_test.cpp): their blocks are powers
+        // of two, and they are not monotone within a block.
         for (const FormatSpec& f : all_builtin_formats())
-            if (f.kind == FormatKind::kDecl) r.push_back(f);
+            if (f.kind == FormatKind::kDecl && !f.rotated()) r.push_back(f);
         return r;
     }();
     return v;

@@ -146,6 +146,7 @@
 #include <string>
 
 #include "qtransit/reference/formats.hpp"
+#include "qtransit/reference/hadamard.hpp"
 
 namespace qtransit::reference {
 
@@ -307,6 +308,50 @@ double decl_e(const Decl& d, double a) {
     return ep + std::min(ep, u * (a + ep) + 0x1p-150);
 }
 
+// ---- rotated formats (FORMATS.md section 9; rotated.cpp derives the bound) -----------------------
+// gamma_L = L u / (1 - L u), rounded up: the relative error of L roundings.
+double gamma_of(int l) { return static_cast<double>(l) * kU / (1 - static_cast<double>(l) * kU) * (1 + 0x1p-50); }
+
+int log2_len(int64_t n) {
+    int l = 0;
+    while ((int64_t{1} << l) < n) ++l;
+    return l;
+}
+
+// The a-posteriori bound of one rotated block, the same for each element:
+//   2^-L [ sum_j E(y_j) (1 + gamma) + gamma sum_j |y_j| ] + gamma sum_j |x_j| + 2^-150,
+// with y the rotated values (recomputed here from x and the signs, as encode computed them) and
+// E the element type's bound at the block's scale (decl_at). The sums of n doubles are rounded
+// n times at most: the factor 1 + (n + 8) 2^-52 covers that and decl_at's own (1 - 2^-50).
+double rotated_at(const Decl& d, std::span<const float> x, float s, uint64_t seed, int64_t first) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    const int l = log2_len(n);
+    const double g = gamma_of(l);
+    std::vector<float> y(x.begin(), x.end());
+    if (d.random_signs)
+        for (int64_t i = 0; i < n; ++i)
+            if (hadamard_negated(seed, first, i)) y[static_cast<size_t>(i)] = -y[static_cast<size_t>(i)];
+    hadamard_fl32(y);
+    double se = 0, sy = 0, sx = 0;
+    for (int64_t j = 0; j < n; ++j) {
+        se += decl_at(d, y[static_cast<size_t>(j)], s, 0.0f);
+        sy += std::fabs(static_cast<double>(y[static_cast<size_t>(j)]));
+        sx += std::fabs(static_cast<double>(x[static_cast<size_t>(j)]));
+    }
+    const double r = std::ldexp(se * (1 + g) + g * sy, -l) + g * sx + 0x1p-150;
+    return r * (1 + static_cast<double>(n + 8) * 0x1p-52);
+}
+
+// e(a) of a rotated format over blocks of at most `block` elements of absmax <= a: |y_j| <= (1 +
+// gamma) sum |x| <= (1 + gamma) B a =: Ay, so E(y_j) <= decl_e(Ay), 2^-L sum_j |y_j| <= Ay and
+// sum_j |x_j| <= B a; each term grows with B, so the longest block bounds the shorter ones.
+double rotated_e(const Decl& d, double a, int64_t block) {
+    const int l = log2_len(std::max<int64_t>(block, 1));
+    const double b = std::ldexp(1.0, l), g = gamma_of(l);
+    const double ay = std::min((1 + g) * b * a, static_cast<double>(kFltMax));
+    return ((1 + g) * decl_e(d, ay) + g * (ay + b * a) + 0x1p-150) * (1 + 0x1p-48);
+}
+
 }  // namespace
 
 // ---- a_posteriori: one event ------------------------------------------------------------------
@@ -314,6 +359,7 @@ double decl_e(const Decl& d, double a) {
 using detail::EventBound;
 
 double EventBound::at(float x, int32_t q) const {
+    if (rotated) return rot;
     switch (kind) {
         case FormatKind::kDecl: return decl_at(*decl, x, decl_scale, decl_lo);
         case FormatKind::kSym: return sym;
@@ -368,7 +414,7 @@ double EventBound::at(float x, int32_t q) const {
 
 namespace {
 
-EventBound prepare_event(const FormatSpec& f, const QuantEvent& ev) {
+EventBound prepare_event(const FormatSpec& f, const QuantEvent& ev, uint64_t seed, int64_t first) {
     EventBound b;
     b.kind = f.kind;
     const float s = ev.scale;
@@ -383,6 +429,10 @@ EventBound prepare_event(const FormatSpec& f, const QuantEvent& ev) {
             b.decl = f.decl.get();
             b.decl_scale = s;
             b.decl_lo = d.offset_min ? ev.offset : 0.0f;
+            if (d.rotated()) {
+                b.rotated = true;
+                b.rot = rotated_at(d, x, s, seed, first);
+            }
             // Scale `none` poisons with the elements' NaN code (FORMATS.md section 3).
             if (d.elem == ElemType::kFloat) {
                 const uint32_t ones = (1u << d.exp_bits) - 1u, mmask = (1u << d.man_bits) - 1u;
@@ -487,8 +537,9 @@ public:
     explicit Prior(const PathConfig& c) : low_(low_precision(c.accum)), at_(accum_type(c.accum)), kind_(c.format.kind) {
         const double u = kU;
         switch (kind_) {
-            case FormatKind::kDecl:  // e(a) = decl_e (not linear in a)
+            case FormatKind::kDecl:  // e(a) = decl_e (not linear in a); rotated: rotated_e
                 decl_ = c.format.decl.get();
+                block_ = c.block;
                 cap_ = kFltMax;
                 break;
             case FormatKind::kSym: {
@@ -537,7 +588,7 @@ public:
 
     double e(double a) const {
         a = std::min(a, cap_);
-        if (kind_ == FormatKind::kDecl) return decl_e(*decl_, a);
+        if (kind_ == FormatKind::kDecl) return decl_->rotated() ? rotated_e(*decl_, a, block_) : decl_e(*decl_, a);
         if (kind_ == FormatKind::kAsym && a > kFltMax * 0.5 * (1 - 0x1p-30)) return c2_ * a + d2_;
         return c1_ * a + d1_;
     }
@@ -563,6 +614,7 @@ private:
     AccumType at_;
     FormatKind kind_;
     const Decl* decl_ = nullptr;
+    int64_t block_ = kDefaultBlock;
     double c1_ = 0, d1_ = 0, c2_ = 0, d2_ = 0, cap_ = kFltMax, g32_ = 0, glow_ = 0;
 };
 
@@ -699,15 +751,16 @@ std::string fmt_double(double v) {
 
 // ---- exposed pieces ----------------------------------------------------------------------------------
 
-double event_element_bound(const FormatSpec& format, const QuantEvent& ev, int64_t i) {
-    const EventBound b = prepare_event(format, ev);
+double event_element_bound(const FormatSpec& format, const QuantEvent& ev, int64_t i, uint64_t seed, int64_t first) {
+    const EventBound b = prepare_event(format, ev, seed, first);
     if (b.poisoned) return kInf;
     return b.at(ev.x[static_cast<size_t>(i)], ev.codes[static_cast<size_t>(i)]);
 }
 
-double event_bound_of_absmax(const FormatSpec& format, double a) {
+double event_bound_of_absmax(const FormatSpec& format, double a, int64_t block) {
     PathConfig c;
     c.format = format;
+    c.block = block;
     return Prior(c).e(a);
 }
 
@@ -896,7 +949,7 @@ void PathChecker::add(const ColumnRecord& col) {
     for (size_t e = 0; e < nev; ++e) {
         const QuantEvent& ev = col.events[e];
         ev_ok[e] = ev.codes.size() == ev.x.size();
-        if (ev_ok[e]) evb_[e] = prepare_event(cfg_.format_of_stage(ev.stage), ev);
+        if (ev_ok[e]) evb_[e] = prepare_event(cfg_.format_of_stage(ev.stage), ev, cfg_.seed, col.first - ev.column_offset);
     }
     const std::vector<int32_t>* prev_ids = nullptr;
     std::vector<double> snap;

@@ -16,6 +16,11 @@ Result<Quantized> quantize_decl(const FormatSpec& f, std::span<const float> x, i
                                 const Site& site, const StochasticKey& key);
 std::vector<float> decode_decl(const FormatSpec& f, std::span<const int32_t> codes, std::span<const float> scales,
                                std::span<const float> offsets, int64_t block);
+// Rotated formats (rotated.cpp): the rotation around quantize_decl / decode_decl.
+Result<Quantized> quantize_rotated(const FormatSpec& f, std::span<const float> x, int64_t block, Nonfinite policy,
+                                   const Site& site, const StochasticKey& key);
+std::vector<float> decode_rotated(const FormatSpec& f, std::span<const int32_t> codes, std::span<const float> scales,
+                                  std::span<const float> offsets, int64_t block, uint64_t seed, int64_t first);
 std::vector<uint8_t> pack_decl(const FormatSpec& f, std::span<const int32_t> codes, int64_t block);
 std::vector<int32_t> unpack_decl(const FormatSpec& f, std::span<const uint8_t> bytes, int64_t elements, int64_t block);
 

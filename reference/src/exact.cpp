@@ -95,6 +95,26 @@ Exact Exact::from_int(int64_t v) {
     return r;
 }
 
+Exact Exact::scaled(Int m, int64_t e) {
+    Exact r;
+    r.m_ = std::move(m);
+    r.e_ = e;
+    r.normalize();
+    return r;
+}
+
+Exact::Int Exact::fixed149(float v) {
+    assert(std::isfinite(v));
+    if (!std::isfinite(v) || v == 0) return Int(0);
+    int exp = 0;
+    const float mant = std::frexp(v, &exp);  // v = mant 2^exp, |mant| in [0.5, 1)
+    const int64_t mi = static_cast<int64_t>(std::ldexp(mant, 24));  // exact: 24 significant bits
+    const int64_t shift = static_cast<int64_t>(exp) - 24 + 149;  // >= -23: a subnormal's low bits are zero
+    if (shift < 0) return Int(mi >> -shift);
+    Int m = mi;
+    return m << static_cast<unsigned>(shift);
+}
+
 Exact Exact::pow2(int e) {
     Exact r;
     r.m_ = 1;

@@ -496,6 +496,7 @@ Result<Quantized> quantize(const FormatSpec& format, std::span<const float> x, i
                            const Site& site, const StochasticKey& key) {
     if (!valid_format(format))
         return make_error(ErrorCode::kInvalidArgument, "unsupported format " + format.name());
+    if (format.rotated()) return quantize_rotated(format, x, block, policy, site, key);
     if (format.kind == FormatKind::kDecl) return quantize_decl(format, x, block, policy, site, key);
     if (block <= 0)
         return make_error(ErrorCode::kInvalidArgument, "block size must be positive, got " + std::to_string(block));
@@ -539,10 +540,11 @@ Result<Quantized> quantize(const FormatSpec& format, std::span<const float> x, i
 }
 
 std::vector<float> decode(const FormatSpec& format, std::span<const int32_t> codes, std::span<const float> scales,
-                          std::span<const float> offsets, int64_t block) {
+                          std::span<const float> offsets, int64_t block, uint64_t sign_seed, int64_t sign_first) {
     assert(block > 0);
     std::vector<float> out(codes.size());
     if (block <= 0) return out;
+    if (format.rotated()) return decode_rotated(format, codes, scales, offsets, block, sign_seed, sign_first);
     if (format.kind == FormatKind::kDecl) return decode_decl(format, codes, scales, offsets, block);
     for (std::size_t i = 0; i < codes.size(); ++i) {
         const std::size_t k = i / static_cast<std::size_t>(block);
@@ -645,6 +647,7 @@ Exact element_bound(const Quantized& q, std::span<const float> x, int64_t i) {
         const bool poisoned = !q.poisoned.empty() && q.poisoned[k];
         assert(!poisoned && "element_bound: not defined for poisoned blocks");
         if (poisoned) return Exact();
+        if (q.format.rotated()) return rotated_block_bounds(q, x, k)[static_cast<size_t>(i - k * q.block)];
         return decl_element_bound(*q.format.decl, x[i], q.scales[k], q.format.has_offset() ? q.offsets[k] : 0.0f);
     }
     const BlockBound bb = block_bound(q, x, k);
@@ -665,6 +668,7 @@ BoundCheck check_bounds(const Quantized& q, std::span<const float> x) {
         else bb = block_bound(q, x.first(n), k);
         if (bb.poisoned) continue;
         const int64_t start = k * q.block, end = std::min(n, start + q.block);
+        const std::vector<Exact> rot = q.format.rotated() ? rotated_block_bounds(q, x.first(n), k) : std::vector<Exact>{};
         for (int64_t i = start; i < end; ++i) {
             if (!std::isfinite(q.decoded[i])) {  // a finite input never decodes to inf or NaN
                 if (res.holds) {
@@ -676,7 +680,8 @@ BoundCheck check_bounds(const Quantized& q, std::span<const float> x) {
                 continue;
             }
             const Exact err = (Exact(x[i]) - Exact(q.decoded[i])).abs();
-            const Exact bound = decl ? decl_element_bound(*q.format.decl, x[i], q.scales[k],
+            const Exact bound = !rot.empty() ? rot[static_cast<size_t>(i - start)]
+                                : decl ? decl_element_bound(*q.format.decl, x[i], q.scales[k],
                                                           q.format.has_offset() ? q.offsets[k] : 0.0f)
                                      : element_bound_in(q.format, bb, x[i], q.codes[i]);
             const bool ok = err <= bound;

@@ -207,7 +207,7 @@ Result<Encoded> encode(const PathConfig& c, std::vector<QuantEvent>& events, std
     Encoded e;
     e.id = static_cast<int32_t>(events.size());
     events.push_back(std::move(ev));
-    e.decoded = decode(f, q->codes, q->scales, q->offsets, c.block);
+    e.decoded = decode(f, q->codes, q->scales, q->offsets, c.block, c.seed, site.index_base);
     return e;
 }
 

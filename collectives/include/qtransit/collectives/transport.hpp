@@ -26,6 +26,9 @@ struct Message {
     // The format of the codes when it is not the transport's: a per-stage format (issue 17), which
     // the cpu backend carries; it points into the column's PathConfig. Null: the transport's format.
     const FormatSpec* format = nullptr;
+    // A rotated format's signs (FORMATS.md section 9) are keyed by the run's seed and the index of
+    // the block's first element, which both ends know from the schedule; carried here for the decode.
+    int64_t sign_first = 0;
     // Not on the wire: the simulation's handle on the ledger of what the message carries (-1: none).
     int32_t provenance = -1;
     // Device transports only: where the payload lies in device memory (codes, then scale and offset;

@@ -16,12 +16,16 @@ enum class FloatSpecial : uint8_t { kIeee = 0, kNanOnly = 1, kNone = 2 };
 enum class ScaleType : uint8_t { kFp32Absmax = 0, kFp16Absmax = 1, kE8m0Floor = 2, kE8m0Rceil = 3, kNone = 4 };
 enum class Rounding : uint8_t { kNearestEven = 0, kNearestAway = 1, kNearestDown = 2, kTowardZero = 3, kStochastic = 4 };
 enum class Packing : uint8_t { kLsbFirst = 0, kMsbFirst = 1 };
+// A rotation of every block before it is quantized (FORMATS.md section 9): none, or the unnormalized
+// Walsh-Hadamard transform (entries +-1), optionally after a random diagonal of +-1.
+enum class Transform : uint8_t { kNone = 0, kHadamard = 1 };
 
 const char* to_string(ElemType);
 const char* to_string(FloatSpecial);
 const char* to_string(ScaleType);
 const char* to_string(Rounding);
 const char* to_string(Packing);
+const char* to_string(Transform);
 
 inline constexpr int kMaxTable = 256;
 
@@ -45,6 +49,8 @@ struct Decl {
     Rounding rounding = Rounding::kNearestEven;
     Packing packing = Packing::kLsbFirst;
     int32_t fixed_block = 0;       // 0: any block size (--block); else the only one allowed
+    Transform transform = Transform::kNone;  // hadamard: every block's length must be a power of two
+    bool random_signs = false;     // hadamard only: a diagonal of +-1 keyed by (seed, block) first
 
     // ---- derived by finalize() (what the kernels read) --------------------------------------------
     float amp = 0;                 // A: the scale maps a block's absmax (or range) onto it
@@ -64,6 +70,7 @@ struct Decl {
     int32_t code_max() const;
     // Whether the codes are two's complement (int signed) rather than plain unsigned.
     bool signed_codes() const { return elem == ElemType::kInt && is_signed; }
+    bool rotated() const { return transform != Transform::kNone; }
 };
 
 // Checks every field (a mistake is named by its TOML key) and fills the derived ones.

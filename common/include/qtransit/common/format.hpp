@@ -59,6 +59,13 @@ struct FormatSpec {
     // Block size checks: >= 1, and the format's fixed size if it has one (message names both).
     Status check_block(int64_t block) const;
     bool stochastic() const { return kind == FormatKind::kDecl && decl->rounding == Rounding::kStochastic; }
+    // A declared format with transform = "hadamard" (FORMATS.md section 9): each block is rotated first.
+    bool rotated() const { return kind == FormatKind::kDecl && decl->rotated(); }
+    // A rotated format transforms each block at its own length, which must be a power of two: a
+    // tensor's short last block too. Ok for every other format; else an Error naming the length.
+    Status check_block_length(int64_t len) const;
+    // check_block_length for the last block of a tensor of `elements` values in blocks of `block`.
+    Status check_tensor(int64_t elements, int64_t block) const;
     friend bool operator==(const FormatSpec& a, const FormatSpec& b) {
         return a.kind == b.kind && a.bits == b.bits && a.fast_math == b.fast_math && a.name() == b.name();
     }

@@ -11,6 +11,7 @@
 #include "qtransit/common/format.hpp"
 #include "qtransit/common/status.hpp"
 #include "qtransit/kernels/block_math.hpp"
+#include "qtransit/kernels/hadamard.hpp"
 
 namespace qtransit::kernels {
 
@@ -27,6 +28,9 @@ struct EncodedTensor {
     std::vector<uint8_t> codes;   // packed codes of every block, in order
     std::vector<float> scales;    // per block: s, or the stored step Δ for ds-int<b>; NaN: poisoned
     std::vector<float> offsets;   // per block: lo (formats with an offset only, else empty)
+    // A rotated format with random signs: what they were keyed by (the seed and the index of
+    // element 0), so that decode() draws the same ones. Unused by every other format.
+    SignKey key;
 
     int64_t blocks() const { return block > 0 ? (elements + block - 1) / block : 0; }
     int64_t wire_bytes() const { return format.wire_bytes(elements, block); }
@@ -61,10 +65,11 @@ Status encode_into(const FormatSpec& format, std::span<const float> x, int64_t b
 Result<EncodedTensor> encode(const FormatSpec& format, std::span<const float> x, int64_t block,
                              const CodecOptions& options = {});
 
-// Decode a whole tensor (out.size() == elements).
+// Decode a whole tensor (out.size() == elements). key: a rotated format's sign key, as encode had it
+// (the seed and site.index_base of its CodecOptions: sign_key()); block j's signs use key.first + j block.
 void decode_into(const FormatSpec& format, int64_t block, std::span<const uint8_t> codes,
                  std::span<const float> scales, std::span<const float> offsets, std::span<float> out,
-                 int threads = 0);
+                 int threads = 0, const SignKey& key = {});
 std::vector<float> decode(const EncodedTensor& t, int threads = 0);
 
 // One block of `len` values on the calling thread, without allocating: what a collective does at
@@ -72,7 +77,10 @@ std::vector<float> decode(const EncodedTensor& t, int threads = 0);
 // Under the `error` policy a non-finite block (or a range overflow) is refused like encode_into.
 Status encode_block(const FormatSpec& format, const float* x, int64_t len, uint8_t* codes, float* scale,
                     float* offset, const CodecOptions& options = {});
-void decode_block(const FormatSpec& format, const uint8_t* codes, int64_t len, float scale, float offset, float* out);
+void decode_block(const FormatSpec& format, const uint8_t* codes, int64_t len, float scale, float offset, float* out,
+                  const SignKey& key = {});
+// The sign key encode drew a rotated format's signs from under these options.
+inline SignKey sign_key(const CodecOptions& o) { return SignKey{o.seed, o.site.index_base}; }
 
 // The Error for a block that encode refused under the `error` policy: names the first non-finite
 // element, the element that overflows binary16 (ds-int<b>), or the block whose range overflows.

@@ -42,8 +42,10 @@ bool device_available();
 // On-device encode/decode of a tensor already in device memory (sizes as encoded_sizes()).
 Status encode_device(const FormatSpec& format, const float* d_x, int64_t elements, int64_t block, uint8_t* d_codes,
                      float* d_scales, float* d_offsets, const CodecOptions& options, void* stream = nullptr);
+// key: a rotated format's sign key, as encode had it (sign_key() of its options).
 Status decode_device(const FormatSpec& format, int64_t block, const uint8_t* d_codes, const float* d_scales,
-                     const float* d_offsets, float* d_out, int64_t elements, void* stream = nullptr);
+                     const float* d_offsets, float* d_out, int64_t elements, void* stream = nullptr,
+                     const SignKey& key = {});
 
 // Host-memory conveniences: copy in, run on the device, copy out.
 Result<EncodedTensor> encode(const FormatSpec& format, std::span<const float> x, int64_t block,

@@ -52,6 +52,8 @@ struct EventBound {
     double fm_step_max = 0, fm_tau = 0;
     const Decl* decl = nullptr;  // declared formats: FORMATS.md section 6 from x, the scale and lo
     float decl_scale = 0, decl_lo = 0;
+    bool rotated = false;        // rotated formats: one bound for every element (rotated.cpp)
+    double rot = 0;
     double at(float x, int32_t q) const;  // E(x_i) for the element x with code q
 };
 }  // namespace detail
@@ -97,11 +99,15 @@ double fit_exponent(std::span<const double> n, std::span<const double> rel_rms);
 // reference::element_bound, from the event's x, codes and scale), rounded to nearest at every step
 // but never below the exact E by more than a factor (1 - 2^-50): the checker inflates the sum of
 // these by (1 + 2^-30). ev.x and ev.codes must hold the whole block; i indexes them.
-double event_element_bound(const FormatSpec& format, const QuantEvent& ev, int64_t i);
+// A rotated format's event needs its signs' key: the run's seed and the index of the block's first
+// element (the column's first minus the event's column_offset).
+double event_element_bound(const FormatSpec& format, const QuantEvent& ev, int64_t i, uint64_t seed = 0,
+                           int64_t first = 0);
 
 // e(a): a bound of E(x) for every element of every block (of this format) whose absmax is <= a.
 // Monotone non-decreasing in a. Rounded to nearest (not inflated).
-double event_bound_of_absmax(const FormatSpec& format, double a);
+// A rotated format's e(a) also depends on the block length (at most `block`; FORMATS.md section 9).
+double event_bound_of_absmax(const FormatSpec& format, double a, int64_t block = kDefaultBlock);
 
 // The a-priori bound (inflated by 1 + 2^-20; +inf where the binary16 accumulation can overflow) of
 // the error of an output held by `row_rank` in the column starting at `first`, from the absmax of

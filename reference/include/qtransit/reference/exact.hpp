@@ -18,6 +18,10 @@ public:
     explicit Exact(double v);               // exact; v must be finite (asserted; a release build gives 0)
     static Exact from_int(int64_t v);
     static Exact pow2(int e);               // 2^e, any e
+    static Exact scaled(Int m, int64_t e);  // m 2^e
+    // v 2^149 as an integer: exact for every finite binary32 v (the reference's exact matrices work
+    // on these, reference/src/hadamard.cpp).
+    static Int fixed149(float v);
 
     Exact operator+(const Exact& o) const;
     Exact operator-(const Exact& o) const;

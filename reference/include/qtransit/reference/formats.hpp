@@ -23,6 +23,10 @@ struct Quantized {
     std::vector<int32_t> codes;    // per element
     std::vector<float> decoded;    // per element
     std::vector<uint8_t> poisoned; // per block: 1 when the block was non-finite under `propagate`
+    // Rotated formats (FORMATS.md section 9) only: the signs' key (the run's seed, the index of
+    // element 0), which quantize sets and the bound needs.
+    uint64_t sign_seed = 0;
+    int64_t sign_first = 0;
 };
 
 // Quantize `x` block-wise (blocks of `block`, the last one may be short). Under Nonfinite::kError a
@@ -44,9 +48,12 @@ Result<Quantized> quantize(const FormatSpec& format, std::span<const float> x, i
 
 // Decode codes with the given per-block scales/offsets (what a receiver does with the wire data).
 // A NaN scale (or asym offset) decodes every element of its block to the quiet NaN 0x7FC00000 (D4);
-// an asym block with scale 0 decodes to its offset lo exactly (D2).
+// an asym block with scale 0 decodes to its offset lo exactly (D2). A rotated format rotates each
+// block back with the signs of (sign_seed, sign_first + the block's start): quantize's seed and
+// site.index_base.
 std::vector<float> decode(const FormatSpec& format, std::span<const int32_t> codes,
-                          std::span<const float> scales, std::span<const float> offsets, int64_t block);
+                          std::span<const float> scales, std::span<const float> offsets, int64_t block,
+                          uint64_t sign_seed = 0, int64_t sign_first = 0);
 
 // Wire packing of the codes (NUMERICS 1.3/1.4): per block, restarting at every block.
 std::vector<uint8_t> pack(const FormatSpec& format, std::span<const int32_t> codes, int64_t block);
@@ -67,8 +74,12 @@ float divide_to(float v, int64_t n, Accum type);
 // bound derived in formats.cpp), with the actual scale of its block. Not defined for poisoned blocks.
 // int<b>: 1.1's s (1/2 + 2^-22 qmax) + 2^-149, plus max(0, a - qmax s) when s is subnormal (1.1's
 // formula alone is false there; see formats.cpp). Declared formats: FORMATS.md section 6, from x, the
-// block's scale and lo only (derived in decl.cpp).
+// block's scale and lo only (derived in decl.cpp). Rotated formats: the bound of FORMATS.md section 9
+// from the block's exact rounding errors (rotated.cpp derives it).
 Exact element_bound(const Quantized& q, std::span<const float> x, int64_t i);
+// A rotated format's bound of every element of block k (rotated.cpp), exactly, from x, the block's
+// codes and scale and the signs' key (q.sign_seed, q.sign_first).
+std::vector<Exact> rotated_block_bounds(const Quantized& q, std::span<const float> x, int64_t k);
 
 // ---- ds-int<b>-fm: DeepSpeed's recipe under --use_fast_math (docs/DECISIONS.md D23) ------------
 // The scales and steps a fast-math build may produce for one block whose binary16 absmax is

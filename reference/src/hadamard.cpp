@@ -1,0 +1,104 @@
+// The rotation's reference (hadamard.hpp). Its exact half uses Eigen over Boost.Multiprecision
+// integers (boost/multiprecision/eigen.hpp makes them Eigen scalars): the matrices are small (a
+// block), and exactness matters here, not speed.
+#include "qtransit/reference/hadamard.hpp"
+
+#include <Eigen/Dense>
+#include <boost/multiprecision/cpp_int.hpp>
+#include <boost/multiprecision/eigen.hpp>
+#include <cassert>
+#include <cstdint>
+
+#include "binary32.hpp"
+#include "qtransit/common/philox.hpp"
+
+namespace qtransit::reference {
+
+using detail::add32, detail::sub32;
+
+namespace {
+// Integers without expression templates: Eigen's own expressions take their place.
+using BigInt = boost::multiprecision::number<boost::multiprecision::cpp_int_backend<>, boost::multiprecision::et_off>;
+using BigMatrix = Eigen::Matrix<BigInt, Eigen::Dynamic, Eigen::Dynamic>;
+using BigVector = Eigen::Matrix<BigInt, Eigen::Dynamic, 1>;
+
+bool power_of_two(int64_t n) { return n >= 1 && (n & (n - 1)) == 0; }
+
+// H_n by Sylvester's construction: H_1 = [1], H_2n = [[H_n, H_n], [H_n, -H_n]].
+BigMatrix sylvester(int64_t n) {
+    BigMatrix h(1, 1);
+    h(0, 0) = 1;
+    for (int64_t m = 1; m < n; m *= 2) {
+        BigMatrix g(2 * m, 2 * m);
+        g.topLeftCorner(m, m) = h;
+        g.topRightCorner(m, m) = h;
+        g.bottomLeftCorner(m, m) = h;
+        g.bottomRightCorner(m, m) = -h;
+        h = std::move(g);
+    }
+    return h;
+}
+}  // namespace
+
+bool hadamard_negated(uint64_t seed, int64_t first, int64_t i) {
+    // FORMATS.md section 9: bit i mod 32 of output word (i / 32) mod 4 of Philox4x32-10, key
+    // (lo32(seed), hi32(seed)), counter (lo32(first), hi32(first), i / 128, 5).
+    const uint64_t g = static_cast<uint64_t>(first);
+    Philox4x32 ctr{};
+    ctr.v[0] = static_cast<uint32_t>(g & 0xFFFFFFFFu);
+    ctr.v[1] = static_cast<uint32_t>(g >> 32);
+    ctr.v[2] = static_cast<uint32_t>(static_cast<uint64_t>(i) / 128);
+    ctr.v[3] = 5;
+    const Philox4x32 w = philox4x32_10(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+    const uint32_t word = w.v[(static_cast<uint64_t>(i) / 32) % 4];
+    return ((word >> (static_cast<uint64_t>(i) % 32)) & 1u) != 0;
+}
+
+void hadamard_fl32(std::span<float> v) {
+    const size_t n = v.size();
+    assert(power_of_two(static_cast<int64_t>(n)));
+    if (n <= 1) return;
+    const size_t h = n / 2;
+    hadamard_fl32(v.first(h));
+    hadamard_fl32(v.subspan(h));
+    for (size_t i = 0; i < h; ++i) {
+        const float a = v[i], b = v[h + i];
+        v[i] = add32(a, b);  // the reference's own binary32 rounding (binary32.hpp)
+        v[h + i] = sub32(a, b);
+    }
+}
+
+std::vector<Exact::Int> hadamard_exact_fixed(std::span<const Exact::Int> v) {
+    const int64_t n = static_cast<int64_t>(v.size());
+    assert(power_of_two(n));
+    BigVector x(n);
+    for (int64_t i = 0; i < n; ++i) x(i) = BigInt(v[static_cast<size_t>(i)]);
+    // lazyProduct, not operator*: Boost 1.74's own operator templates, found by argument-dependent
+    // lookup, fail to compile against Eigen 3.4 expressions (is_byte_container).
+    const BigVector y = sylvester(n).lazyProduct(x);
+    std::vector<Exact::Int> out(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = Exact::Int(y(i));
+    return out;
+}
+
+std::vector<Exact> hadamard_exact(std::span<const float> v) {
+    std::vector<Exact::Int> fixed(v.size());
+    for (size_t i = 0; i < v.size(); ++i) fixed[i] = Exact::fixed149(v[i]);
+    const std::vector<Exact::Int> y = hadamard_exact_fixed(fixed);
+    std::vector<Exact> out;
+    out.reserve(y.size());
+    for (const auto& m : y) out.push_back(Exact::scaled(m, -149));
+    return out;
+}
+
+bool hadamard_orthogonal(int64_t n) {
+    if (!power_of_two(n)) return false;
+    const BigMatrix h = sylvester(n);
+    const BigMatrix p = h.transpose().lazyProduct(h);
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j)
+            if (p(i, j) != BigInt(i == j ? n : 0)) return false;
+    return true;
+}
+
+}  // namespace qtransit::reference
