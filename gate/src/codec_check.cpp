@@ -77,7 +77,8 @@ Status builtin_sharded(const FormatSpec& f, std::span<const float> x, int64_t bl
             !st)
             return st;
         kernels::decode_into(f, block, codes, scales, offs,
-                             std::span<float>(decoded).subspan(static_cast<size_t>(s * shard), static_cast<size_t>(shard)), 1);
+                             std::span<float>(decoded).subspan(static_cast<size_t>(s * shard), static_cast<size_t>(shard)), 1,
+                             kernels::sign_key(opt));
     }
     return Status::Ok();
 }
@@ -226,7 +227,9 @@ void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::
             const auto codes = std::span<const int32_t>(c.codes).subspan(static_cast<size_t>(s * shard), static_cast<size_t>(shard));
             const auto scales = std::span<const float>(c.encoded.scales).subspan(static_cast<size_t>(s * one.blocks), static_cast<size_t>(one.blocks));
             const auto offs = std::span<const float>(c.encoded.offsets).subspan(static_cast<size_t>(s * one.offsets), static_cast<size_t>(one.offsets));
-            const auto d = reference::decode(format, codes, scales, offs, block);
+            // A rotated format's signs: the key the reference drew this shard's with (FORMATS.md section 9).
+            const auto& ref_shard = r.per_shard[static_cast<size_t>(s)];
+            const auto d = reference::decode(format, codes, scales, offs, block, ref_shard.sign_seed, ref_shard.sign_first);
             for (int64_t i = 0; i < shard; ++i) wire[static_cast<size_t>(s * shard + i)] = kernels::round_to(out, d[static_cast<size_t>(i)]);
         }
         bound_check(wire, "wire-decoded");  // the codes and metadata decoded by the format's definition

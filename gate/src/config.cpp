@@ -106,13 +106,46 @@ Result<std::vector<int64_t>> get_ints(const Ctx& c, const toml::node& n, const s
     return out;
 }
 
-Result<std::vector<FormatSpec>> formats_of(const Ctx& c, const toml::node& n, const std::string& key) {
+// A per-stage list "A,B" (D25): two formats that take the gate's block. Error naming `key`.
+Result<std::vector<FormatSpec>> stage_list_of(const Ctx& c, const toml::node& n, const std::string& key, const std::string& s) {
+    std::vector<FormatSpec> out;
+    size_t start = 0;
+    while (true) {
+        const size_t comma = s.find(',', start);
+        const std::string one = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (one.empty() || one == "all")
+            return c.err(n.source(), key, "'" + s + "': a per-stage list names one format per stage, e.g. \"int8,int4\"");
+        auto f = c.format(one);
+        if (!f) return c.err(n.source(), key, f.error().message);
+        out.push_back(*f);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    if (out.size() != 2)
+        return c.err(n.source(), key, "'" + s + "' names " + std::to_string(out.size()) + " formats; the paths with stages "
+                                      "(a2a-hier-rs, two-shot-ar, hpz-ag-requant) take two");
+    return out;
+}
+
+// Format names; "all" is every integer format. An entry "A,B" is a per-stage list: kept in *staged
+// where the key takes them (gate.formats), else an Error.
+Result<std::vector<FormatSpec>> formats_of(const Ctx& c, const toml::node& n, const std::string& key,
+                                           std::vector<std::vector<FormatSpec>>* staged = nullptr) {
     auto names = get_strs(c, n, key);
     if (!names) return names.error();
     std::vector<FormatSpec> out;
     for (const auto& s : *names) {
         if (s == "all") {
             for (const auto& f : builtin_formats()) out.push_back(f);
+            continue;
+        }
+        if (s.find(',') != std::string::npos) {
+            if (!staged)
+                return c.err(n.source(), key, "'" + s + "': per-stage lists are for gate.formats and [[budget]] format; name "
+                                              "single formats here");
+            auto l = stage_list_of(c, n, key, s);
+            if (!l) return l.error();
+            staged->push_back(*l);
             continue;
         }
         auto f = c.format(s);
@@ -171,10 +204,14 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                 const std::string g(gk.str());
                 lines.at[name] = gv.source();
                 if (g == "formats") {
-                    auto f = formats_of(c, gv, name);
+                    std::vector<std::vector<FormatSpec>> staged;
+                    auto f = formats_of(c, gv, name, &staged);
                     if (!f) return f.error();
                     if (auto st = no_duplicates(c, gv, name, *f, [](const FormatSpec& x) { return x.name(); }); !st) return st;
+                    if (auto st = no_duplicates(c, gv, name, staged, [](const std::vector<FormatSpec>& x) { return stages_name(x); }); !st)
+                        return st;
                     cfg.formats = *f;
+                    cfg.staged = std::move(staged);
                 } else if (g == "paths") {
                     auto names = get_strs(c, gv, name);
                     if (!names) return names.error();
@@ -340,9 +377,16 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                         } else if (s == "format") {
                             auto x = get_str(c, sv, name);
                             if (!x) return x.error();
-                            auto f = c.format(*x);
-                            if (!f) return c.err(sv.source(), name, f.error().message);
-                            b.format = *f;
+                            if (x->find(',') != std::string::npos) {  // a per-stage list (D25)
+                                auto l = stage_list_of(c, sv, name, *x);
+                                if (!l) return l.error();
+                                b.stages = *l;
+                                b.format = l->front();
+                            } else {
+                                auto f = c.format(*x);
+                                if (!f) return c.err(sv.source(), name, f.error().message);
+                                b.format = *f;
+                            }
                             have_format = true;
                         } else if (s == "dist") {
                             auto x = get_str(c, sv, name);
@@ -372,8 +416,8 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                     for (auto [have, what] : {std::pair{have_path, "path"}, {have_format, "format"}, {have_max, "max"}})
                         if (!have) return c.err(e.source(), at + "." + what, "is required");
                     if (!have_name)
-                        b.name = std::string(path_info(b.path).name) + "-" + b.format.name() + (b.dist.empty() ? "" : "-" + b.dist) +
-                                 "-" + to_string(b.metric);
+                        b.name = std::string(path_info(b.path).name) + "-" + (b.stages.empty() ? b.format.name() : stages_name(b.stages)) +
+                                 (b.dist.empty() ? "" : "-" + b.dist) + "-" + to_string(b.metric);
                     cfg.budgets.push_back(std::move(b));
                 }
             }
@@ -423,6 +467,16 @@ Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
     for (const auto& f : cfg.formats)
         if (auto st = f.check_block(cfg.block); !st)
             return err(lines.at.count("gate.block") ? "gate.block" : "gate.formats", st.error().message);
+    for (const auto& l : cfg.staged) {
+        for (const auto& f : l)
+            if (auto st = f.check_block(cfg.block); !st)
+                return err(lines.at.count("gate.block") ? "gate.block" : "gate.formats", stages_name(l) + ": " + st.error().message);
+        bool runs = false;
+        for (auto p : cfg.paths) runs = runs || !format_stages(p).empty();
+        if (!runs)
+            return err("gate.formats", stages_name(l) + " is one format per stage, and none of gate.paths has stages "
+                                       "(a2a-hier-rs, two-shot-ar, hpz-ag-requant)");
+    }
     if (cfg.ranks.empty()) return err("gate.ranks", "is empty");
     if (auto st = check_ns(cfg.ranks, "gate.ranks", false); !st) return st;
     if (tree)
@@ -432,8 +486,16 @@ Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
         const std::string k = "budget[" + std::to_string(i) + "]";
         if (std::find(cfg.paths.begin(), cfg.paths.end(), b.path) == cfg.paths.end())
             return err(k, std::string("path ") + path_info(b.path).name + " is not in gate.paths");
-        if (std::find(cfg.formats.begin(), cfg.formats.end(), b.format) == cfg.formats.end())
+        if (b.stages.empty() && std::find(cfg.formats.begin(), cfg.formats.end(), b.format) == cfg.formats.end())
             return err(k, "format " + b.format.name() + " is not in gate.formats");
+        if (!b.stages.empty()) {
+            bool found = false;
+            for (const auto& l : cfg.staged) found = found || stages_name(l) == stages_name(b.stages);
+            if (!found) return err(k, "format " + stages_name(b.stages) + " is not in gate.formats");
+            if (format_stages(b.path).empty())
+                return err(k, std::string("path ") + path_info(b.path).name + " has one stage; " + stages_name(b.stages) +
+                                  " runs on a2a-hier-rs, two-shot-ar and hpz-ag-requant");
+        }
         if (!b.dist.empty()) {
             bool found = false;
             for (auto d : cfg.dists) found = found || b.dist == kernels::to_string(d);
@@ -480,12 +542,18 @@ double metric_of(const reports::GateRun& r, Metric m) {
     return NAN;
 }
 
+std::string stages_name(const std::vector<FormatSpec>& stages) {
+    std::string s;
+    for (const auto& f : stages) s += (s.empty() ? "" : ",") + f.name();
+    return s;
+}
+
 Status validate(GateConfig& cfg) {
     const std::string src = cfg.source.empty() ? "gate config" : cfg.source;
     auto err = [&](const std::string& key, const std::string& what) {
         return make_error(ErrorCode::kInvalidArgument, src + ": " + key + ": " + what);
     };
-    if (cfg.formats.empty()) return err("gate.formats", "is empty");
+    if (cfg.formats.empty()) return err("gate.formats", "is empty (it needs a single format; per-stage lists run beside them)");
     if (cfg.paths.empty()) return err("gate.paths", "is empty");
     if (cfg.dists.empty()) return err("gate.distributions", "is empty");
     for (const auto* ns : {&cfg.ranks, &cfg.tree_ranks})
@@ -499,6 +567,9 @@ Status validate(GateConfig& cfg) {
     if (!(cfg.baseline_margin >= 0)) return err("baseline.margin", "must be >= 0 (0.10: 10% worse allowed)");
     for (const auto& f : cfg.formats)
         if (auto st = f.check_block(cfg.block); !st) return err("gate.block", st.error().message);
+    for (const auto& l : cfg.staged)
+        for (const auto& f : l)
+            if (auto st = f.check_block(cfg.block); !st) return err("gate.block", stages_name(l) + ": " + st.error().message);
     for (size_t i = 0; i < cfg.scaling.size(); ++i)
         if (!(cfg.scaling[i].min <= cfg.scaling[i].max))
             return err("scaling[" + std::to_string(i) + "]", "min " + std::to_string(cfg.scaling[i].min) + " is above max " +
@@ -570,7 +641,8 @@ Status attach_codec(GateConfig& cfg, const std::string& path) {
     if (auto st = (*codec)->check_block(cfg.block); !st) return st;
     const FormatSpec f = (*codec)->format();
     cfg.formats = {f};
-    std::erase_if(cfg.budgets, [&](const Budget& b) { return !(b.format == f); });
+    cfg.staged.clear();  // a codec implements one format: no per-stage lists
+    std::erase_if(cfg.budgets, [&](const Budget& b) { return !b.stages.empty() || !(b.format == f); });
     cfg.codec_path = path;
     cfg.codec = *codec;
     return Status::Ok();

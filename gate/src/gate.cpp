@@ -133,6 +133,7 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
     res.config_source = cfg.source;
     res.started_at = now_utc();
     for (const auto& f : cfg.formats) res.formats.push_back(f.name());
+    for (const auto& l : cfg.staged) res.formats.push_back(stages_name(l));
     for (auto p : cfg.paths) res.paths.push_back(path_info(p).name);
     for (auto d : cfg.dists) res.dists.push_back(kernels::to_string(d));
     res.ranks = cfg.ranks;
@@ -302,6 +303,42 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
         }
     }
 
+    // ---- per-stage lists (D25, D28): the gate's paths that have two stages, one format per stage --------
+    std::vector<PathKind> staged_paths;
+    for (auto p : cfg.paths)
+        if (!format_stages(p).empty()) staged_paths.push_back(p);
+    for (const auto& l : cfg.staged) {
+        const std::string name = stages_name(l);
+        for (auto d : cfg.dists) {
+            const std::string dist = kernels::to_string(d);
+            SweepSpec spec;
+            spec.paths = staged_paths;
+            spec.ranks = cfg.ranks;
+            spec.ranks_per_node = cfg.ranks_per_node;
+            spec.elements = cfg.elements;
+            spec.format = l.front();
+            spec.stage_formats = l;
+            spec.block = cfg.block;
+            spec.dist = d;
+            spec.seed = cfg.seed;
+            spec.accum = cfg.accum;
+            spec.divide = cfg.divide;
+            spec.threads = cfg.threads;
+            spec.check_k = true;
+            spec.backend = opt.backend;
+            auto sw = run_sweep(spec);
+            if (!sw) {
+                if (sw.error().code == ErrorCode::kRangeOverflow || sw.error().code == ErrorCode::kNonFinite) {
+                    res.refusals.push_back({name, dist, sw.error().message});
+                    continue;
+                }
+                return sw.error();
+            }
+            for (const auto& r : sw->runs) res.runs.push_back(to_run(r, dist, cfg.seed));
+            for (const auto& fit : sw->fits) res.fits.push_back({path_info(fit.path).name, name, dist, fit.exponent, fit.points});
+        }
+    }
+
     // ---- verdicts ---------------------------------------------------------------------------------
     auto add = [&res](std::vector<Verdict> v) { res.verdicts.insert(res.verdicts.end(), v.begin(), v.end()); };
     add(kernel_verdicts(cfg, res, res.gpu_available ? "" : kernels::gpu::query_devices().note));
@@ -330,6 +367,12 @@ std::string backend_problem(const GateConfig& cfg, collectives::Backend backend,
     const bool tree = std::find(cfg.paths.begin(), cfg.paths.end(), PathKind::kTreeRs) != cfg.paths.end();
     if (cfg.codec)
         if (auto why = collectives::codec_backend_problem(backend); !why.empty()) return why;
+    if (backend != collectives::Backend::kCpu) {
+        if (!cfg.staged.empty())
+            return "per-stage formats (" + stages_name(cfg.staged.front()) + " in gate.formats) run with --backend cpu for now";
+        for (const auto& f : cfg.formats)
+            if (f.rotated()) return "rotated formats (" + f.name() + " in gate.formats) run with --backend cpu for now";
+    }
     // The 16-bit paths run on the cpu under a device backend (below); a division does not run there.
     if (auto why = collectives::host_only_problem(PathKind::kA2aRs, cfg.divide, backend,
                                                   "gate.divide = \"" + std::string(to_string(cfg.divide)) + "\"");

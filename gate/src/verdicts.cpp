@@ -103,13 +103,25 @@ std::vector<Verdict> kernel_verdicts(const GateConfig& cfg, const reports::GateR
     return out;
 }
 
+// What the gate ran, as the (format name, path) pairs its runs carry: every format on every path (the
+// 16-bit paths once, under their own type, D26), then every per-stage list on the paths with stages.
+std::vector<std::pair<std::string, PathKind>> format_paths(const GateConfig& cfg) {
+    std::vector<std::pair<std::string, PathKind>> out;
+    for (const auto& f : cfg.formats)
+        for (auto p : cfg.paths) {
+            if (typed_path(p) && &f != &cfg.formats.front()) continue;
+            out.emplace_back(typed_path(p) ? to_string(path_info(p).element) : f.name(), p);
+        }
+    for (const auto& l : cfg.staged)
+        for (auto p : cfg.paths)
+            if (!format_stages(p).empty()) out.emplace_back(stages_name(l), p);
+    return out;
+}
+
 std::vector<Verdict> bound_and_k_verdicts(const GateConfig& cfg, const std::vector<GateRun>& runs) {
     std::vector<Verdict> out;
-    for (const auto& f : cfg.formats) {
-        for (auto p : cfg.paths) {
-            // The 16-bit paths run once, under their own type (D26): their verdicts come with the first format.
-            if (typed_path(p) && &f != &cfg.formats.front()) continue;
-            const std::string fname = typed_path(p) ? to_string(path_info(p).element) : f.name();
+    for (const auto& [fname, p] : format_paths(cfg)) {
+        {
             const std::string pn = path_info(p).name, suffix = fname + "/" + pn;
             int nruns = 0;
             int64_t outputs = 0, kpairs = 0;
@@ -191,7 +203,7 @@ std::vector<Verdict> budget_verdicts(const GateConfig& cfg, const std::vector<Ga
         const GateRun* at = nullptr;
         int64_t outputs = 0;
         for (const auto& r : runs) {
-            if (r.path != path_info(b.path).name || r.format != b.format.name()) continue;
+            if (r.path != path_info(b.path).name || r.format != (b.stages.empty() ? b.format.name() : stages_name(b.stages))) continue;
             if (!b.dist.empty() && r.dist != b.dist) continue;
             if (b.ranks != 0 && r.ranks != b.ranks) continue;
             outputs += r.outputs_checked;
@@ -201,7 +213,8 @@ std::vector<Verdict> budget_verdicts(const GateConfig& cfg, const std::vector<Ga
                 at = &r;
             }
         }
-        const std::string what = std::string(to_string(b.metric)) + " of " + path_info(b.path).name + " with " + b.format.name() +
+        const std::string what = std::string(to_string(b.metric)) + " of " + path_info(b.path).name + " with " +
+                                 (b.stages.empty() ? b.format.name() : stages_name(b.stages)) +
                                  (b.dist.empty() ? "" : " on " + b.dist) + (b.ranks ? " at N=" + std::to_string(b.ranks) : "");
         Verdict v;
         if (!at) {
@@ -225,10 +238,8 @@ std::vector<Verdict> baseline_verdicts(const GateConfig& cfg, const std::vector<
     std::map<std::string, const GateRun*> base;
     for (const auto& r : baseline) base[r.key()] = &r;
     for (const auto& m : cfg.baseline_metrics) {
-        for (const auto& f : cfg.formats) {
-            for (auto p : cfg.paths) {
-                if (typed_path(p) && &f != &cfg.formats.front()) continue;  // run once, under their type (D26)
-                const std::string fname = typed_path(p) ? to_string(path_info(p).element) : f.name();
+        for (const auto& [fname, p] : format_paths(cfg)) {
+            {
                 const std::string pn = path_info(p).name;
                 int matched = 0, missing = 0;
                 double worst_ratio = 0;

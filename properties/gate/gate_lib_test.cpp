@@ -1,6 +1,7 @@
 // qtransit::gate as a library: what a user's own test can call without the qtransit command.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "qtransit/gate/gate.hpp"
+#include "qtransit/reports/gate_result.hpp"
 #include "qtransit/gate/verdicts.hpp"
 #include "qtransit/reports/files.hpp"
 
@@ -311,4 +313,77 @@ TEST(Reports, LoadBaselineSaysWhatIsWrong) {
     ASSERT_EQ(back->size(), res->runs.size());
     for (size_t i = 0; i < back->size(); ++i) EXPECT_EQ((*back)[i].key(), res->runs[i].key());
     fs::remove_all(dir);
+}
+
+// gate.formats entries "A,B" (D25, D28): one format per stage, run on the gate's paths that have
+// stages, judged under the list's name, budgeted by it, and compared in the report's table.
+TEST(Gate, PerStageListsRunOnThePathsWithStages) {
+    const std::string base = "[gate]\nformats = [\"int4\", \"int8,int4\", \"int8,int4-rht\"]\n"
+                             "paths = [\"a2a-rs\", \"a2a-hier-rs\", \"two-shot-ar\"]\ndistributions = [\"heavy\"]\n"
+                             "ranks = [16]\nranks_per_node = 8\nelements = 1024\n";
+    auto cfg = qt::gate::parse_gate_config(base + "[[budget]]\npath = \"a2a-hier-rs\"\nformat = \"int8,int4\"\nmetric = \"rel_rms_error\"\nmax = 1\n",
+                                           "staged.toml");
+    ASSERT_TRUE(cfg) << cfg.error().message;
+    ASSERT_EQ(cfg->staged.size(), 2u);
+    EXPECT_EQ(qt::gate::stages_name(cfg->staged[1]), "int8,int4-rht");
+    auto res = qt::gate::run_gate(*cfg, {});
+    ASSERT_TRUE(res) << res.error().message;
+    size_t staged_runs = 0;
+    for (const auto& r : res->runs)
+        if (r.format == "int8,int4" || r.format == "int8,int4-rht") {
+            ++staged_runs;
+            EXPECT_NE(r.path, "a2a-rs") << "a one-stage path ran a per-stage list";
+            EXPECT_TRUE(r.bound_holds) << r.path << " " << r.format;
+        }
+    EXPECT_EQ(staged_runs, 4u);  // 2 lists x 2 paths with stages x 1 N
+    for (const char* name : {"bounds/int8,int4/a2a-hier-rs", "k/int8,int4-rht/two-shot-ar", "budget/a2a-hier-rs-int8,int4-rel_rms_error"}) {
+        const auto* v = find(res->verdicts, name);
+        ASSERT_NE(v, nullptr) << name;
+        EXPECT_EQ(v->status, VerdictStatus::kPass) << name << ": " << v->message;
+    }
+    // The report's comparison rows: the lists beside int4 on the hierarchical all-to-all, same bytes.
+    const auto j = qt::reports::to_json(*res);
+    int64_t bytes_int4 = -1, bytes_sdp = -2;
+    for (const auto& row : j["comparison"]) {
+        if (row["what"] == "int4 a2a-hier-rs") bytes_int4 = row["cross_node_bytes_per_rank"].get<int64_t>();
+        if (row["what"] == "int8,int4-rht a2a-hier-rs") bytes_sdp = row["cross_node_bytes_per_rank"].get<int64_t>();
+    }
+    EXPECT_EQ(bytes_int4, bytes_sdp);  // int4 between nodes either way
+
+    for (auto [text, want] : {std::pair<std::string, std::string>{"formats = [\"int4\", \"int8,int4,int2\"]", "names 3 formats"},
+                              {"formats = [\"int4\", \"int8,int9\"]", "unknown format 'int9'"},
+                              {"formats = [\"int4\", \"int8,\"]", "one format per stage"}}) {
+        auto bad = qt::gate::parse_gate_config("[gate]\n" + text + "\n", "bad.toml");
+        ASSERT_FALSE(bad) << text;
+        EXPECT_NE(bad.error().message.find(want), std::string::npos) << bad.error().message;
+        EXPECT_NE(bad.error().message.find("gate.formats"), std::string::npos) << bad.error().message;
+    }
+    auto flat = qt::gate::parse_gate_config("[gate]\nformats = [\"int4\", \"int8,int4\"]\npaths = [\"ring-rs\"]\n", "flat.toml");
+    ASSERT_FALSE(flat);
+    EXPECT_NE(flat.error().message.find("none of gate.paths has stages"), std::string::npos) << flat.error().message;
+    auto ring_budget = qt::gate::parse_gate_config(base + "[[budget]]\npath = \"a2a-rs\"\nformat = \"int8,int4\"\nmax = 1\n", "b.toml");
+    ASSERT_FALSE(ring_budget);
+    EXPECT_NE(ring_budget.error().message.find("has one stage"), std::string::npos) << ring_budget.error().message;
+    auto scaling = qt::gate::parse_gate_config(base + "[[scaling]]\npath = \"a2a-hier-rs\"\nformats = [\"int8,int4\"]\n", "s.toml");
+    ASSERT_FALSE(scaling);
+    EXPECT_NE(scaling.error().message.find("per-stage lists are for gate.formats"), std::string::npos) << scaling.error().message;
+}
+
+// gate/rotation_gate.toml (issue 17): rotated int4 and SDP4Bit's arrangement against int4 and int8
+// on outliers, heavy and normal inputs; every bound holds and the table has every row.
+TEST(Gate, RotationGateComparesTheArrangements) {
+    auto cfg = qt::gate::load_gate_config(QT_SOURCE_DIR "/gate/rotation_gate.toml");
+    ASSERT_TRUE(cfg) << cfg.error().message;
+    cfg->elements = 64 * 64;  // shards of two blocks: the rows, not the figures of bench/RESULTS.md
+    ASSERT_TRUE(qt::gate::validate(*cfg));
+    auto res = qt::gate::run_gate(*cfg, {});
+    ASSERT_TRUE(res) << res.error().message;
+    for (const auto& v : res->verdicts) EXPECT_NE(v.status, VerdictStatus::kFail) << v.name << ": " << v.message;
+    const auto j = qt::reports::to_json(*res);
+    std::vector<std::string> rows;
+    for (const auto& row : j["comparison"])
+        if (row["dist"] == "heavy") rows.push_back(row["what"].get<std::string>());
+    for (const char* want : {"int4 a2a-hier-rs", "int4-rht a2a-hier-rs", "int8,int4 a2a-hier-rs", "int8,int4-rht a2a-hier-rs",
+                             "int8 a2a-hier-rs", "bf16 ring reduce-scatter"})
+        EXPECT_NE(std::find(rows.begin(), rows.end(), want), rows.end()) << want;
 }

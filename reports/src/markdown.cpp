@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "qtransit/common/format.hpp"
 #include "tables.hpp"
 
 namespace qtransit::reports {
@@ -69,7 +70,7 @@ Table error_table(const GateResult& r) {
 std::vector<std::string> compare_dists(const GateResult& r) {
     std::vector<std::string> d;
     for (const auto& x : r.dists)
-        if (x == "normal" || x == "heavy" || x == "correlated") d.push_back(x);
+        if (x == "normal" || x == "heavy" || x == "outliers" || x == "correlated") d.push_back(x);
     return d.empty() ? r.dists : d;
 }
 
@@ -83,6 +84,13 @@ std::vector<CompareRow> compare_rows(const GateResult& r) {
     std::vector<CompareRow> want;
     for (const char* f : {"int8", "int4"})
         for (const char* p : {"a2a-rs", "a2a-hier-rs"}) want.push_back({std::string(f) + " " + p, p, f, r.divide});
+    // Per-stage lists and rotated formats through the hierarchical all-to-all (issue 17): what
+    // int8 inside the node and int4 between nodes, with or without a rotation, buys against int8 and int4.
+    for (const auto& f : r.formats) {
+        const auto spec = parse_format(f);
+        if (f.find(',') != std::string::npos || (spec && spec->rotated()))
+            want.push_back({f + " a2a-hier-rs", "a2a-hier-rs", f, r.divide});
+    }
     for (const char* t : {"bf16", "fp16"}) {
         const std::string path = std::string(t) + "-ring-rs";
         want.push_back({std::string(t) + " ring reduce-scatter", path, t, r.divide});

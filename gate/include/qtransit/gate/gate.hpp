@@ -42,15 +42,22 @@ struct Budget {
     std::string name;
     PathKind path = PathKind::kRingRs;
     FormatSpec format{};
+    std::vector<FormatSpec> stages;                  // a per-stage list "A,B" (D25); empty: `format` alone
     std::string dist;                                // empty: every distribution
     int64_t ranks = 0;                               // 0: every N
     Metric metric = Metric::kRelRmsError;
     double max = 0;
 };
 
+// The name a run carries for one format, or for a per-stage list: "A,B" (PathConfig::format_name).
+std::string stages_name(const std::vector<FormatSpec>& stages);
+
 struct GateConfig {
     std::string source = "default";
     std::vector<FormatSpec> formats;
+    // gate.formats entries "A,B" (D25, D28): one format per stage, run on the gate's paths that have
+    // two stages (a2a-hier-rs, two-shot-ar, hpz-ag-requant), named "A,B" in runs, verdicts and budgets.
+    std::vector<std::vector<FormatSpec>> staged;
     std::vector<PathKind> paths;
     std::vector<kernels::Distribution> dists;
     std::vector<int64_t> ranks, tree_ranks;  // tree-rs runs at tree_ranks (powers of two)
