@@ -105,6 +105,7 @@ struct SimulateArgs {
     uint64_t seed = 1;
     std::string accum = "fp32";
     std::string divide = "none";
+    std::string rotation = "each-hop";
     std::string in, dump;
     bool json = false;
     int threads = 0;

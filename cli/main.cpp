@@ -143,6 +143,10 @@ int dispatch(int argc, char** argv) {
     simulate->add_option("--divide", ma.divide, "Where a mean's 1/N goes on the reduce paths: none (the sum), pre (every input "
                                                 "divided by N in the path's element type, as DeepSpeed does) or post (the result "
                                                 "divided); the target is then the exact mean (D27)")->capture_default_str();
+    simulate->add_option("--rotation", ma.rotation, "A rotated format's sums (int4-rht, ...): each-hop (every hop decodes and "
+                                                    "rotates back) or end-to-end (inputs rotated once, sums in the rotated "
+                                                    "domain, one inverse at the destination; ring-rs, a2a-rs, a2a-hier-rs, "
+                                                    "tree-rs) (D28)")->capture_default_str();
     simulate->add_option("--in", ma.in,
                          "Inputs from a file of shape [N, M], one row per rank (.npy float32/float16/bfloat16, or .safetensors), "
                          "or one [M] file per rank named with {rank} (in.{rank}.npy; under --backend mpi each process reads its own)");

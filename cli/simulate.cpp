@@ -134,6 +134,9 @@ int run_simulate(const SimulateArgs& a) {
             if (auto p = parse_path(name); p && path_info(*p).shape == PathShape::kAllGather)
                 return fail("--divide " + a.divide + ": --path " + name + " gathers shards and sums nothing (--divide is for the reduce paths)");
     spec.divide = *divide;
+    auto rotation = parse_rotation(a.rotation);
+    if (!rotation) return fail(rotation.error());
+    spec.rotation = *rotation;
     auto dist = kernels::parse_distribution(a.dist);
     if (!dist) return fail(dist.error());
     spec.format = format;
@@ -235,6 +238,7 @@ int run_simulate(const SimulateArgs& a) {
         else if (any_typed) accum_text += " (the bf16-/fp16- paths: their own type, inputs cast to it)";
         if (spec.divide != Divide::kNone)
             accum_text += std::string(", the mean: divided by N ") + (spec.divide == Divide::kPre ? "before the reduce" : "after it");
+        if (spec.rotation == Rotation::kEndToEnd) accum_text += ", summed in the rotated domain (one rotation back at the destination)";
         std::printf("(%s, block %lld, %lld elements per rank, %s inputs, %s; bytes: busiest rank's payload)\n", fmt_name.c_str(),
                     static_cast<long long>(a.block), static_cast<long long>(spec.elements), dist_name.c_str(), accum_text.c_str());
     }

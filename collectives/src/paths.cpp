@@ -79,10 +79,11 @@ class Column {
 public:
     Column(const PathConfig& c, const Inputs& in, Transport& t, int64_t first, int64_t len, ColumnRecord& rec)
         : c_(c), in_(in), t_(t), first_(first), len_(len), rec_(rec), accum_(c.accum), low_(low_precision(c.accum)),
-          typed_(typed_path(c.path)), dev_(t.device_ops()) {
+          typed_(typed_path(c.path)), rot_(c.rotation == Rotation::kEndToEnd), dev_(t.device_ops()) {
         t_.begin_column();
         rec_.first = first;
         rec_.len = len;
+        rec_.rotated_sum = rot_;
         rec_.first_block_absmax.clear();
         rec_.roundings.clear();
         n_rows_ = 0;
@@ -142,11 +143,12 @@ public:
     Message quantize(Partial&& p, int32_t stage, int64_t from, int64_t to, Contributors who,
                      int64_t column_offset = 0) {
         const int64_t n = static_cast<int64_t>(p.v.size());
-        const FormatSpec& f = c_.format_of_stage(stage);
+        // End to end (D28) the values are rotated already: the stage format without its rotation.
+        const FormatSpec& f = rot_ ? c_.format_of_stage(stage).rotation_twin() : c_.format_of_stage(stage);
         Message m;
         m.len = n;
         m.quantized = true;
-        if (!c_.stage_formats.empty()) m.format = &f;
+        if (!c_.stage_formats.empty() || rot_) m.format = &f;
         Site site;
         site.tensor = "partial sum";
         site.rank = from;
@@ -261,11 +263,33 @@ public:
         acc.p.rids.push_back(static_cast<int32_t>(rec_.roundings.size() - 1));
     }
 
-    // An output row: what `rank` holds for this column.
+    // End to end (D28): every input of the column rotated once, in place, with the column's signs
+    // (the same on every rank). A rotation past the format's limit is refused as encode refuses it.
+    void rotate_inputs(std::vector<Partial>& x) {
+        if (!rot_) return;
+        const bool signs = c_.format.decl->random_signs;
+        for (size_t r = 0; r < x.size(); ++r) {
+            const std::vector<float> before = x[r].v;
+            kernels::hadamard_forward(x[r].v.data(), len_, signs, kernels::SignKey{c_.seed, first_});
+            const float limit = kernels::hadamard_limit(len_);
+            for (float v : x[r].v)
+                if (!(std::abs(v) <= limit)) {
+                    Site site;
+                    site.tensor = in_.name();
+                    site.rank = static_cast<int64_t>(r);
+                    site.index_base = first_;
+                    throw ColumnFailure{kernels::describe_block_error(c_.format, before.data(), len_, 0, site)};
+                }
+        }
+    }
+
+    // An output row: what `rank` holds for this column (end to end, D28: rotated back once).
     void emit(int64_t rank, const Partial& p) {
         OutputRow& row = new_row();
         row.rank = rank;
         row.values.assign(p.v.begin(), p.v.end());
+        if (rot_)
+            kernels::hadamard_inverse(row.values.data(), len_, c_.format.decl->random_signs, kernels::SignKey{c_.seed, first_});
         if (c_.divide == Divide::kPost) {  // D27: the result scaled by 1/N in the path's element type
             const float n = static_cast<float>(c_.ranks);
             const Accum t = division_type(c_);
@@ -391,6 +415,7 @@ private:
     Accum accum_;
     bool low_;  // fp16 or bf16: terms and sums rounded to the type
     bool typed_;  // a 16-bit path (D26): inputs cast to the type, roundings in the ledger
+    bool rot_;    // Rotation::kEndToEnd (D28): the column sums in the rotated domain
     DeviceOps* dev_;  // null: the CPU kernels (SimTransport)
     size_t n_rows_ = 0, n_events_ = 0;
     std::vector<Provenance> provenance_;
@@ -419,6 +444,7 @@ std::vector<Partial> reduce_inputs(Column& col) {
     const PathConfig& c = col.config();
     std::vector<Partial> x = all_inputs(col, c.ranks);
     col.set_contributions_reduce(x);
+    col.rotate_inputs(x);  // end to end only (D28)
     if (c.divide == Divide::kPre) {
         const float n = static_cast<float>(c.ranks);
         const Accum t = division_type(c);

@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -97,6 +98,21 @@ Status FormatSpec::check_block_length(int64_t len) const {
     return make_error(ErrorCode::kInvalidArgument,
                       name() + " rotates every block by a Hadamard transform, so a block's length must be a power of "
                                "two; got a block of " + std::to_string(len) + " elements");
+}
+
+const FormatSpec& FormatSpec::rotation_twin() const {
+    if (!rotated()) return *this;
+    static std::mutex mu;
+    // Keyed by the declaration, which the cache keeps alive (no other declaration can take its address).
+    static std::vector<std::pair<std::shared_ptr<const Decl>, std::unique_ptr<FormatSpec>>> twins;
+    std::lock_guard lock(mu);
+    for (const auto& [d, f] : twins)
+        if (d == decl) return *f;
+    Decl d = *decl;
+    d.transform = Transform::kNone;
+    d.random_signs = false;
+    twins.emplace_back(decl, std::make_unique<FormatSpec>(make_declared(name() + "@rotated", d)));
+    return *twins.back().second;
 }
 
 Status FormatSpec::check_tensor(int64_t elements, int64_t block) const {

@@ -66,6 +66,14 @@ Result<Divide> parse_divide(std::string_view name) {
 
 const char* to_string(Divide d) { return d == Divide::kNone ? "none" : d == Divide::kPre ? "pre" : "post"; }
 
+Result<Rotation> parse_rotation(std::string_view name) {
+    if (name == "each-hop") return Rotation::kEachHop;
+    if (name == "end-to-end") return Rotation::kEndToEnd;
+    return make_error(ErrorCode::kInvalidArgument, "unknown --rotation '" + std::string(name) + "'; known: each-hop, end-to-end");
+}
+
+const char* to_string(Rotation r) { return r == Rotation::kEachHop ? "each-hop" : "end-to-end"; }
+
 const char* to_string(Accum a) { return a == Accum::kFp32 ? "fp32" : a == Accum::kFp16 ? "fp16" : "bf16"; }
 
 std::string PathConfig::format_name() const {
@@ -131,6 +139,19 @@ Status validate(const PathConfig& c) {
     }
     if (c.path == PathKind::kTreeRs && !std::has_single_bit(static_cast<uint64_t>(c.ranks)))
         return bad("tree-rs needs N a power of two, got N = " + std::to_string(c.ranks));
+    if (c.rotation == Rotation::kEndToEnd) {  // D28
+        const std::string name = path_info(c.path).name;
+        if (c.path != PathKind::kRingRs && c.path != PathKind::kA2aRs && c.path != PathKind::kA2aHierRs && c.path != PathKind::kTreeRs)
+            return bad("--rotation end-to-end sums in the rotated domain on the quantized reduce-scatters (ring-rs, a2a-rs, "
+                       "a2a-hier-rs, tree-rs), not on " + name);
+        const FormatSpec& second = c.stage_formats.size() > 1 ? c.stage_formats[1] : c.format;
+        if (!c.format.rotated() || !second.rotated())
+            return bad("--rotation end-to-end needs a rotated format in every stage (e.g. int4-rht), got " + c.format_name());
+        if (c.format.decl->random_signs != second.decl->random_signs)
+            return bad("--rotation end-to-end needs the same rotation in every stage: " + c.format_name() +
+                       " has random signs in one stage only");
+        if (c.divide != Divide::kNone) return bad("--rotation end-to-end does not take --divide yet");
+    }
     // A rotated format's blocks must each be a power of two long (FORMATS.md section 9): a column is
     // a block of a shard (hpz's secondary blocks: of M / G elements), the last one short.
     const bool hpz = c.path == PathKind::kHpzAgFp || c.path == PathKind::kHpzAgRequant;

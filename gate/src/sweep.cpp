@@ -81,6 +81,14 @@ std::string sweep_backend_problem(const SweepSpec& spec, const std::string& name
         if (auto why = collectives::host_only_problem(p, spec.divide, spec.backend); !why.empty()) return why;
     if (spec.codec)
         if (auto why = collectives::codec_backend_problem(spec.backend); !why.empty()) return why;
+    // Rotated formats (FORMATS.md section 9) and per-stage lists run on the cpu backend only: the
+    // device kernels rotate, but no transport carries a message's sign key or its format yet.
+    if (spec.backend != collectives::Backend::kCpu) {
+        bool rotated = spec.format.rotated();
+        for (const auto& f : spec.stage_formats) rotated = rotated || f.rotated();
+        if (rotated)
+            return "rotated formats (" + spec.format.name() + ") run with --backend cpu for now, not " + name;
+    }
     if (spec.backend == collectives::Backend::kMpi && !mpi::active())
         return "--backend mpi runs under mpirun or srun, one process per rank (" +
                     std::string(mpi::built() ? "MPI is not initialized" : "this build has no MPI") + ")";
@@ -141,6 +149,7 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
             apply_element_type(c);  // a 16-bit path sums in its own type (D26)
             // --divide applies to the reduce paths; a gather in the same sweep sums nothing (D27).
             c.divide = path_info(p).shape == PathShape::kAllGather ? Divide::kNone : spec.divide;
+            c.rotation = spec.rotation;
             c.seed = spec.seed;  // stochastic rounding's key (docs/FORMATS.md section 4)
             c.codec = typed_path(p) ? nullptr : spec.codec;  // nothing to quantize there
             if (auto st = validate(c); !st) {  // named once: some messages start with the path's name already
@@ -417,6 +426,7 @@ nlohmann::json run_json(const RunRow& r, const std::string& dist, uint64_t seed)
                      {"block", r.config.block},
                      {"accum", to_string(r.config.accum)},
                      {"divide", to_string(r.config.divide)},
+                     {"rotation", r.config.format.rotated() ? to_string(r.config.rotation) : "none"},
                      {"dist", dist},
                      {"seed", seed},
                      {"k_min", s.k_min},

@@ -287,6 +287,41 @@ TEST_F(Cli, SimulateFromNpyAndDump) {
 
 // The 16-bit paths (D26) and --divide (D27) from the command line: no --format needed, the row says
 // its type, k counts roundings, and every mistake is one line and exit 2 before any work.
+// Rotated formats (FORMATS.md section 9) and where their sums are taken (D28): both ways hold their
+// bounds and the run says which ran; every mistake is one line and exit 2 before any work.
+TEST_F(Cli, RotatedFormatsAndWhereTheySum) {
+    // SDP4Bit's arrangement: int8 inside the node, rotated int4 between nodes; each hop rotates back.
+    const std::string sdp = "simulate --path a2a-hier-rs --format int8,int4-rht --ranks 8 --ranks-per-node 4 --elements 512 "
+                            "--dist heavy --json";
+    const Outcome each = run(sdp);
+    ASSERT_EQ(each.code, 0) << each.err;
+    EXPECT_EQ(nlohmann::json::parse(each.out)["runs"][0]["bound_holds"], true);
+    const Outcome mixed = run(sdp + " --rotation end-to-end");  // int8 does not rotate: no rotated domain to sum in
+    EXPECT_EQ(mixed.code, 2);
+    EXPECT_NE(mixed.err.find("needs a rotated format in every stage"), std::string::npos) << mixed.err;
+    const Outcome e = run("simulate --path a2a-hier-rs,ring-rs --format int4-rht --ranks 8 --ranks-per-node 4 --elements 512 "
+                          "--dist heavy --rotation end-to-end --json");
+    ASSERT_EQ(e.code, 0) << e.err;
+    const auto j = nlohmann::json::parse(e.out);
+    for (const auto& run : j["runs"]) {
+        EXPECT_EQ(run["rotation"], "end-to-end");
+        EXPECT_EQ(run["bound_holds"], true);
+    }
+    for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+             {"simulate --path a2a-rs --format int4-rht --ranks 4 --elements 96", "a block of 24 elements"},
+             {"simulate --path a2a-rs --format int4-rht --block 24 --ranks 4 --elements 96", "power of two"},
+             {"simulate --path two-shot-ar --format int4-rht --rotation end-to-end --ranks 4 --elements 128", "not on two-shot-ar"},
+             {"simulate --path a2a-rs --format int4 --rotation end-to-end --ranks 4 --elements 128", "needs a rotated format"},
+             {"simulate --path a2a-rs --format int4-rht --rotation sometimes --ranks 4 --elements 128", "known: each-hop, end-to-end"},
+             {"simulate --path a2a-rs --format int4-rht --backend device --ranks 4 --elements 128", "run with --backend cpu"},
+         }) {
+        const Outcome b = run(args);
+        EXPECT_EQ(b.code, 2) << args;
+        EXPECT_EQ(std::count(b.err.begin(), b.err.end(), '\n'), 1) << args << ": " << b.err;
+        EXPECT_NE(b.err.find(says), std::string::npos) << args << ": " << b.err;
+    }
+}
+
 TEST_F(Cli, SixteenBitPathsAndDivide) {
     const Outcome r = run("simulate --path bf16-ring-rs,fp16-tree-ar --ranks 6 --ranks-per-node 3 --elements 96 --block 16 --divide pre --json");
     ASSERT_EQ(r.code, 0) << r.err;

@@ -107,13 +107,20 @@ rc::Gen<PathConfig> config_for(PathKind path) {
             c.block = fixed ? fixed : int64_t{1} << *rc::gen::inRange(0, 6);
             c.elements = c.ranks * c.block * *rc::gen::inRange<int64_t>(1, c.ranks > 16 ? 2 : 4);
         }
+        // End to end (D28) half the time where it applies: the sums taken in the rotated domain.
+        const qt::FormatSpec& second = c.stage_formats.size() > 1 ? c.stage_formats[1] : c.format;
+        const bool reduce_scatter = path == PathKind::kRingRs || path == PathKind::kA2aRs || path == PathKind::kA2aHierRs ||
+                                    path == PathKind::kTreeRs;
+        const bool end_to_end = reduce_scatter && c.format.rotated() && second.rotated() &&
+                                c.format.decl->random_signs == second.decl->random_signs && *rc::gen::arbitrary<bool>();
+        if (end_to_end) c.rotation = qt::Rotation::kEndToEnd;
         c.seed = *rc::gen::arbitrary<uint64_t>();
         c.accum = *rc::gen::weightedOneOf<qt::Accum>({{5, rc::gen::just(qt::Accum::kFp32)},
                                                       {1, rc::gen::just(qt::Accum::kFp16)},
                                                       {1, rc::gen::just(qt::Accum::kBf16)}});
         qt::apply_element_type(c);  // the 16-bit paths sum in their own type (D26)
         // Where a mean's 1/N goes (D27), on the reduce paths a third of the time.
-        if (qt::path_info(path).shape != qt::PathShape::kAllGather)
+        if (qt::path_info(path).shape != qt::PathShape::kAllGather && !end_to_end)
             c.divide = *rc::gen::weightedOneOf<qt::Divide>({{4, rc::gen::just(qt::Divide::kNone)},
                                                             {1, rc::gen::just(qt::Divide::kPre)},
                                                             {1, rc::gen::just(qt::Divide::kPost)}});
@@ -137,6 +144,7 @@ void check_path(PathKind path) {
     const auto dist = *rc::gen::elementOf(qt::kernels::all_distributions());
     const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
     RC_TAG(c.format_name());
+    if (c.rotation == qt::Rotation::kEndToEnd) RC_TAG("end-to-end");
     RC_TAG(qt::kernels::to_string(dist));
     const auto x = inputs_for(c, dist, seed);
     const auto mine = run_production(c, x);
@@ -149,6 +157,8 @@ void check_path(PathKind path) {
         const ColumnRecord& r = (*ref)[i];
         RC_ASSERT(m.first == r.first);
         RC_ASSERT(m.len == r.len);
+        RC_ASSERT(m.rotated_sum == r.rotated_sum);
+        RC_ASSERT(m.rotated_sum == (c.rotation == qt::Rotation::kEndToEnd));  // the ledger says which ran (D28)
         RC_ASSERT(m.outputs.size() == r.outputs.size());
         for (size_t row = 0; row < m.outputs.size(); ++row) {
             RC_ASSERT(m.outputs[row].rank == r.outputs[row].rank);

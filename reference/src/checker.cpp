@@ -352,6 +352,29 @@ double rotated_e(const Decl& d, double a, int64_t block) {
     return ((1 + g) * decl_e(d, ay) + g * (ay + b * a) + 0x1p-150) * (1 + 0x1p-48);
 }
 
+// The way back of an end-to-end sum (D28). The outputs are x'_i = d_i fl(2^-L w_i), w = fl(H Y), Y
+// the rotated domain's sums; the target is T = sum_r x_r = 2^-L D H sum_r y*_r (y*_r = H D x_r
+// exactly, y_r = fl(H D x_r) what the schedule summed). So
+//   |x'_i - T_i| <= 2^-150 + 2^-L gamma sum_j |Y_j| + 2^-L sum_j |Y_j - sum_r y_rj| + gamma S1,
+// the last term the inputs' forward roundings (sum_r |y_rj - y*_rj| <= gamma S1 for every j). With
+// r >= 2^-L sum_j |Y_j - sum_r y_rj| (the rotated domain's ledger bounds, element by element) and
+// sum_j |Y_j| <= 2^L r + (1 + gamma) 2^L S1:
+//   |x'_i - T_i| <= (1 + gamma) r + gamma (2 + gamma) S1 + 2^-150,
+// the same for every element; the factor covers the doubles' roundings (len + 8 of them at most).
+double rotated_back(double r, double g, double s1, int64_t len) {
+    return ((1 + g) * r + g * (2 + g) * s1 + 0x1p-150) * (1 + static_cast<double>(len + 8) * 0x1p-52);
+}
+
+// A config whose formats are the stage formats without their rotation: what quantized the rotated
+// domain's values of an end-to-end sum.
+PathConfig rotation_twins(const PathConfig& c) {
+    PathConfig t = c;
+    t.format = c.format.rotation_twin();
+    for (auto& f : t.stage_formats) f = f.rotation_twin();
+    t.rotation = Rotation::kEachHop;
+    return t;
+}
+
 }  // namespace
 
 // ---- a_posteriori: one event ------------------------------------------------------------------
@@ -828,6 +851,14 @@ void PathChecker::add(const ColumnRecord& col) {
         return;
     }
     const size_t ulen = static_cast<size_t>(len);
+    // End to end (D28): gamma_L of the column's length, and S1 = the sum of |x| over every contribution
+    // (rounded sums of up to n values, each within n 2^-53 of exact: inflated by that).
+    const double rot_gamma = col.rotated_sum ? gamma_of(log2_len(len)) : 0;
+    double rot_s1 = 0;
+    if (col.rotated_sum) {
+        for (float v : col.contributions) rot_s1 += std::fabs(static_cast<double>(v));
+        rot_s1 *= 1 + static_cast<double>(col.contributions.size() + 1) * 0x1p-52;
+    }
 
     // Exact targets and the absmax of every contribution row. Every binary32 value is an integer
     // multiple of its ulp; over a column, all are multiples of 2^e_min (the smallest ulp of a non-zero
@@ -906,6 +937,20 @@ void PathChecker::add(const ColumnRecord& col) {
     pre_extra_.assign(dv == Divide::kPre ? ulen : 0, 0.0);
     if (!gather && dv == Divide::kNone) {
         col_prior = reduce_prior(cfg_, prior, prior1, col.first, absmax_) * kPrioInflation;
+        if (col.rotated_sum) {
+            // End to end (D28): the rotated domain's a-priori bound, from each contribution's
+            // rotated absmax (|y_j| <= (1 + gamma) sum |x|), with the stage formats alone; then the
+            // way back as for the a posteriori below (2^-L sum_j <= the largest).
+            std::vector<double> ay(static_cast<size_t>(col.contribution_rows));
+            for (int64_t r = 0; r < col.contribution_rows; ++r) {
+                double s1 = 0;
+                for (size_t i = 0; i < ulen; ++i) s1 += std::fabs(static_cast<double>(col.contributions[static_cast<size_t>(r) * ulen + i]));
+                ay[static_cast<size_t>(r)] = std::min((1 + rot_gamma) * s1 * (1 + 0x1p-40), static_cast<double>(kFltMax));
+            }
+            const PathConfig tw = rotation_twins(cfg_);
+            const Prior tp(tw), tp1(second_stage(tw));
+            col_prior = rotated_back(reduce_prior(tw, tp, tp1, col.first, ay), rot_gamma, rot_s1, len) * kPrioInflation;
+        }
     } else if (!gather && dv == Divide::kPre) {
         // The path reduced y_j = div(x_j): |y_j| <= div(A_j) (the division is monotone in |x|).
         std::vector<double> ay(absmax_.size());
@@ -949,7 +994,9 @@ void PathChecker::add(const ColumnRecord& col) {
     for (size_t e = 0; e < nev; ++e) {
         const QuantEvent& ev = col.events[e];
         ev_ok[e] = ev.codes.size() == ev.x.size();
-        if (ev_ok[e]) evb_[e] = prepare_event(cfg_.format_of_stage(ev.stage), ev, cfg_.seed, col.first - ev.column_offset);
+        if (!ev_ok[e]) continue;
+        const FormatSpec& f = cfg_.format_of_stage(ev.stage);
+        evb_[e] = prepare_event(col.rotated_sum ? f.rotation_twin() : f, ev, cfg_.seed, col.first - ev.column_offset);
     }
     const std::vector<int32_t>* prev_ids = nullptr;
     std::vector<double> snap;
@@ -1060,6 +1107,11 @@ void PathChecker::add(const ColumnRecord& col) {
             for (size_t i = 0; i < ulen; ++i) apost_[i] += at.u * row.term_round_abs_sum[i];
         if (row.term_round_count.size() == ulen)
             for (size_t i = 0; i < ulen; ++i) apost_[i] += at.half_subnormal * row.term_round_count[i];
+        if (col.rotated_sum) {  // D28: the rotated domain's bounds, taken back through the inverse rotation
+            double sum = 0;
+            for (double v : apost_) sum += v;
+            apost_.assign(ulen, rotated_back(std::ldexp(sum, -log2_len(len)), rot_gamma, rot_s1, len));
+        }
 
         for (size_t i = 0; i < ulen; ++i) {
             double post = apost_[i] * kPostInflation;

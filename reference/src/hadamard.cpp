@@ -7,6 +7,7 @@
 #include <boost/multiprecision/cpp_int.hpp>
 #include <boost/multiprecision/eigen.hpp>
 #include <cassert>
+#include <cmath>
 #include <cstdint>
 
 #include "binary32.hpp"
@@ -65,6 +66,23 @@ void hadamard_fl32(std::span<float> v) {
         const float a = v[i], b = v[h + i];
         v[i] = add32(a, b);  // the reference's own binary32 rounding (binary32.hpp)
         v[h + i] = sub32(a, b);
+    }
+}
+
+void rotate_forward(std::span<float> v, bool signs, uint64_t seed, int64_t first) {
+    for (size_t i = 0; i < v.size(); ++i)
+        if (signs && hadamard_negated(seed, first, static_cast<int64_t>(i))) v[i] = -v[i];
+    hadamard_fl32(v);
+}
+
+void rotate_inverse(std::span<float> v, bool signs, uint64_t seed, int64_t first) {
+    hadamard_fl32(v);
+    int l = 0;
+    while ((size_t{1} << l) < v.size()) ++l;
+    const float inv = std::ldexp(1.0f, -l);
+    for (size_t i = 0; i < v.size(); ++i) {
+        v[i] = detail::mul32(v[i], inv);
+        if (signs && hadamard_negated(seed, first, static_cast<int64_t>(i))) v[i] = -v[i];
     }
 }
 

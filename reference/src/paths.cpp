@@ -58,6 +58,7 @@
 #include "qtransit/reference/paths.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -67,6 +68,7 @@
 #include <vector>
 
 #include "qtransit/reference/formats.hpp"
+#include "qtransit/reference/hadamard.hpp"
 
 namespace qtransit::reference {
 
@@ -635,6 +637,39 @@ float divided(float v, const PathConfig& c) { return divide_to(v, c.ranks, divis
 // Runs the schedule on x (the inputs, or for --divide pre each divided by N) against the exact
 // target's inputs `target`; --divide post scales every output value by 1/N.
 Result<std::vector<ColumnRecord>> run_divided(const PathConfig& c, std::span<const float> target) {
+    if (c.rotation == Rotation::kEndToEnd) {
+        // D28: every rank's block of every column rotated once, the column's signs keyed by (seed,
+        // column first) on every rank; the schedule quantizes the rotated values with each stage
+        // format's element type and scale alone (rotation_twin) and sums in the rotated domain;
+        // every output row is rotated back once. The targets stay the unrotated inputs.
+        const bool signs = c.format.decl->random_signs;
+        std::vector<float> rot(target.begin(), target.end());
+        const int64_t s = c.shard();
+        for (int64_t r = 0; r < c.ranks; ++r)
+            for (int64_t first = 0; first < c.elements; first += std::min(c.block, s - first % s)) {
+                const int64_t len = std::min(c.block, s - first % s);
+                std::span<float> v(rot.data() + r * c.elements + first, static_cast<size_t>(len));
+                rotate_forward(v, signs, c.seed, first);
+                const double limit = std::ldexp(static_cast<double>(std::numeric_limits<float>::max()), -(std::countr_zero(static_cast<uint64_t>(len)) + 2));
+                for (float y : v)
+                    if (!(std::fabs(static_cast<double>(y)) <= limit))
+                        return make_error(ErrorCode::kRangeOverflow,
+                                          describe(Site{"input", r, first}, 0) + ": block of " + std::to_string(len) +
+                                              " elements: its Hadamard transform passes " + fmt(static_cast<float>(limit)) +
+                                              " = FLT_MAX 2^-(log2 block + 2) (" + c.format.name() + ")");
+            }
+        PathConfig q = c;
+        q.rotation = Rotation::kEachHop;
+        q.format = c.format.rotation_twin();
+        for (auto& f : q.stage_formats) f = f.rotation_twin();
+        auto out = Runner(q, rot, target).run();
+        if (!out.ok()) return out;
+        for (auto& rec : *out) {
+            rec.rotated_sum = true;
+            for (auto& row : rec.outputs) rotate_inverse(row.values, signs, c.seed, rec.first);
+        }
+        return out;
+    }
     std::vector<float> pre;
     if (c.divide == Divide::kPre) {
         pre.assign(target.begin(), target.end());

@@ -47,16 +47,6 @@ int log2_of(int64_t n) {
 // FLT_MAX 2^-(L+2): the largest rotated magnitude an encodable block may reach (FORMATS.md section 9).
 double rotation_limit(int64_t n) { return std::ldexp(static_cast<double>(kFltMax), -(log2_of(n) + 2)); }
 
-// One block rotated back in place: transform, 2^-L, signs.
-void unrotate(std::span<float> v, bool signs, uint64_t seed, int64_t first) {
-    hadamard_fl32(v);
-    const float inv = std::ldexp(1.0f, -log2_of(static_cast<int64_t>(v.size())));
-    for (size_t i = 0; i < v.size(); ++i) {
-        v[i] = mul32(v[i], inv);
-        if (signs && hadamard_negated(seed, first, static_cast<int64_t>(i))) v[i] = -v[i];
-    }
-}
-
 }  // namespace
 
 namespace detail {
@@ -84,9 +74,7 @@ Result<Quantized> quantize_rotated(const FormatSpec& f, std::span<const float> x
             std::fill(yb.begin(), yb.end(), std::numeric_limits<float>::quiet_NaN());  // poisoned
             continue;
         }
-        for (int64_t i = 0; i < len; ++i)
-            if (signs && hadamard_negated(key.seed, site.index_base + start, i)) yb[i] = -yb[i];
-        hadamard_fl32(yb);
+        rotate_forward(yb, signs, key.seed, site.index_base + start);
         const double limit = rotation_limit(len);
         double top = 0;
         for (float v : yb) top = std::max(top, std::isnan(v) ? std::numeric_limits<double>::infinity() : std::fabs(v));
@@ -105,8 +93,8 @@ Result<Quantized> quantize_rotated(const FormatSpec& f, std::span<const float> x
     for (int64_t k = 0, start = 0; start < n; ++k, start += block) {
         if (q->poisoned[static_cast<size_t>(k)]) continue;
         const int64_t len = std::min(block, n - start);
-        unrotate(std::span<float>(q->decoded.data() + start, static_cast<size_t>(len)), signs, key.seed,
-                 site.index_base + start);
+        rotate_inverse(std::span<float>(q->decoded.data() + start, static_cast<size_t>(len)), signs, key.seed,
+                       site.index_base + start);
     }
     return q;
 }
@@ -118,7 +106,7 @@ std::vector<float> decode_rotated(const FormatSpec& f, std::span<const int32_t> 
     for (int64_t k = 0, start = 0; start < n; ++k, start += block) {
         if (static_cast<size_t>(k) >= scales.size() || std::isnan(scales[static_cast<size_t>(k)])) continue;
         const int64_t len = std::min(block, n - start);
-        unrotate(std::span<float>(out.data() + start, static_cast<size_t>(len)), f.decl->random_signs, seed, first + start);
+        rotate_inverse(std::span<float>(out.data() + start, static_cast<size_t>(len)), f.decl->random_signs, seed, first + start);
     }
     return out;
 }

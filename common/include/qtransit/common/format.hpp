@@ -66,6 +66,10 @@ struct FormatSpec {
     Status check_block_length(int64_t len) const;
     // check_block_length for the last block of a tensor of `elements` values in blocks of `block`.
     Status check_tensor(int64_t elements, int64_t block) const;
+    // A rotated format's element type and scale without the rotation: what quantizes values that are
+    // rotated already (Rotation::kEndToEnd, D28), under the name "<name>@rotated". Kept for the
+    // process's life; *this for a format that does not rotate.
+    const FormatSpec& rotation_twin() const;
     friend bool operator==(const FormatSpec& a, const FormatSpec& b) {
         return a.kind == b.kind && a.bits == b.bits && a.fast_math == b.fast_math && a.name() == b.name();
     }

@@ -91,6 +91,14 @@ enum class Divide : uint8_t { kNone, kPre, kPost };
 Result<Divide> parse_divide(std::string_view name);
 const char* to_string(Divide d);
 
+// Where a reduce path with a rotated format (FORMATS.md section 9, D28) sums: each hop decodes and
+// rotates back, and the sums are of unrotated values; or end to end, every input rotated once, the
+// sums taken in the rotated domain (the transform is linear, and every rank's block of a column has
+// the same signs), and one inverse rotation at the destination.
+enum class Rotation : uint8_t { kEachHop, kEndToEnd };
+Result<Rotation> parse_rotation(std::string_view name);
+const char* to_string(Rotation r);
+
 // fp16 and bf16 round every term and every sum to their type; fp32 sums in binary32.
 QT_HD constexpr bool low_precision(Accum a) { return a != Accum::kFp32; }
 
@@ -121,6 +129,8 @@ struct PathConfig {
     std::vector<FormatSpec> stage_formats;
     // Where the 1/N of a mean goes (reduce paths only; D27).
     Divide divide = Divide::kNone;
+    // A rotated format's sums (D28): end to end on ring-rs, a2a-rs, a2a-hier-rs and tree-rs only.
+    Rotation rotation = Rotation::kEachHop;
 
     int64_t shard() const { return elements / ranks; }  // S = M / N
     int64_t nodes() const { return ranks / ranks_per_node; }
@@ -223,6 +233,10 @@ struct ColumnRecord {
     std::vector<QuantEvent> events;      // every quantization event of the column
     // The 16-bit paths (D26): every rounded add of the column, by the contributors its result holds.
     std::vector<Contributors> roundings;
+    // Rotation::kEndToEnd ran (D28): every event's x and codes are in the rotated domain, quantized
+    // by the stage format without its rotation (rotation_twin), and each output row was rotated back
+    // once; the contributions stay the unrotated inputs.
+    bool rotated_sum = false;
 };
 
 // k of each contributor (0..N-1) for one output row: how many quantization events carried it (and,

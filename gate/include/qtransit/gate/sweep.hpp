@@ -29,6 +29,7 @@ struct SweepSpec {
     int64_t block = kDefaultBlock;
     Accum accum = Accum::kFp32;
     Divide divide = Divide::kNone;       // where a mean's 1/N goes (reduce paths; D27)
+    Rotation rotation = Rotation::kEachHop;  // a rotated format's sums (D28)
     kernels::Distribution dist = kernels::Distribution::kNormal;
     uint64_t seed = 1;
     const kernels::NpyArray* file = nullptr;  // inputs [N, M] instead of the generator (one N)

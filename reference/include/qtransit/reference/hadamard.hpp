@@ -23,6 +23,12 @@ bool hadamard_negated(uint64_t seed, int64_t first, int64_t i);
 // The binary32 transform of v in place (v.size() a power of two), by the recursive definition.
 void hadamard_fl32(std::span<float> v);
 
+// A rotated format's whole rotation of one block in place (FORMATS.md section 9): forward, the signs
+// (when `signs`, keyed by seed and the block's first element) then the transform; inverse, the
+// transform, fl32(v 2^-L), then the signs.
+void rotate_forward(std::span<float> v, bool signs, uint64_t seed, int64_t first);
+void rotate_inverse(std::span<float> v, bool signs, uint64_t seed, int64_t first);
+
 // H v exactly, v.size() a power of two (the unnormalized transform, entries +-1).
 std::vector<Exact> hadamard_exact(std::span<const float> v);
 // H v exactly for exact values given as integers times 2^-149 (Exact::fixed149).
