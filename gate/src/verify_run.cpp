@@ -193,6 +193,10 @@ Status check_spec(const CollectiveVerifySpec& s) {
                           std::string("verify collective does not judge ") + path_info(c.path).name +
                               " yet; a " + to_string(path_info(c.path).element) + " ring reduce-scatter's dump is judged as " +
                               "--path fp32-ring-rs --accum " + to_string(path_info(c.path).element) + " (docs/DECISIONS.md D24)");
+    if (c.format.rotated() || (c.stage_formats.size() > 1 && c.stage_formats[1].rotated()))
+        return make_error(ErrorCode::kInvalidArgument,
+                          "verify collective does not judge rotated formats (" + c.format_name() + ") yet: their events need "
+                          "the run's sign key, which a dump does not carry (docs/DECISIONS.md D28)");
     if (auto st = validate(s.config); !st) return st;
     if (s.config.codec) return make_error(ErrorCode::kInvalidArgument, "verify judges a run's outputs: it takes no codec");
     if (s.mean && is_gather(c.path))

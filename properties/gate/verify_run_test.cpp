@@ -352,6 +352,14 @@ TEST(VerifyRun, TypedPathsAreRefused) {
     EXPECT_NE(r.error().message.find("--path fp32-ring-rs --accum bf16"), std::string::npos) << r.error().message;
 }
 
+TEST(VerifyRun, RotatedFormatsAreRefused) {
+    auto s = spec_of(PathKind::kA2aRs, "int4-rht", 8, 4, 8 * 32, 16);
+    const auto x = inputs(8, s.config.elements, 3);
+    const auto r = verify_arrays(s, x, x);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("does not judge rotated formats (int4-rht)"), std::string::npos) << r.error().message;
+}
+
 }  // namespace
 }  // namespace qtransit::gate
 

@@ -58,13 +58,58 @@ QT_HD float hadamard_limit(int64_t n) {
     return mul_rn(kFltMax, bits_f32(static_cast<uint32_t>(127 - l) << 23));
 }
 
+// The sign words of elements 128 w .. 128 w + 127 (hadamard_sign's, four at a time).
+QT_HD Philox4x32 hadamard_sign_words(const SignKey& k, int64_t w) {
+    const uint64_t g = static_cast<uint64_t>(k.first);
+    return philox4x32_10(Philox4x32{{static_cast<uint32_t>(g), static_cast<uint32_t>(g >> 32), static_cast<uint32_t>(w), kTagSigns}},
+                         static_cast<uint32_t>(k.seed), static_cast<uint32_t>(k.seed >> 32));
+}
+
+// Negate the elements whose sign bit is set: one generator call per 128 elements.
+QT_HD void hadamard_apply_signs(float* v, int64_t n, const SignKey& k) {
+    for (int64_t i0 = 0; i0 < n; i0 += 128) {
+        const Philox4x32 r = hadamard_sign_words(k, i0 >> 7);
+        const int64_t m = n - i0 < 128 ? n - i0 : 128;
+        for (int64_t i = 0; i < m; ++i) {
+            const uint32_t neg = (r.v[i >> 5] >> (i & 31)) & 1u;
+            v[i0 + i] = bits_f32(f32_bits(v[i0 + i]) ^ (neg << 31));
+        }
+    }
+}
+
+// Every stage, in order: stage h takes the pairs (j, j + h) of each run of 2h elements; the loops
+// visit the butterflies hadamard_butterfly numbers p = 0 .. n/2 - 1, without dividing.
+template <int N>
+QT_HD void hadamard_stages_n(float* v) {  // the same loops with the length known: unrolled, vectorized
+    for (int h = 1; h < N; h *= 2)
+        for (int j0 = 0; j0 < N; j0 += 2 * h)
+            for (int j = j0; j < j0 + h; ++j) {
+                const float a = v[j], b = v[j + h];
+                v[j] = add_rn(a, b);
+                v[j + h] = sub_rn(a, b);
+            }
+}
+QT_HD void hadamard_stages(float* v, int64_t n) {
+    switch (n) {
+        case 16: return hadamard_stages_n<16>(v);
+        case 32: return hadamard_stages_n<32>(v);
+        case 64: return hadamard_stages_n<64>(v);
+        case 128: return hadamard_stages_n<128>(v);
+        default: break;
+    }
+    for (int64_t h = 1; h < n; h *= 2)
+        for (int64_t j0 = 0; j0 < n; j0 += 2 * h)
+            for (int64_t j = j0; j < j0 + h; ++j) {
+                const float a = v[j], b = v[j + h];
+                v[j] = add_rn(a, b);
+                v[j + h] = sub_rn(a, b);
+            }
+}
+
 // Encode's rotation of one block in place: negate by the signs (when `signs`), then every stage.
 QT_HD void hadamard_forward(float* v, int64_t n, bool signs, const SignKey& k) {
-    if (signs)
-        for (int64_t i = 0; i < n; ++i)
-            if (hadamard_sign(k, i)) v[i] = -v[i];
-    for (int64_t h = 1; h < n; h *= 2)
-        for (int64_t p = 0; p < n / 2; ++p) hadamard_butterfly(v, h, p);
+    if (signs) hadamard_apply_signs(v, n, k);
+    hadamard_stages(v, n);
 }
 
 // The normalization and signs of the inverse, element i, after the stages: v_i 2^-L (exact but for
@@ -76,9 +121,10 @@ QT_HD float hadamard_finish(float v, int64_t n, int64_t i, bool signs, const Sig
 
 // Decode's rotation back of one block in place: every stage, then the normalization and signs.
 QT_HD void hadamard_inverse(float* v, int64_t n, bool signs, const SignKey& k) {
-    for (int64_t h = 1; h < n; h *= 2)
-        for (int64_t p = 0; p < n / 2; ++p) hadamard_butterfly(v, h, p);
-    for (int64_t i = 0; i < n; ++i) v[i] = hadamard_finish(v[i], n, i, signs, k);
+    hadamard_stages(v, n);
+    const float inv = bits_f32(static_cast<uint32_t>(127 - hadamard_log2(n)) << 23);
+    for (int64_t i = 0; i < n; ++i) v[i] = mul_rn(v[i], inv);
+    if (signs) hadamard_apply_signs(v, n, k);
 }
 
 }  // namespace qtransit::kernels
