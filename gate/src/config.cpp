@@ -141,8 +141,8 @@ Result<std::vector<FormatSpec>> formats_of(const Ctx& c, const toml::node& n, co
         }
         if (s.find(',') != std::string::npos) {
             if (!staged)
-                return c.err(n.source(), key, "'" + s + "': per-stage lists are for gate.formats and [[budget]] format; name "
-                                              "single formats here");
+                return c.err(n.source(), key, "'" + s + "': per-stage lists are for gate.formats, [[budget]] format and "
+                                              "[[scaling]] formats; name single formats here");
             auto l = stage_list_of(c, n, key, s);
             if (!l) return l.error();
             staged->push_back(*l);
@@ -337,7 +337,7 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                             r.path = *p;
                             have_path = true;
                         } else if (s == "formats") {
-                            auto f = formats_of(c, sv, name);
+                            auto f = formats_of(c, sv, name, &r.staged);
                             if (!f) return f.error();
                             r.formats = *f;
                         } else if (s == "distributions") {
@@ -358,6 +358,10 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                     }
                     if (!have_path) return c.err(e.source(), at + ".path", "is required");
                     if (r.min > r.max) return c.err(e.source(), at + ".min", "is greater than max");
+                    if (!r.staged.empty() && format_stages(r.path).empty())
+                        return c.err(e.source(), at + ".formats", std::string("path ") + path_info(r.path).name + " has one stage; " +
+                                                                     stages_name(r.staged.front()) +
+                                                                     " runs on a2a-hier-rs, two-shot-ar and hpz-ag-requant");
                     cfg.scaling.push_back(std::move(r));
                 } else {
                     Budget b;

@@ -163,18 +163,25 @@ std::vector<Verdict> scaling_verdicts(const GateConfig& cfg, const reports::Gate
     std::vector<Verdict> out;
     for (const auto& rule : cfg.scaling) {
         if (std::find(cfg.paths.begin(), cfg.paths.end(), rule.path) == cfg.paths.end()) continue;
-        const auto& formats = rule.formats.empty() ? cfg.formats : rule.formats;
         const auto& dists = rule.dists.empty() ? cfg.dists : rule.dists;
-        for (const auto& f : formats) {
-            if (std::find(cfg.formats.begin(), cfg.formats.end(), f) == cfg.formats.end()) continue;
+        // The formats and per-stage lists the rule names that the gate ran (all of them when it names none).
+        std::vector<std::string> fnames;
+        const bool all = rule.formats.empty() && rule.staged.empty();
+        for (const auto& f : all ? cfg.formats : rule.formats)
+            if (std::find(cfg.formats.begin(), cfg.formats.end(), f) != cfg.formats.end()) fnames.push_back(f.name());
+        if (!format_stages(rule.path).empty())
+            for (const auto& l : all ? cfg.staged : rule.staged)
+                for (const auto& g : cfg.staged)
+                    if (stages_name(g) == stages_name(l)) fnames.push_back(stages_name(l));
+        for (const auto& fname : fnames) {
             for (auto d : dists) {
                 if (std::find(cfg.dists.begin(), cfg.dists.end(), d) == cfg.dists.end()) continue;
-                const std::string name = std::string("scaling/") + f.name() + "/" + path_info(rule.path).name + "/" + kernels::to_string(d);
+                const std::string name = std::string("scaling/") + fname + "/" + path_info(rule.path).name + "/" + kernels::to_string(d);
                 const reports::GateFit* fit = nullptr;
                 for (const auto& x : res.fits)
-                    if (x.path == path_info(rule.path).name && x.format == f.name() && x.dist == kernels::to_string(d)) fit = &x;
+                    if (x.path == path_info(rule.path).name && x.format == fname && x.dist == kernels::to_string(d)) fit = &x;
                 bool refused = false;
-                for (const auto& x : res.refusals) refused = refused || (x.format == f.name() && x.dist == kernels::to_string(d));
+                for (const auto& x : res.refusals) refused = refused || (x.format == fname && x.dist == kernels::to_string(d));
                 Verdict v;
                 if (!fit) {
                     v = verdict(name, true, refused ? "not run: the input was refused" : "fewer than two N with a non-zero error: no fit");

@@ -365,8 +365,19 @@ TEST(Gate, PerStageListsRunOnThePathsWithStages) {
     ASSERT_FALSE(ring_budget);
     EXPECT_NE(ring_budget.error().message.find("has one stage"), std::string::npos) << ring_budget.error().message;
     auto scaling = qt::gate::parse_gate_config(base + "[[scaling]]\npath = \"a2a-hier-rs\"\nformats = [\"int8,int4\"]\n", "s.toml");
-    ASSERT_FALSE(scaling);
-    EXPECT_NE(scaling.error().message.find("per-stage lists are for gate.formats"), std::string::npos) << scaling.error().message;
+    ASSERT_TRUE(scaling) << scaling.error().message;
+    ASSERT_EQ(scaling->scaling.size(), 1u);
+    EXPECT_EQ(scaling->scaling[0].staged.size(), 1u);
+    const auto sv = qt::gate::scaling_verdicts(*scaling, *res);  // one N: named, and skipped for want of a fit
+    ASSERT_EQ(sv.size(), 1u);
+    EXPECT_EQ(sv[0].name, "scaling/int8,int4/a2a-hier-rs/heavy");
+    EXPECT_EQ(sv[0].status, VerdictStatus::kSkip);
+    auto ring_scaling = qt::gate::parse_gate_config(base + "[[scaling]]\npath = \"a2a-rs\"\nformats = [\"int8,int4\"]\n", "r.toml");
+    ASSERT_FALSE(ring_scaling);
+    EXPECT_NE(ring_scaling.error().message.find("has one stage"), std::string::npos) << ring_scaling.error().message;
+    auto verify_list = qt::gate::parse_gate_config("[gate]\nformats = [\"int4\"]\n[[budget]]\npath = \"a2a-hier-rs\"\nformat = \"int8,int4\"\nmax = 1\n", "v.toml");
+    ASSERT_FALSE(verify_list);
+    EXPECT_NE(verify_list.error().message.find("int8,int4 is not in gate.formats"), std::string::npos) << verify_list.error().message;
 }
 
 // gate/rotation_gate.toml (issue 17): rotated int4 and SDP4Bit's arrangement against int4 and int8

@@ -31,7 +31,8 @@ double metric_of(const reports::GateRun& r, Metric m);
 // for every format and distribution listed.
 struct ScalingRule {
     PathKind path = PathKind::kRingRs;
-    std::vector<FormatSpec> formats;                 // empty: every format of the gate
+    std::vector<FormatSpec> formats;                 // empty (and staged empty): every format of the gate
+    std::vector<std::vector<FormatSpec>> staged;     // per-stage lists "A,B" (D25) the rule names
     std::vector<kernels::Distribution> dists;        // empty: every distribution of the gate
     double min = -1e300, max = 1e300;
     std::string why;                                 // shown in the verdict's message

@@ -23,14 +23,17 @@ struct SignKey {
 };
 inline constexpr uint32_t kTagSigns = 5;
 
+// The sign words of elements 128 w .. 128 w + 127 (hadamard_sign's, four at a time).
+QT_HD Philox4x32 hadamard_sign_words(const SignKey& k, int64_t w) {
+    const uint64_t g = static_cast<uint64_t>(k.first);
+    return philox4x32_10(Philox4x32{{static_cast<uint32_t>(g), static_cast<uint32_t>(g >> 32), static_cast<uint32_t>(w), kTagSigns}},
+                         static_cast<uint32_t>(k.seed), static_cast<uint32_t>(k.seed >> 32));
+}
+
 // Whether element i of the block is negated: bit (i mod 32) of word (i / 32) mod 4 of
 // Philox4x32-10 with key (lo32(seed), hi32(seed)) and counter (lo32(first), hi32(first), i / 128, 5).
 QT_HD bool hadamard_sign(const SignKey& k, int64_t i) {
-    const uint64_t g = static_cast<uint64_t>(k.first);
-    const Philox4x32 r = philox4x32_10(Philox4x32{{static_cast<uint32_t>(g), static_cast<uint32_t>(g >> 32),
-                                                    static_cast<uint32_t>(i >> 7), kTagSigns}},
-                                       static_cast<uint32_t>(k.seed), static_cast<uint32_t>(k.seed >> 32));
-    return (r.v[(i >> 5) & 3] >> (i & 31)) & 1u;
+    return (hadamard_sign_words(k, i >> 7).v[(i >> 5) & 3] >> (i & 31)) & 1u;
 }
 
 // Butterfly p (0 <= p < n/2) of the stage of stride h: elements j and j + h, j = (p / h) 2h + p mod h,
@@ -58,13 +61,6 @@ QT_HD float hadamard_limit(int64_t n) {
     return mul_rn(kFltMax, bits_f32(static_cast<uint32_t>(127 - l) << 23));
 }
 
-// The sign words of elements 128 w .. 128 w + 127 (hadamard_sign's, four at a time).
-QT_HD Philox4x32 hadamard_sign_words(const SignKey& k, int64_t w) {
-    const uint64_t g = static_cast<uint64_t>(k.first);
-    return philox4x32_10(Philox4x32{{static_cast<uint32_t>(g), static_cast<uint32_t>(g >> 32), static_cast<uint32_t>(w), kTagSigns}},
-                         static_cast<uint32_t>(k.seed), static_cast<uint32_t>(k.seed >> 32));
-}
-
 // Negate the elements whose sign bit is set: one generator call per 128 elements.
 QT_HD void hadamard_apply_signs(float* v, int64_t n, const SignKey& k) {
     for (int64_t i0 = 0; i0 < n; i0 += 128) {
@@ -79,24 +75,10 @@ QT_HD void hadamard_apply_signs(float* v, int64_t n, const SignKey& k) {
 
 // Every stage, in order: stage h takes the pairs (j, j + h) of each run of 2h elements; the loops
 // visit the butterflies hadamard_butterfly numbers p = 0 .. n/2 - 1, without dividing.
+// N > 0: the same loops with the length known at compile time (unrolled, vectorized); N = 0: n.
 template <int N>
-QT_HD void hadamard_stages_n(float* v) {  // the same loops with the length known: unrolled, vectorized
-    for (int h = 1; h < N; h *= 2)
-        for (int j0 = 0; j0 < N; j0 += 2 * h)
-            for (int j = j0; j < j0 + h; ++j) {
-                const float a = v[j], b = v[j + h];
-                v[j] = add_rn(a, b);
-                v[j + h] = sub_rn(a, b);
-            }
-}
-QT_HD void hadamard_stages(float* v, int64_t n) {
-    switch (n) {
-        case 16: return hadamard_stages_n<16>(v);
-        case 32: return hadamard_stages_n<32>(v);
-        case 64: return hadamard_stages_n<64>(v);
-        case 128: return hadamard_stages_n<128>(v);
-        default: break;
-    }
+QT_HD void hadamard_stages_t(float* v, int64_t n_run) {
+    const int64_t n = N > 0 ? N : n_run;
     for (int64_t h = 1; h < n; h *= 2)
         for (int64_t j0 = 0; j0 < n; j0 += 2 * h)
             for (int64_t j = j0; j < j0 + h; ++j) {
@@ -104,6 +86,15 @@ QT_HD void hadamard_stages(float* v, int64_t n) {
                 v[j] = add_rn(a, b);
                 v[j + h] = sub_rn(a, b);
             }
+}
+QT_HD void hadamard_stages(float* v, int64_t n) {
+    switch (n) {
+        case 16: return hadamard_stages_t<16>(v, n);
+        case 32: return hadamard_stages_t<32>(v, n);
+        case 64: return hadamard_stages_t<64>(v, n);
+        case 128: return hadamard_stages_t<128>(v, n);
+        default: return hadamard_stages_t<0>(v, n);
+    }
 }
 
 // Encode's rotation of one block in place: negate by the signs (when `signs`), then every stage.
