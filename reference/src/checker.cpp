@@ -327,11 +327,9 @@ double rotated_at(const Decl& d, std::span<const float> x, float s, uint64_t see
     const int64_t n = static_cast<int64_t>(x.size());
     const int l = log2_len(n);
     const double g = gamma_of(l);
-    std::vector<float> y(x.begin(), x.end());
-    if (d.random_signs)
-        for (int64_t i = 0; i < n; ++i)
-            if (hadamard_negated(seed, first, i)) y[static_cast<size_t>(i)] = -y[static_cast<size_t>(i)];
-    hadamard_fl32(y);
+    thread_local std::vector<float> y;
+    y.assign(x.begin(), x.end());
+    rotate_forward(y, d.random_signs, seed, first);
     double se = 0, sy = 0, sx = 0;
     for (int64_t j = 0; j < n; ++j) {
         se += decl_at(d, y[static_cast<size_t>(j)], s, 0.0f);

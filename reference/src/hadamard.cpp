@@ -15,8 +15,6 @@
 
 namespace qtransit::reference {
 
-using detail::add32, detail::sub32;
-
 namespace {
 // Integers without expression templates: Eigen's own expressions take their place.
 using BigInt = boost::multiprecision::number<boost::multiprecision::cpp_int_backend<>, boost::multiprecision::et_off>;
@@ -41,18 +39,32 @@ BigMatrix sylvester(int64_t n) {
 }
 }  // namespace
 
-bool hadamard_negated(uint64_t seed, int64_t first, int64_t i) {
-    // FORMATS.md section 9: bit i mod 32 of output word (i / 32) mod 4 of Philox4x32-10, key
-    // (lo32(seed), hi32(seed)), counter (lo32(first), hi32(first), i / 128, 5).
+namespace {
+// The four words that hold the signs of elements 128 w .. 128 w + 127 (FORMATS.md section 9): Philox4x32-10,
+// key (lo32(seed), hi32(seed)), counter (lo32(first), hi32(first), w, 5).
+Philox4x32 sign_words(uint64_t seed, int64_t first, uint64_t w) {
     const uint64_t g = static_cast<uint64_t>(first);
     Philox4x32 ctr{};
     ctr.v[0] = static_cast<uint32_t>(g & 0xFFFFFFFFu);
     ctr.v[1] = static_cast<uint32_t>(g >> 32);
-    ctr.v[2] = static_cast<uint32_t>(static_cast<uint64_t>(i) / 128);
+    ctr.v[2] = static_cast<uint32_t>(w);
     ctr.v[3] = 5;
-    const Philox4x32 w = philox4x32_10(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
-    const uint32_t word = w.v[(static_cast<uint64_t>(i) / 32) % 4];
-    return ((word >> (static_cast<uint64_t>(i) % 32)) & 1u) != 0;
+    return philox4x32_10(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+}
+bool bit_of(const Philox4x32& w, uint64_t i) { return ((w.v[(i / 32) % 4] >> (i % 32)) & 1u) != 0; }
+}  // namespace
+
+bool hadamard_negated(uint64_t seed, int64_t first, int64_t i) {
+    const uint64_t u = static_cast<uint64_t>(i);
+    return bit_of(sign_words(seed, first, u / 128), u);
+}
+
+void negate_by_signs(std::span<float> v, uint64_t seed, int64_t first) {
+    Philox4x32 w{};
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (i % 128 == 0) w = sign_words(seed, first, i / 128);
+        if (bit_of(w, i)) v[i] = -v[i];
+    }
 }
 
 void hadamard_fl32(std::span<float> v) {
@@ -64,14 +76,15 @@ void hadamard_fl32(std::span<float> v) {
     hadamard_fl32(v.subspan(h));
     for (size_t i = 0; i < h; ++i) {
         const float a = v[i], b = v[h + i];
-        v[i] = add32(a, b);  // the reference's own binary32 rounding (binary32.hpp)
-        v[h + i] = sub32(a, b);
+        // fl32(a + b): the C++ float addition, IEEE binary32 to nearest even, as paths.cpp's sums
+        // (-ffp-contract=off, no fast math).
+        v[i] = a + b;
+        v[h + i] = a - b;
     }
 }
 
 void rotate_forward(std::span<float> v, bool signs, uint64_t seed, int64_t first) {
-    for (size_t i = 0; i < v.size(); ++i)
-        if (signs && hadamard_negated(seed, first, static_cast<int64_t>(i))) v[i] = -v[i];
+    if (signs) negate_by_signs(v, seed, first);
     hadamard_fl32(v);
 }
 
@@ -80,10 +93,8 @@ void rotate_inverse(std::span<float> v, bool signs, uint64_t seed, int64_t first
     int l = 0;
     while ((size_t{1} << l) < v.size()) ++l;
     const float inv = std::ldexp(1.0f, -l);
-    for (size_t i = 0; i < v.size(); ++i) {
-        v[i] = detail::mul32(v[i], inv);
-        if (signs && hadamard_negated(seed, first, static_cast<int64_t>(i))) v[i] = -v[i];
-    }
+    for (size_t i = 0; i < v.size(); ++i) v[i] = detail::mul32(v[i], inv);
+    if (signs) negate_by_signs(v, seed, first);
 }
 
 std::vector<Exact::Int> hadamard_exact_fixed(std::span<const Exact::Int> v) {

@@ -123,8 +123,7 @@ std::vector<Exact> rotated_block_bounds(const Quantized& q, std::span<const floa
     const bool signs = d.random_signs;
     // y = fl(H D x), as encode computed it; yh = what the element type decoded the codes to.
     std::vector<float> y(x.begin() + start, x.begin() + start + len);
-    for (int64_t i = 0; i < len; ++i)
-        if (signs && hadamard_negated(q.sign_seed, q.sign_first + start, i)) y[static_cast<size_t>(i)] = -y[static_cast<size_t>(i)];
+    if (signs) negate_by_signs(y, q.sign_seed, q.sign_first + start);
     const std::vector<float> dxv(y);
     hadamard_fl32(y);
     const std::vector<float> yhv = detail::decode_decl(

@@ -19,6 +19,8 @@ namespace qtransit::reference {
 
 // Whether element i of the block whose first element has index `first` is negated (seed: the run's).
 bool hadamard_negated(uint64_t seed, int64_t first, int64_t i);
+// v negated where hadamard_negated says, for the whole block (one generator call per 128 elements).
+void negate_by_signs(std::span<float> v, uint64_t seed, int64_t first);
 
 // The binary32 transform of v in place (v.size() a power of two), by the recursive definition.
 void hadamard_fl32(std::span<float> v);
