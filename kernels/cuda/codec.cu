@@ -561,10 +561,12 @@ __global__ void rot_signs_kernel(RotLayout L, float* v) {
     }
 }
 // One stage of stride h: butterfly p of block b (a block shorter than 2h has no butterfly here).
-__global__ void rot_stage_kernel(RotLayout L, float* v, int64_t h) {
+// Decode passes the scales: a poisoned block (NaN scale) keeps its quiet NaNs, as on the CPU.
+__global__ void rot_stage_kernel(RotLayout L, float* v, int64_t h, const float* scales) {
     const int64_t half = L.block / 2, pairs = ((L.n + L.block - 1) / L.block) * half;
     for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < pairs; t += int64_t{gridDim.x} * blockDim.x) {
         const int64_t b = t / half, p = t - b * half, len = L.len_of(b);
+        if (scales && scales[b] != scales[b]) continue;
         if (h < len && p < len / 2) hadamard_butterfly(v + b * L.block, h, p);
     }
 }
@@ -589,9 +591,9 @@ __global__ void rot_finish_kernel(RotLayout L, float* v, const float* scales) {
     }
 }
 
-Status rot_stages(const RotLayout& L, float* v, cudaStream_t stream) {
+Status rot_stages(const RotLayout& L, float* v, cudaStream_t stream, const float* scales = nullptr) {
     for (int64_t h = 1; h < L.block; h *= 2) {
-        rot_stage_kernel<<<grid_for(((L.n + L.block - 1) / L.block) * (L.block / 2), 256), 256, 0, stream>>>(L, v, h);
+        rot_stage_kernel<<<grid_for(((L.n + L.block - 1) / L.block) * (L.block / 2), 256), 256, 0, stream>>>(L, v, h, scales);
         QT_CUDA_LAUNCH_CHECK("qtransit::rot_stage_kernel");
     }
     return Status::Ok();
@@ -746,7 +748,7 @@ Status decode_device(const FormatSpec& format, int64_t block, const uint8_t* d_c
         return st;
     if (!format.rotated()) return Status::Ok();
     const RotLayout R{n, block, format.decl->random_signs, key};
-    if (auto st = rot_stages(R, d_out, stream); !st) return st;
+    if (auto st = rot_stages(R, d_out, stream, d_scales); !st) return st;
     rot_finish_kernel<<<grid_for(n, 256), 256, 0, stream>>>(R, d_out, d_scales);
     QT_CUDA_LAUNCH_CHECK("qtransit::rot_finish_kernel");
     return Status::Ok();
