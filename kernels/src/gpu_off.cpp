@@ -16,7 +16,8 @@ Status encode_device(const FormatSpec&, const float*, int64_t, int64_t, uint8_t*
                      void*) {
     return not_built();
 }
-Status decode_device(const FormatSpec&, int64_t, const uint8_t*, const float*, const float*, float*, int64_t, void*) {
+Status decode_device(const FormatSpec&, int64_t, const uint8_t*, const float*, const float*, float*, int64_t, void*,
+                     const SignKey&) {
     return not_built();
 }
 Result<EncodedTensor> encode(const FormatSpec&, std::span<const float>, int64_t, const CodecOptions&) {
