@@ -204,7 +204,8 @@ private:
             i_ = digits;
             return fail("malformed integer in 'shape' (leading zero)");
         }
-        const std::string text(h_.substr(start, i_ - start));
+        // shown(): a sign and its digits may have whitespace between them ("-\n3"), and a message is one line.
+        const std::string text = shown(h_.substr(start, i_ - start));
         if (too_big) return fail("shape entry " + text + " is too large");
         if (negative && acc != 0) return fail("shape entries must be non-negative, found " + text);
         v = static_cast<int64_t>(acc);
