@@ -268,17 +268,17 @@ public:
     void rotate_inputs(std::vector<Partial>& x) {
         if (!rot_) return;
         const bool signs = c_.format.decl->random_signs;
+        const float limit = kernels::hadamard_limit(len_);
         for (size_t r = 0; r < x.size(); ++r) {
-            const std::vector<float> before = x[r].v;
             kernels::hadamard_forward(x[r].v.data(), len_, signs, kernels::SignKey{c_.seed, first_});
-            const float limit = kernels::hadamard_limit(len_);
             for (float v : x[r].v)
-                if (!(std::abs(v) <= limit)) {
+                if (!(std::abs(v) <= limit)) {  // described from the rank's input, read again
                     Site site;
                     site.tensor = in_.name();
                     site.rank = static_cast<int64_t>(r);
                     site.index_base = first_;
-                    throw ColumnFailure{kernels::describe_block_error(c_.format, before.data(), len_, 0, site)};
+                    const Partial before = input(static_cast<int64_t>(r));
+                    throw ColumnFailure{kernels::describe_block_error(c_.format, before.v.data(), len_, 0, site)};
                 }
         }
     }

@@ -312,12 +312,6 @@ double decl_e(const Decl& d, double a) {
 // gamma_L = L u / (1 - L u), rounded up: the relative error of L roundings.
 double gamma_of(int l) { return static_cast<double>(l) * kU / (1 - static_cast<double>(l) * kU) * (1 + 0x1p-50); }
 
-int log2_len(int64_t n) {
-    int l = 0;
-    while ((int64_t{1} << l) < n) ++l;
-    return l;
-}
-
 // The a-posteriori bound of one rotated block, the same for each element:
 //   2^-L [ sum_j E(y_j) (1 + gamma) + gamma sum_j |y_j| ] + gamma sum_j |x_j| + 2^-150,
 // with y the rotated values (recomputed here from x and the signs, as encode computed them) and
@@ -325,7 +319,7 @@ int log2_len(int64_t n) {
 // n times at most: the factor 1 + (n + 8) 2^-52 covers that and decl_at's own (1 - 2^-50).
 double rotated_at(const Decl& d, std::span<const float> x, float s, uint64_t seed, int64_t first) {
     const int64_t n = static_cast<int64_t>(x.size());
-    const int l = log2_len(n);
+    const int l = block_log2(n);
     const double g = gamma_of(l);
     thread_local std::vector<float> y;
     y.assign(x.begin(), x.end());
@@ -344,7 +338,7 @@ double rotated_at(const Decl& d, std::span<const float> x, float s, uint64_t see
 // gamma) sum |x| <= (1 + gamma) B a =: Ay, so E(y_j) <= decl_e(Ay), 2^-L sum_j |y_j| <= Ay and
 // sum_j |x_j| <= B a; each term grows with B, so the longest block bounds the shorter ones.
 double rotated_e(const Decl& d, double a, int64_t block) {
-    const int l = log2_len(std::max<int64_t>(block, 1));
+    const int l = block_log2(std::max<int64_t>(block, 1));
     const double b = std::ldexp(1.0, l), g = gamma_of(l);
     const double ay = std::min((1 + g) * b * a, static_cast<double>(kFltMax));
     return ((1 + g) * decl_e(d, ay) + g * (ay + b * a) + 0x1p-150) * (1 + 0x1p-48);
@@ -851,7 +845,7 @@ void PathChecker::add(const ColumnRecord& col) {
     const size_t ulen = static_cast<size_t>(len);
     // End to end (D28): gamma_L of the column's length, and S1 = the sum of |x| over every contribution
     // (rounded sums of up to n values, each within n 2^-53 of exact: inflated by that).
-    const double rot_gamma = col.rotated_sum ? gamma_of(log2_len(len)) : 0;
+    const double rot_gamma = col.rotated_sum ? gamma_of(block_log2(len)) : 0;
     double rot_s1 = 0;
     if (col.rotated_sum) {
         for (float v : col.contributions) rot_s1 += std::fabs(static_cast<double>(v));
@@ -1108,7 +1102,7 @@ void PathChecker::add(const ColumnRecord& col) {
         if (col.rotated_sum) {  // D28: the rotated domain's bounds, taken back through the inverse rotation
             double sum = 0;
             for (double v : apost_) sum += v;
-            apost_.assign(ulen, rotated_back(std::ldexp(sum, -log2_len(len)), rot_gamma, rot_s1, len));
+            apost_.assign(ulen, rotated_back(std::ldexp(sum, -block_log2(len)), rot_gamma, rot_s1, len));
         }
 
         for (size_t i = 0; i < ulen; ++i) {

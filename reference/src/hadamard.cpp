@@ -6,12 +6,16 @@
 #include <Eigen/Dense>
 #include <boost/multiprecision/cpp_int.hpp>
 #include <boost/multiprecision/eigen.hpp>
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <string>
 
 #include "binary32.hpp"
 #include "qtransit/common/philox.hpp"
+#include "qtransit/common/shortest.hpp"
 
 namespace qtransit::reference {
 
@@ -88,11 +92,30 @@ void rotate_forward(std::span<float> v, bool signs, uint64_t seed, int64_t first
     hadamard_fl32(v);
 }
 
+int block_log2(int64_t n) {
+    int l = 0;
+    while ((int64_t{1} << l) < n) ++l;
+    return l;
+}
+
+double rotation_limit(int64_t n) {
+    return std::ldexp(static_cast<double>(std::numeric_limits<float>::max()), -(block_log2(n) + 2));
+}
+
+Status check_rotation_limit(std::span<const float> y, const Site& site, int64_t start, const std::string& format) {
+    const double limit = rotation_limit(static_cast<int64_t>(y.size()));
+    double top = 0;
+    for (float v : y) top = std::max(top, std::isnan(v) ? std::numeric_limits<double>::infinity() : std::fabs(static_cast<double>(v)));
+    if (top <= limit) return Status::Ok();
+    return make_error(ErrorCode::kRangeOverflow,
+                      describe(site, start) + ": block of " + std::to_string(y.size()) + " elements: its Hadamard "
+                      "transform reaches " + shortest(static_cast<float>(std::min(top, 3.4e38))) + ", past " +
+                      shortest(static_cast<float>(limit)) + " = FLT_MAX 2^-(log2 block + 2) (" + format + ")");
+}
+
 void rotate_inverse(std::span<float> v, bool signs, uint64_t seed, int64_t first) {
     hadamard_fl32(v);
-    int l = 0;
-    while ((size_t{1} << l) < v.size()) ++l;
-    const float inv = std::ldexp(1.0f, -l);
+    const float inv = std::ldexp(1.0f, -block_log2(static_cast<int64_t>(v.size())));
     for (size_t i = 0; i < v.size(); ++i) v[i] = detail::mul32(v[i], inv);
     if (signs) negate_by_signs(v, seed, first);
 }

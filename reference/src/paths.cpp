@@ -58,7 +58,6 @@
 #include "qtransit/reference/paths.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -650,13 +649,7 @@ Result<std::vector<ColumnRecord>> run_divided(const PathConfig& c, std::span<con
                 const int64_t len = std::min(c.block, s - first % s);
                 std::span<float> v(rot.data() + r * c.elements + first, static_cast<size_t>(len));
                 rotate_forward(v, signs, c.seed, first);
-                const double limit = std::ldexp(static_cast<double>(std::numeric_limits<float>::max()), -(std::countr_zero(static_cast<uint64_t>(len)) + 2));
-                for (float y : v)
-                    if (!(std::fabs(static_cast<double>(y)) <= limit))
-                        return make_error(ErrorCode::kRangeOverflow,
-                                          describe(Site{"input", r, first}, 0) + ": block of " + std::to_string(len) +
-                                              " elements: its Hadamard transform passes " + fmt(static_cast<float>(limit)) +
-                                              " = FLT_MAX 2^-(log2 block + 2) (" + c.format.name() + ")");
+                if (auto st = check_rotation_limit(v, Site{"input", r, first}, 0, c.format.name()); !st) return st.error();
             }
         PathConfig q = c;
         q.rotation = Rotation::kEachHop;

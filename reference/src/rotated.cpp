@@ -29,25 +29,11 @@
 
 #include "binary32.hpp"
 #include "decl_internal.hpp"
-#include "qtransit/common/shortest.hpp"
 #include "qtransit/reference/hadamard.hpp"
 
 namespace qtransit::reference {
 
 using detail::kFltMax, detail::mul32;
-
-namespace {
-
-int log2_of(int64_t n) {
-    int l = 0;
-    while ((int64_t{1} << l) < n) ++l;
-    return l;
-}
-
-// FLT_MAX 2^-(L+2): the largest rotated magnitude an encodable block may reach (FORMATS.md section 9).
-double rotation_limit(int64_t n) { return std::ldexp(static_cast<double>(kFltMax), -(log2_of(n) + 2)); }
-
-}  // namespace
 
 namespace detail {
 
@@ -75,15 +61,9 @@ Result<Quantized> quantize_rotated(const FormatSpec& f, std::span<const float> x
             continue;
         }
         rotate_forward(yb, signs, key.seed, site.index_base + start);
-        const double limit = rotation_limit(len);
-        double top = 0;
-        for (float v : yb) top = std::max(top, std::isnan(v) ? std::numeric_limits<double>::infinity() : std::fabs(v));
-        if (top <= limit) continue;
-        if (policy == Nonfinite::kError)
-            return make_error(ErrorCode::kRangeOverflow,
-                              describe(site, start) + ": block of " + std::to_string(len) + " elements: its Hadamard "
-                              "transform reaches " + shortest(static_cast<float>(std::min(top, 3.4e38))) + ", past " +
-                              shortest(static_cast<float>(limit)) + " = FLT_MAX 2^-(log2 block + 2) (" + f.name() + ")");
+        const Status within = check_rotation_limit(yb, site, start, f.name());
+        if (within.ok()) continue;
+        if (policy == Nonfinite::kError) return within.error();
         std::fill(yb.begin(), yb.end(), std::numeric_limits<float>::quiet_NaN());
     }
     auto q = quantize_decl(f, y, block, policy, site, key);
@@ -117,7 +97,7 @@ std::vector<Exact> rotated_block_bounds(const Quantized& q, std::span<const floa
     const Decl& d = *q.format.decl;
     const int64_t n = static_cast<int64_t>(x.size());
     const int64_t start = k * q.block, len = std::min(q.block, n - start);
-    const int l = log2_of(len);
+    const int l = block_log2(len);
     const Exact inv = Exact::pow2(-l);
     const float s = q.scales[static_cast<size_t>(k)];
     const bool signs = d.random_signs;

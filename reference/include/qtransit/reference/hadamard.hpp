@@ -11,8 +11,10 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "qtransit/common/status.hpp"
 #include "qtransit/reference/exact.hpp"
 
 namespace qtransit::reference {
@@ -30,6 +32,14 @@ void hadamard_fl32(std::span<float> v);
 // transform, fl32(v 2^-L), then the signs.
 void rotate_forward(std::span<float> v, bool signs, uint64_t seed, int64_t first);
 void rotate_inverse(std::span<float> v, bool signs, uint64_t seed, int64_t first);
+
+// L = log2 n of a block of n = 2^L elements.
+int block_log2(int64_t n);
+// FLT_MAX 2^-(L+2): the largest rotated magnitude an encodable block of n elements may reach.
+double rotation_limit(int64_t n);
+// Ok, or the range overflow of a rotated block y (its first element at `start` of `site`) whose
+// largest magnitude (a NaN counts as past it) passes rotation_limit.
+Status check_rotation_limit(std::span<const float> y, const Site& site, int64_t start, const std::string& format);
 
 // H v exactly, v.size() a power of two (the unnormalized transform, entries +-1).
 std::vector<Exact> hadamard_exact(std::span<const float> v);
