@@ -219,12 +219,16 @@ void count_roundings(const ColumnRecord& column, const OutputRow& row, int64_t r
 }  // namespace
 
 bool contribution_k_of(const ColumnRecord& column, const OutputRow& row, int64_t ranks, int64_t lo, int64_t hi,
-                       std::vector<int32_t>& k, bool& others) {
-    k.assign(static_cast<size_t>(std::max<int64_t>(hi - lo + 1, 0)), 0);
-    others = false;
+                       std::vector<int32_t>& k, bool& others, size_t from) {
+    if (from == 0 || from > row.event_ids.size() || static_cast<int64_t>(k.size()) != std::max<int64_t>(hi - lo + 1, 0)) {
+        from = 0;
+        k.assign(static_cast<size_t>(std::max<int64_t>(hi - lo + 1, 0)), 0);
+        others = false;
+    }
     if (ranks < 1 || lo < 0 || hi >= ranks || lo > hi || !row.rounding_ids.empty()) return false;
     const int64_t owners = hi - lo + 1;
-    for (int32_t id : row.event_ids) {
+    for (size_t p = from; p < row.event_ids.size(); ++p) {
+        const int32_t id = row.event_ids[p];
         if (id < 0 || static_cast<size_t>(id) >= column.events.size()) return false;
         const QuantEvent& e = column.events[static_cast<size_t>(id)];
         if (e.column_offset != 0 || static_cast<int64_t>(e.x.size()) != column.len) return false;
@@ -252,6 +256,11 @@ bool contribution_k_of(const ColumnRecord& column, const OutputRow& row, int64_t
         if (c.count > inside || (full > 0 && owners < ranks)) others = true;
     }
     return true;
+}
+
+bool extends_ledger(const OutputRow& a, const OutputRow& b) {
+    return a.rounding_ids.empty() && b.rounding_ids.empty() && a.event_ids.size() <= b.event_ids.size() &&
+           std::equal(a.event_ids.begin(), a.event_ids.end(), b.event_ids.begin());
 }
 
 bool same_ledger_shape(const ColumnRecord& column, const OutputRow& a, const OutputRow& b) {

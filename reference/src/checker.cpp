@@ -167,8 +167,15 @@ double add_up(double a, double b) {
     const double bp = s - a;
     const double ap = s - bp;
     const double err = (a - ap) + (b - bp);  // a + b = s + err exactly
-    return err > 0 ? std::nextafter(s, kInf) : s;
+    if (!(err > 0)) return s;
+    // nextafter(s, +inf) from the bits: the next double up (0 -> the least subnormal; -tiny -> -0).
+    if (s == 0) return std::numeric_limits<double>::denorm_min();
+    const uint64_t bits = std::bit_cast<uint64_t>(s);
+    return std::bit_cast<double>(s > 0 ? bits + 1 : bits - 1);
 }
+
+// floor(log2 |m|) of a normal double: its exponent field (ilogb without the call).
+int exponent_of(double m) { return static_cast<int>((std::bit_cast<uint64_t>(m) >> 52) & 0x7FF) - 1023; }
 
 // h(m) = half the binary16 spacing at m >= 0, as used by D10 (no overflow handling: callers cap).
 // m is 0 or a normal double (>= 2^-1022), so floor(log2 m) is its exponent field minus the bias, and
@@ -209,13 +216,15 @@ double decl_at(const Decl& d, float x, float s, float lo) {
     } else {
         const bool nearest = d.rounding != Rounding::kTowardZero && d.rounding != Rounding::kStochastic;
         double step_s = 0;
+        // ds >= 2^-149 and m >= ds 2^-126 are normal doubles, and so is every ds 2^j below (j within
+        // [-300, 300]): exponent_of is ilogb, and the products by exp2i are ldexp, exactly.
         if (d.elem == ElemType::kInt) {
-            step_s = std::ldexp(ds, -d.fraction_bits);
+            step_s = ds * pow2_double(-d.fraction_bits);
         } else {
             const double m = std::max(aw * (1 + kU), ds * 0x1p-126);  // both exact
-            int j = std::ilogb(m) - std::ilogb(ds);
-            if (std::ldexp(ds, j) > m) --j;
-            step_s = std::ldexp(ds, std::max(j, 1 - d.bias) - d.man_bits);
+            int j = exponent_of(m) - exponent_of(ds);
+            if (ds * pow2_double(j) > m) --j;
+            step_s = ds * pow2_double(std::max(j, 1 - d.bias) - d.man_bits);
         }
         const double top = add_up(add_up(dw, t), -(ds * d.vmax));
         const double bot = add_up(add_up(ds * d.vmin, -dw), t);
@@ -991,7 +1000,7 @@ void PathChecker::add(const ColumnRecord& col) {
         evb_[e] = prepare_event(col.rotated_sum ? f.rotation_twin() : f, ev, cfg_.seed, col.first - ev.column_offset);
     }
     const std::vector<int32_t>* prev_ids = nullptr;
-    std::vector<double> snap;
+    std::vector<double> snap, whole;  // whole: after every event of prev_ids
     size_t snap_len = 0;
 
     const AccumType at = accum_type(cfg_.accum);
@@ -1001,6 +1010,8 @@ void PathChecker::add(const ColumnRecord& col) {
     // all-gather or all-reduce mostly do: one event per decoding rank, from the same block), so k is
     // computed again only when a row's ledger differs in shape from the previous row's.
     const OutputRow* prev_row = nullptr;  // the row ks was computed for (or one of the same shape)
+    const OutputRow* kof_row = nullptr;   // the row ks holds contribution_k_of's answer for, and its others
+    bool kof_others = false;
     std::vector<int32_t> ks;
     // Per element: the previous row's value and its error, reused when this row holds the same bits
     // (every rank of a gather or an all-reduce holds the same value against the same target).
@@ -1019,18 +1030,26 @@ void PathChecker::add(const ColumnRecord& col) {
             // allows (O(events), not O(N) per row); else every contributor's.
             bool others = false;
             int64_t base = 0;
+            bool fresh = false;  // ks computed for this row (else the previous row's: the same k)
             if (prev_row == nullptr || !same_ledger_shape(col, *prev_row, row)) {
-                if (gather && contribution_k_of(col, row, n, lo, hi, ks, others)) {
+                fresh = true;
+                // A row whose events extend those ks was counted for (a chain) adds only its new ones.
+                const size_t from = gather && kof_row != nullptr && extends_ledger(*kof_row, row) ? kof_row->event_ids.size() : 0;
+                others = kof_others;
+                if (gather && contribution_k_of(col, row, n, lo, hi, ks, others, from)) {
                     base = lo;
                     ks_base_ = lo;
+                    kof_row = &row;
+                    kof_others = others;
                 } else {
                     ks = contribution_k(col, row, n);
                     ks_base_ = 0;
+                    kof_row = nullptr;
                 }
             }
             base = ks_base_;
             prev_row = &row;
-            for (int64_t j = lo; j <= hi; ++j) {
+            for (int64_t j = lo; fresh && j <= hi; ++j) {
                 const int32_t k = ks[static_cast<size_t>(j - base)];
                 if (!have_k_) {
                     st_.k_min = st_.k_max = k;
@@ -1052,9 +1071,12 @@ void PathChecker::add(const ColumnRecord& col) {
         // when this row's event ids start with it (rows of an all-reduce share the reduction events,
         // rows of ring-ag-requant extend a chain), so that N rows do not cost N^2 events.
         const std::vector<int32_t>& ids = row.event_ids;
+        const bool same_ids = prev_ids != nullptr && ids == *prev_ids;  // checked already, with that row
         bool malformed = false;
-        for (int32_t id : ids)
+        for (size_t p = 0; !same_ids && p < ids.size(); ++p) {
+            const int32_t id = ids[p];
             if (id < 0 || static_cast<size_t>(id) >= nev || !ev_ok[static_cast<size_t>(id)]) malformed = true;
+        }
         if (malformed) {
             record_violation(col.first, row.rank, 0,
                              "malformed ledger: an event id is out of range, or an event's codes and x differ in "
@@ -1063,7 +1085,12 @@ void PathChecker::add(const ColumnRecord& col) {
             continue;
         }
         size_t pos = 0;
-        if (prev_ids != nullptr && snap_len <= ids.size() &&
+        if (same_ids) {
+            // The same events as the previous row (every rank of a gather decodes the same block):
+            // the same sum, taken as it is.
+            apost_ = whole;
+            pos = ids.size() + 1;
+        } else if (prev_ids != nullptr && snap_len <= ids.size() &&
             std::equal(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(snap_len), prev_ids->begin())) {
             apost_ = snap;
             pos = snap_len;
@@ -1092,6 +1119,7 @@ void PathChecker::add(const ColumnRecord& col) {
                         b.at(ev.x[static_cast<size_t>(i + off)], ev.codes[static_cast<size_t>(i + off)]);
             }
         }
+        if (pos <= ids.size()) whole = apost_;
         prev_ids = &ids;
         if (row.add_abs_sum.size() == ulen)
             for (size_t i = 0; i < ulen; ++i) apost_[i] += gamma * row.add_abs_sum[i];
@@ -1105,6 +1133,8 @@ void PathChecker::add(const ColumnRecord& col) {
             apost_.assign(ulen, rotated_back(std::ldexp(sum, -block_log2(len)), rot_gamma, rot_s1, len));
         }
 
+        // ring-ag-requant: how many hops the row's holder is from the column's owner (its table row).
+        const int64_t row_h = cfg_.path == PathKind::kRingAgRequant ? ((row.rank - chunk_of(cfg_, col.first)) % n + n) % n : 0;
         for (size_t i = 0; i < ulen; ++i) {
             double post = apost_[i] * kPostInflation;
             if (dv == Divide::kPre) post = (apost_[i] + pre_extra_[i]) * kPostInflation;
@@ -1127,8 +1157,7 @@ void PathChecker::add(const ColumnRecord& col) {
                             table[static_cast<size_t>(h)] = b.err;
                         }
                     }
-                    const int64_t h = ((row.rank - chunk_of(cfg_, col.first)) % n + n) % n;
-                    prio = table[static_cast<size_t>(h)] * kPrioInflation;
+                    prio = table[static_cast<size_t>(row_h)] * kPrioInflation;
                 } else if (ai == prio_ai) {
                     prio = prio_cached;  // the same block's absmax (every element of a block, every row)
                 } else {

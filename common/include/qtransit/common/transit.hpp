@@ -246,8 +246,13 @@ std::vector<int32_t> contribution_k(const ColumnRecord& column, const OutputRow&
 // event carries a contributor outside lo..hi (then the others' k is not all 0). O(events); false
 // when it cannot answer that way (an event that covers only part of the column, an id out of
 // range): then use contribution_k.
+// With from > 0, k and others hold the answer (true) for row's first `from` event ids already (a
+// previous row whose ids are a prefix of this row's: ring-ag-requant's chain), and only the events
+// after them are counted onto it, O(new events).
 bool contribution_k_of(const ColumnRecord& column, const OutputRow& row, int64_t ranks, int64_t lo, int64_t hi,
-                       std::vector<int32_t>& k, bool& others);
+                       std::vector<int32_t>& k, bool& others, size_t from = 0);
+// Whether b's event ids start with all of a's (a's k is then a part of b's): O(a's events), a memcmp.
+bool extends_ledger(const OutputRow& a, const OutputRow& b);
 // Whether two rows of a column have the same k by construction: their events, position by position,
 // are the same event or carry the same contributors over the same elements (what contribution_k
 // reads). False when an event id is out of range. O(events), and cheap for shared events.
