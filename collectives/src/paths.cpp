@@ -27,6 +27,25 @@ void GeneratedInputs::fill(int64_t rank, int64_t first, int64_t len, float* out)
         out[i] = kernels::generate(dist_, seed_, static_cast<uint32_t>(rank), static_cast<uint64_t>(first + i));
 }
 
+GeneratedTable::GeneratedTable(kernels::Distribution d, uint64_t seed, int64_t ranks, int64_t elements)
+    : ranks_(ranks), m_(elements), x_(static_cast<size_t>(ranks * elements)) {
+    // Rows split between the hardware threads: each value depends on its rank and index only.
+    const int64_t parts = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::max<int64_t>(ranks, 1));
+    auto rows = [&](int64_t part) {
+        for (int64_t r = part; r < ranks; r += parts)
+            kernels::generate_span(d, seed, static_cast<uint32_t>(r), 0,
+                                   std::span<float>(x_.data() + r * elements, static_cast<size_t>(elements)));
+    };
+    std::vector<std::thread> pool;
+    for (int64_t t = 1; t < parts; ++t) pool.emplace_back(rows, t);
+    rows(0);
+    for (auto& t : pool) t.join();
+}
+
+void GeneratedTable::fill(int64_t rank, int64_t first, int64_t len, float* out) const {
+    std::memcpy(out, x_.data() + rank * m_ + first, static_cast<size_t>(len) * sizeof(float));
+}
+
 void ArrayInputs::fill(int64_t rank, int64_t first, int64_t len, float* out) const {
     std::memcpy(out, x_.data() + rank * m_ + first, static_cast<size_t>(len) * sizeof(float));
 }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <map>
 #include <optional>
 
 #include "qtransit/collectives/mpi.hpp"
@@ -220,6 +221,31 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
                             kernels::to_string(cfg.conformance) + " conformance, wherever the gate runs " + cfg.codec->format().name() + ".");
     std::vector<Verdict> codec_failures;
 
+    // Every format reads the same inputs of a distribution: generated once and kept (issue 16),
+    // when a table is at most kTableBytes; larger ones are generated again by every run, as before.
+    // One process per rank generates only its own rank's, as before.
+    constexpr int64_t kTableBytes = int64_t{128} << 20;
+    std::map<kernels::Distribution, std::shared_ptr<const collectives::GeneratedTable>> tables;
+    int64_t table_ranks = 0;
+    for (int64_t n : cfg.ranks) table_ranks = std::max(table_ranks, n);
+    if (tree)
+        for (int64_t n : cfg.tree_ranks) table_ranks = std::max(table_ranks, n);
+    const bool keep_tables = !one_process_per_rank(opt.backend) &&
+                             static_cast<double>(table_ranks) * static_cast<double>(cfg.elements) * 4 <= static_cast<double>(kTableBytes);
+    auto table_for = [&](kernels::Distribution d) -> std::shared_ptr<const collectives::GeneratedTable> {
+        if (!keep_tables) return nullptr;
+        auto& t = tables[d];
+        if (!t) t = std::make_shared<const collectives::GeneratedTable>(d, cfg.seed, table_ranks, cfg.elements);
+        return t;
+    };
+
+    // The paths that quantize nothing (fp32-ring-rs) give the same run whatever the format: run with
+    // the first format that runs them on a distribution (without a codec, which casts the inputs),
+    // and taken from there by every later format (SweepSpec::reuse). Not with one process per rank,
+    // whose runs carry their own timings.
+    std::map<kernels::Distribution, std::vector<RunRow>> plain_runs;
+    const bool reuse_plain = !one_process_per_rank(opt.backend);
+
     // ---- runs ------------------------------------------------------------------------------------
     const size_t total = cfg.formats.size() * cfg.dists.size();
     size_t done = 0;
@@ -254,10 +280,13 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
                 if (part.paths.empty() || (part.typed && &f != &cfg.formats.front())) continue;
                 SweepSpec spec = sweep_of(cfg, part.paths, part.tree ? cfg.tree_ranks : cfg.ranks, f, d);
                 spec.divide = part.divide;
+                spec.table = table_for(d);
                 spec.backend = part.typed && (opt.backend == collectives::Backend::kDevice || opt.backend == collectives::Backend::kNccl)
                                    ? collectives::Backend::kCpu
                                    : opt.backend;
                 if (codec && !part.typed) spec.codec = cfg.codec;
+                const bool plain_part = reuse_plain && !part.typed && !spec.codec && part.divide == cfg.divide;
+                if (plain_part && plain_runs.count(d)) spec.reuse = &plain_runs[d];
                 if (opt.progress)
                     spec.on_group = [&, tree_part = part.tree](size_t i, size_t groups, int64_t n) {
                         GateProgress p;
@@ -295,6 +324,9 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
                     return sw.error();
                 }
                 for (const auto& r : sw->runs) res.runs.push_back(to_run(r, dist, cfg.seed));
+                if (plain_part && !spec.reuse)
+                    for (const auto& r : sw->runs)
+                        if (!path_info(r.config.path).quantized) plain_runs[d].push_back(r);
                 if (part.divide != cfg.divide) continue;  // one fit per (path, format, dist): the gate's own runs'
                 for (const auto& fit : sw->fits)
                     res.fits.push_back({path_info(fit.path).name, part.typed ? part.type : f.name(), dist, fit.exponent, fit.points});
@@ -339,6 +371,7 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
             SweepSpec spec = sweep_of(cfg, staged_paths, cfg.ranks, l.front(), d);
             spec.stage_formats = l;
             spec.backend = opt.backend;
+            spec.table = table_for(d);
             auto sw = run_sweep(spec);
             if (!sw) {
                 if (sw.error().code == ErrorCode::kRangeOverflow || sw.error().code == ErrorCode::kNonFinite) {

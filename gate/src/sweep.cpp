@@ -130,6 +130,17 @@ private:
     std::unique_ptr<collectives::Inputs> in_;
     kernels::ValueType t_;
 };
+
+// A shared table read through the Inputs a group owns.
+class TableView final : public collectives::Inputs {
+public:
+    explicit TableView(const collectives::GeneratedTable& t) : t_(t) {}
+    std::string name() const override { return t_.name(); }
+    void fill(int64_t rank, int64_t first, int64_t len, float* out) const override { t_.fill(rank, first, len, out); }
+
+private:
+    const collectives::GeneratedTable& t_;
+};
 }  // namespace
 
 Result<SweepResult> run_sweep(const SweepSpec& spec) {
@@ -183,13 +194,41 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
         if (auto st = check_memory(need > 9.0e18 ? INT64_MAX : static_cast<int64_t>(need), "this run"); !st) return st.error();
     }
 
+    if (spec.reuse && (spec.codec || spec.dump))
+        return make_error(ErrorCode::kInternal, "internal error: a sweep with a codec or a dump reuses no runs");
     SweepResult out;
     for (size_t gi = 0; gi < groups.size(); ++gi) {
-        const auto& g = groups[gi];
-        const int64_t n = g.front().ranks;
+        const auto& all = groups[gi];
+        const int64_t n = all.front().ranks;
         if (spec.on_group) spec.on_group(gi, groups.size(), n);
+        // The paths that run; the others' rows come from spec.reuse.
+        std::vector<PathConfig> g;
+        std::vector<const RunRow*> reused(all.size(), nullptr);
+        for (size_t k = 0; k < all.size(); ++k) {
+            const PathConfig& c = all[k];
+            if (spec.reuse && !path_info(c.path).quantized)
+                for (const RunRow& r : *spec.reuse) {
+                    const PathConfig& o = r.config;
+                    if (o.path != c.path || o.ranks != c.ranks) continue;
+                    if (o.ranks_per_node != c.ranks_per_node || o.elements != c.elements || o.block != c.block ||
+                        o.accum != c.accum || o.divide != c.divide || o.rotation != c.rotation || o.seed != c.seed || o.codec)
+                        return make_error(ErrorCode::kInternal, "internal error: a reused run of " + std::string(path_info(c.path).name) +
+                                                                    " was made with other settings");
+                    reused[k] = &r;
+                }
+            if (!reused[k]) g.push_back(c);
+        }
+        if (g.empty()) {
+            for (size_t k = 0; k < all.size(); ++k) {
+                out.runs.push_back(*reused[k]);
+                out.runs.back().config = all[k];
+            }
+            continue;
+        }
         std::unique_ptr<collectives::Inputs> inputs;
         if (spec.file) inputs = std::make_unique<collectives::ArrayInputs>(spec.file->data, spec.elements, spec.file_name);
+        else if (spec.table && spec.table->ranks() >= n && spec.table->elements() >= spec.elements)
+            inputs = std::make_unique<TableView>(*spec.table);
         else inputs = std::make_unique<collectives::GeneratedInputs>(spec.dist, spec.seed);
         if (spec.codec && spec.codec->input_type() != kernels::ValueType::kBinary32)
             inputs = std::make_unique<CastInputs>(std::move(inputs), spec.codec->input_type());
@@ -262,6 +301,8 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
                 const OutputRow* prev = nullptr;
                 int64_t prev_wrong = 0;
                 std::vector<int32_t> got;
+                const OutputRow* kof_row = nullptr;  // the row `got` holds contribution_k_of's answer for
+                bool kof_others = false;
                 // A reduce path's table is the same for every row of the column: made once (O(N)).
                 const std::vector<int32_t> want_all = gather ? std::vector<int32_t>{} : expected_ks(g[k], rec.first);
                 for (const auto& row : rec.outputs) {
@@ -278,7 +319,13 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
                     if (gather && rec.len > 0) {
                         lo = (rec.first) / g[k].shard();
                         hi = (rec.first + rec.len - 1) / g[k].shard();
-                        if (contribution_k_of(rec, row, n, lo, hi, got, others) && !others) {
+                        // A row whose events extend those `got` was counted for (a chain) adds only its new ones.
+                        const size_t from = kof_row != nullptr && extends_ledger(*kof_row, row) ? kof_row->event_ids.size() : 0;
+                        others = kof_others;
+                        const bool ok = contribution_k_of(rec, row, n, lo, hi, got, others, from);
+                        kof_row = ok ? &row : nullptr;
+                        kof_others = others;
+                        if (ok && !others) {
                             base = lo;
                             kc.first += n - (hi - lo + 1);  // the non-owners: 0 = 0
                         } else {
@@ -286,6 +333,7 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
                         }
                     }
                     if (others) {
+                        kof_row = nullptr;
                         got = contribution_k(rec, row, n);
                         lo = 0;
                         hi = n - 1;
@@ -332,6 +380,7 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
                 if (me == 0) *spec.dump = std::move(*all);
             }
         }
+        std::vector<RunRow> made;
         for (size_t k = 0; k < g.size(); ++k) {
             RunRow r;
             r.config = g[k];
@@ -395,7 +444,15 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
                 r.k_mismatches += wrong;
             }
             r.first_k_mismatch = kfirst[k];
-            out.runs.push_back(std::move(r));
+            made.push_back(std::move(r));
+        }
+        for (size_t k = 0, next = 0; k < all.size(); ++k) {  // in the group's path order, reused or made
+            if (reused[k]) {
+                out.runs.push_back(*reused[k]);
+                out.runs.back().config = all[k];
+            } else {
+                out.runs.push_back(std::move(made[next++]));
+            }
         }
     }
 

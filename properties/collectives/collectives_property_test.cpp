@@ -509,3 +509,26 @@ TEST(Transport, ReceiveOfWhatWasNeverSentIsAnInternalError) {
         EXPECT_EQ(f.error.message, "internal error: rank 1 waits for a message from rank 0 that was never sent");
     }
 }
+
+// The gate keeps each distribution's inputs in a GeneratedTable (issue 16): any range of any rank
+// must read the generator's own bits, for every distribution.
+RC_GTEST_PROP(Inputs, GeneratedTableHoldsTheGeneratorsBits, ()) {
+    const auto& dists = qt::kernels::all_distributions();
+    const auto d = *rc::gen::elementOf(dists);
+    const auto seed = *rc::gen::arbitrary<uint64_t>();
+    const int64_t ranks = *rc::gen::inRange<int64_t>(1, 40);
+    const int64_t m = *rc::gen::inRange<int64_t>(1, 600);
+    const qt::collectives::GeneratedTable table(d, seed, ranks, m);
+    const qt::collectives::GeneratedInputs gen(d, seed);
+    RC_ASSERT(table.ranks() == ranks);
+    RC_ASSERT(table.elements() == m);
+    for (int trial = 0; trial < 8; ++trial) {
+        const int64_t r = *rc::gen::inRange<int64_t>(0, ranks);
+        const int64_t first = *rc::gen::inRange<int64_t>(0, m);
+        const int64_t len = *rc::gen::inRange<int64_t>(0, m - first + 1);
+        std::vector<float> a(static_cast<size_t>(len)), b(static_cast<size_t>(len));
+        table.fill(r, first, len, a.data());
+        gen.fill(r, first, len, b.data());
+        RC_ASSERT(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+    }
+}

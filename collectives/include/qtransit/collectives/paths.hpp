@@ -37,6 +37,21 @@ private:
     uint64_t seed_;
 };
 
+// The generator's values for ranks [0, ranks) and elements [0, elements), computed once and kept
+// (ranks * elements * 4 bytes): the same bits as GeneratedInputs, for runs that read them again and
+// again (the gate reads a distribution's inputs once per format, issue 16).
+class GeneratedTable final : public Inputs {
+public:
+    GeneratedTable(kernels::Distribution d, uint64_t seed, int64_t ranks, int64_t elements);
+    void fill(int64_t rank, int64_t first, int64_t len, float* out) const override;
+    int64_t ranks() const { return ranks_; }
+    int64_t elements() const { return m_; }
+
+private:
+    int64_t ranks_, m_;
+    std::vector<float> x_;
+};
+
 // Every rank's input in memory, row-major [N][M] (from a .npy file, or a test).
 class ArrayInputs final : public Inputs {
 public:

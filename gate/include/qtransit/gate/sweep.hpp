@@ -5,11 +5,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "qtransit/collectives/paths.hpp"
 #include "qtransit/collectives/transport.hpp"
 #include "qtransit/common/transit.hpp"
 #include "qtransit/kernels/inputs.hpp"
@@ -18,37 +20,6 @@
 #include "qtransit/reference/checker.hpp"
 
 namespace qtransit::gate {
-
-struct SweepSpec {
-    std::vector<PathKind> paths;
-    std::vector<int64_t> ranks;          // one run of every path per N
-    int64_t ranks_per_node = 0;          // 0: 8 when 8 divides N, else N (one node)
-    int64_t elements = 0;                // M per rank
-    FormatSpec format{};
-    std::vector<FormatSpec> stage_formats;  // one per stage (PathConfig::stage_formats); empty: format for all
-    int64_t block = kDefaultBlock;
-    Accum accum = Accum::kFp32;
-    Divide divide = Divide::kNone;       // where a mean's 1/N goes (reduce paths; D27)
-    Rotation rotation = Rotation::kEachHop;  // a rotated format's sums (D28)
-    kernels::Distribution dist = kernels::Distribution::kNormal;
-    uint64_t seed = 1;
-    const kernels::NpyArray* file = nullptr;  // inputs [N, M] instead of the generator (one N)
-    std::string file_name = "input";          // what messages about its values name
-    int threads = 0;                     // 0: every hardware thread
-    collectives::Backend backend = collectives::Backend::kCpu;  // device backends run one thread
-    // When set (one path, one N): every output row written here, [N, S] for a reduce-scatter or
-    // [N, M] for the others, and its shape.
-    std::vector<float>* dump = nullptr;
-    std::vector<int64_t>* dump_shape = nullptr;
-    // Called before each N's group of paths starts: (group index, groups, N).
-    std::function<void(size_t, size_t, int64_t)> on_group;
-    // When set: every output row's k per contributor (contribution_k, from the ledger) is compared
-    // with NUMERICS.md section 3's table (expected_k); RunRow::k_mismatches counts the differences.
-    bool check_k = false;
-    // A codec plugin run in place of qtransit's kernels (its format is `format`). Inputs are cast to
-    // its input type first, as a framework's tensors already are.
-    std::shared_ptr<const kernels::PluginCodec> codec;
-};
 
 struct RunRow {
     PathConfig config;
@@ -72,6 +43,45 @@ struct RunRow {
     // process's schedule CPU time / N (each rank's share is the same for the symmetric paths; for
     // the owner-heavy gathers it is the mean share); the median and the largest over the ranks.
     double check_to_collective = 0, check_to_collective_max = 0;
+};
+
+struct SweepSpec {
+    std::vector<PathKind> paths;
+    std::vector<int64_t> ranks;          // one run of every path per N
+    int64_t ranks_per_node = 0;          // 0: 8 when 8 divides N, else N (one node)
+    int64_t elements = 0;                // M per rank
+    FormatSpec format{};
+    std::vector<FormatSpec> stage_formats;  // one per stage (PathConfig::stage_formats); empty: format for all
+    int64_t block = kDefaultBlock;
+    Accum accum = Accum::kFp32;
+    Divide divide = Divide::kNone;       // where a mean's 1/N goes (reduce paths; D27)
+    Rotation rotation = Rotation::kEachHop;  // a rotated format's sums (D28)
+    kernels::Distribution dist = kernels::Distribution::kNormal;
+    uint64_t seed = 1;
+    const kernels::NpyArray* file = nullptr;  // inputs [N, M] instead of the generator (one N)
+    std::string file_name = "input";          // what messages about its values name
+    // The generator's values computed once (`dist` and `seed`, at least every N's ranks and M
+    // elements): the same bits as generating them, shared by the sweeps that read them (the gate's).
+    std::shared_ptr<const collectives::GeneratedTable> table;
+    // Runs of paths that quantize nothing (fp32-ring-rs), made by an earlier sweep with the same
+    // inputs, N, sizes and options but another format: taken as they are (their config becomes this
+    // sweep's) instead of being run again, since no format enters them. Matched by path and N; a
+    // row whose other settings differ, or any reuse with a codec (it casts the inputs), is refused.
+    const std::vector<RunRow>* reuse = nullptr;
+    int threads = 0;                     // 0: every hardware thread
+    collectives::Backend backend = collectives::Backend::kCpu;  // device backends run one thread
+    // When set (one path, one N): every output row written here, [N, S] for a reduce-scatter or
+    // [N, M] for the others, and its shape.
+    std::vector<float>* dump = nullptr;
+    std::vector<int64_t>* dump_shape = nullptr;
+    // Called before each N's group of paths starts: (group index, groups, N).
+    std::function<void(size_t, size_t, int64_t)> on_group;
+    // When set: every output row's k per contributor (contribution_k, from the ledger) is compared
+    // with NUMERICS.md section 3's table (expected_k); RunRow::k_mismatches counts the differences.
+    bool check_k = false;
+    // A codec plugin run in place of qtransit's kernels (its format is `format`). Inputs are cast to
+    // its input type first, as a framework's tensors already are.
+    std::shared_ptr<const kernels::PluginCodec> codec;
 };
 
 struct FitRow {
