@@ -15,7 +15,7 @@ REPORT_DIR ?= qtransit-report
 # The test `deps_installed` (scripts/check-deps) fails when the build finds a package, or a test runs
 # a program, that these lists do not install.
 PACKAGES := g++ cmake ninja-build libgtest-dev libgmock-dev librapidcheck-dev libboost-dev libeigen3-dev \
-            libbenchmark-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev \
+            libbenchmark-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libmimalloc-dev \
             openmpi-bin libopenmpi-dev python3
 # What only `make test` needs: Chromium renders report.html in properties/reports; clang and its
 # runtime (libFuzzer, the sanitizers) build and run the fuzz targets of properties/fuzz.

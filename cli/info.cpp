@@ -9,6 +9,10 @@
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/gpu.hpp"
 
+#if QTRANSIT_HAVE_MIMALLOC
+#include <mimalloc.h>
+#endif
+
 namespace qtransit::cli {
 namespace {
 
@@ -25,6 +29,16 @@ std::string cpu_variant() {
 #endif
 }
 
+// The allocator the command runs on (CMakeLists.txt: mimalloc when the build found it).
+std::string allocator() {
+#if QTRANSIT_HAVE_MIMALLOC
+    const int v = mi_version();
+    return "mimalloc " + std::to_string(v / 100) + "." + std::to_string(v / 10 % 10) + "." + std::to_string(v % 10);
+#else
+    return "the C library's malloc";
+#endif
+}
+
 }  // namespace
 
 int run_info(bool json) {
@@ -34,6 +48,7 @@ int run_info(bool json) {
         nlohmann::json j;
         j["version"] = QTRANSIT_VERSION;
         j["cpu"] = {{"variant", cpu_variant()}, {"hardware_threads", std::thread::hardware_concurrency()}};
+        j["allocator"] = allocator();
         j["cuda"] = {{"compiled", b.cuda}, {"archs", b.cuda_archs}, {"toolkit_version", b.cuda_toolkit_version},
                      {"kernels", b.kernels}};
         j["nccl"] = {{"linked", b.nccl}, {"version", b.nccl_version}};
@@ -49,6 +64,7 @@ int run_info(bool json) {
     }
     std::printf("qtransit %s\n", QTRANSIT_VERSION);
     std::printf("CPU backend   %s, %u hardware threads\n", cpu_variant().c_str(), std::thread::hardware_concurrency());
+    std::printf("allocator     %s\n", allocator().c_str());
     if (b.cuda) {
         std::printf("CUDA backend  compiled for sm_%s (toolkit %d.%d), no FMA contraction, IEEE div/sqrt (but ds-encode-fast-math: --use_fast_math, D23)\n",
                     b.cuda_archs.c_str(), b.cuda_toolkit_version / 1000, (b.cuda_toolkit_version % 1000) / 10);
