@@ -199,8 +199,7 @@ public:
         e.contributors = std::move(who);
         e.x.assign(p.v.begin(), p.v.end());
         e.codes.resize(static_cast<size_t>(n));
-        for (int64_t i = 0; i < n; ++i)
-            e.codes[static_cast<size_t>(i)] = kernels::unpack_code(f, m.codes.data(), i);
+        kernels::unpack_block_codes(f, m.codes.data(), n, e.codes.data());
         e.column_offset = column_offset;
         p.p.ids.push_back(static_cast<int32_t>(n_events_ - 1));
         m.provenance = keep(std::move(p.p));
@@ -227,19 +226,25 @@ public:
     Partial decode(const Message& m) {
         Partial p;
         p.v.resize(static_cast<size_t>(m.len));
-        if (c_.codec && m.quantized) {
-            if (auto st = c_.codec->decode_block(m.codes.data(), m.len, c_.block, m.scale, m.offset, p.v.data()); !st)
-                throw ColumnFailure{st.error()};
-        } else if (dev_) {
-            if (auto st = dev_->decode(m, p.v.data()); !st) throw ColumnFailure{st.error()};
-            p.holder = m.dev_rank;
-        } else if (m.quantized)
-            kernels::decode_block(m.format ? *m.format : c_.format, m.codes.data(), m.len, m.scale, m.offset, p.v.data(),
-                                  kernels::SignKey{c_.seed, m.sign_first});
-        else
-            p.v = m.raw;
+        decode_to(m, p.v.data());
+        if (dev_ && !(c_.codec && m.quantized)) p.holder = m.dev_rank;
         p.p = provenance_[static_cast<size_t>(m.provenance)];
         return p;
+    }
+
+    // The message's values into out[0, m.len).
+    void decode_to(const Message& m, float* out) {
+        if (c_.codec && m.quantized) {
+            if (auto st = c_.codec->decode_block(m.codes.data(), m.len, c_.block, m.scale, m.offset, out); !st)
+                throw ColumnFailure{st.error()};
+        } else if (dev_) {
+            if (auto st = dev_->decode(m, out); !st) throw ColumnFailure{st.error()};
+        } else if (m.quantized) {
+            kernels::decode_block(m.format ? *m.format : c_.format, m.codes.data(), m.len, m.scale, m.offset, out,
+                                  kernels::SignKey{c_.seed, m.sign_first});
+        } else {
+            std::copy(m.raw.begin(), m.raw.end(), out);
+        }
     }
 
     // The first term of a sum: under fp16 (bf16) accumulation it is rounded to binary16 (bfloat16)
@@ -305,8 +310,29 @@ public:
     // An output row: what `rank` holds for this column (end to end, D28: rotated back once).
     void emit(int64_t rank, const Partial& p) {
         OutputRow& row = new_row();
-        row.rank = rank;
         row.values.assign(p.v.begin(), p.v.end());
+        finish_row(row, rank, p.p);
+    }
+
+    // Rows [first, first + count) of the record, made now and filled later in any order by
+    // emit_decoded: a gather's rows are in rank order, its ring visits the ranks from the owner on.
+    size_t reserve_rows(int64_t count) {
+        const size_t first = n_rows_;
+        for (int64_t r = 0; r < count; ++r) (void)new_row();
+        return first;
+    }
+
+    // emit(rank, decode(m)) into the reserved row `index`, without the Partial between: the message
+    // decoded straight into the row, its provenance copied once.
+    void emit_decoded(size_t index, int64_t rank, const Message& m) {
+        OutputRow& row = rec_.outputs[index];
+        row.values.resize(static_cast<size_t>(m.len));
+        decode_to(m, row.values.data());
+        finish_row(row, rank, provenance_[static_cast<size_t>(m.provenance)]);
+    }
+
+    void finish_row(OutputRow& row, int64_t rank, const Provenance& prov) {
+        row.rank = rank;
         if (rot_)
             kernels::hadamard_inverse(row.values.data(), len_, c_.format.decl->random_signs, kernels::SignKey{c_.seed, first_});
         if (c_.divide == Divide::kPost) {  // D27: the result scaled by 1/N in the path's element type
@@ -314,13 +340,13 @@ public:
             const Accum t = division_type(c_);
             for (float& v : row.values) v = kernels::divide_round(v, n, t);
         }
-        row.event_ids.assign(p.p.ids.begin(), p.p.ids.end());
-        row.rounding_ids.assign(p.p.rids.begin(), p.p.rids.end());
-        row.add_abs_sum.assign(p.p.add_abs.begin(), p.p.add_abs.end());
-        row.add_count.assign(p.p.add_n.begin(), p.p.add_n.end());
+        row.event_ids.assign(prov.ids.begin(), prov.ids.end());
+        row.rounding_ids.assign(prov.rids.begin(), prov.rids.end());
+        row.add_abs_sum.assign(prov.add_abs.begin(), prov.add_abs.end());
+        row.add_count.assign(prov.add_n.begin(), prov.add_n.end());
         if (low_) {
-            row.term_round_abs_sum.assign(p.p.tr_abs.begin(), p.p.tr_abs.end());
-            row.term_round_count.assign(p.p.tr_n.begin(), p.p.tr_n.end());
+            row.term_round_abs_sum.assign(prov.tr_abs.begin(), prov.tr_abs.end());
+            row.term_round_count.assign(prov.tr_n.begin(), prov.tr_n.end());
         } else {
             row.term_round_abs_sum.clear();
             row.term_round_count.clear();
@@ -582,16 +608,19 @@ Partial tree_reduce(Column& col, const std::vector<Partial>& x, int64_t c) {
 
 // A ring all-gather of one encoded block from `owner`: the codes travel owner -> owner+1 -> ...
 // unchanged; every rank (owner included) decodes them.
-void ring_broadcast_codes(Column& col, Message&& m, int64_t owner, std::vector<Partial>& held) {
+// Every rank's output row is what it decodes: emitted in rank order (rows reserved first), each
+// decoded into its row as the ring reaches it.
+void ring_broadcast_emit(Column& col, Message&& m, int64_t owner) {
     const int64_t n = col.config().ranks;
     Transport& t = col.transport();
-    held[static_cast<size_t>(owner)] = col.decode(m);
+    const size_t rows = col.reserve_rows(n);
+    col.emit_decoded(rows + static_cast<size_t>(owner), owner, m);
     Message cur = std::move(m);
     for (int64_t h = 1; h < n; ++h) {
         const int64_t from = mod(owner + h - 1, n), to = mod(owner + h, n);
         t.send(from, to, Column::forward(cur));
         cur = t.recv(to, from);
-        held[static_cast<size_t>(to)] = col.decode(cur);
+        col.emit_decoded(rows + static_cast<size_t>(to), to, cur);
     }
 }
 
@@ -632,11 +661,7 @@ void run_reduce_scatter(Column& col, PathKind path) {
 
 // An all-reduce's second half: the owner's message travels the ring unchanged and every rank
 // (the owner too) holds what it decodes.
-void gather_to_all(Column& col, Message&& m, int64_t owner) {
-    std::vector<Partial> held(static_cast<size_t>(col.config().ranks));
-    ring_broadcast_codes(col, std::move(m), owner, held);
-    for (size_t r = 0; r < held.size(); ++r) col.emit(static_cast<int64_t>(r), held[r]);
-}
+void gather_to_all(Column& col, Message&& m, int64_t owner) { ring_broadcast_emit(col, std::move(m), owner); }
 
 // two-shot-ar: a2a-rs, then the owner quantizes the reduced block once and it is ring-gathered.
 void run_two_shot(Column& col) {
@@ -737,11 +762,13 @@ void run_all_gather(Column& col, bool requant) {
     Transport& t = col.transport();
     Partial w = col.input(owner);
     col.set_contributions_gather(w.v, block_absmax_of(w.v));
-    std::vector<Partial> held(static_cast<size_t>(n));
     Message m = col.quantize(std::move(w), 0, owner, mod(owner + 1, n), ring_range(owner, 1));
     if (!requant) {
-        ring_broadcast_codes(col, std::move(m), owner, held);
-    } else {
+        ring_broadcast_emit(col, std::move(m), owner);
+        return;
+    }
+    std::vector<Partial> held(static_cast<size_t>(n));
+    {
         held[static_cast<size_t>(owner)] = col.decode(m);
         for (int64_t h = 1; h < n; ++h) {
             const int64_t from = mod(owner + h - 1, n), to = mod(owner + h, n);
@@ -800,7 +827,7 @@ void run_hpz(Column& col, bool requant) {
     // Backward: local rank l of every node holds the secondary shard [l M/G, (l+1) M/G) of F and
     // gathers it around its node's ring.
     const int64_t l = first / (c.elements / g);
-    std::vector<Partial> held(static_cast<size_t>(n));
+    const size_t rows = col.reserve_rows(n);  // rank order; each filled as its node's ring reaches it
     for (int64_t node = 0; node < t.nodes(); ++node) {
         const int64_t holder = t.rank_of(node, l);
         Partial fh(f);
@@ -813,16 +840,15 @@ void run_hpz(Column& col, bool requant) {
         } else {
             m = col.raw(std::move(fh));
         }
-        held[static_cast<size_t>(holder)] = col.decode(m);
+        col.emit_decoded(rows + static_cast<size_t>(holder), holder, m);
         Message cur = std::move(m);
         for (int64_t h = 1; h < g; ++h) {
             const int64_t from = t.rank_of(node, (l + h - 1) % g), to = t.rank_of(node, (l + h) % g);
             t.send(from, to, Column::forward(cur));
             cur = t.recv(to, from);
-            held[static_cast<size_t>(to)] = col.decode(cur);
+            col.emit_decoded(rows + static_cast<size_t>(to), to, cur);
         }
     }
-    for (int64_t r = 0; r < n; ++r) col.emit(r, held[static_cast<size_t>(r)]);
 }
 
 }  // namespace

@@ -306,7 +306,8 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
                 // A reduce path's table is the same for every row of the column: made once (O(N)).
                 const std::vector<int32_t> want_all = gather ? std::vector<int32_t>{} : expected_ks(g[k], rec.first);
                 for (const auto& row : rec.outputs) {
-                    if (prev != nullptr && holder_free && same_ledger_shape(rec, *prev, row)) {
+                    if (prev != nullptr && holder_free &&
+                        ((prev->event_ids == row.event_ids && prev->rounding_ids == row.rounding_ids) || same_ledger_shape(rec, *prev, row))) {
                         kc.first += n;
                         kc.second += prev_wrong;
                         continue;

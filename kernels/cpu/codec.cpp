@@ -554,6 +554,26 @@ int32_t unpack_code(const FormatSpec& f, const uint8_t* block_bytes, int64_t i) 
     return unpack_one(kind_of(f), f.bits, block_bytes, i);
 }
 
+QT_MULTIVERSION void unpack_block_codes(const FormatSpec& f, const uint8_t* block_bytes, int64_t n, int32_t* out) {
+    if (f.kind == FormatKind::kDecl) {
+        for (int64_t i = 0; i < n; ++i) out[i] = decl_unpack(*f.decl, block_bytes, i);
+        return;
+    }
+    const Kind k = kind_of(f);
+    const int bits = f.bits;
+    switch (k) {  // one loop per kind (unpack_one's tests of kind out of the loop)
+        case Kind::kSym:
+            for (int64_t i = 0; i < n; ++i) out[i] = unpack_one(Kind::kSym, bits, block_bytes, i);
+            break;
+        case Kind::kAsym:
+            for (int64_t i = 0; i < n; ++i) out[i] = unpack_one(Kind::kAsym, bits, block_bytes, i);
+            break;
+        default:
+            for (int64_t i = 0; i < n; ++i) out[i] = unpack_one(k, bits, block_bytes, i);
+            break;
+    }
+}
+
 Status validate_block(int64_t block) {
     if (block < 1)
         return make_error(ErrorCode::kInvalidArgument,
@@ -751,8 +771,24 @@ QT_INLINE void decode_sym4(const uint8_t* in, int64_t len, float s, float* out) 
         for (int64_t i = 0; i < m; ++i) out[i0 + i] = sym_decode(c[i], s);
     }
 }
+// decode_one of every code, its tests on the scale and the kind taken once per block (one loop per
+// kind: the switch inside decode_one kept every element's loop from being unswitched).
 QT_INLINE void decode_generic(Kind kind, int bits, const uint8_t* in, int64_t len, float scale, float lo, float* out) {
-    for (int64_t i = 0; i < len; ++i) out[i] = decode_one(kind, unpack_one(kind, bits, in, i), scale, lo);
+    if (scale != scale) {  // a poisoned block: quiet NaNs, as decode_one returns them
+        for (int64_t i = 0; i < len; ++i) out[i] = bits_f32(kQuietNanBits);
+        return;
+    }
+    switch (kind) {
+        case Kind::kSym:
+            for (int64_t i = 0; i < len; ++i) out[i] = sym_decode(unpack_one(Kind::kSym, bits, in, i), scale);
+            break;
+        case Kind::kAsym:
+            for (int64_t i = 0; i < len; ++i) out[i] = asym_decode(unpack_one(Kind::kAsym, bits, in, i), scale, lo);
+            break;
+        default:
+            for (int64_t i = 0; i < len; ++i) out[i] = decode_one(kind, unpack_one(kind, bits, in, i), scale, lo);
+            break;
+    }
 }
 
 struct DecodeJob {

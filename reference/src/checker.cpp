@@ -193,6 +193,36 @@ float abs_max(std::span<const float> x) {
     return a;
 }
 
+// ---- a column's contributions, row by row (PathChecker::add) ----------------------------------------
+// Compiled for AVX-512, AVX2 and baseline x86-64, picked at load time: integer loops, so every
+// version gives the same bits.
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define QT_REF_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define QT_REF_MULTIVERSION
+#endif
+
+// Over a row's |x| as bits: the largest (inf and NaN above every finite), the largest that is a
+// number (not NaN: the float absmax, as max over |x| passing NaNs over), the smallest non-zero.
+struct RowScan {
+    uint32_t top = 0, top_number = 0, lo = 0x7F800000u;
+};
+QT_REF_MULTIVERSION RowScan scan_row(const float* x, size_t n) {
+    uint32_t top = 0, num = 0, lo = 0x7F800000u;
+    for (size_t i = 0; i < n; ++i) {
+        const uint32_t b = std::bit_cast<uint32_t>(x[i]) & 0x7FFFFFFFu;
+        top = std::max(top, b);
+        num = std::max(num, b <= 0x7F800000u ? b : 0u);
+        lo = std::min(lo, b != 0 ? b : 0xFFFFFFFFu);
+    }
+    return {top, num, lo};
+}
+
+// t[i] += x[i] 2^-e_min as an integer (exact where PathChecker::add uses it).
+QT_REF_MULTIVERSION void add_scaled_row(const float* x, size_t n, double up, int64_t* t) {
+    for (size_t i = 0; i < n; ++i) t[i] += static_cast<int64_t>(static_cast<double>(x[i]) * up);
+}
+
 // ---- declared formats (docs/FORMATS.md section 6; reference/src/decl.cpp derives E) ----------------
 //
 // decl_at mirrors reference::element_bound (decl.cpp's decl_element_bound) term by term in binary64:
@@ -200,39 +230,64 @@ float abs_max(std::span<const float> x) {
 // significands), the binade j of the float step is found by exact comparisons (so the step is the
 // exact one), sums are rounded to nearest and differences upwards (add_up), so the result is within
 // the documented factor of the exact E (section 0).
-double decl_at(const Decl& d, float x, float s, float lo) {
-    if (s == 0) return 0;
-    const float w = d.offset_min ? x - lo : x;  // fl32(x - lo): binary32 RNE (no contraction)
-    const double dw = w, aw = std::fabs(dw), ds = s;
+// What decl_at reads of a block's scale: the same for every element of the block, so computed
+// once per event (the operations decl_at did for each element, in the same order: the same bits).
+struct DeclScale {
+    double ds = 0;
+    bool zero = true, pow2 = false, nearest = true;
+    double lo126 = 0, hi = 0, tiny = 0, step_int = 0, vmax = 0, vmin = 0, vabs = 0;
+    int e_ds = 0;
+};
+
+DeclScale decl_scale_of(const Decl& d, float s) {
+    DeclScale c;
+    c.zero = s == 0;
+    if (c.zero) return c;
+    c.ds = s;
     const uint32_t sb = std::bit_cast<uint32_t>(s);
-    const bool pow2 = (sb & 0x7FFFFFu) == 0 || ((sb >> 23) == 0 && std::popcount(sb) == 1);
-    const bool exact_div = pow2 && (w == 0 || (aw >= ds * 0x1p-126 && aw <= ds * kFltMax));
-    const double t = exact_div ? 0 : kU * aw + ds * 0x1p-150;
+    c.pow2 = (sb & 0x7FFFFFu) == 0 || ((sb >> 23) == 0 && std::popcount(sb) == 1);
+    c.lo126 = c.ds * 0x1p-126;
+    c.hi = c.ds * kFltMax;
+    c.tiny = c.ds * 0x1p-150;
+    c.nearest = d.rounding != Rounding::kTowardZero && d.rounding != Rounding::kStochastic;
+    // ds >= 2^-149 and m >= ds 2^-126 are normal doubles, and so is every ds 2^j below (j within
+    // [-300, 300]): exponent_of is ilogb, and the products by pow2_double are ldexp, exactly.
+    if (d.elem == ElemType::kInt) c.step_int = c.ds * pow2_double(-d.fraction_bits);
+    c.e_ds = exponent_of(c.ds);
+    c.vmax = c.ds * d.vmax;
+    c.vmin = c.ds * d.vmin;
+    const double vabs = std::max(std::fabs(static_cast<double>(d.vmin)), std::fabs(static_cast<double>(d.vmax)));
+    c.vabs = c.ds * vabs;
+    return c;
+}
+
+double decl_at(const Decl& d, const DeclScale& c, float x, float lo) {
+    if (c.zero) return 0;
+    const float w = d.offset_min ? x - lo : x;  // fl32(x - lo): binary32 RNE (no contraction)
+    const double dw = w, aw = std::fabs(dw), ds = c.ds;
+    const bool exact_div = c.pow2 && (w == 0 || (aw >= c.lo126 && aw <= c.hi));
+    const double t = exact_div ? 0 : kU * aw + c.tiny;
     double sel = 0;
     if (d.elem == ElemType::kTable) {
         double dist = kInf;
         for (int i = 0; i < d.table_size; ++i) dist = std::min(dist, std::fabs(dw - ds * d.table[i]));
         sel = dist + 2 * t;
     } else {
-        const bool nearest = d.rounding != Rounding::kTowardZero && d.rounding != Rounding::kStochastic;
         double step_s = 0;
-        // ds >= 2^-149 and m >= ds 2^-126 are normal doubles, and so is every ds 2^j below (j within
-        // [-300, 300]): exponent_of is ilogb, and the products by exp2i are ldexp, exactly.
         if (d.elem == ElemType::kInt) {
-            step_s = ds * pow2_double(-d.fraction_bits);
+            step_s = c.step_int;
         } else {
-            const double m = std::max(aw * (1 + kU), ds * 0x1p-126);  // both exact
-            int j = exponent_of(m) - exponent_of(ds);
+            const double m = std::max(aw * (1 + kU), c.lo126);  // both exact
+            int j = exponent_of(m) - c.e_ds;
             if (ds * pow2_double(j) > m) --j;
             step_s = ds * pow2_double(std::max(j, 1 - d.bias) - d.man_bits);
         }
-        const double top = add_up(add_up(dw, t), -(ds * d.vmax));
-        const double bot = add_up(add_up(ds * d.vmin, -dw), t);
+        const double top = add_up(add_up(dw, t), -c.vmax);
+        const double bot = add_up(add_up(c.vmin, -dw), t);
         const double x_ex = std::max({0.0, top, bot});
-        sel = t + std::max((nearest ? 0.5 : 1.0) * step_s, x_ex);
+        sel = t + std::max((c.nearest ? 0.5 : 1.0) * step_s, x_ex);
     }
-    const double vabs = std::max(std::fabs(static_cast<double>(d.vmin)), std::fabs(static_cast<double>(d.vmax)));
-    const double y = std::min(aw + sel, ds * vabs);
+    const double y = std::min(aw + sel, c.vabs);
     const double tdec = std::min(sel, std::max(kU * y + 0x1p-150, add_up(y, -kFltMax)));
     if (!d.offset_min) return sel + tdec;
     const double tsub = kU * std::fabs(static_cast<double>(x) - static_cast<double>(lo)) + 0x1p-150;
@@ -241,6 +296,8 @@ double decl_at(const Decl& d, float x, float s, float lo) {
     if (mag >= kFltMax * (1 - 0x1p-40)) return ep + ep;  // decided conservatively, as for D9
     return ep + std::min(ep, kU * mag + 0x1p-150);
 }
+
+double decl_at(const Decl& d, float x, float s, float lo) { return decl_at(d, decl_scale_of(d, s), x, lo); }
 
 // e(a) of a declared format: a bound of decl_element_bound over every block of absmax <= a (with an
 // offset: every |x| <= a, so R <= 2a). Term by term (names as in decl.cpp's derivation):
@@ -334,8 +391,9 @@ double rotated_at(const Decl& d, std::span<const float> x, float s, uint64_t see
     y.assign(x.begin(), x.end());
     rotate_forward(y, d.random_signs, seed, first);
     double se = 0, sy = 0, sx = 0;
+    const DeclScale c = decl_scale_of(d, s);
     for (int64_t j = 0; j < n; ++j) {
-        se += decl_at(d, y[static_cast<size_t>(j)], s, 0.0f);
+        se += decl_at(d, c, y[static_cast<size_t>(j)], 0.0f);
         sy += std::fabs(static_cast<double>(y[static_cast<size_t>(j)]));
         sx += std::fabs(static_cast<double>(x[static_cast<size_t>(j)]));
     }
@@ -874,15 +932,9 @@ void PathChecker::add(const ColumnRecord& col) {
     int e_min = std::numeric_limits<int>::max();
     float col_max = 0;
     for (int64_t r = 0; r < col.contribution_rows; ++r) {
-        const float* x = col.contributions.data() + r * len;
-        float fa = 0;
-        uint32_t top = 0, lo = 0x7F800000u;  // |x| as bits: the largest (inf, NaN above every finite), the smallest non-zero
-        for (size_t i = 0; i < ulen; ++i) {
-            const uint32_t b = std::bit_cast<uint32_t>(x[i]) & 0x7FFFFFFFu;
-            fa = std::max(fa, std::fabs(x[i]));  // a NaN is passed over, as it always was
-            top = std::max(top, b);
-            if (b != 0) lo = std::min(lo, b);
-        }
+        const RowScan rs = scan_row(col.contributions.data() + r * len, ulen);
+        const float fa = std::bit_cast<float>(rs.top_number);  // a NaN is passed over, as it always was
+        const uint32_t top = rs.top, lo = rs.lo;
         const bool finite = top < 0x7F800000u;
         if (!finite) finite_inputs = false;
         absmax_[static_cast<size_t>(r)] = fa;
@@ -906,10 +958,7 @@ void PathChecker::add(const ColumnRecord& col) {
     if (int_sum_) {
         const double up = pow2_double(-e_min);
         tint_.assign(ulen, 0);
-        for (int64_t r = 0; r < col.contribution_rows; ++r) {
-            const float* x = col.contributions.data() + r * len;
-            for (size_t i = 0; i < ulen; ++i) tint_[i] += static_cast<int64_t>(static_cast<double>(x[i]) * up);  // exact (above)
-        }
+        for (int64_t r = 0; r < col.contribution_rows; ++r) add_scaled_row(col.contributions.data() + r * len, ulen, up, tint_.data());
         const double down = pow2_double(e_min);
         for (size_t i = 0; i < ulen; ++i) target[i] = static_cast<double>(tint_[i]) * down;  // RN, then exact scaling
     } else {
@@ -1031,7 +1080,9 @@ void PathChecker::add(const ColumnRecord& col) {
             bool others = false;
             int64_t base = 0;
             bool fresh = false;  // ks computed for this row (else the previous row's: the same k)
-            if (prev_row == nullptr || !same_ledger_shape(col, *prev_row, row)) {
+            // The same ids as the row ks was computed for: the same k (a memcmp, before the event-by-event test).
+            const bool same = prev_row != nullptr && prev_row->event_ids == row.event_ids && prev_row->rounding_ids == row.rounding_ids;
+            if (!same && (prev_row == nullptr || !same_ledger_shape(col, *prev_row, row))) {
                 fresh = true;
                 // A row whose events extend those ks was counted for (a chain) adds only its new ones.
                 const size_t from = gather && kof_row != nullptr && extends_ledger(*kof_row, row) ? kof_row->event_ids.size() : 0;
@@ -1113,6 +1164,10 @@ void PathChecker::add(const ColumnRecord& col) {
                 for (int64_t i = lo; i < hi; ++i) apost_[static_cast<size_t>(i)] = kInf;
             } else if (b.kind == FormatKind::kSym) {
                 for (int64_t i = lo; i < hi; ++i) apost_[static_cast<size_t>(i)] += b.sym;
+            } else if (b.kind == FormatKind::kDecl && !b.rotated) {  // EventBound::at, the scale's part once
+                const DeclScale c = decl_scale_of(*b.decl, b.decl_scale);
+                for (int64_t i = lo; i < hi; ++i)
+                    apost_[static_cast<size_t>(i)] += decl_at(*b.decl, c, ev.x[static_cast<size_t>(i + off)], b.decl_lo);
             } else {
                 for (int64_t i = lo; i < hi; ++i)
                     apost_[static_cast<size_t>(i)] +=

@@ -19,6 +19,8 @@ inline Kind kind_of(const FormatSpec& f) { return static_cast<Kind>(static_cast<
 
 // The code of element i of a block's packed bytes, for any format (int32 as docs/FORMATS.md says).
 int32_t unpack_code(const FormatSpec& f, const uint8_t* block_bytes, int64_t i);
+// unpack_code of elements 0 .. n-1 of one block, into out (the simulation's ledger of every event).
+void unpack_block_codes(const FormatSpec& f, const uint8_t* block_bytes, int64_t n, int32_t* out);
 
 // The wire form of a quantized tensor: block j's codes start at byte j * code_bytes(block).
 struct EncodedTensor {
