@@ -264,17 +264,26 @@ public:
             device_add(acc, std::move(term));
             return;
         }
-        for (size_t i = 0; i < acc.v.size(); ++i) {
-            float a = acc.v[i], b = term.v[i];
-            float r;
-            if (low_) {
-                b = round_term(acc, i, b);
-                r = kernels::accum_round(a + b, accum_);  // the correctly rounded sum of two values of the type (D11)
-            } else {
-                r = a + b;
+        if (!low_) {  // binary32: the sums, then their ledger (each element on its own: the same values as one loop)
+            const size_t n = acc.v.size();
+            float* av = acc.v.data();
+            const float* tv = term.v.data();
+            for (size_t i = 0; i < n; ++i) av[i] = av[i] + tv[i];
+            double* aa = acc.p.add_abs.data();
+            const double* ta = term.p.add_abs.data();
+            int32_t* an = acc.p.add_n.data();
+            const int32_t* tn = term.p.add_n.data();
+            for (size_t i = 0; i < n; ++i) {
+                aa[i] += ta[i] + std::abs(static_cast<double>(av[i]));
+                an[i] += tn[i] + 1;
             }
-            acc.v[i] = r;
-            merge_add(acc, term, i);
+        } else {
+            for (size_t i = 0; i < acc.v.size(); ++i) {
+                float a = acc.v[i], b = term.v[i];
+                b = round_term(acc, i, b);
+                acc.v[i] = kernels::accum_round(a + b, accum_);  // the correctly rounded sum of two values of the type (D11)
+                merge_add(acc, term, i);
+            }
         }
         acc.p.ids.insert(acc.p.ids.end(), term.p.ids.begin(), term.p.ids.end());
         merge_rounded(acc, term);

@@ -148,6 +148,7 @@ void check_path(PathKind path) {
     RC_TAG(qt::kernels::to_string(dist));
     const auto x = inputs_for(c, dist, seed);
     const auto mine = run_production(c, x);
+    int64_t chained = 0;  // rows whose owners' k was also counted on from the previous row's
     auto ref = qt::reference::run_path_plain(c, x);
     RC_ASSERT(ref.ok());
     RC_ASSERT(mine.size() == ref->size());
@@ -160,6 +161,8 @@ void check_path(PathKind path) {
         RC_ASSERT(m.rotated_sum == r.rotated_sum);
         RC_ASSERT(m.rotated_sum == (c.rotation == qt::Rotation::kEndToEnd));  // the ledger says which ran (D28)
         RC_ASSERT(m.outputs.size() == r.outputs.size());
+        std::vector<int32_t> prev_k;
+        bool prev_others = false, prev_ok = false;
         for (size_t row = 0; row < m.outputs.size(); ++row) {
             RC_ASSERT(m.outputs[row].rank == r.outputs[row].rank);
             for (int64_t e = 0; e < m.len; ++e) {
@@ -172,6 +175,31 @@ void check_path(PathKind path) {
             const auto km = qt::contribution_k(m, m.outputs[row], c.ranks);
             const auto kr = qt::contribution_k(r, r.outputs[row], c.ranks);
             RC_ASSERT(km == kr);
+            // A gather's owners' k (contribution_k_of) agrees with contribution_k, and counted on from
+            // the previous row where this row's events extend it (ring-ag-requant's chain), with the
+            // count from scratch.
+            if (qt::path_info(c.path).shape == qt::PathShape::kAllGather && m.len > 0) {
+                const int64_t lo = m.first / c.shard(), hi = (m.first + m.len - 1) / c.shard();
+                std::vector<int32_t> k1;
+                bool o1 = false;
+                const bool ok1 = qt::contribution_k_of(m, m.outputs[row], c.ranks, lo, hi, k1, o1);
+                if (ok1)
+                    for (int64_t j = lo; j <= hi; ++j) RC_ASSERT(k1[static_cast<size_t>(j - lo)] == km[static_cast<size_t>(j)]);
+                if (row > 0 && prev_ok && qt::extends_ledger(m.outputs[row - 1], m.outputs[row])) {
+                    std::vector<int32_t> k2 = prev_k;
+                    bool o2 = prev_others;
+                    const bool ok2 = qt::contribution_k_of(m, m.outputs[row], c.ranks, lo, hi, k2, o2, m.outputs[row - 1].event_ids.size());
+                    RC_ASSERT(ok2 == ok1);
+                    if (ok1) {
+                        RC_ASSERT(k2 == k1);
+                        RC_ASSERT(o2 == o1);
+                    }
+                    ++chained;
+                }
+                prev_k = k1;
+                prev_others = o1;
+                prev_ok = ok1;
+            }
             // Gathers carry only the shards' owners (for hpz a block may straddle two shards);
             // every other rank must have k = 0.
             std::vector<bool> owner(static_cast<size_t>(c.ranks), qt::path_info(c.path).shape != qt::PathShape::kAllGather);
@@ -197,6 +225,8 @@ void check_path(PathKind path) {
     if (s.nonfinite_outputs == 0 && !s.bound_holds) RC_FAIL("production: " + s.first_violation + "; reference schedule: " +
                                                            (check_ref.stats().bound_holds ? "holds" : check_ref.stats().first_violation));
     RC_ASSERT(check_ref.stats().bound_holds == s.bound_holds);
+    // ring-ag-requant's rows extend the previous row's chain but at the owner: the test above ran.
+    if (c.path == PathKind::kRingAgRequant && c.ranks >= 3) RC_ASSERT(chained > 0);
 }
 
 }  // namespace
