@@ -28,13 +28,17 @@ void GeneratedInputs::fill(int64_t rank, int64_t first, int64_t len, float* out)
 }
 
 GeneratedTable::GeneratedTable(kernels::Distribution d, uint64_t seed, int64_t ranks, int64_t elements)
-    : ranks_(ranks), m_(elements), x_(static_cast<size_t>(ranks * elements)) {
+    : ranks_(ranks), m_(elements), x_(static_cast<size_t>(ranks * ((elements + kTile - 1) / kTile) * kTile)) {
     // Rows split between the hardware threads: each value depends on its rank and index only.
     const int64_t parts = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::max<int64_t>(ranks, 1));
     auto rows = [&](int64_t part) {
-        for (int64_t r = part; r < ranks; r += parts)
-            kernels::generate_span(d, seed, static_cast<uint32_t>(r), 0,
-                                   std::span<float>(x_.data() + r * elements, static_cast<size_t>(elements)));
+        std::vector<float> row(static_cast<size_t>(elements));
+        for (int64_t r = part; r < ranks; r += parts) {
+            kernels::generate_span(d, seed, static_cast<uint32_t>(r), 0, row);
+            for (int64_t first = 0; first < elements; first += kTile)
+                std::memcpy(x_.data() + ((first / kTile) * ranks + r) * kTile, row.data() + first,
+                            static_cast<size_t>(std::min(kTile, elements - first)) * sizeof(float));
+        }
     };
     std::vector<std::thread> pool;
     for (int64_t t = 1; t < parts; ++t) pool.emplace_back(rows, t);
@@ -43,7 +47,13 @@ GeneratedTable::GeneratedTable(kernels::Distribution d, uint64_t seed, int64_t r
 }
 
 void GeneratedTable::fill(int64_t rank, int64_t first, int64_t len, float* out) const {
-    std::memcpy(out, x_.data() + rank * m_ + first, static_cast<size_t>(len) * sizeof(float));
+    while (len > 0) {  // tile by tile
+        const int64_t tile = first / kTile, off = first - tile * kTile, n = std::min(len, kTile - off);
+        std::memcpy(out, x_.data() + (tile * ranks_ + rank) * kTile + off, static_cast<size_t>(n) * sizeof(float));
+        out += n;
+        first += n;
+        len -= n;
+    }
 }
 
 void ArrayInputs::fill(int64_t rank, int64_t first, int64_t len, float* out) const {

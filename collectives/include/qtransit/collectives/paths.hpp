@@ -40,8 +40,12 @@ private:
 // The generator's values for ranks [0, ranks) and elements [0, elements), computed once and kept
 // (ranks * elements * 4 bytes): the same bits as GeneratedInputs, for runs that read them again and
 // again (the gate reads a distribution's inputs once per format, issue 16).
+// Laid out in tiles of kTile elements, every rank's tile t next to the others' ([tile][rank][kTile]):
+// a column of the paths (its elements for every rank) is one contiguous stretch to read, not N
+// strided ones.
 class GeneratedTable final : public Inputs {
 public:
+    static constexpr int64_t kTile = 32;
     GeneratedTable(kernels::Distribution d, uint64_t seed, int64_t ranks, int64_t elements);
     void fill(int64_t rank, int64_t first, int64_t len, float* out) const override;
     int64_t ranks() const { return ranks_; }
