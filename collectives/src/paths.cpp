@@ -350,6 +350,17 @@ public:
         finish_row(row, rank, provenance_[static_cast<size_t>(m.provenance)]);
     }
 
+    // Whether decode is the CPU kernel, a function of the message alone (not a user's codec, not
+    // a device): then equal messages decode to equal rows.
+    bool decodes_on_cpu() const { return dev_ == nullptr && !c_.codec; }
+
+    // Row `index` made a copy of the finished row `from` (the same message decoded), held by `rank`.
+    void emit_copy(size_t index, int64_t rank, size_t from) {
+        OutputRow& row = rec_.outputs[index];
+        row = rec_.outputs[from];
+        row.rank = rank;
+    }
+
     void finish_row(OutputRow& row, int64_t rank, const Provenance& prov) {
         row.rank = rank;
         if (rot_)
@@ -486,6 +497,16 @@ private:
 };
 
 int64_t mod(int64_t a, int64_t n) { return ((a % n) + n) % n; }
+
+// Two messages that decode alike: the same payload, metadata bits, format, sign key and ledger handle.
+bool same_payload(const Message& a, const Message& b) {
+    return a.len == b.len && a.quantized == b.quantized && a.codes == b.codes &&
+           std::bit_cast<uint32_t>(a.scale) == std::bit_cast<uint32_t>(b.scale) &&
+           std::bit_cast<uint32_t>(a.offset) == std::bit_cast<uint32_t>(b.offset) && a.raw.size() == b.raw.size() &&
+           (a.raw.empty() || std::memcmp(a.raw.data(), b.raw.data(), a.raw.size() * sizeof(float)) == 0) &&
+           a.raw_bytes_per_element == b.raw_bytes_per_element && a.format == b.format && a.sign_first == b.sign_first &&
+           a.provenance == b.provenance;
+}
 
 Contributors ring_range(int64_t first, int64_t count) {
     Contributors c;
@@ -629,17 +650,22 @@ Partial tree_reduce(Column& col, const std::vector<Partial>& x, int64_t c) {
 // unchanged; every rank (owner included) decodes them.
 // Every rank's output row is what it decodes: emitted in rank order (rows reserved first), each
 // decoded into its row as the ring reaches it.
+// A rank that received exactly the owner's message (every byte, the metadata's bits, the ledger's
+// handle) holds the owner's row, copied when the decode is the CPU kernel's (decodes_on_cpu).
 void ring_broadcast_emit(Column& col, Message&& m, int64_t owner) {
     const int64_t n = col.config().ranks;
     Transport& t = col.transport();
     const size_t rows = col.reserve_rows(n);
     col.emit_decoded(rows + static_cast<size_t>(owner), owner, m);
+    const bool copy = col.decodes_on_cpu();
+    const Message sent = copy ? Column::forward(m) : Message{};
     Message cur = std::move(m);
     for (int64_t h = 1; h < n; ++h) {
         const int64_t from = mod(owner + h - 1, n), to = mod(owner + h, n);
         t.send(from, to, Column::forward(cur));
         cur = t.recv(to, from);
-        col.emit_decoded(rows + static_cast<size_t>(to), to, cur);
+        if (copy && same_payload(cur, sent)) col.emit_copy(rows + static_cast<size_t>(to), to, rows + static_cast<size_t>(owner));
+        else col.emit_decoded(rows + static_cast<size_t>(to), to, cur);
     }
 }
 

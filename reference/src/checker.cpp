@@ -282,8 +282,17 @@ double decl_at(const Decl& d, const DeclScale& c, float x, float lo) {
             if (ds * pow2_double(j) > m) --j;
             step_s = ds * pow2_double(std::max(j, 1 - d.bias) - d.man_bits);
         }
-        const double top = add_up(add_up(dw, t), -c.vmax);
-        const double bot = add_up(add_up(c.vmin, -dw), t);
+        // The excesses over the range, each rounded upwards; only a positive one counts in x_ex, so
+        // one that is surely negative is not computed (-1 stands for it: max(0, -1, .) = max(0, .)).
+        //   top: add_up(A, -vmax) <= 0 when A = add_up(dw, t) < vmax (an exactly negative sum rounds
+        //   up to at most -0), and A <= nextup(RN(dw + t)) < vmax when RN(dw + t) < vmax / 2 and vmax
+        //   > 2^-1000 (far above the spacing of doubles near 0).
+        //   bot: within 4 ulps of max(|vmin|, |w|, t) of the exact vmin - w + t, and RN((vmin - w) + t)
+        //   within 2 more: surely negative below -(|vmin| + |w| + t) 2^-48 - 2^-1000.
+        const double top = c.vmax > 0x1p-1000 && dw + t < 0.5 * c.vmax ? -1.0 : add_up(add_up(dw, t), -c.vmax);
+        const double bot = (c.vmin - dw) + t < -(std::fabs(c.vmin) + aw + t) * 0x1p-48 - 0x1p-1000
+                               ? -1.0
+                               : add_up(add_up(c.vmin, -dw), t);
         const double x_ex = std::max({0.0, top, bot});
         sel = t + std::max((c.nearest ? 0.5 : 1.0) * step_s, x_ex);
     }
@@ -1067,6 +1076,9 @@ void PathChecker::add(const ColumnRecord& col) {
     last_value_.assign(ulen, 0.0f);
     last_err_.assign(ulen, 0.0);
     have_last_.assign(ulen, 0);
+    bool clean_prev = false;  // the previous row was checked element by element and found nothing wrong
+    std::vector<float> prev_values;
+    std::vector<double> prev_apost;
     for (const OutputRow& row : col.outputs) {
         // k from the ledger.
         if (n >= 1) {
@@ -1164,6 +1176,14 @@ void PathChecker::add(const ColumnRecord& col) {
                 for (int64_t i = lo; i < hi; ++i) apost_[static_cast<size_t>(i)] = kInf;
             } else if (b.kind == FormatKind::kSym) {
                 for (int64_t i = lo; i < hi; ++i) apost_[static_cast<size_t>(i)] += b.sym;
+            } else if (b.kind == FormatKind::kAsym && !b.rotated) {  // EventBound::at's asym case, its tests once
+                if (!b.asym_const) {  // (a constant block's bound is 0: nothing to add)
+                    const double a = b.asym_a;
+                    for (int64_t i = lo; i < hi; ++i) {
+                        const double mag = std::fabs(static_cast<double>(ev.x[static_cast<size_t>(i + off)])) + a;
+                        apost_[static_cast<size_t>(i)] += mag >= kFltMax * (1 - 0x1p-40) ? a + a : a + std::min(a, kU * mag + 0x1p-150);
+                    }
+                }
             } else if (b.kind == FormatKind::kDecl && !b.rotated) {  // EventBound::at, the scale's part once
                 const DeclScale c = decl_scale_of(*b.decl, b.decl_scale);
                 for (int64_t i = lo; i < hi; ++i)
@@ -1190,6 +1210,20 @@ void PathChecker::add(const ColumnRecord& col) {
 
         // ring-ag-requant: how many hops the row's holder is from the column's owner (its table row).
         const int64_t row_h = cfg_.path == PathKind::kRingAgRequant ? ((row.rank - chunk_of(cfg_, col.first)) % n + n) % n : 0;
+        // A row equal to the previous one in its values and its a-posteriori bounds (every rank of a
+        // gather or an all-reduce), after a row that found nothing wrong: every error, bound and
+        // verdict is the previous row's, so only the counts and the in-order sums take it again
+        // (not ring-ag-requant, whose a-priori bound depends on the holder).
+        if (clean_prev && cfg_.path != PathKind::kRingAgRequant && row.values == prev_values && apost_ == prev_apost) {
+            st_.outputs_checked += len;
+            for (size_t i = 0; i < ulen; ++i) {
+                const double errd = last_err_[i], tsc = target[i] / sc;
+                st_.sum_sq_error += errd * errd;
+                st_.sum_sq_target += tsc * tsc;
+            }
+            continue;
+        }
+        const int64_t violations_before = st_.violations, nonfinite_before = st_.nonfinite_outputs;
         for (size_t i = 0; i < ulen; ++i) {
             double post = apost_[i] * kPostInflation;
             if (dv == Divide::kPre) post = (apost_[i] + pre_extra_[i]) * kPostInflation;
@@ -1295,6 +1329,11 @@ void PathChecker::add(const ColumnRecord& col) {
                                      fmt_double(errd) + ", a_posteriori " + fmt_double(post) + ", a_priori " +
                                      fmt_double(prio) + ", " + std::to_string(row.event_ids.size()) + " events");
             }
+        }
+        clean_prev = finite_inputs && st_.violations == violations_before && st_.nonfinite_outputs == nonfinite_before;
+        if (clean_prev) {
+            prev_values.assign(row.values.begin(), row.values.end());
+            prev_apost.assign(apost_.begin(), apost_.end());
         }
     }
 }
