@@ -274,6 +274,19 @@ public:
             device_add(acc, std::move(term));
             return;
         }
+        add_cpu(acc, term);
+    }
+
+    // add(acc, Partial(term)) without the copy (the CPU reads the term; a device's add writes it).
+    void add_copy(Partial& acc, const Partial& term) {
+        if (dev_) {
+            add(acc, Partial(term));
+            return;
+        }
+        add_cpu(acc, term);
+    }
+
+    void add_cpu(Partial& acc, const Partial& term) {
         if (!low_) {  // binary32: the sums, then their ledger (each element on its own: the same values as one loop)
             const size_t n = acc.v.size();
             float* av = acc.v.data();
@@ -297,6 +310,33 @@ public:
         }
         acc.p.ids.insert(acc.p.ids.end(), term.p.ids.begin(), term.p.ids.end());
         merge_rounded(acc, term);
+    }
+
+    // add(acc, decode(m)) without the Partial between, on the CPU kernels under binary32 sums: the
+    // message decoded into a scratch buffer, its ledger merged from the kept provenance (the same
+    // operations in the same order as add). Otherwise add(acc, decode(m)) itself.
+    void add_decoded(Partial& acc, const Message& m) {
+        if (dev_ || low_ || (c_.codec && m.quantized) || static_cast<size_t>(m.len) != acc.v.size()) {
+            add(acc, decode(m));
+            return;
+        }
+        scratch_.resize(static_cast<size_t>(m.len));
+        decode_to(m, scratch_.data());
+        const Provenance& tp = provenance_[static_cast<size_t>(m.provenance)];
+        const size_t n = acc.v.size();
+        float* av = acc.v.data();
+        const float* tv = scratch_.data();
+        for (size_t i = 0; i < n; ++i) av[i] = av[i] + tv[i];
+        double* aa = acc.p.add_abs.data();
+        const double* ta = tp.add_abs.data();
+        int32_t* an = acc.p.add_n.data();
+        const int32_t* tn = tp.add_n.data();
+        for (size_t i = 0; i < n; ++i) {
+            aa[i] += ta[i] + std::abs(static_cast<double>(av[i]));
+            an[i] += tn[i] + 1;
+        }
+        acc.p.ids.insert(acc.p.ids.end(), tp.ids.begin(), tp.ids.end());
+        if (!tp.rids.empty()) acc.p.rids.insert(acc.p.rids.end(), tp.rids.begin(), tp.rids.end());
     }
 
     // A 16-bit path's add was rounded to its type (D26): the ledger's rounding, with the
@@ -494,6 +534,7 @@ private:
     DeviceOps* dev_;  // null: the CPU kernels (SimTransport)
     size_t n_rows_ = 0, n_events_ = 0;
     std::vector<Provenance> provenance_;
+    std::vector<float> scratch_;  // add_decoded's decoded values
 };
 
 int64_t mod(int64_t a, int64_t n) { return ((a % n) + n) % n; }
@@ -552,7 +593,7 @@ Partial ring_reduce(Column& col, const std::vector<Partial>& x, int64_t c, bool 
         t.send(from, to, std::move(m));
         p = col.decode(t.recv(to, from));
         col.start_sum(p);  // D(Q(P)) is the left term of this hop's sum
-        col.add(p, Partial(x[static_cast<size_t>(to)]));
+        col.add_copy(p, x[static_cast<size_t>(to)]);
     }
     return p;
 }
@@ -569,7 +610,7 @@ Partial ring_reduce_typed(Column& col, const std::vector<Partial>& x, int64_t c)
         const int64_t from = mod(c + h, n), to = mod(c + h + 1, n);
         t.send(from, to, col.raw(std::move(p)));
         p = col.decode(t.recv(to, from));
-        col.add(p, Partial(x[static_cast<size_t>(to)]));
+        col.add_copy(p, x[static_cast<size_t>(to)]);
         col.rounded(p, ring_range(mod(c + 1, n), h + 1));
     }
     return p;
@@ -584,7 +625,7 @@ Partial a2a_reduce(Column& col, const std::vector<Partial>& x, int64_t c) {
         t.send(j, c, col.quantize(Partial(x[static_cast<size_t>(j)]), 0, j, c, ring_range(j, 1)));
     Partial acc = col.decode(t.recv(c, 0));
     col.start_sum(acc);
-    for (int64_t j = 1; j < n; ++j) col.add(acc, col.decode(t.recv(c, j)));
+    for (int64_t j = 1; j < n; ++j) col.add_decoded(acc, t.recv(c, j));
     return acc;
 }
 
@@ -601,12 +642,12 @@ Partial a2a_hier_reduce(Column& col, const std::vector<Partial>& x, int64_t p) {
             t.send(src, peer, col.quantize(Partial(x[static_cast<size_t>(src)]), 0, src, peer, ring_range(src, 1)));
         Partial u = col.decode(t.recv(peer, members[0]));
         col.start_sum(u);
-        for (size_t j = 1; j < members.size(); ++j) col.add(u, col.decode(t.recv(peer, members[j])));
+        for (size_t j = 1; j < members.size(); ++j) col.add_decoded(u, t.recv(peer, members[j]));
         t.send(peer, p, col.quantize(std::move(u), 1, peer, p, ring_range(members[0], g)));
     }
     Partial acc = col.decode(t.recv(p, t.rank_of(0, local)));
     col.start_sum(acc);
-    for (int64_t node = 1; node < t.nodes(); ++node) col.add(acc, col.decode(t.recv(p, t.rank_of(node, local))));
+    for (int64_t node = 1; node < t.nodes(); ++node) col.add_decoded(acc, t.recv(p, t.rank_of(node, local)));
     return acc;
 }
 
@@ -638,7 +679,7 @@ Partial tree_reduce(Column& col, const std::vector<Partial>& x, int64_t c) {
                 col.start_sum(own);
                 summed[static_cast<size_t>(to)] = true;
             }
-            col.add(own, col.decode(t.recv(to, r)));
+            col.add_decoded(own, t.recv(to, r));
             auto& w = who[static_cast<size_t>(to)];
             w.insert(w.end(), who[static_cast<size_t>(r)].begin(), who[static_cast<size_t>(r)].end());
         }
@@ -751,7 +792,7 @@ TreeUp tree_up(Column& col, const std::vector<Partial>& x, int64_t v) {
         const int64_t from = t.rank_of(v, l + 1), to = t.rank_of(v, l);
         t.send(from, to, col.raw(std::move(u.p)));
         Partial own = x[static_cast<size_t>(to)];
-        col.add(own, col.decode(t.recv(to, from)));
+        col.add_decoded(own, t.recv(to, from));
         u.p = std::move(own);
         u.who.push_back(static_cast<int32_t>(to));
         note();
@@ -763,7 +804,7 @@ TreeUp tree_up(Column& col, const std::vector<Partial>& x, int64_t v) {
         TreeUp sub = tree_up(col, x, child);
         const int64_t from = t.rank_of(child, 0);
         t.send(from, leader, col.raw(std::move(sub.p)));
-        col.add(u.p, col.decode(t.recv(leader, from)));
+        col.add_decoded(u.p, t.recv(leader, from));
         u.who.insert(u.who.end(), sub.who.begin(), sub.who.end());
         note();
     }
