@@ -672,26 +672,32 @@ Status encode_block_plain(const FormatSpec& format, const float* x, int64_t len,
 // stays as it is under `error` (encode names it from x) and becomes NaN under `propagate` (poisoned);
 // one whose rotation passes hadamard_limit is refused under `error` (the index of its first element in
 // *overflow) and poisoned under `propagate`.
-void rotate_blocks(const FormatSpec& format, std::span<const float> x, int64_t block, const CodecOptions& options,
-                   std::vector<float>& y, int64_t* overflow) {
+// Compiled for AVX-512, AVX2 and baseline x86-64 (the butterflies and the checks are plain loops
+// over a block; every version computes the same fl32 adds and subtracts).
+QT_MULTIVERSION void rotate_blocks(const FormatSpec& format, std::span<const float> x, int64_t block, const CodecOptions& options,
+                                   std::vector<float>& y, int64_t* overflow) {
     const int64_t n = static_cast<int64_t>(x.size());
     const bool signs = format.decl->random_signs;
-    y.assign(x.begin(), x.end());
+    y.resize(x.size());
     *overflow = -1;
     for (int64_t b0 = 0; b0 < n; b0 += block) {
         const int64_t len = std::min(block, n - b0);
         float* v = y.data() + b0;
-        bool finite = true;
-        for (int64_t i = 0; i < len; ++i) finite = finite && std::abs(v[i]) <= kFltMax;
-        if (!finite) {
+        const float* in = x.data() + b0;
+        int bad = 0;  // branch-free tests: the loops vectorize
+        for (int64_t i = 0; i < len; ++i) {
+            v[i] = in[i];
+            bad |= std::abs(in[i]) <= kFltMax ? 0 : 1;
+        }
+        if (bad) {
             if (options.policy == Nonfinite::kPropagate) std::fill(v, v + len, std::numeric_limits<float>::quiet_NaN());
             continue;
         }
         hadamard_forward(v, len, signs, SignKey{options.seed, options.site.index_base + b0});
         const float limit = hadamard_limit(len);
-        bool ok = true;
-        for (int64_t i = 0; i < len; ++i) ok = ok && std::abs(v[i]) <= limit;
-        if (ok) continue;
+        int over = 0;
+        for (int64_t i = 0; i < len; ++i) over |= std::abs(v[i]) <= limit ? 0 : 1;
+        if (!over) continue;
         if (options.policy == Nonfinite::kPropagate) std::fill(v, v + len, std::numeric_limits<float>::quiet_NaN());
         else if (*overflow < 0) *overflow = b0;
     }
@@ -956,8 +962,8 @@ QT_MULTIVERSION void decode_range(const DecodeJob& job, int64_t b0, int64_t b1) 
 namespace {
 // A rotated format's blocks rotated back in place (FORMATS.md section 9), but for poisoned ones
 // (NaN scale), which keep their quiet NaNs.
-void unrotate_blocks(const FormatSpec& format, int64_t block, const float* scales, float* out, int64_t n,
-                     int64_t b_first, int64_t b_last, const SignKey& key) {
+QT_MULTIVERSION void unrotate_blocks(const FormatSpec& format, int64_t block, const float* scales, float* out, int64_t n,
+                                     int64_t b_first, int64_t b_last, const SignKey& key) {
     const bool signs = format.decl->random_signs;
     for (int64_t j = b_first; j < b_last; ++j) {
         if (scales[j] != scales[j]) continue;
