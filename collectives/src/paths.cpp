@@ -286,57 +286,45 @@ public:
         add_cpu(acc, term);
     }
 
-    void add_cpu(Partial& acc, const Partial& term) {
+    void add_cpu(Partial& acc, const Partial& term) { add_values(acc, term.v.data(), term.p); }
+
+    // acc = fl(acc + t) on the CPU, t's ledger `tp` merged: add's arithmetic for a term held in a
+    // Partial (add_cpu) or decoded into a scratch buffer (add_decoded).
+    void add_values(Partial& acc, const float* tv, const Provenance& tp) {
         if (!low_) {  // binary32: the sums, then their ledger (each element on its own: the same values as one loop)
             const size_t n = acc.v.size();
             float* av = acc.v.data();
-            const float* tv = term.v.data();
             for (size_t i = 0; i < n; ++i) av[i] = av[i] + tv[i];
             double* aa = acc.p.add_abs.data();
-            const double* ta = term.p.add_abs.data();
+            const double* ta = tp.add_abs.data();
             int32_t* an = acc.p.add_n.data();
-            const int32_t* tn = term.p.add_n.data();
+            const int32_t* tn = tp.add_n.data();
             for (size_t i = 0; i < n; ++i) {
                 aa[i] += ta[i] + std::abs(static_cast<double>(av[i]));
                 an[i] += tn[i] + 1;
             }
         } else {
             for (size_t i = 0; i < acc.v.size(); ++i) {
-                float a = acc.v[i], b = term.v[i];
-                b = round_term(acc, i, b);
+                const float a = acc.v[i], b = round_term(acc, i, tv[i]);
                 acc.v[i] = kernels::accum_round(a + b, accum_);  // the correctly rounded sum of two values of the type (D11)
-                merge_add(acc, term, i);
+                merge_add(acc, tp, i);
             }
         }
-        acc.p.ids.insert(acc.p.ids.end(), term.p.ids.begin(), term.p.ids.end());
-        merge_rounded(acc, term);
+        acc.p.ids.insert(acc.p.ids.end(), tp.ids.begin(), tp.ids.end());
+        merge_rounded(acc, tp);
     }
 
-    // add(acc, decode(m)) without the Partial between, on the CPU kernels under binary32 sums: the
-    // message decoded into a scratch buffer, its ledger merged from the kept provenance (the same
-    // operations in the same order as add). Otherwise add(acc, decode(m)) itself.
+    // add(acc, decode(m)) without the Partial between, on the CPU kernels: the message decoded into
+    // a scratch buffer, its ledger merged from the kept provenance (add_values, as add does).
+    // Otherwise (a device, a codec) add(acc, decode(m)) itself.
     void add_decoded(Partial& acc, const Message& m) {
-        if (dev_ || low_ || (c_.codec && m.quantized) || static_cast<size_t>(m.len) != acc.v.size()) {
+        if (dev_ || (c_.codec && m.quantized) || static_cast<size_t>(m.len) != acc.v.size()) {
             add(acc, decode(m));
             return;
         }
         scratch_.resize(static_cast<size_t>(m.len));
         decode_to(m, scratch_.data());
-        const Provenance& tp = provenance_[static_cast<size_t>(m.provenance)];
-        const size_t n = acc.v.size();
-        float* av = acc.v.data();
-        const float* tv = scratch_.data();
-        for (size_t i = 0; i < n; ++i) av[i] = av[i] + tv[i];
-        double* aa = acc.p.add_abs.data();
-        const double* ta = tp.add_abs.data();
-        int32_t* an = acc.p.add_n.data();
-        const int32_t* tn = tp.add_n.data();
-        for (size_t i = 0; i < n; ++i) {
-            aa[i] += ta[i] + std::abs(static_cast<double>(av[i]));
-            an[i] += tn[i] + 1;
-        }
-        acc.p.ids.insert(acc.p.ids.end(), tp.ids.begin(), tp.ids.end());
-        if (!tp.rids.empty()) acc.p.rids.insert(acc.p.rids.end(), tp.rids.begin(), tp.rids.end());
+        add_values(acc, scratch_.data(), provenance_[static_cast<size_t>(m.provenance)]);
     }
 
     // A 16-bit path's add was rounded to its type (D26): the ledger's rounding, with the
@@ -462,22 +450,22 @@ private:
             throw ColumnFailure{st.error()};
         for (size_t i = 0; i < n; ++i) {
             if (low_) record_rounding(acc, i, term_in[i], term.v[i]);
-            merge_add(acc, term, i);
+            merge_add(acc, term.p, i);
         }
         acc.p.ids.insert(acc.p.ids.end(), term.p.ids.begin(), term.p.ids.end());
-        merge_rounded(acc, term);
+        merge_rounded(acc, term.p);
     }
-    void merge_rounded(Partial& acc, const Partial& term) {
-        if (!term.p.rids.empty()) acc.p.rids.insert(acc.p.rids.end(), term.p.rids.begin(), term.p.rids.end());
+    void merge_rounded(Partial& acc, const Provenance& tp) {
+        if (!tp.rids.empty()) acc.p.rids.insert(acc.p.rids.end(), tp.rids.begin(), tp.rids.end());
     }
     // The ledger of element i after acc[i] became the sum of acc[i] and term[i]: the term's adds
     // and roundings join the accumulator's, plus this add and its |result|.
-    void merge_add(Partial& acc, const Partial& term, size_t i) {
-        acc.p.add_abs[i] += term.p.add_abs[i] + std::abs(static_cast<double>(acc.v[i]));
-        acc.p.add_n[i] += term.p.add_n[i] + 1;
+    void merge_add(Partial& acc, const Provenance& tp, size_t i) {
+        acc.p.add_abs[i] += tp.add_abs[i] + std::abs(static_cast<double>(acc.v[i]));
+        acc.p.add_n[i] += tp.add_n[i] + 1;
         if (low_) {
-            acc.p.tr_abs[i] += term.p.tr_abs[i];
-            acc.p.tr_n[i] += term.p.tr_n[i];
+            acc.p.tr_abs[i] += tp.tr_abs[i];
+            acc.p.tr_n[i] += tp.tr_n[i];
         }
     }
 
