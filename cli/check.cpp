@@ -31,6 +31,29 @@ uint64_t fnv1a(const std::string& s) {
 // the baseline, writes the reports and prints; the exit code is rank 0's, on every rank. Every
 // problem found before the runs (a config, a baseline, a rank count, a GPU) is compared across the
 // ranks first, so that all of them exit 2 with the same message rather than some waiting for others.
+Result<gate::GateConfig> check_config(const CheckArgs& a, std::shared_ptr<const kernels::PluginCodec> codec) {
+    auto cfg = !a.config_text.empty() ? gate::parse_gate_config(a.config_text, a.config.empty() ? "config" : a.config)
+               : a.config.empty()     ? gate::parse_gate_config("", "default")
+                                      : gate::load_gate_config(a.config);
+    if (!cfg) return cfg.error();
+    if (!a.conformance.empty()) {
+        auto k = kernels::parse_conformance(a.conformance);
+        if (!k) return make_error(k.error().code, "--conformance: " + k.error().message);
+        cfg->conformance = *k;
+    }
+    if (codec) {
+        if (auto st = gate::attach_codec(*cfg, std::move(codec)); !st) return make_error(st.error().code, "codec: " + st.error().message);
+    } else if (!a.codec.empty()) {
+        if (auto st = gate::attach_codec(*cfg, a.codec); !st) return make_error(st.error().code, "--codec: " + st.error().message);
+    }
+    if (a.quick) {
+        auto q = gate::quick_tier(*cfg);
+        if (!q) return q.error();
+        return std::move(*q);
+    }
+    return cfg;
+}
+
 int run_check(const CheckArgs& a) {
     namespace fs = std::filesystem;
     namespace mpi = collectives::mpi;
@@ -43,20 +66,8 @@ int run_check(const CheckArgs& a) {
     const bool speaker = !per_rank || mpi::rank() == 0;
 
     std::string problem;  // this rank's, before anything runs
-    auto cfg = a.config.empty() ? gate::parse_gate_config("", "default") : gate::load_gate_config(a.config);
+    auto cfg = check_config(a);
     if (!cfg) problem = cfg.error().message;
-    if (problem.empty() && !a.conformance.empty()) {
-        auto k = kernels::parse_conformance(a.conformance);
-        if (!k) problem = "--conformance: " + k.error().message;
-        else cfg->conformance = *k;
-    }
-    if (problem.empty() && !a.codec.empty())
-        if (auto st = gate::attach_codec(*cfg, a.codec); !st) problem = "--codec: " + st.error().message;
-    if (problem.empty() && a.quick) {
-        auto q = gate::quick_tier(*cfg);
-        if (!q) problem = q.error().message;
-        else cfg = std::move(*q);
-    }
 
     std::vector<reports::GateRun> baseline;
     bool have_baseline = false;

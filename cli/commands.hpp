@@ -12,6 +12,9 @@
 
 #include "qtransit/common/status.hpp"
 #include "qtransit/gate/gate.hpp"
+#include "qtransit/gate/sweep.hpp"
+#include "qtransit/gate/verify_run.hpp"
+#include "qtransit/kernels/npy.hpp"
 #include "qtransit/kernels/plugin.hpp"
 
 namespace qtransit::cli {
@@ -52,6 +55,13 @@ struct QuantizeArgs {
     int64_t shard = 0;                 // blocks restart every `shard` elements (0: the whole tensor)
 };
 int run_quantize(const QuantizeArgs& a);
+// quantize's options for qtransit's own kernels (no --codec), checked before any work: the format
+// under --rounding, the block, the non-finite policy. The Error is the line `quantize` prints.
+struct QuantizeSetup {
+    FormatSpec format;
+    Nonfinite policy = Nonfinite::kError;
+};
+Result<QuantizeSetup> quantize_setup(const QuantizeArgs& a);
 
 struct FormatsArgs {
     int64_t block = 32;
@@ -112,7 +122,28 @@ struct SimulateArgs {
     std::string backend = "cpu";  // cpu, device (N ranks on one GPU), nccl (one rank per GPU), mpi
     std::string rounding = "nearest";  // nearest, or stochastic: the format's -sr twin keyed by seed
     std::string codec;                 // a codec plugin (.so) running every Q and D
+    bool keep_outputs = false;         // keep the one run's output rows in SimulateOutcome::dump (as --dump writes)
 };
+// What `qtransit simulate` computed, before it prints (the Python module's simulate()).
+struct SimulateOutcome {
+    gate::SweepResult result;
+    FormatSpec format;                 // the quantized paths' (the first stage's with a per-stage list)
+    std::shared_ptr<const kernels::PluginCodec> codec;
+    Accum accum = Accum::kFp32;
+    Divide divide = Divide::kNone;
+    Rotation rotation = Rotation::kEachHop;
+    bool only_typed = false;           // only 16-bit paths (no format)
+    int64_t elements = 0;
+    std::string dist_name;             // the distribution, or "file:<in>"
+    std::vector<float> dump;           // --dump or keep_outputs: the run's output rows
+    std::vector<int64_t> dump_shape;
+    nlohmann::json json(uint64_t seed) const;  // `simulate --json`'s object: {"runs": [...], "fits": [...]}
+};
+// Every option checked before any work, then the sweep. `inputs` (one [N, M] array) stands for
+// --in when given (a.in then only names it). An Error of kind kCodec: a codec failed on valid
+// input (a finding); any other: the one line a user error prints.
+Result<std::unique_ptr<SimulateOutcome>> simulate(const SimulateArgs& a, const kernels::NpyArray* inputs = nullptr,
+                                                  const std::function<void(size_t, size_t, int64_t)>& on_group = {});
 int run_simulate(const SimulateArgs& a);
 
 struct CheckArgs {
@@ -124,8 +155,13 @@ struct CheckArgs {
     std::string codec;                       // a codec plugin (.so) replacing gate.codec
     std::string conformance;                 // exact | bounded, replacing gate.conformance
     bool quick = false;                      // the quick tier (gate::quick_tier)
+    std::string config_text;                 // a config's TOML in place of reading `config` (which then names it)
 };
 int run_check(const CheckArgs& a);
+// The gate `check` runs for these options: the config (text, file or the default), --conformance,
+// the codec (`codec`, already loaded, or --codec's library), the quick tier. The Error is the line
+// `check` prints.
+Result<gate::GateConfig> check_config(const CheckArgs& a, std::shared_ptr<const kernels::PluginCodec> codec = nullptr);
 
 // `qtransit verify collective`: a collective run elsewhere, judged (gate/verify_run.hpp).
 struct VerifyCollectiveArgs {
@@ -139,6 +175,9 @@ struct VerifyCollectiveArgs {
     std::string backend = "cpu";  // cpu, or mpi (one process per rank: each reads its own chunks)
 };
 int run_verify_collective(const VerifyCollectiveArgs& a);
+// Its options as a spec, checked (path, format, block, accum, N, G, target, ring order, tier, dtype),
+// before any file is read; the caller sets config.elements and output_dtype from the tensors.
+Result<gate::CollectiveVerifySpec> verify_collective_spec(const VerifyCollectiveArgs& a);
 
 // `qtransit verify quantize`: one quantization done elsewhere against the reference.
 struct VerifyQuantizeArgs {
@@ -150,5 +189,12 @@ struct VerifyQuantizeArgs {
     bool json = false;
 };
 int run_verify_quantize(const VerifyQuantizeArgs& a);
+// Its options, checked before any file is read: the format, the block, the conformance, --dtype,
+// --offsets only for a format with offsets.
+struct VerifyQuantizeSetup {
+    FormatSpec format;
+    kernels::Conformance conformance = kernels::Conformance::kExact;
+};
+Result<VerifyQuantizeSetup> verify_quantize_setup(const VerifyQuantizeArgs& a);
 
 }  // namespace qtransit::cli

@@ -90,17 +90,27 @@ int run_quantize_codec(const QuantizeArgs& a, const kernels::PluginCodec& codec,
 
 }  // namespace
 
+Result<QuantizeSetup> quantize_setup(const QuantizeArgs& a) {
+    if (!a.codec.empty()) return make_error(ErrorCode::kInvalidArgument, "quantize_setup is for qtransit's kernels (no --codec)");
+    auto cf = codec_and_format("", a.format, a.rounding);
+    if (!cf) return cf.error();
+    if (a.shard != 0) return make_error(ErrorCode::kInvalidArgument, "--shard is for --codec (qtransit's kernel quantizes the tensor as one shard)");
+    if (auto st = cf->format.check_block(a.block); !st) return make_error(st.error().code, "--block: " + st.error().message);
+    auto policy = parse_nonfinite(a.nonfinite);
+    if (!policy) return policy.error();
+    if (auto st = kernels::validate_block(a.block); !st) return st.error();
+    return QuantizeSetup{cf->format, *policy};
+}
+
 int run_quantize(const QuantizeArgs& a) {
     auto cf = codec_and_format(a.codec, a.format, a.rounding);
     if (!cf) return fail(cf.error());
     const auto& codec = cf->codec;
     const FormatSpec& format = cf->format;
     if (codec) return run_quantize_codec(a, *codec, format);
-    if (a.shard != 0) return fail("--shard is for --codec (qtransit's kernel quantizes the tensor as one shard)");
-    if (auto st = format.check_block(a.block); !st) return fail("--block: " + st.error().message);
-    auto policy = parse_nonfinite(a.nonfinite);
-    if (!policy) return fail(policy.error());
-    if (auto st = kernels::validate_block(a.block); !st) return fail(st.error());
+    auto setup = quantize_setup(a);
+    if (!setup) return fail(setup.error());
+    const auto* policy = &setup->policy;
     auto arr = kernels::read_npy(a.in);
     if (!arr) return fail(arr.error());
 

@@ -71,9 +71,16 @@ Result<kernels::NpyArray> read_inputs(const std::string& in, const std::vector<i
     return all;
 }
 
+// A user's mistake, said before any work: never of kind kCodec (which run_simulate reports as a
+// finding, exit 1), whatever the Error it came from.
+Error refusal(const Error& e) { return Error{e.code == ErrorCode::kCodec ? ErrorCode::kInvalidArgument : e.code, e.message}; }
+Error refusal(const std::string& message) { return make_error(ErrorCode::kInvalidArgument, message); }
+
 }  // namespace
 
-int run_simulate(const SimulateArgs& a) {
+Result<std::unique_ptr<SimulateOutcome>> simulate(const SimulateArgs& a, const kernels::NpyArray* inputs,
+                                 const std::function<void(size_t, size_t, int64_t)>& on_group) {
+    auto out = std::make_unique<SimulateOutcome>();
     // ---- parse and validate everything before any work -------------------------------------------
     gate::SweepSpec spec;
     for (const auto& name : a.paths) {
@@ -82,20 +89,20 @@ int run_simulate(const SimulateArgs& a) {
             continue;
         }
         auto p = parse_path(name);
-        if (!p) return fail(p.error());
+        if (!p) return refusal(p.error());
         spec.paths.push_back(*p);
     }
     // --format A,B: one format per stage (issue 17) for a2a-hier-rs, two-shot-ar and hpz-ag-requant.
     std::vector<FormatSpec> stage_formats;
     if (a.format.find(',') != std::string::npos) {
-        if (!a.codec.empty()) return fail("--format with one format per stage runs qtransit's kernels; a --codec implements one format");
+        if (!a.codec.empty()) return refusal("--format with one format per stage runs qtransit's kernels; a --codec implements one format");
         for (size_t from = 0, at = 0; at != std::string::npos; from = at + 1) {
             at = a.format.find(',', from);
             const std::string one = a.format.substr(from, at == std::string::npos ? std::string::npos : at - from);
-            if (one.empty()) return fail("--format " + a.format + ": an empty format name in the list");
+            if (one.empty()) return refusal("--format " + a.format + ": an empty format name in the list");
             auto f = codec_and_format("", one, a.rounding);
-            if (!f) return fail(f.error());
-            if (auto st = f->format.check_block(a.block); !st) return fail("--block: " + st.error().message);
+            if (!f) return refusal(f.error());
+            if (auto st = f->format.check_block(a.block); !st) return refusal("--block: " + st.error().message);
             stage_formats.push_back(f->format);
         }
     }
@@ -106,7 +113,7 @@ int run_simulate(const SimulateArgs& a) {
         cf.format = FormatSpec{FormatKind::kSym, 8};  // unused by those paths; their rows say bf16 or fp16
     } else if (stage_formats.empty()) {
         auto r = codec_and_format(a.codec, a.format, a.rounding);
-        if (!r) return fail(r.error());
+        if (!r) return refusal(r.error());
         cf = std::move(*r);
     } else {
         cf.format = stage_formats[0];
@@ -114,31 +121,31 @@ int run_simulate(const SimulateArgs& a) {
     const auto& codec = cf.codec;
     const FormatSpec& format = cf.format;
     if (codec) {
-        if (auto st = codec->check_block(a.block); !st) return fail("--block: " + st.error().message);
+        if (auto st = codec->check_block(a.block); !st) return refusal("--block: " + st.error().message);
         spec.codec = codec;
     }
-    if (auto st = format.check_block(a.block); !st) return fail("--block: " + st.error().message);
+    if (auto st = format.check_block(a.block); !st) return refusal("--block: " + st.error().message);
     auto accum = parse_accum(a.accum);
-    if (!accum) return fail(accum.error());
+    if (!accum) return refusal(accum.error());
     // A 16-bit path sums in its own type (D26); --accum applies to the others, and contradicting a
     // path named on the command line is a mistake said before any work.
     if (*accum != Accum::kFp32)
         for (const auto& name : a.paths)
             if (auto p = parse_path(name); p && typed_path(*p) && path_info(*p).element != *accum)
-                return fail("--accum " + a.accum + " contradicts --path " + name + ", which sums in " +
+                return refusal("--accum " + a.accum + " contradicts --path " + name + ", which sums in " +
                             to_string(path_info(*p).element) + ", its element type (leave --accum out)");
     auto divide = parse_divide(a.divide);
-    if (!divide) return fail(divide.error());
+    if (!divide) return refusal(divide.error());
     if (*divide != Divide::kNone)
         for (const auto& name : a.paths)
             if (auto p = parse_path(name); p && path_info(*p).shape == PathShape::kAllGather)
-                return fail("--divide " + a.divide + ": --path " + name + " gathers shards and sums nothing (--divide is for the reduce paths)");
+                return refusal("--divide " + a.divide + ": --path " + name + " gathers shards and sums nothing (--divide is for the reduce paths)");
     spec.divide = *divide;
     auto rotation = parse_rotation(a.rotation);
-    if (!rotation) return fail(rotation.error());
+    if (!rotation) return refusal(rotation.error());
     spec.rotation = *rotation;
     auto dist = kernels::parse_distribution(a.dist);
-    if (!dist) return fail(dist.error());
+    if (!dist) return refusal(dist.error());
     spec.format = format;
     spec.stage_formats = stage_formats;
     spec.accum = *accum;
@@ -149,68 +156,101 @@ int run_simulate(const SimulateArgs& a) {
     spec.threads = a.threads;
     spec.ranks = a.ranks;
     auto backend = collectives::parse_backend(a.backend);
-    if (!backend) return fail(backend.error());
+    if (!backend) return refusal(backend.error());
     spec.backend = *backend;
     const bool per_rank = gate::one_process_per_rank(spec.backend);  // mpi; nccl under mpirun
-    if (const auto problem = gate::sweep_backend_problem(spec, a.backend); !problem.empty()) return fail(problem);
+    if (const auto problem = gate::sweep_backend_problem(spec, a.backend); !problem.empty()) return refusal(problem);
 
     kernels::NpyArray file;
-    if (!a.in.empty()) {
-        auto arr = read_inputs(a.in, spec.ranks, per_rank);
-        if (!arr) return fail(arr.error());
-        file = std::move(*arr);
-        if (file.shape.size() != 2)
-            return fail(a.in + ": expected a 2-d array [N, M] (one row per rank), got " +
-                        std::to_string(file.shape.size()) + " dimensions");
-        if (spec.ranks.empty()) spec.ranks = {file.shape[0]};
-        if (spec.ranks.size() != 1 || spec.ranks[0] != file.shape[0])
-            return fail(a.in + ": has " + std::to_string(file.shape[0]) + " rows but --ranks asks for " +
+    if (!a.in.empty() || inputs) {
+        if (!inputs) {
+            auto arr = read_inputs(a.in, spec.ranks, per_rank);
+            if (!arr) return refusal(arr.error());
+            file = std::move(*arr);
+        }
+        const kernels::NpyArray& in = inputs ? *inputs : file;
+        if (in.shape.size() != 2)
+            return refusal(a.in + ": expected a 2-d array [N, M] (one row per rank), got " +
+                        std::to_string(in.shape.size()) + " dimensions");
+        if (spec.ranks.empty()) spec.ranks = {in.shape[0]};
+        if (spec.ranks.size() != 1 || spec.ranks[0] != in.shape[0])
+            return refusal(a.in + ": has " + std::to_string(in.shape[0]) + " rows but --ranks asks for " +
                         std::to_string(spec.ranks[0]) + (spec.ranks.size() > 1 ? " (and more): --in takes one N" : ""));
-        if (a.elements != 0 && a.elements != file.shape[1])
-            return fail(a.in + ": has " + std::to_string(file.shape[1]) + " elements per rank but --elements is " +
+        if (a.elements != 0 && a.elements != in.shape[1])
+            return refusal(a.in + ": has " + std::to_string(in.shape[1]) + " elements per rank but --elements is " +
                         std::to_string(a.elements));
-        spec.file = &file;
+        spec.file = &in;
         spec.file_name = a.in;
     }
-    if (spec.ranks.empty()) return fail("--ranks is required (or --in with a [N, M] array)");
-    spec.elements = a.elements != 0 ? a.elements : (a.in.empty() ? 0 : file.shape[1]);
-    if (spec.elements == 0) return fail("--elements is required (elements per rank)");
-    std::vector<float> dump;
-    std::vector<int64_t> dump_shape;
-    if (!a.dump.empty()) {
+    if (spec.ranks.empty()) return refusal("--ranks is required (or --in with a [N, M] array)");
+    spec.elements = a.elements != 0 ? a.elements : (spec.file ? spec.file->shape[1] : 0);
+    if (spec.elements == 0) return refusal("--elements is required (elements per rank)");
+    if (!a.dump.empty() || a.keep_outputs) {
         if (spec.paths.size() != 1 || spec.ranks.size() != 1)
-            return fail("--dump writes one run: give exactly one --path and one --ranks");
-        spec.dump = &dump;
-        spec.dump_shape = &dump_shape;
+            return refusal(a.dump.empty() ? "the outputs are kept for one run: give exactly one path and one N"
+                                          : "--dump writes one run: give exactly one --path and one --ranks");
+        spec.dump = &out->dump;
+        spec.dump_shape = &out->dump_shape;
     }
+    spec.on_group = on_group;
+    auto result = gate::run_sweep(spec);
+    if (!result) return result.error();
+    out->result = std::move(*result);
+    out->format = format;
+    out->codec = codec;
+    out->accum = *accum;
+    out->divide = spec.divide;
+    out->rotation = spec.rotation;
+    out->only_typed = only_typed;
+    out->elements = spec.elements;
+    out->dist_name = a.in.empty() && !inputs ? a.dist : "file:" + a.in;
+    return out;
+}
+
+nlohmann::json SimulateOutcome::json(uint64_t seed) const {
+    nlohmann::json runs = nlohmann::json::array(), fits = nlohmann::json::array();
+    for (const auto& r : result.runs) runs.push_back(gate::run_json(r, dist_name, seed));
+    for (const auto& f : result.fits) fits.push_back(gate::fit_json(f));
+    return nlohmann::json{{"runs", runs}, {"fits", fits}};
+}
+
+int run_simulate(const SimulateArgs& a) {
+    const bool per_rank = [&] {
+        auto b = collectives::parse_backend(a.backend);
+        return b && gate::one_process_per_rank(*b);
+    }();
 
     // Under mpi (and nccl under mpirun) only rank 0 prints and writes (every rank holds the same
     // combined verdicts).
     const bool speaker = !per_rank || mpi::rank() == 0;
     const bool tty = speaker && isatty(fileno(stderr)) != 0;
+    std::function<void(size_t, size_t, int64_t)> on_group;
     if (tty)
-        spec.on_group = [](size_t i, size_t total, int64_t n) {
+        on_group = [](size_t i, size_t total, int64_t n) {
             std::fprintf(stderr, "\r[%zu/%zu] N=%lld ...   ", i + 1, total, static_cast<long long>(n));
         };
-    auto result = gate::run_sweep(spec);
+    auto outcome = simulate(a, nullptr, on_group);
     if (tty) std::fprintf(stderr, "\r%40s\r", "");
-    if (!result && result.error().code == ErrorCode::kCodec) {  // the user's codec broke on valid input: a finding
-        std::fprintf(stderr, "qtransit: %s\n", one_line(result.error().message).c_str());
+    if (!outcome && outcome.error().code == ErrorCode::kCodec) {  // the user's codec broke on valid input: a finding
+        std::fprintf(stderr, "qtransit: %s\n", one_line(outcome.error().message).c_str());
         return kExitCheckFailed;
     }
-    if (!result) return fail(result.error());
+    if (!outcome) return fail(outcome.error());
+    const SimulateOutcome& o = **outcome;
+    const gate::SweepResult* result = &o.result;
+    const auto& codec = o.codec;
+    const FormatSpec& format = o.format;
+    const bool only_typed = o.only_typed;
+    const Accum* accum = &o.accum;
     if (!a.dump.empty() && speaker)
-        if (auto st = kernels::write_npy(a.dump, dump, dump_shape); !st) return fail(st.error());
+        if (auto st = kernels::write_npy(a.dump, o.dump, o.dump_shape); !st) return fail(st.error());
 
-    const std::string dist_name = a.in.empty() ? a.dist : "file:" + a.in;
+    const std::string& dist_name = o.dist_name;
     bool all_hold = true;
     for (const auto& r : result->runs) all_hold = all_hold && r.stats.bound_holds;
     if (!speaker) return all_hold ? kExitOk : kExitCheckFailed;
     if (a.json) {
-        nlohmann::json runs = nlohmann::json::array(), fits = nlohmann::json::array();
-        for (const auto& r : result->runs) runs.push_back(gate::run_json(r, dist_name, a.seed));
-        for (const auto& f : result->fits) fits.push_back(gate::fit_json(f));
-        std::printf("%s\n", nlohmann::json{{"runs", runs}, {"fits", fits}}.dump(2).c_str());
+        std::printf("%s\n", o.json(a.seed).dump(2).c_str());
     } else {
         std::printf("%-16s %5s %3s %5s %11s %11s %11s %11s %6s %12s %12s %12s\n", "path", "N", "G", "k", "max|err|",
                     "relRMS", "max a_post", "max a_prio", "bound", "bytes/rank", "cross-node", "fp16 RS");
@@ -236,11 +276,11 @@ int run_simulate(const SimulateArgs& a) {
         std::string accum_text = std::string(to_string(*accum)) + " accumulation";
         if (only_typed) accum_text = "inputs cast to the path's type, every add rounded to it";
         else if (any_typed) accum_text += " (the bf16-/fp16- paths: their own type, inputs cast to it)";
-        if (spec.divide != Divide::kNone)
-            accum_text += std::string(", the mean: divided by N ") + (spec.divide == Divide::kPre ? "before the reduce" : "after it");
-        if (spec.rotation == Rotation::kEndToEnd) accum_text += ", summed in the rotated domain (one rotation back at the destination)";
+        if (o.divide != Divide::kNone)
+            accum_text += std::string(", the mean: divided by N ") + (o.divide == Divide::kPre ? "before the reduce" : "after it");
+        if (o.rotation == Rotation::kEndToEnd) accum_text += ", summed in the rotated domain (one rotation back at the destination)";
         std::printf("(%s, block %lld, %lld elements per rank, %s inputs, %s; bytes: busiest rank's payload)\n", fmt_name.c_str(),
-                    static_cast<long long>(a.block), static_cast<long long>(spec.elements), dist_name.c_str(), accum_text.c_str());
+                    static_cast<long long>(a.block), static_cast<long long>(o.elements), dist_name.c_str(), accum_text.c_str());
     }
     if (per_rank) {
         // Issue 7's benchmark: what checking costs each rank next to the collective (bench/RESULTS.md).

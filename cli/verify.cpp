@@ -19,6 +19,7 @@
 #include "qtransit/common/text_file.hpp"
 #include "qtransit/gate/codec_check.hpp"
 #include "qtransit/gate/verify_run.hpp"
+#include "qtransit/gate/views.hpp"
 #include "qtransit/common/shortest.hpp"
 #include "qtransit/kernels/tensor_file.hpp"
 #include "qtransit/reports/files.hpp"
@@ -72,20 +73,6 @@ Result<std::vector<uint8_t>> read_file_bytes(const std::string& path) {
     return out;
 }
 
-// The gate's report model for a verification: the command that ran, the format, its JSON and text.
-reports::GateResult verify_report(const std::string& command, double seconds, const std::string& format, nlohmann::json json,
-                                  const std::string& text) {
-    reports::GateResult r;
-    r.version = QTRANSIT_VERSION;
-    r.started_at = gate::now_utc();
-    r.config_source = command;
-    r.wall_seconds = seconds;
-    r.formats = {format};
-    r.verify = std::move(json);
-    r.verify_text = text;
-    return r;
-}
-
 gate::OutputDtype dtype_of(kernels::NpyDtype d) {
     switch (d) {
         case kernels::NpyDtype::kFloat16: return gate::OutputDtype::kFp16;
@@ -95,6 +82,35 @@ gate::OutputDtype dtype_of(kernels::NpyDtype d) {
 }
 
 }  // namespace
+
+Result<gate::CollectiveVerifySpec> verify_collective_spec(const VerifyCollectiveArgs& a) {
+    gate::CollectiveVerifySpec spec;
+    auto path = parse_path(a.path);
+    if (!path) return make_error(ErrorCode::kInvalidArgument, path.error().message);
+    spec.config.path = *path;
+    auto format = resolve_format(a.format);
+    if (!format) return make_error(ErrorCode::kInvalidArgument, format.error().message);
+    spec.config.format = *format;
+    if (auto st = format->check_block(a.block); !st) return make_error(ErrorCode::kInvalidArgument, "--block: " + st.error().message);
+    spec.config.block = a.block;
+    auto accum = parse_accum(a.accum);
+    if (!accum) return make_error(ErrorCode::kInvalidArgument, accum.error().message);
+    spec.config.accum = *accum;
+    if (a.ranks < 1) return make_error(ErrorCode::kInvalidArgument, "--ranks is required (N, the ranks of the run)");
+    spec.config.ranks = a.ranks;
+    spec.config.ranks_per_node = a.ranks_per_node > 0 ? a.ranks_per_node : default_ranks_per_node(a.ranks);
+    if (a.target != "sum" && a.target != "mean") return make_error(ErrorCode::kInvalidArgument, "--target " + a.target + ": sum or mean");
+    spec.mean = a.target == "mean";
+    spec.ring_order = a.ring_order;
+    if (!a.conformance.empty()) {
+        auto t = gate::parse_tier(a.conformance);
+        if (!t) return make_error(ErrorCode::kInvalidArgument, "--conformance: " + t.error().message);
+        spec.asked = *t;
+    }
+    if (!a.dtype.empty() && a.dtype != "fp32" && a.dtype != "fp16" && a.dtype != "bf16")
+        return make_error(ErrorCode::kInvalidArgument, "--dtype " + a.dtype + ": known: " + kernels::known_dtype_names());
+    return spec;
+}
 
 int run_verify_collective(const VerifyCollectiveArgs& a) {
     // ---- options, before any file is read ---------------------------------------------------------
@@ -110,31 +126,10 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
         return kExitUsage;
     };
 
-    gate::CollectiveVerifySpec spec;
-    auto path = parse_path(a.path);
-    if (!path) return refuse(path.error().message);
-    spec.config.path = *path;
-    auto format = resolve_format(a.format);
-    if (!format) return refuse(format.error().message);
-    spec.config.format = *format;
-    if (auto st = format->check_block(a.block); !st) return refuse("--block: " + st.error().message);
-    spec.config.block = a.block;
-    auto accum = parse_accum(a.accum);
-    if (!accum) return refuse(accum.error().message);
-    spec.config.accum = *accum;
-    if (a.ranks < 1) return refuse("--ranks is required (N, the ranks of the run)");
-    spec.config.ranks = a.ranks;
-    spec.config.ranks_per_node = a.ranks_per_node > 0 ? a.ranks_per_node : default_ranks_per_node(a.ranks);
-    if (a.target != "sum" && a.target != "mean") return refuse("--target " + a.target + ": sum or mean");
-    spec.mean = a.target == "mean";
-    spec.ring_order = a.ring_order;
-    if (!a.conformance.empty()) {
-        auto t = gate::parse_tier(a.conformance);
-        if (!t) return refuse("--conformance: " + t.error().message);
-        spec.asked = *t;
-    }
-    if (!a.dtype.empty() && a.dtype != "fp32" && a.dtype != "fp16" && a.dtype != "bf16")
-        return refuse("--dtype " + a.dtype + ": known: " + kernels::known_dtype_names());
+    auto spec_or = verify_collective_spec(a);
+    if (!spec_or) return refuse(spec_or.error().message);
+    gate::CollectiveVerifySpec spec = std::move(*spec_or);
+    const auto path = &spec.config.path;
     const int64_t n = a.ranks;
     const bool in_split = has_rank_field(a.inputs), out_split = has_rank_field(a.outputs);
     // --dtype: what raw uint16 arrays hold (typed files say it themselves); --tensor: for .safetensors files.
@@ -360,43 +355,8 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
     // ---- say it ----------------------------------------------------------------------------------------
     const std::string text = gate::summary_text(total);
     if (!a.report_dir.empty()) {
-        reports::GateResult r = verify_report("verify collective --inputs " + a.inputs + " --outputs " + a.outputs, seconds,
-                                              spec.config.format.name(), gate::to_json(total), text);
-        r.paths = {path_info(*path).name};
-        r.ranks = {n};
-        r.ranks_per_node = spec.config.ranks_per_node;
-        r.elements = spec.config.elements;
-        r.block = spec.config.block;
-        const std::string base = std::string("verify/") + path_info(*path).name + "/";
-        for (const auto& t : total.tiers) {
-            reports::Verdict v;
-            v.name = base + gate::to_string(t.tier);
-            v.category = "verify";
-            v.checked = t.not_applicable.empty() ? t.checked : -1;
-            if (!t.not_applicable.empty()) {
-                v.status = reports::VerdictStatus::kSkip;
-                v.message = "not applicable: " + t.not_applicable;
-            } else if (t.tier != total.asked) {
-                // Tiers not asked for are reported, not judged: a run may differ from qtransit's
-                // schedule (another order of adds) and still meet the tier asked.
-                v.status = reports::VerdictStatus::kSkip;
-                v.message = std::string("not asked (") + gate::to_string(total.asked) + " was): " +
-                            (t.holds ? "holds" : "does not hold; first: " + t.first);
-            } else {
-                v.status = t.holds && t.checked > 0 ? reports::VerdictStatus::kPass : reports::VerdictStatus::kFail;
-                v.message = t.holds ? "holds over " + std::to_string(t.checked) + " outputs" : t.first;
-            }
-            r.verdicts.push_back(v);
-        }
-        if (total.same_bits_applies) {
-            reports::Verdict v;
-            v.name = base + "same-bits";
-            v.category = "verify";
-            v.checked = total.same_bits_checked;
-            v.status = total.same_bits && total.same_bits_checked > 0 ? reports::VerdictStatus::kPass : reports::VerdictStatus::kFail;
-            v.message = total.same_bits ? "every rank holds the same bits" : total.same_bits_first;
-            r.verdicts.push_back(v);
-        }
+        const reports::GateResult r =
+            gate::verify_collective_report("verify collective --inputs " + a.inputs + " --outputs " + a.outputs, seconds, total);
         if (auto st = reports::write_reports(r, a.report_dir); !st) return fail(st.error());
     }
     if (a.json) {
@@ -421,21 +381,27 @@ namespace qtransit::cli {
 namespace {
 Result<std::vector<uint8_t>> read_file_bytes(const std::string& path);
 std::string shape_text(const std::vector<int64_t>& s);
-reports::GateResult verify_report(const std::string& command, double seconds, const std::string& format, nlohmann::json json,
-                                  const std::string& text);
+}
+
+Result<VerifyQuantizeSetup> verify_quantize_setup(const VerifyQuantizeArgs& a) {
+    auto format = resolve_format(a.format);
+    if (!format) return format.error();
+    if (auto st = format->check_block(a.block); !st) return make_error(st.error().code, "--block: " + st.error().message);
+    auto conf = kernels::parse_conformance(a.conformance);
+    if (!conf) return make_error(conf.error().code, "--conformance: " + conf.error().message);
+    if (!a.dtype.empty() && a.dtype != "fp32" && a.dtype != "fp16" && a.dtype != "bf16")
+        return make_error(ErrorCode::kInvalidArgument, "--dtype " + a.dtype + ": known: " + kernels::known_dtype_names());
+    if (!a.offsets.empty() && !format->has_offset()) return make_error(ErrorCode::kInvalidArgument, "--offsets: " + format->name() + " has no offsets");
+    return VerifyQuantizeSetup{*format, *conf};
 }
 
 int run_verify_quantize(const VerifyQuantizeArgs& a) {
-    auto format = resolve_format(a.format);
-    if (!format) return fail(format.error());
-    if (auto st = format->check_block(a.block); !st) return fail("--block: " + st.error().message);
-    auto conf = kernels::parse_conformance(a.conformance);
-    if (!conf) return fail("--conformance: " + conf.error().message);
-    if (!a.dtype.empty() && a.dtype != "fp32" && a.dtype != "fp16" && a.dtype != "bf16")
-        return fail("--dtype " + a.dtype + ": known: " + kernels::known_dtype_names());
+    auto setup = verify_quantize_setup(a);
+    if (!setup) return fail(setup.error());
+    const FormatSpec* format = &setup->format;
+    const kernels::Conformance* conf = &setup->conformance;
     for (const std::string* f : {&a.in, &a.decoded, &a.codes, &a.scales, &a.offsets})
         if (!f->empty() && !std::filesystem::exists(*f)) return fail(*f + ": no such file");
-    if (!a.offsets.empty() && !format->has_offset()) return fail("--offsets: " + format->name() + " has no offsets");
 
     auto x = kernels::read_tensor(a.in, {a.tensor, a.dtype, true});
     if (!x) return fail(x.error());
@@ -484,81 +450,12 @@ int run_verify_quantize(const VerifyQuantizeArgs& a) {
     }
     const gate::CodecCheck& c = *r;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    const int64_t n = c.elements;
-
-    static const char* kBuckets[] = {"0", "1", "2", "3-4", "5-16", "17-256", ">256", "non-finite"};
-    std::string hist;
-    for (size_t b = 0; b < c.ulp_histogram.size(); ++b)
-        if (c.ulp_histogram[b]) hist += std::string(hist.empty() ? "" : ", ") + kBuckets[b] + ": " + std::to_string(c.ulp_histogram[b]);
-    auto given = [](bool g, const std::string& f) { return g ? f : std::string("not given"); };
-    std::string text;
-    char line[1024];
-    std::snprintf(line, sizeof line, "verify quantize %s, block %lld, blocks restart every %lld elements: %lld elements in %zu blocks\n",
-                  format->name().c_str(), static_cast<long long>(a.block), static_cast<long long>(c.shard), static_cast<long long>(n),
-                  c.encoded.scales.size());
-    text += line;
-    text += "  compared     decoded " + a.decoded + "; codes " + given(run.has_wire || run.has_codes, a.codes) + "; scales " +
-            given(run.has_scales, a.scales) + (format->has_offset() ? "; offsets " + given(run.has_offsets, a.offsets) : "") + "\n";
-    text += std::string("  exact        ") +
-            (c.exact ? "every given value equals the reference's bit for bit\n"
-                     : "DIFFERS: " + std::to_string(c.differing_elements) + " elements (code or decoded value), " +
-                           std::to_string(c.differing_scale_blocks) + " blocks' metadata; first: " + c.first_difference + "\n");
-    std::snprintf(line, sizeof line, "  bound        %s (largest |error| / bound %.6g, exact arithmetic, the reference's block statistics)\n",
-                  c.bound_holds ? "holds for every element" : "FAILS", c.max_error_to_bound);
-    text += line;
-    if (!c.bound_holds) text += "               first: " + c.violation + "\n";
-    text += "  ulps         decoded against the reference's: " + hist + "\n";
-    if (c.worst_element >= 0) {
-        std::snprintf(line, sizeof line, "  worst        element %lld (input %s, decoded %s): |error| %.9g, bound %.9g, ratio %.6g\n",
-                      static_cast<long long>(c.worst_element), shortest(x->data[static_cast<size_t>(c.worst_element)]).c_str(),
-                      shortest(c.decoded[static_cast<size_t>(c.worst_element)]).c_str(), c.worst_error, c.worst_bound, c.worst_ratio);
-        text += line;
-    }
-    text += std::string("conformance ") + kernels::to_string(*conf) + ": " + (c.conforms ? "holds" : "FAILS") + "\n";
-
-    nlohmann::json j{{"format", format->name()},
-                     {"block", a.block},
-                     {"shard", c.shard},
-                     {"elements", n},
-                     {"blocks", c.encoded.scales.size()},
-                     {"conformance", kernels::to_string(*conf)},
-                     {"conforms", c.conforms},
-                     {"exact", c.exact},
-                     {"first_difference", c.first_difference},
-                     {"differing_elements", c.differing_elements},
-                     {"differing_scale_blocks", c.differing_scale_blocks},
-                     {"max_ulps", c.max_ulps},
-                     {"ulp_histogram", nlohmann::json::object()},
-                     {"bound_holds", c.bound_holds},
-                     {"first_violation", c.violation},
-                     {"max_error_to_bound", c.max_error_to_bound},
-                     {"worst_element", c.worst_element},
-                     {"worst_error", c.worst_error},
-                     {"worst_bound", c.worst_bound},
-                     {"compared", {{"codes", run.has_wire || run.has_codes}, {"scales", run.has_scales}, {"offsets", run.has_offsets}}}};
-    for (size_t b = 0; b < c.ulp_histogram.size(); ++b) j["ulp_histogram"][kBuckets[b]] = c.ulp_histogram[b];
-
+    const std::string text = gate::verify_quantize_text(*format, a.block, c, run, x->data, *conf,
+                                                        {a.in, a.decoded, a.codes, a.scales, a.offsets});
+    const nlohmann::json j = gate::verify_quantize_json(*format, a.block, c, run, *conf);
     if (!a.report_dir.empty()) {
-        reports::GateResult rep = verify_report("verify quantize --in " + a.in + " --decoded " + a.decoded, seconds, format->name(), j, text);
-        rep.elements = n;
-        rep.block = a.block;
-        for (auto conf_k : {kernels::Conformance::kExact, kernels::Conformance::kBounded}) {
-            reports::Verdict v;
-            v.name = "verify/quantize/" + format->name() + "/" + kernels::to_string(conf_k);
-            v.category = "verify";
-            v.checked = n;
-            const bool holds = conf_k == kernels::Conformance::kExact ? c.exact : c.bound_holds;
-            const std::string detail = conf_k == kernels::Conformance::kExact ? c.first_difference : c.violation;
-            if (conf_k != *conf) {
-                v.status = reports::VerdictStatus::kSkip;
-                v.message = std::string("not asked: ") + (holds ? "holds" : "does not hold; first: " + detail);
-                v.checked = -1;
-            } else {
-                v.status = holds ? reports::VerdictStatus::kPass : reports::VerdictStatus::kFail;
-                v.message = holds ? "holds over " + std::to_string(n) + " elements" : detail;
-            }
-            rep.verdicts.push_back(v);
-        }
+        const reports::GateResult rep = gate::verify_quantize_report("verify quantize --in " + a.in + " --decoded " + a.decoded, seconds,
+                                                                     *format, a.block, c, *conf, j, text);
         if (auto st = reports::write_reports(rep, a.report_dir); !st) return fail(st.error());
     }
     if (a.json) std::printf("%s\n", j.dump(2).c_str());

@@ -642,13 +642,18 @@ Result<GateConfig> quick_tier(const GateConfig& full) {
 Status attach_codec(GateConfig& cfg, const std::string& path) {
     auto codec = kernels::PluginCodec::load(path);
     if (!codec) return codec.error();
-    if (auto st = (*codec)->check_block(cfg.block); !st) return st;
-    const FormatSpec f = (*codec)->format();
+    return attach_codec(cfg, *codec);
+}
+
+Status attach_codec(GateConfig& cfg, std::shared_ptr<const kernels::PluginCodec> codec) {
+    if (!codec) return make_error(ErrorCode::kInvalidArgument, "attach_codec: no codec");
+    if (auto st = codec->check_block(cfg.block); !st) return st;
+    const FormatSpec f = codec->format();
     cfg.formats = {f};
     cfg.staged.clear();  // a codec implements one format: no per-stage lists
     std::erase_if(cfg.budgets, [&](const Budget& b) { return !b.stages.empty() || !(b.format == f); });
-    cfg.codec_path = path;
-    cfg.codec = *codec;
+    cfg.codec_path = codec->path();
+    cfg.codec = std::move(codec);
     return Status::Ok();
 }
 

@@ -134,6 +134,7 @@ nlohmann::json quantize_json(const FormatSpec& format, const QuantizeCheck& c, c
     j["max_abs_error"] = c.bounds.max_error;
     j["max_error_to_bound"] = c.bounds.max_error_to_bound;
     j["bound_holds"] = c.bounds.holds;
+    if (!c.bounds.holds) j["first_violation"] = c.bounds.first_violation;
     j["wire_bytes"] = c.encoded.wire_bytes();
     j["poisoned_blocks"] = c.poisoned_blocks;
     j["matches_reference"] = c.matches_reference;

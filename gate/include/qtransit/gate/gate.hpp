@@ -92,6 +92,8 @@ struct GateConfig {
 // become the codec's one format, and budgets about other formats are dropped. The Error names the
 // library and what is wrong (docs/PLUGIN.md).
 Status attach_codec(GateConfig& cfg, const std::string& path);
+// The same for a codec already loaded (PluginCodec::from_descriptor: the Python module's callables).
+Status attach_codec(GateConfig& cfg, std::shared_ptr<const kernels::PluginCodec> codec);
 
 // The embedded default gate (`qtransit check` with no --config), as TOML.
 const char* default_gate_toml();
