@@ -14,19 +14,23 @@ REPORT_DIR ?= qtransit-report
 # python3: the interpreter the mpi and report tests run (CMake pins Debian's /usr/bin/python3).
 # The test `deps_installed` (scripts/check-deps) fails when the build finds a package, or a test runs
 # a program, that these lists do not install.
+# python3-dev, python3-venv, python3-pip: `pip install .` (the Python package: pyproject.toml) builds
+# its native module against the headers, in a virtual environment (Debian's python3 takes no
+# system-wide pip installs).
 PACKAGES := g++ cmake ninja-build libgtest-dev libgmock-dev librapidcheck-dev libboost-dev libeigen3-dev \
             libbenchmark-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libmimalloc-dev \
-            openmpi-bin libopenmpi-dev python3
+            openmpi-bin libopenmpi-dev python3 python3-dev python3-venv python3-pip
 # What only `make test` needs: Chromium renders report.html in properties/reports; clang and its
 # runtime (libFuzzer, the sanitizers) build and run the fuzz targets of properties/fuzz.
 TEST_PACKAGES := chromium clang libclang-rt-14-dev python3-numpy
 
-.PHONY: help deps deps-test print-packages build build-asan run test fuzz bench clean
+.PHONY: help deps deps-test print-packages build build-asan run test python-test fuzz bench clean
 
 help:
 	@echo "make run    build and run the default job (qtransit check: the numerics gate), reports in $(REPORT_DIR)/"
 	@echo "make test   build (Release and ASan+UBSan) and run the whole test suite"
 	@echo "make bench  encode/decode throughput against memcpy"
+	@echo "make python-test  pip install . into $(VENV) and run the Python tests and examples (pytest)"
 	@echo "make fuzz   build the libFuzzer targets (clang) and run each for FUZZ_TIME seconds (default 30)"
 
 # One line before any build: what was installed, or that nothing was missing. apt's own output goes to
@@ -57,6 +61,16 @@ BUILD_RELEASE = cmake --preset release && cmake --build --preset release -j $(JO
 BUILD_ASAN = cmake --preset asan && cmake --build --preset asan -j $(JOBS)
 BUILD_FUZZ = { cmake --preset fuzz >build/fuzz.configure.log 2>&1 || { tail -n 20 build/fuzz.configure.log; exit 1; }; } && cmake --build --preset fuzz -j $(JOBS)
 FUZZ_TIME ?= 30
+# The Python package (issue 21): a virtual environment in build/venv with the build and test
+# requirements from PyPI, `pip install .` in it (without build isolation, so that the native build
+# kept in build/python/ stays valid from one run to the next), then pytest over python/tests and
+# examples/python next to the Release command (the tests compare its JSON with Python's).
+VENV ?= build/venv
+PYTHON_TEST = { [ -x $(VENV)/bin/python ] || /usr/bin/python3 -m venv $(VENV); } && \
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r python/requirements-test.txt && \
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation . && \
+	cd build && QTRANSIT_CLI=$(CURDIR)/build/release/cli/qtransit $(abspath $(VENV))/bin/python -m pytest -q -p no:cacheprovider \
+	  ../python/tests ../examples/python
 
 build: deps
 	$(BUILD_RELEASE)
@@ -77,6 +91,7 @@ test: deps-test
 	$(BUILD_ASAN)
 	ctest --preset release -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
+	$(PYTHON_TEST)
 	$(BUILD_FUZZ)
 	scripts/run-fuzzers --time $(FUZZ_TIME)
 
@@ -85,6 +100,10 @@ fuzz: deps-test
 	mkdir -p build
 	$(BUILD_FUZZ)
 	scripts/run-fuzzers --time $(FUZZ_TIME)
+
+python-test: deps-test
+	$(BUILD_RELEASE)
+	$(PYTHON_TEST)
 
 bench: build
 	./build/release/cli/qtransit bench

@@ -1,0 +1,159 @@
+"""qtransit from Python: the numerics checks of quantized collectives, one import away.
+
+Every function calls the same C++ library as the `qtransit` command and returns a result object
+with the numbers of the command's JSON as attributes (``.passed``, ``.first_failure``,
+``.to_json()``, and where the command writes them ``.write_reports(dir)``):
+
+    qtransit.formats()                                   the built-in formats
+    qtransit.quantize(fmt, x)                            qtransit's kernel, checked against the reference
+    qtransit.verify_quantize(fmt, x, decoded, ...)       a quantization done elsewhere, judged
+    qtransit.simulate(path, ranks=..., elements=...)     a collective path, every output checked exactly
+    qtransit.verify_collective(path, inputs, outputs)    a collective run elsewhere, judged
+    qtransit.check(config)                               the numerics gate
+    qtransit.check_codec(fmt, encode, decode)            the gate with a quantizer written in Python
+    qtransit.strategies.blocks(...)                      Hypothesis strategies for binary32 blocks
+
+Arrays: numpy arrays or DLPack tensors of float32, float16 or bfloat16 (ml_dtypes.bfloat16), any
+shape; CUDA tensors are copied to the host. A C-contiguous float32 array is read without a copy;
+others are converted or copied first (qtransit._arrays says exactly when). Errors in what a caller
+gives raise ValueError with the command's one-line message; a failed check raises CheckFailed only
+with raise_on_failure=True. docs/PYTHON.md has the whole API.
+"""
+
+import json
+import os
+
+from . import _arrays, _codec, _toml
+from ._qtransit import CodecError, __version__
+from . import _qtransit as _native
+from ._results import (CheckFailed, FormatInfo, GateResult, QuantizeResult, Record, Result, SimulateResult,
+                       VerifyCollectiveResult, VerifyQuantizeResult)
+
+__all__ = ["formats", "quantize", "verify_quantize", "simulate", "verify_collective", "check", "check_codec",
+           "CheckFailed", "CodecError", "Record", "Result", "__version__"]
+
+
+def formats(block=32):
+    """Every built-in format, as `qtransit formats --json` lists them (at `block`)."""
+    return [FormatInfo(r) for r in json.loads(_native.formats_json(int(block)))["formats"]]
+
+
+def quantize(fmt, x, *, block=32, nonfinite="error", rounding="nearest", seed=0, raise_on_failure=False):
+    """x through qtransit's production kernel for `fmt` (a name or a declaration .toml), checked
+    bit for bit against the reference and element by element against the format's bound in exact
+    arithmetic, as `qtransit quantize --json`. nonfinite: "error" (a NaN or inf is a ValueError
+    naming its index) or "propagate" (its block is poisoned). rounding: "nearest" or "stochastic"
+    (the format's -sr twin keyed by seed)."""
+    a, shape = _arrays.as_f32(x, "x")
+    r = _native.quantize(str(fmt), a.reshape(-1), shape, int(block), str(nonfinite), str(rounding), int(seed))
+    return QuantizeResult(json.loads(r["json"]), r, shape)._raise_if(raise_on_failure)
+
+
+def verify_quantize(fmt, x, decoded, *, codes=None, wire=None, scales=None, offsets=None, block=32, shard=0,
+                    conformance="exact", raise_on_failure=False):
+    """A quantization computed elsewhere (your kernel's output) against the reference, as
+    `qtransit verify quantize --json`: decoded (x's shape) is required; codes (one integer per
+    element) or wire (the packed bytes, codes.bin's layout), scales and offsets are compared when
+    given. Blocks restart every `shard` elements (0: x is one shard). conformance: "exact" (every
+    given value bit for bit) or "bounded" (every element within the format's bound)."""
+    xa, xshape = _arrays.as_f32(x, "x")
+    da, dshape = _arrays.as_f32(decoded, "decoded")
+    if dshape != xshape:
+        raise ValueError(f"decoded: shape {dshape}, but x is {xshape} (the decoded values have the input's shape)")
+    if codes is not None and wire is not None:
+        raise ValueError("codes and wire: give one (one code per element, or the packed bytes)")
+    c = None if codes is None else _arrays.as_codes(codes, "codes")
+    w = None if wire is None else bytes(wire)
+    s = None if scales is None else _arrays.as_f32(scales, "scales")[0].reshape(-1)
+    o = None if offsets is None else _arrays.as_f32(offsets, "offsets")[0].reshape(-1)
+    r = _native.verify_quantize(str(fmt), xa.reshape(-1), da.reshape(-1), c, w, s, o, int(block), int(shard), str(conformance))
+    return VerifyQuantizeResult(json.loads(r["json"]), r["report"], r["text"])._raise_if(raise_on_failure)
+
+
+def _list(v):
+    return [v] if isinstance(v, (str, int)) else list(v)
+
+
+def simulate(path, *, ranks=None, elements=0, format="", inputs=None, ranks_per_node=0, block=32, dist="normal", seed=1,
+             accum="fp32", divide="none", rotation="each-hop", rounding="nearest", threads=0, keep_outputs=False,
+             raise_on_failure=False):
+    """One or more collective paths (a name, a list, or "all") on the in-process transport at one or
+    more N, every output checked exactly, as `qtransit simulate --json`. inputs: an [N, M] array
+    (row r: rank r's) in place of the generator `dist`; then ranks and elements may be left out.
+    format: one name, or "A,B" (one per stage). keep_outputs: the one run's output rows in .outputs."""
+    arr = None
+    if inputs is not None:
+        arr, _ = _arrays.as_f32(inputs, "inputs", ndim=2)
+    r = _native.simulate([str(p) for p in _list(path)], [int(n) for n in _list(ranks)] if ranks is not None else [],
+                         int(ranks_per_node), int(elements or 0), str(format or ""), int(block), str(dist), int(seed), str(accum),
+                         str(divide), str(rotation), str(rounding), arr, int(threads), bool(keep_outputs))
+    return SimulateResult(json.loads(r["json"]), r["outputs"])._raise_if(raise_on_failure)
+
+
+def verify_collective(path, inputs, outputs, *, format, ranks_per_node=0, block=32, accum="fp32", target="sum",
+                      conformance=None, ring_order=None, raise_on_failure=False):
+    """A collective run elsewhere judged against `path` in exact arithmetic, as `qtransit verify
+    collective --json`: inputs [N, M] (row r: what rank r contributed), outputs [N, S] for a
+    reduce-scatter (row c: what rank c holds of chunk c) or [N, M]. Outputs of float16 or bfloat16
+    are judged with their final rounding allowed for. conformance: exact, same-events or bounded
+    (None: the strongest the path allows). target: sum or mean."""
+    ia, _ = _arrays.as_f32(inputs, "inputs", ndim=2)
+    on = _arrays.as_numpy(outputs, "outputs")
+    oa, _ = _arrays.as_f32(on, "outputs", ndim=2)
+    r = _native.verify_collective(str(path), str(format), ia, oa, _arrays.dtype_name(on), int(ranks_per_node), int(block), str(accum),
+                                  str(target), conformance or "", [int(v) for v in (ring_order or [])])
+    return VerifyCollectiveResult(json.loads(r["json"]), r["report"], r["text"])._raise_if(raise_on_failure)
+
+
+def _config(config):
+    """(TOML text, source name) for check's config: None, a dict, or a TOML file's path."""
+    if config is None:
+        return "", ""
+    if isinstance(config, dict):
+        return _toml.dumps(config), "config (a dict)"
+    if isinstance(config, (str, os.PathLike)):
+        path = os.fspath(config)
+        if not os.path.exists(path):
+            raise ValueError(f"{path}: no such file")
+        return "", path
+    raise ValueError(f"config: a {type(config).__name__}; give None (the default gate), a dict or a TOML file's path")
+
+
+def check(config=None, *, quick=False, conformance=None, codec=None, raise_on_failure=False):
+    """The numerics gate (`qtransit check`): config None (the default gate), a dict with the config
+    file's keys ({"gate": {...}, "budget": [...], "scaling": [...]}), or a TOML file's path. quick:
+    the quick tier. codec: a codec plugin library (.so) in place of qtransit's kernels."""
+    text, source = _config(config)
+    rep = _native.check(text, source, bool(quick), conformance or "", os.fspath(codec) if codec else "")
+    return GateResult(rep)._raise_if(raise_on_failure)
+
+
+def check_codec(fmt, encode, decode, *, name="python-codec", config=None, quick=True, conformance="exact", device="cpu",
+                raise_on_failure=False):
+    """The gate with a quantizer written in Python as the codec of `fmt`: its encode and decode run
+    wherever the gate runs qtransit's kernels (the kernel-vs-reference checks over edge cases and
+    random blocks, every path's Q and D), judged as a codec plugin is (docs/PLUGIN.md). The verdicts
+    name the first difference (element, block, both values, both codes).
+
+        encode(x: float32[n], block) -> (codes: int[n], scales: float32[blocks][, offsets])
+        decode(codes: int32[n], scales, offsets or None, block) -> float32[n]
+
+    One call per shard (blocks restart at every shard; the last block may be short). config: as
+    check()'s (None: the default gate on fmt); quick (the default): its quick tier. device="cuda":
+    the callables get torch CUDA tensors; what they return may be CUDA tensors too. A callable that
+    raises, or returns the wrong count or dtype, fails the kernel-vs-reference verdict, which names it."""
+    fmt_info = [f for f in formats() if f.format == fmt]
+    has_offset = "+min" in fmt_info[0].scale if fmt_info else _has_offset_declared(fmt)
+    enc, dec = _codec.adapt(encode, decode, has_offset, device)
+    text, source = _config(config)
+    rep = _native.check_codec(str(fmt), enc, dec, str(name), text, source, bool(quick), str(conformance))
+    return GateResult(rep)._raise_if(raise_on_failure)
+
+
+def _has_offset_declared(fmt):
+    """Whether a declared format (a .toml path) has an offset: from qtransit's own reading of it."""
+    r = quantize(fmt, _arrays.np.zeros(1, dtype=_arrays.np.float32), block=1)
+    return len(r.offsets) > 0
+
+
+from . import strategies  # noqa: E402  (needs the names above; Hypothesis is imported only when used)
