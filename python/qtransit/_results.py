@@ -128,13 +128,17 @@ class QuantizeResult(Result):
         return self._data["max_abs_error"]
 
 
-class VerifyQuantizeResult(Result):
-    """`qtransit verify quantize --json`'s object."""
+class _Reported(Result):
+    """A result with the gate's report model behind it (the native Report) and the command's text."""
 
     def __init__(self, data, report, text):
         super().__init__(data)
         object.__setattr__(self, "_report", report)
         object.__setattr__(self, "_text", text)
+
+
+class VerifyQuantizeResult(_Reported):
+    """`qtransit verify quantize --json`'s object."""
 
     @property
     def passed(self):
@@ -150,13 +154,8 @@ class VerifyQuantizeResult(Result):
         return d["first_violation"] or d["first_difference"]
 
 
-class VerifyCollectiveResult(Result):
+class VerifyCollectiveResult(_Reported):
     """`qtransit verify collective --json`'s object."""
-
-    def __init__(self, data, report, text):
-        super().__init__(data)
-        object.__setattr__(self, "_report", report)
-        object.__setattr__(self, "_text", text)
 
     @property
     def passed(self):

@@ -365,12 +365,18 @@ nb::dict simulate(std::vector<std::string> paths, std::vector<int64_t> ranks, in
     return d;
 }
 
-Report check(const std::string& config_text, const std::string& source, bool quick, const std::string& conformance, const std::string& codec) {
+// check's options as the command's (config_text in place of reading the file `source` names).
+qt::cli::CheckArgs check_args(const std::string& config_text, const std::string& source, bool quick, const std::string& conformance) {
     qt::cli::CheckArgs a;
     a.config_text = config_text;
     a.config = source;
     a.quick = quick;
     a.conformance = conformance;
+    return a;
+}
+
+Report check(const std::string& config_text, const std::string& source, bool quick, const std::string& conformance, const std::string& codec) {
+    qt::cli::CheckArgs a = check_args(config_text, source, quick, conformance);
     a.codec = codec;
     auto cfg = take(qt::cli::check_config(a));
     Report rep;
@@ -385,12 +391,7 @@ Report check_codec(const std::string& fmt, nb::object encode, nb::object decode,
     Report rep;
     {
         auto codec = take(qt::kernels::PluginCodec::from_descriptor(&py->desc, "python:" + name));
-        qt::cli::CheckArgs a;
-        a.config_text = config_text;
-        a.config = source;
-        a.quick = quick;
-        a.conformance = conformance;
-        auto cfg = take(qt::cli::check_config(a, codec));
+        auto cfg = take(qt::cli::check_config(check_args(config_text, source, quick, conformance), codec));
         codec.reset();
         nb::gil_scoped_release nogil;
         rep.r = take(qt::gate::run_gate(cfg, {}));
