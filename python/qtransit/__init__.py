@@ -142,18 +142,10 @@ def check_codec(fmt, encode, decode, *, name="python-codec", config=None, quick=
     check()'s (None: the default gate on fmt); quick (the default): its quick tier. device="cuda":
     the callables get torch CUDA tensors; what they return may be CUDA tensors too. A callable that
     raises, or returns the wrong count or dtype, fails the kernel-vs-reference verdict, which names it."""
-    fmt_info = [f for f in formats() if f.format == fmt]
-    has_offset = "+min" in fmt_info[0].scale if fmt_info else _has_offset_declared(fmt)
-    enc, dec = _codec.adapt(encode, decode, has_offset, device)
+    enc, dec = _codec.adapt(encode, decode, device)
     text, source = _config(config)
     rep = _native.check_codec(str(fmt), enc, dec, str(name), text, source, bool(quick), str(conformance))
     return GateResult(rep)._raise_if(raise_on_failure)
-
-
-def _has_offset_declared(fmt):
-    """Whether a declared format (a .toml path) has an offset: from qtransit's own reading of it."""
-    r = quantize(fmt, _arrays.np.zeros(1, dtype=_arrays.np.float32), block=1)
-    return len(r.offsets) > 0
 
 
 from . import strategies  # noqa: E402  (needs the names above; Hypothesis is imported only when used)

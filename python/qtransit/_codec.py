@@ -40,7 +40,7 @@ def _device_put(device):
     return lambda a: torch.from_numpy(a).cuda()
 
 
-def adapt(encode, decode, has_offset, device="cpu"):
+def adapt(encode, decode, device="cpu"):
     if not callable(encode) or not callable(decode):
         raise ValueError("encode and decode must be callables")
     put = _device_put(device)
@@ -53,11 +53,12 @@ def adapt(encode, decode, has_offset, device="cpu"):
                 raise TypeError("encode must return (codes, scales) or (codes, scales, offsets)")
             codes.append(as_codes(r[0], "encode's codes"))
             scales.append(_float32(r[1], "encode's scales"))
-            if has_offset:
-                if len(r) < 3 or r[2] is None:
-                    raise TypeError("encode must return (codes, scales, offsets): the format has an offset per block")
-                offsets.append(_float32(r[2], "encode's offsets"))
-        return (np.concatenate(codes), np.concatenate(scales), np.concatenate(offsets) if has_offset else None)
+            # Whether the format needs offsets is the native side's to say (it names the format).
+            offsets.append(None if len(r) < 3 or r[2] is None else _float32(r[2], "encode's offsets"))
+        given = [o is not None for o in offsets]
+        if any(given) and not all(given):
+            raise TypeError("encode returned offsets for some shards and not for others")
+        return (np.concatenate(codes), np.concatenate(scales), np.concatenate(offsets) if all(given) else None)
 
     def dec(codes, scales, offsets, block, shard):
         per = -(-shard // block)
