@@ -1,7 +1,7 @@
 # qtransit: the two commands.
 #   make run   install what is missing, build (Release), run the default job, write a report
 #   make test  install what is missing, build Release and ASan+UBSan, run the whole test suite and the
-#              fuzz targets (30 s each)
+#              fuzz targets (30 s each, JOBS at once)
 # Both work alone on a fresh Debian 12 machine as root.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -93,13 +93,13 @@ test: deps-test
 	ctest --preset asan -j $(JOBS)
 	$(PYTHON_TEST)
 	$(BUILD_FUZZ)
-	scripts/run-fuzzers --time $(FUZZ_TIME)
+	scripts/run-fuzzers --time $(FUZZ_TIME) --jobs $(JOBS)
 
 # The libFuzzer targets alone (clang, ASan + UBSan), each for FUZZ_TIME seconds.
 fuzz: deps-test
 	mkdir -p build
 	$(BUILD_FUZZ)
-	scripts/run-fuzzers --time $(FUZZ_TIME)
+	scripts/run-fuzzers --time $(FUZZ_TIME) --jobs $(JOBS)
 
 python-test: deps-test
 	$(BUILD_RELEASE)

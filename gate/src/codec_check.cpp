@@ -441,7 +441,8 @@ std::vector<float> recipe(const FormatSpec& f, int r, int64_t len, uint64_t seed
             // int8: a = 300 ulps, s = 2 ulps, -300 / s = -150 is clamped; 4 bits: a = 10, s = 1 ulp.
             const int wide[] = {-300, 3, 7, -5, 1, 2, -9, 4, -1, 6, -150, 100, 77, -151, 13, -2};
             const int narrow[] = {-10, 3, 7, -5, 1, 2, -9, 4, -1, 6, -8, 5, 9, -7, 8, -2};
-            for (int64_t i = 0; i < len; ++i) v[static_cast<size_t>(i)] = static_cast<float>((b > 4 ? wide : narrow)[i % 16]) * 0x1p-149f;
+            const int* ulps = b > 4 ? wide : narrow;
+            for (int64_t i = 0; i < len; ++i) v[static_cast<size_t>(i)] = static_cast<float>(ulps[i % 16]) * 0x1p-149f;
             break;
         }
         case 4: {  // subnormals under a small normal absmax: they quantize to nonzero codes

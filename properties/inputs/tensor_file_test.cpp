@@ -455,7 +455,7 @@ TEST(Safetensors, ManyTensorsAreListedTwentyAtATime) {
     TempDir dir;
     std::string h = "{";
     for (int i = 0; i < 25; ++i) {
-        char name[8];
+        char name[16];
         std::snprintf(name, sizeof name, "t%02d", i);
         h += std::string(i ? "," : "") + "\"" + name + "\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[" +
              std::to_string(4 * i) + "," + std::to_string(4 * i + 4) + "]}";
