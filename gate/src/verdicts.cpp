@@ -61,7 +61,7 @@ std::vector<Verdict> kernel_verdicts(const GateConfig& cfg, const reports::GateR
             if (differs.empty() && !c.cpu_matches_reference) differs = c.dist + ": first difference: " + c.cpu_mismatch;
             if (bad.empty() && !c.bound_holds)
                 bad = c.dist + ": " + (c.violation.empty() ? "an element's error exceeds the format's bound" : c.violation) +
-                      (c.cpu_mismatch.empty() ? "" : "; first difference: " + c.cpu_mismatch);
+                      (c.cpu_mismatch.empty() || c.cpu_mismatch == c.violation ? "" : "; first difference: " + c.cpu_mismatch);
             if (bad.empty() && !bounded && !c.cpu_matches_reference) bad = differs;
         }
         const std::string extra = refused ? " (" + std::to_string(refused) + " input(s) refused by both: beyond the format's range)" : "";

@@ -24,13 +24,13 @@ import json
 import os
 
 from . import _arrays, _codec, _toml
-from ._qtransit import CodecError, __version__
+from ._qtransit import __version__
 from . import _qtransit as _native
 from ._results import (CheckFailed, FormatInfo, GateResult, QuantizeResult, Record, Result, SimulateResult,
                        VerifyCollectiveResult, VerifyQuantizeResult)
 
 __all__ = ["formats", "quantize", "verify_quantize", "simulate", "verify_collective", "check", "check_codec",
-           "CheckFailed", "CodecError", "Record", "Result", "__version__"]
+           "CheckFailed", "Record", "Result", "__version__"]
 
 
 def formats(block=32):

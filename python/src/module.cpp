@@ -40,13 +40,12 @@ using F32 = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>
 using F32x2 = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using I32 = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
-// A codec callable failed on valid input: qtransit.CodecError (a finding, as exit 1 is for the CLI).
-struct CodecFailure : std::runtime_error {
-    using std::runtime_error::runtime_error;
-};
-
+// A caller's mistake is a ValueError with the command's line. No function here takes a codec whose
+// failure could come back as an error (check and check_codec turn a codec's failure into a failed
+// verdict, as `qtransit check --codec` does); were one to, it is not the caller's mistake, so it is a
+// RuntimeError rather than a ValueError.
 [[noreturn]] void raise(const qt::Error& e) {
-    if (e.code == qt::ErrorCode::kCodec) throw CodecFailure(qt::cli::one_line(e.message));
+    if (e.code == qt::ErrorCode::kCodec) throw std::runtime_error(qt::cli::one_line(e.message));
     throw nb::value_error(qt::cli::one_line(e.message).c_str());
 }
 template <class T>
@@ -403,7 +402,6 @@ Report check_codec(const std::string& fmt, nb::object encode, nb::object decode,
 
 NB_MODULE(_qtransit, m) {
     m.doc() = "qtransit's native half: see the qtransit package";
-    nb::exception<CodecFailure>(m, "CodecError", PyExc_RuntimeError);
     m.attr("__version__") = QTRANSIT_VERSION;
     nb::class_<Report>(m, "Report")
         .def("json", &Report::json, "the report as report.json's text")

@@ -67,6 +67,63 @@ def test_bounded_conformance_accepts_a_reciprocal_multiply():
     assert not exact.passed  # the bits differ somewhere in the edge cases
 
 
+
+def asym_encode(bits):
+    """int<b>-asym as NUMERICS 1.2 and D2 define it, block by block (a short last block has only its
+    own elements): the offset is each block's lo."""
+    top = 2**bits - 1
+
+    def encode(x, block):
+        codes = np.zeros(x.size, np.int16)
+        scales, los = [], []
+        for b0 in range(0, x.size, block):
+            b = x[b0:b0 + block]
+            zero = b == 0
+            lo = np.float32(-0.0) if b.min() == 0 and np.any(zero & np.signbit(b)) else b.min()
+            hi = np.float32(0.0) if b.max() == 0 and np.any(zero & ~np.signbit(b)) else b.max()
+            s = np.float32(0)
+            if hi != lo:
+                s = np.maximum(np.float32(hi - lo) / np.float32(top), np.float32(2.0**-149))
+                codes[b0:b0 + b.size] = np.clip(np.rint((b - lo) / s), 0, top)
+            scales.append(s)
+            los.append(lo)
+        return codes, np.array(scales, np.float32), np.array(los, np.float32)
+
+    return encode
+
+
+def asym_decode(codes, scales, offsets, block):
+    out = np.empty(codes.size, np.float32)
+    for j, b0 in enumerate(range(0, codes.size, block)):
+        q = codes[b0:b0 + block].astype(np.float32)
+        if scales[j] == 0:
+            out[b0:b0 + q.size] = offsets[j]  # a constant block decodes to lo exactly
+        else:
+            with np.errstate(over="ignore"):  # D1: both roundings saturate
+                v = np.clip(q * scales[j], -FLT_MAX, FLT_MAX)
+                out[b0:b0 + q.size] = np.clip(v + offsets[j], -FLT_MAX, FLT_MAX)
+    return out
+
+
+def test_an_asym_codec_hands_back_its_offsets():
+    r = qtransit.check_codec("int4-asym", asym_encode(4), asym_decode, name="py-asym", config=SMALL, quick=False)
+    assert r.passed, r.first_failure
+    v = r.verdict("kernel-vs-reference/py-asym")
+    assert v.status == "pass" and v.checked > 0
+
+    def lo_off_by_one_ulp(x, block):  # a wrong offset must be a difference, not ignored
+        c, s, lo = asym_encode(4)(x, block)
+        return c, s, np.nextafter(lo, np.float32(np.inf))
+
+    bad = qtransit.check_codec("int4-asym", lo_off_by_one_ulp, asym_decode, name="py-asym", config=SMALL, quick=False)
+    assert not bad.passed and "offset" in bad.verdict("kernel-vs-reference/py-asym").message
+
+    def no_offsets(x, block):
+        return asym_encode(4)(x, block)[:2]
+
+    missing = qtransit.check_codec("int4-asym", no_offsets, asym_decode, config=SMALL, quick=False)
+    assert not missing.passed and "offset" in missing.verdict("kernel-vs-reference/python-codec").message
+
 def failure(encode, decode=sym_decode):
     r = qtransit.check_codec("int8", encode, decode, config=SMALL, quick=False)
     assert not r.passed
