@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "qtransit/common/shortest.hpp"
@@ -14,6 +15,7 @@
 #include "qtransit/kernels/decl_math.hpp"
 #include "qtransit/kernels/hadamard.hpp"
 #include "decl_fast.hpp"
+#include "hadamard_avx512.hpp"
 
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
 #define QT_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -667,41 +669,130 @@ Status encode_block_plain(const FormatSpec& format, const float* x, int64_t len,
     return Status::Ok();
 }
 
-// A rotated format's blocks, rotated (FORMATS.md section 9): y holds x's values with each block of
-// `block` (the last one short) negated by its signs and transformed. A block with a non-finite value
-// stays as it is under `error` (encode names it from x) and becomes NaN under `propagate` (poisoned);
-// one whose rotation passes hadamard_limit is refused under `error` (the index of its first element in
-// *overflow) and poisoned under `propagate`.
-// Compiled for AVX-512, AVX2 and baseline x86-64 (the butterflies and the checks are plain loops
-// over a block; every version computes the same fl32 adds and subtracts).
-QT_MULTIVERSION void rotate_blocks(const FormatSpec& format, std::span<const float> x, int64_t block, const CodecOptions& options,
-                                   std::vector<float>& y, int64_t* overflow) {
-    const int64_t n = static_cast<int64_t>(x.size());
+// rotate_range's loops (below), one block at a time; *overflow is only ever lowered from -1.
+QT_INLINE void rotate_range_scalar(const FormatSpec& format, const float* x, int64_t n, int64_t block,
+                                   const CodecOptions& options, int64_t b0, int64_t b1, float* out, int64_t* overflow) {
     const bool signs = format.decl->random_signs;
-    y.resize(x.size());
-    *overflow = -1;
-    for (int64_t b0 = 0; b0 < n; b0 += block) {
-        const int64_t len = std::min(block, n - b0);
-        float* v = y.data() + b0;
-        const float* in = x.data() + b0;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t j = b0; j < b1; ++j) {
+        const int64_t first = j * block, len = std::min(block, n - first);
+        float* v = out + (first - b0 * block);
+        const float* in = x + first;
         int bad = 0;  // branch-free tests: the loops vectorize
         for (int64_t i = 0; i < len; ++i) {
             v[i] = in[i];
             bad |= std::abs(in[i]) <= kFltMax ? 0 : 1;
         }
         if (bad) {
-            if (options.policy == Nonfinite::kPropagate) std::fill(v, v + len, std::numeric_limits<float>::quiet_NaN());
+            if (options.policy == Nonfinite::kPropagate) std::fill(v, v + len, nan);
             continue;
         }
-        hadamard_forward(v, len, signs, SignKey{options.seed, options.site.index_base + b0});
+        hadamard_forward(v, len, signs, SignKey{options.seed, options.site.index_base + first});
         const float limit = hadamard_limit(len);
         int over = 0;
         for (int64_t i = 0; i < len; ++i) over |= std::abs(v[i]) <= limit ? 0 : 1;
         if (!over) continue;
-        if (options.policy == Nonfinite::kPropagate) std::fill(v, v + len, std::numeric_limits<float>::quiet_NaN());
-        else if (*overflow < 0) *overflow = b0;
+        if (options.policy == Nonfinite::kPropagate) std::fill(v, v + len, nan);
+        else if (*overflow < 0) *overflow = first;
     }
 }
+
+#if defined(__x86_64__)
+// Calls f with std::integral_constant<int, R> for a block of 16 R elements that the AVX-512 rotation
+// takes (16, 32, 64, 128); false for any other block.
+template <class F>
+bool with_rotation_registers(int64_t block, F&& f) {
+    switch (block) {
+        case 16: f(std::integral_constant<int, 1>{}); return true;
+        case 32: f(std::integral_constant<int, 2>{}); return true;
+        case 64: f(std::integral_constant<int, 4>{}); return true;
+        case 128: f(std::integral_constant<int, 8>{}); return true;
+        default: return false;
+    }
+}
+
+// rotate_range's full blocks [b0, b1) of 16 R elements on a CPU with AVX-512, eight at a time.
+template <int R>
+QT_AVX512_ROT void rotate_full_avx512(const float* x, bool signs, const CodecOptions& options, int64_t b0, int64_t b1,
+                                      float* out, int64_t* overflow) {
+    constexpr int64_t block = 16 * R;
+    const bool propagate = options.policy == Nonfinite::kPropagate;
+    for (int64_t j = b0; j < b1; j += 8) {
+        const int count = static_cast<int>(std::min<int64_t>(8, b1 - j));
+        const int64_t first = j * block;
+        const unsigned over = fast::rotate8_avx512<R>(x + first, out + (first - b0 * block), count, signs, propagate,
+                                                      options.seed, options.site.index_base + first);
+        if (over && !propagate && *overflow < 0) *overflow = first + static_cast<int64_t>(__builtin_ctz(over)) * block;
+    }
+}
+
+// unrotate_blocks' full blocks [b0, b1) of 16 R elements on a CPU with AVX-512, eight at a time.
+template <int R>
+QT_AVX512_ROT void unrotate_full_avx512(float* out, const float* scales, bool signs, const SignKey& key, int64_t b0,
+                                        int64_t b1) {
+    constexpr int64_t block = 16 * R;
+    for (int64_t j = b0; j < b1; j += 8)
+        fast::unrotate8_avx512<R>(out + j * block, scales + j, static_cast<int>(std::min<int64_t>(8, b1 - j)), signs,
+                                  key.seed, key.first + j * block);
+}
+#endif
+
+// A rotated format's blocks [b0, b1), rotated (FORMATS.md section 9): out[i] is element b0 block + i
+// of x, each block (the last one maybe short) negated by its signs and transformed. A block with a
+// non-finite value stays as it is under `error` (encode names it from x) and becomes NaN under
+// `propagate` (poisoned); one whose rotation passes hadamard_limit is refused under `error` (the
+// index of its first element in the tensor in *overflow, the lowest of the range) and poisoned
+// under `propagate`.
+// Compiled for AVX-512, AVX2 and baseline x86-64 (the butterflies and the checks are plain loops
+// over a block; every version computes the same fl32 adds and subtracts); on a CPU with AVX-512 the
+// full blocks of 16 to 128 elements go through hadamard_avx512.hpp's registers instead.
+QT_MULTIVERSION void rotate_range(const FormatSpec& format, const float* x, int64_t n, int64_t block, const CodecOptions& options,
+                                  int64_t b0, int64_t b1, float* out, int64_t* overflow) {
+    *overflow = -1;
+#if defined(__x86_64__)
+    if (fast::have_avx512()) {
+        const int64_t full_end = std::clamp(n / block, b0, b1);  // a short last block is left to the loops below
+        const bool signs = format.decl->random_signs;
+        if (with_rotation_registers(block, [&](auto r) {
+                rotate_full_avx512<decltype(r)::value>(x, signs, options, b0, full_end, out, overflow);
+            })) {
+            rotate_range_scalar(format, x, n, block, options, full_end, b1, out + (full_end - b0) * block, overflow);
+            return;
+        }
+    }
+#endif
+    rotate_range_scalar(format, x, n, block, options, b0, b1, out, overflow);
+}
+
+// The whole tensor rotated into y (rotate_range over every block).
+void rotate_blocks(const FormatSpec& format, std::span<const float> x, int64_t block, const CodecOptions& options,
+                   std::vector<float>& y, int64_t* overflow) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    y.resize(x.size());
+    rotate_range(format, x.data(), n, block, options, 0, (n + block - 1) / block, y.data(), overflow);
+}
+
+// Blocks [c0, c1) of a tensor of n elements encoded from xs, which holds exactly their values (rotated
+// ones), into the tensor's codes, scales and offsets. Returns as encode_range and encode_decl_range
+// do, with the blocks numbered in the whole tensor.
+int64_t encode_blocks_from(const FormatSpec& format, const float* xs, int64_t n, int64_t block, int64_t c0, int64_t c1,
+                           uint8_t* codes, float* scales, float* offsets, const CodecOptions& options, int32_t* q) {
+    const int64_t first = c0 * block, block_bytes = format.code_bytes(block);
+    EncodeJob job{kind_of(format), format.bits, format, xs, std::min(c1 * block, n) - first, block, block_bytes,
+                  codes + c0 * block_bytes, scales + c0, format.has_offset() ? offsets + c0 : offsets,
+                  options.policy == Nonfinite::kError};
+    CodecOptions here = options;
+    here.site.index_base += first;
+    job.key = round_key(here);
+    const int64_t r = job.kind == Kind::kDecl ? encode_decl_range(job, 0, c1 - c0, q) : encode_range(job, 0, c1 - c0, q);
+    if (r >= 0) return r + c0;
+    if (r < -1) return -2 - (-2 - r + c0);
+    return -1;
+}
+
+// How many elements a thread rotates before it encodes them (or decodes before it rotates them
+// back): 16 KiB, so that the rotated values are read again from L1 instead of from memory.
+constexpr int64_t kRotateChunkElements = 4096;
 }  // namespace
 
 Status encode_into(const FormatSpec& format, std::span<const float> x, int64_t block, std::span<uint8_t> codes,
@@ -710,6 +801,32 @@ Status encode_into(const FormatSpec& format, std::span<const float> x, int64_t b
     if (!format.rotated()) return encode_into_plain(format, x, block, codes, scales, offsets, options);
     const int64_t n = static_cast<int64_t>(x.size());
     if (auto st = format.check_tensor(n, block); !st) return st;
+    const EncodedSizes sz = encoded_sizes(format, n, block);
+    if (static_cast<int64_t>(codes.size()) != sz.code_bytes || static_cast<int64_t>(scales.size()) != sz.blocks ||
+        static_cast<int64_t>(offsets.size()) != sz.offsets)
+        return make_error(ErrorCode::kInvalidArgument, "encode_into: output buffers do not match encoded_sizes()");
+    // Each thread rotates its blocks a chunk at a time and encodes the chunk while it is in cache. A
+    // chunk that cannot be encoded (a refused or unmarkable block) stops the thread; the whole tensor
+    // is then encoded again below, which finds the first such block of the tensor and says why.
+    const int threads = pick_threads(options.threads, n);
+    std::vector<char> stopped(static_cast<size_t>(std::max(threads, 1)), 0);
+    parallel_blocks(sz.blocks, threads, [&](int t, int64_t b0, int64_t b1) {
+        const int64_t per = std::max<int64_t>(1, kRotateChunkElements / block);
+        std::vector<float> buf(static_cast<size_t>(std::min(per * block, n)));
+        std::vector<int32_t> q(static_cast<size_t>(std::min(block, n)));
+        for (int64_t c0 = b0; c0 < b1; c0 += per) {
+            const int64_t c1 = std::min(b1, c0 + per);
+            int64_t overflow = -1;
+            rotate_range(format, x.data(), n, block, options, c0, c1, buf.data(), &overflow);
+            if (overflow >= 0 || encode_blocks_from(format, buf.data(), n, block, c0, c1, codes.data(), scales.data(),
+                                                    offsets.data(), options, q.data()) != -1) {
+                stopped[static_cast<size_t>(t)] = 1;
+                return;
+            }
+        }
+    });
+    if (std::find(stopped.begin(), stopped.end(), 1) == stopped.end()) return Status::Ok();
+
     thread_local std::vector<float> y;
     int64_t overflow = -1;
     rotate_blocks(format, x, block, options, y, &overflow);
@@ -965,6 +1082,15 @@ namespace {
 QT_MULTIVERSION void unrotate_blocks(const FormatSpec& format, int64_t block, const float* scales, float* out, int64_t n,
                                      int64_t b_first, int64_t b_last, const SignKey& key) {
     const bool signs = format.decl->random_signs;
+#if defined(__x86_64__)
+    if (fast::have_avx512()) {
+        const int64_t full_end = std::clamp(n / block, b_first, b_last);  // a short last block: the loop below
+        if (with_rotation_registers(block, [&](auto r) {
+                unrotate_full_avx512<decltype(r)::value>(out, scales, signs, key, b_first, full_end);
+            }))
+            b_first = full_end;
+    }
+#endif
     for (int64_t j = b_first; j < b_last; ++j) {
         if (scales[j] != scales[j]) continue;
         const int64_t b0 = j * block, len = std::min(block, n - b0);
@@ -982,8 +1108,14 @@ void decode_into(const FormatSpec& format, int64_t block, std::span<const uint8_
                         scales.data(), offsets.data(), out.data()};
     const bool rotated = format.rotated();
     parallel_blocks((n + block - 1) / block, pick_threads(threads, n), [&](int, int64_t b0, int64_t b1) {
-        decode_range(job, b0, b1);
-        if (rotated) unrotate_blocks(format, block, scales.data(), out.data(), n, b0, b1, key);
+        if (!rotated) return decode_range(job, b0, b1);
+        // A chunk at a time, rotated back while its decoded values are in cache.
+        const int64_t per = std::max<int64_t>(1, kRotateChunkElements / block);
+        for (int64_t c0 = b0; c0 < b1; c0 += per) {
+            const int64_t c1 = std::min(b1, c0 + per);
+            decode_range(job, c0, c1);
+            unrotate_blocks(format, block, scales.data(), out.data(), n, c0, c1, key);
+        }
     });
 }
 

@@ -5,6 +5,7 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -60,6 +61,54 @@ RC_GTEST_PROP(RotatedKernels, CpuEqualsReferenceBitForBit, ()) {
         qt::kernels::decode_block(f, codes.data(), len, s, lo, out.data(), qt::kernels::sign_key(one));
         for (int64_t i = 0; i < len; ++i) RC_ASSERT(bits(out[static_cast<size_t>(i)]) == bits(r->decoded[static_cast<size_t>(b0 + i)]));
     }
+}
+
+// Tensors of several of the kernel's 4,096-element chunks (each thread rotates a chunk and encodes
+// it while it is in cache; with AVX-512 eight blocks at a time) equal the reference bit for bit,
+// and a refusal in a later chunk is the same first block; under propagate the same blocks are
+// poisoned.
+RC_GTEST_PROP(RotatedKernels, LongTensorsEqualTheReferenceAcrossChunks, ()) {
+    const FormatSpec f = *rc::gen::elementOf(rotated_formats());
+    const int64_t block = pow2_block(f, 7);
+    int64_t n = *rc::gen::inRange<int64_t>(2 * 4096, 3 * 4096 + 1) / block * block;
+    if (block > 1 && *rc::gen::arbitrary<bool>()) n += int64_t{1} << *rc::gen::inRange(0, std::countr_zero(static_cast<uint64_t>(block)));
+    auto x = rotatable(n);
+    qt::kernels::CodecOptions opt;
+    opt.threads = *rc::gen::inRange(1, 4);
+    opt.seed = *rc::gen::arbitrary<uint64_t>();
+    opt.site = qt::Site{"grad", 2, *rc::gen::inRange<int64_t>(0, 100000)};
+    const auto k = qt::kernels::encode(f, x, block, opt);
+    const auto r = qt::reference::quantize(f, x, block, qt::Nonfinite::kError, opt.site, {opt.seed, 0});
+    RC_ASSERT(k.ok() && r.ok());
+    for (size_t j = 0; j < r->scales.size(); ++j) RC_ASSERT(bits(k->scales[j]) == bits(r->scales[j]));
+    RC_ASSERT(k->codes == qt::reference::pack(f, r->codes, block));
+    const auto dec = qt::kernels::decode(*k, opt.threads);
+    for (size_t i = 0; i < x.size(); ++i) RC_ASSERT(bits(dec[i]) == bits(r->decoded[i]));
+
+    // Two bad blocks past the first chunk: one whose transform passes the limit, one with a NaN.
+    const int64_t blocks = (n + block - 1) / block;
+    const int64_t b_over = *rc::gen::inRange<int64_t>(blocks / 2, blocks), b_nan = *rc::gen::inRange<int64_t>(blocks / 2, blocks);
+    for (int64_t i = b_over * block; i < std::min(n, (b_over + 1) * block); ++i) x[static_cast<size_t>(i)] = 1e38f;
+    const int64_t at_nan = b_nan * block + *rc::gen::inRange<int64_t>(0, std::min(block, n - b_nan * block));
+    x[static_cast<size_t>(at_nan)] = NAN;
+    const auto ke = qt::kernels::encode(f, x, block, opt);
+    const auto re = qt::reference::quantize(f, x, block, qt::Nonfinite::kError, opt.site, {opt.seed, 0});
+    RC_ASSERT(!ke.ok() && !re.ok());
+    RC_ASSERT(ke.error().code == re.error().code);
+    // The lowest refused block names its non-finite element, or its first element when it overflows
+    // (D5), counted from the site's index_base.
+    const std::string where = "element " + std::to_string(opt.site.index_base + (b_nan <= b_over ? at_nan : b_over * block)) + ":";
+    RC_ASSERT(ke.error().message.find(where) != std::string::npos);
+    RC_ASSERT(re.error().message.find(where) != std::string::npos);
+    qt::kernels::CodecOptions prop = opt;
+    prop.policy = qt::Nonfinite::kPropagate;
+    const auto kp = qt::kernels::encode(f, x, block, prop);
+    const auto rp = qt::reference::quantize(f, x, block, qt::Nonfinite::kPropagate, opt.site, {opt.seed, 0});
+    RC_ASSERT(kp.ok() && rp.ok());
+    for (size_t j = 0; j < rp->scales.size(); ++j) RC_ASSERT(bits(kp->scales[j]) == bits(rp->scales[j]));
+    RC_ASSERT(std::isnan(kp->scales[static_cast<size_t>(b_over)]) && std::isnan(kp->scales[static_cast<size_t>(b_nan)]));
+    const auto decp = qt::kernels::decode(*kp, opt.threads);
+    for (size_t i = 0; i < x.size(); ++i) RC_ASSERT(bits(decp[i]) == bits(rp->decoded[i]));
 }
 
 // The kernels' signs are the reference's (FORMATS.md section 9), and the transform of a block is
