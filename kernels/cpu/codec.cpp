@@ -609,13 +609,19 @@ EncodedTensor sized_encoded(const FormatSpec& format, int64_t elements, int64_t 
 }
 
 namespace {
+// encode_into's output buffers against encoded_sizes().
+Status check_output_sizes(const EncodedSizes& sz, std::span<uint8_t> codes, std::span<float> scales, std::span<float> offsets) {
+    if (static_cast<int64_t>(codes.size()) != sz.code_bytes || static_cast<int64_t>(scales.size()) != sz.blocks ||
+        static_cast<int64_t>(offsets.size()) != sz.offsets)
+        return make_error(ErrorCode::kInvalidArgument, "encode_into: output buffers do not match encoded_sizes()");
+    return Status::Ok();
+}
+
 Status encode_into_plain(const FormatSpec& format, std::span<const float> x, int64_t block, std::span<uint8_t> codes,
                          std::span<float> scales, std::span<float> offsets, const CodecOptions& options) {
     const int64_t n = static_cast<int64_t>(x.size());
     const EncodedSizes sz = encoded_sizes(format, n, block);
-    if (static_cast<int64_t>(codes.size()) != sz.code_bytes || static_cast<int64_t>(scales.size()) != sz.blocks ||
-        static_cast<int64_t>(offsets.size()) != sz.offsets)
-        return make_error(ErrorCode::kInvalidArgument, "encode_into: output buffers do not match encoded_sizes()");
+    if (auto st = check_output_sizes(sz, codes, scales, offsets); !st) return st;
 
     const Kind kind = kind_of(format);
     const int bits = format.bits;
@@ -790,9 +796,11 @@ int64_t encode_blocks_from(const FormatSpec& format, const float* xs, int64_t n,
     return -1;
 }
 
-// How many elements a thread rotates before it encodes them (or decodes before it rotates them
-// back): 16 KiB, so that the rotated values are read again from L1 instead of from memory.
+// How many blocks a thread rotates before it encodes them (or decodes before it rotates them
+// back): 4,096 elements (16 KiB), so that the rotated values are read again from L1 instead of from
+// memory; one block when a block is larger.
 constexpr int64_t kRotateChunkElements = 4096;
+int64_t rotate_chunk_blocks(int64_t block) { return std::max<int64_t>(1, kRotateChunkElements / block); }
 }  // namespace
 
 Status encode_into(const FormatSpec& format, std::span<const float> x, int64_t block, std::span<uint8_t> codes,
@@ -802,16 +810,14 @@ Status encode_into(const FormatSpec& format, std::span<const float> x, int64_t b
     const int64_t n = static_cast<int64_t>(x.size());
     if (auto st = format.check_tensor(n, block); !st) return st;
     const EncodedSizes sz = encoded_sizes(format, n, block);
-    if (static_cast<int64_t>(codes.size()) != sz.code_bytes || static_cast<int64_t>(scales.size()) != sz.blocks ||
-        static_cast<int64_t>(offsets.size()) != sz.offsets)
-        return make_error(ErrorCode::kInvalidArgument, "encode_into: output buffers do not match encoded_sizes()");
+    if (auto st = check_output_sizes(sz, codes, scales, offsets); !st) return st;
     // Each thread rotates its blocks a chunk at a time and encodes the chunk while it is in cache. A
     // chunk that cannot be encoded (a refused or unmarkable block) stops the thread; the whole tensor
     // is then encoded again below, which finds the first such block of the tensor and says why.
     const int threads = pick_threads(options.threads, n);
     std::vector<char> stopped(static_cast<size_t>(std::max(threads, 1)), 0);
     parallel_blocks(sz.blocks, threads, [&](int t, int64_t b0, int64_t b1) {
-        const int64_t per = std::max<int64_t>(1, kRotateChunkElements / block);
+        const int64_t per = rotate_chunk_blocks(block);
         std::vector<float> buf(static_cast<size_t>(std::min(per * block, n)));
         std::vector<int32_t> q(static_cast<size_t>(std::min(block, n)));
         for (int64_t c0 = b0; c0 < b1; c0 += per) {
@@ -1110,7 +1116,7 @@ void decode_into(const FormatSpec& format, int64_t block, std::span<const uint8_
     parallel_blocks((n + block - 1) / block, pick_threads(threads, n), [&](int, int64_t b0, int64_t b1) {
         if (!rotated) return decode_range(job, b0, b1);
         // A chunk at a time, rotated back while its decoded values are in cache.
-        const int64_t per = std::max<int64_t>(1, kRotateChunkElements / block);
+        const int64_t per = rotate_chunk_blocks(block);
         for (int64_t c0 = b0; c0 < b1; c0 += per) {
             const int64_t c1 = std::min(b1, c0 + per);
             decode_range(job, c0, c1);
