@@ -1,9 +1,11 @@
 // Unit tests of SuperAcc and the path checker: hand-made ColumnRecords whose errors and bounds are
 // known (one int8 ring hop with N = 2, a ring-ag-requant gather), detection of tampered values and
-// ledgers, non-finite outputs, merge, fit_exponent, and the checker's speed on a 384-rank ring-rs
-// column.
+// ledgers, non-finite outputs, merge, fit_exponent, the column scan's and int64 sum's AVX-512 and
+// portable loops against plain ones, and the checker's speed on a 384-rank ring-rs column.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cfloat>
 #include <cmath>
@@ -23,6 +25,74 @@ namespace qtransit::reference {
 namespace {
 
 constexpr double kU = 0x1p-24;
+
+// ---- a column's scan and its int64 sum (column_scan.cpp) -----------------------------------------
+
+// Random rows x n columns mixing normal values, zeros of both signs, subnormals, the largest finite,
+// infinities and NaNs (several payloads): the AVX-512 loops (where the CPU has them) and the portable
+// ones against a plain loop written from the header's contract.
+TEST(CheckerColumn, ScanAgreesWithAPlainLoopOnBothPaths) {
+    std::mt19937 rng(7);
+    const float specials[] = {0.0f, -0.0f, 0x1p-149f, -0x1p-140f, 0x1.8p-127f, FLT_MAX, -FLT_MAX,
+                              std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                              std::bit_cast<float>(0x7FC00000u), std::bit_cast<float>(0xFF800001u),
+                              std::bit_cast<float>(0x7F800001u)};
+    std::normal_distribution<float> nd(0.0f, 3.0f);
+    int cases = 0;
+    for (size_t rows : {size_t{0}, size_t{1}, size_t{3}, size_t{17}, size_t{40}}) {
+        for (size_t n : {size_t{0}, size_t{1}, size_t{5}, size_t{15}, size_t{16}, size_t{17}, size_t{32}, size_t{47}, size_t{70}}) {
+            for (int special_rate : {0, 3, 30}) {
+                std::vector<float> x(rows * n);
+                for (float& v : x) v = static_cast<int>(rng() % 100) < special_rate ? specials[rng() % 12] : nd(rng);
+                uint32_t top = 0, num = 0, lo = 0x7F800000u;
+                std::vector<double> want(rows, 0.0);
+                for (size_t r = 0; r < rows; ++r)
+                    for (size_t i = 0; i < n; ++i) {
+                        const float v = x[r * n + i];
+                        const uint32_t b = std::bit_cast<uint32_t>(v) & 0x7FFFFFFFu;
+                        top = std::max(top, b);
+                        if (!std::isnan(v)) {
+                            num = std::max(num, b);
+                            want[r] = std::max(want[r], static_cast<double>(std::fabs(v)));
+                        }
+                        if (b != 0) lo = std::min(lo, b);
+                    }
+                for (bool simd : {true, false}) {
+                    std::vector<double> got(rows, -1.0);
+                    const detail::ColumnScan cs = detail::scan_column(x.data(), rows, n, got.data(), simd);
+                    EXPECT_EQ(cs.top, top) << rows << "x" << n << " simd " << simd;
+                    EXPECT_EQ(cs.top_number, num) << rows << "x" << n << " simd " << simd;
+                    EXPECT_EQ(cs.lo, lo) << rows << "x" << n << " simd " << simd;
+                    for (size_t r = 0; r < rows; ++r)
+                        EXPECT_EQ(std::bit_cast<uint64_t>(got[r]), std::bit_cast<uint64_t>(want[r])) << rows << "x" << n << " row " << r;
+                }
+                ++cases;
+            }
+        }
+    }
+    EXPECT_EQ(cases, 135);
+    if (!detail::column_simd()) GTEST_LOG_(INFO) << "no AVX-512 here: both runs took the portable loops";
+}
+
+TEST(CheckerColumn, ScaledSumsAgreeWithAPlainLoopOnBothPaths) {
+    std::mt19937 rng(11);
+    for (size_t rows : {size_t{1}, size_t{2}, size_t{9}, size_t{384}}) {
+        for (size_t n : {size_t{1}, size_t{7}, size_t{31}, size_t{32}, size_t{33}, size_t{64}, size_t{100}}) {
+            // Integers times 2^-20 (up = 2^20 makes each an integer), both signs, below 2^40.
+            std::vector<float> x(rows * n);
+            for (float& v : x) v = std::ldexp(static_cast<float>(static_cast<int32_t>(rng() % (1u << 24)) - (1 << 23)), -20 + static_cast<int>(rng() % 30));
+            std::vector<int64_t> want(n, 5);
+            for (size_t r = 0; r < rows; ++r)
+                for (size_t i = 0; i < n; ++i) want[i] += static_cast<int64_t>(std::ldexp(static_cast<double>(x[r * n + i]), 20));
+            for (bool simd : {true, false}) {
+                std::vector<int64_t> t(n + 3, 5);  // the 3 past n stay as they are
+                detail::add_scaled_rows(x.data(), rows, n, 0x1p20, t.data(), simd);
+                for (size_t i = 0; i < n; ++i) EXPECT_EQ(t[i], want[i]) << rows << "x" << n << " simd " << simd << " column " << i;
+                for (size_t i = n; i < n + 3; ++i) EXPECT_EQ(t[i], 5) << "written past the row, simd " << simd;
+            }
+        }
+    }
+}
 
 // ---- SuperAcc -----------------------------------------------------------------------------------
 

@@ -193,36 +193,6 @@ float abs_max(std::span<const float> x) {
     return a;
 }
 
-// ---- a column's contributions, row by row (PathChecker::add) ----------------------------------------
-// Compiled for AVX-512, AVX2 and baseline x86-64, picked at load time: integer loops, so every
-// version gives the same bits.
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define QT_REF_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define QT_REF_MULTIVERSION
-#endif
-
-// Over a row's |x| as bits: the largest (inf and NaN above every finite), the largest that is a
-// number (not NaN: the float absmax, as max over |x| passing NaNs over), the smallest non-zero.
-struct RowScan {
-    uint32_t top = 0, top_number = 0, lo = 0x7F800000u;
-};
-QT_REF_MULTIVERSION RowScan scan_row(const float* x, size_t n) {
-    uint32_t top = 0, num = 0, lo = 0x7F800000u;
-    for (size_t i = 0; i < n; ++i) {
-        const uint32_t b = std::bit_cast<uint32_t>(x[i]) & 0x7FFFFFFFu;
-        top = std::max(top, b);
-        num = std::max(num, b <= 0x7F800000u ? b : 0u);
-        lo = std::min(lo, b != 0 ? b : 0xFFFFFFFFu);
-    }
-    return {top, num, lo};
-}
-
-// t[i] += x[i] 2^-e_min as an integer (exact where PathChecker::add uses it).
-QT_REF_MULTIVERSION void add_scaled_row(const float* x, size_t n, double up, int64_t* t) {
-    for (size_t i = 0; i < n; ++i) t[i] += static_cast<int64_t>(static_cast<double>(x[i]) * up);
-}
-
 // ---- declared formats (docs/FORMATS.md section 6; reference/src/decl.cpp derives E) ----------------
 //
 // decl_at mirrors reference::element_bound (decl.cpp's decl_element_bound) term by term in binary64:
@@ -505,6 +475,20 @@ double EventBound::at(float x, int32_t q) const {
 
 namespace {
 
+// int<b>'s E for a block of scale s (not NaN), the same for each of its elements x.
+// D6: s (1/2 + 2^-22 qmax) + 2^-149, plus K = max(0, a - qmax s) when s is subnormal.
+// (1/2 + 2^-22 qmax has 22 significant bits and s 24: the product is exact.)
+inline double sym_bound(int32_t qmax, float s, std::span<const float> x) {
+    const double ds = static_cast<double>(s);
+    double e = ds * (0.5 + 0x1p-22 * qmax) + 0x1p-149;
+    if (s != 0 && s < 0x1p-126f) {
+        // a and qmax s are multiples of 2^-149 below 2^-118: their difference is exact.
+        const double k = static_cast<double>(abs_max(x)) - qmax * ds;
+        if (k > 0) e += k;
+    }
+    return e;
+}
+
 EventBound prepare_event(const FormatSpec& f, const QuantEvent& ev, uint64_t seed, int64_t first) {
     EventBound b;
     b.kind = f.kind;
@@ -536,19 +520,7 @@ EventBound prepare_event(const FormatSpec& f, const QuantEvent& ev, uint64_t see
             }
             break;
         }
-        case FormatKind::kSym: {
-            // D6: s (1/2 + 2^-22 qmax) + 2^-149, plus K = max(0, a - qmax s) when s is subnormal.
-            // (1/2 + 2^-22 qmax has 22 significant bits and s 24: the product is exact.)
-            const int32_t qmax = f.code_max();
-            const double ds = static_cast<double>(s);
-            b.sym = ds * (0.5 + 0x1p-22 * qmax) + 0x1p-149;
-            if (s != 0 && s < 0x1p-126f) {
-                // a and qmax s are multiples of 2^-149 below 2^-118: their difference is exact.
-                const double k = static_cast<double>(abs_max(x)) - qmax * ds;
-                if (k > 0) b.sym += k;
-            }
-            break;
-        }
+        case FormatKind::kSym: b.sym = sym_bound(f.code_max(), s, x); break;
         case FormatKind::kAsym: {
             if (s == 0 || x.empty()) {
                 b.asym_const = true;  // hi == lo: every element decodes to itself
@@ -936,23 +908,15 @@ void PathChecker::add(const ColumnRecord& col) {
     // one). Their targets are integers T * 2^e_min; the double of a target, and the error of an
     // output on the same grid, are one correctly rounded int64 -> binary64 conversion each (the
     // SuperAcc's to_double, bit for bit). Other columns, and outputs off the grid, take the SuperAcc.
-    absmax_.assign(static_cast<size_t>(col.contribution_rows), 0.0);
-    bool finite_inputs = true;
+    absmax_.resize(static_cast<size_t>(col.contribution_rows));
+    const detail::ColumnScan cs = detail::scan_column(col.contributions.data(), absmax_.size(), ulen, absmax_.data());
+    const bool finite_inputs = cs.top < 0x7F800000u;
+    const float col_max = std::bit_cast<float>(cs.top_number);  // a NaN is passed over, as it always was
     int e_min = std::numeric_limits<int>::max();
-    float col_max = 0;
-    for (int64_t r = 0; r < col.contribution_rows; ++r) {
-        const RowScan rs = scan_row(col.contributions.data() + r * len, ulen);
-        const float fa = std::bit_cast<float>(rs.top_number);  // a NaN is passed over, as it always was
-        const uint32_t top = rs.top, lo = rs.lo;
-        const bool finite = top < 0x7F800000u;
-        if (!finite) finite_inputs = false;
-        absmax_[static_cast<size_t>(r)] = fa;
-        col_max = std::max(col_max, fa);
-        if (lo < 0x7F800000u) {
-            // The smallest ulp in the row is that of its smallest exponent: ulp(x) = 2^(max(ef, 1) - 150).
-            const int ef = static_cast<int>(lo >> 23);
-            e_min = std::min(e_min, (ef == 0 ? 1 : ef) - 150);
-        }
+    if (cs.lo < 0x7F800000u) {
+        // The smallest ulp in the column is that of its smallest exponent: ulp(x) = 2^(max(ef, 1) - 150).
+        const int ef = static_cast<int>(cs.lo >> 23);
+        e_min = (ef == 0 ? 1 : ef) - 150;
     }
     int_sum_ = finite_inputs;
     int64_t lr = std::bit_width(static_cast<uint64_t>(std::max<int64_t>(col.contribution_rows, 1)));  // rows < 2^lr
@@ -963,11 +927,12 @@ void PathChecker::add(const ColumnRecord& col) {
     }
     if (e_min == std::numeric_limits<int>::max()) e_min = kLsbExp32;  // an all-zero column
     grid_ = e_min;
-    std::vector<double> target(ulen, 0.0);
+    std::vector<double>& target = s_.target;
+    target.assign(ulen, 0.0);
     if (int_sum_) {
         const double up = pow2_double(-e_min);
         tint_.assign(ulen, 0);
-        for (int64_t r = 0; r < col.contribution_rows; ++r) add_scaled_row(col.contributions.data() + r * len, ulen, up, tint_.data());
+        detail::add_scaled_rows(col.contributions.data(), static_cast<size_t>(col.contribution_rows), ulen, up, tint_.data());
         const double down = pow2_double(e_min);
         for (size_t i = 0; i < ulen; ++i) target[i] = static_cast<double>(tint_[i]) * down;  // RN, then exact scaling
     } else {
@@ -1049,16 +1014,39 @@ void PathChecker::add(const ColumnRecord& col) {
     // Every event's block statistics, once per column (rows share events).
     const size_t nev = col.events.size();
     evb_.resize(nev);
-    std::vector<uint8_t> ev_ok(nev, 0);
+    std::vector<uint8_t>& ev_ok = s_.ev_ok;
+    ev_ok.assign(nev, 0);
+    const FormatSpec* qmax_of = nullptr;
+    int32_t qmax = 0;
     for (size_t e = 0; e < nev; ++e) {
         const QuantEvent& ev = col.events[e];
         ev_ok[e] = ev.codes.size() == ev.x.size();
-        if (!ev_ok[e]) continue;
+        if (!ev_ok[e]) {
+            evb_[e] = EventBound();
+            continue;
+        }
         const FormatSpec& f = cfg_.format_of_stage(ev.stage);
-        evb_[e] = prepare_event(col.rotated_sum ? f.rotation_twin() : f, ev, cfg_.seed, col.first - ev.column_offset);
+        EventBound& b = evb_[e];
+        if (f.kind == FormatKind::kSym && !std::isnan(ev.scale)) {
+            // prepare_event's int<b> case without building a whole EventBound (a rep stos and a
+            // copy of 120 bytes per event were most of a column's cost): what add() and
+            // EventBound::at read of an int<b> event.
+            if (qmax_of != &f) {
+                qmax_of = &f;
+                qmax = f.code_max();
+            }
+            b.kind = FormatKind::kSym;
+            b.poisoned = false;
+            b.rotated = false;
+            b.sym = sym_bound(qmax, ev.scale, ev.x);
+        } else {
+            b = prepare_event(col.rotated_sum ? f.rotation_twin() : f, ev, cfg_.seed, col.first - ev.column_offset);
+        }
+        b.whole_sym = b.kind == FormatKind::kSym && !b.poisoned && ev.column_offset == 0 &&
+                      static_cast<int64_t>(ev.x.size()) >= len;
     }
     const std::vector<int32_t>* prev_ids = nullptr;
-    std::vector<double> snap, whole;  // whole: after every event of prev_ids
+    std::vector<double>&snap = s_.snap, &whole = s_.whole;  // whole: after every event of prev_ids
     size_t snap_len = 0;
 
     const AccumType at = accum_type(cfg_.accum);
@@ -1070,15 +1058,15 @@ void PathChecker::add(const ColumnRecord& col) {
     const OutputRow* prev_row = nullptr;  // the row ks was computed for (or one of the same shape)
     const OutputRow* kof_row = nullptr;   // the row ks holds contribution_k_of's answer for, and its others
     bool kof_others = false;
-    std::vector<int32_t> ks;
+    std::vector<int32_t>& ks = s_.ks;
     // Per element: the previous row's value and its error, reused when this row holds the same bits
     // (every rank of a gather or an all-reduce holds the same value against the same target).
     last_value_.assign(ulen, 0.0f);
     last_err_.assign(ulen, 0.0);
     have_last_.assign(ulen, 0);
     bool clean_prev = false;  // the previous row was checked element by element and found nothing wrong
-    std::vector<float> prev_values;
-    std::vector<double> prev_apost;
+    std::vector<float>& prev_values = s_.prev_values;
+    std::vector<double>& prev_apost = s_.prev_apost;
     for (const OutputRow& row : col.outputs) {
         // k from the ledger.
         if (n >= 1) {
@@ -1148,6 +1136,16 @@ void PathChecker::add(const ColumnRecord& col) {
             continue;
         }
         size_t pos = 0;
+        // While every event so far adds one number to every element (int<b>'s E over a whole-column
+        // block), every element holds the same sum: it is kept once, in `uni`, and spread over
+        // apost_ when an event differs, or at the end. Each element would have taken the same adds
+        // in the same order, so the bits are the same.
+        bool uniform = false;
+        double uni = 0;
+        auto spread = [&] {
+            if (uniform) apost_.assign(ulen, uni);
+            uniform = false;
+        };
         if (same_ids) {
             // The same events as the previous row (every rank of a gather decodes the same block):
             // the same sum, taken as it is.
@@ -1158,16 +1156,22 @@ void PathChecker::add(const ColumnRecord& col) {
             apost_ = snap;
             pos = snap_len;
         } else {
-            apost_.assign(ulen, 0.0);
+            uniform = true;
         }
         for (; pos <= ids.size(); ++pos) {
             if (pos + 1 == ids.size() || ids.empty()) {
+                spread();
                 snap = apost_;  // the state before this row's last event: the next row's likely prefix
                 snap_len = ids.empty() ? 0 : pos;
             }
             if (pos == ids.size()) break;
-            const QuantEvent& ev = col.events[static_cast<size_t>(ids[pos])];
             const EventBound& b = evb_[static_cast<size_t>(ids[pos])];
+            if (uniform && b.whole_sym) {
+                uni += b.sym;
+                continue;
+            }
+            spread();
+            const QuantEvent& ev = col.events[static_cast<size_t>(ids[pos])];
             // Element i was quantized as x[i + off]; only the elements the block covers carry it.
             const int64_t off = ev.column_offset;
             const int64_t lo = std::max<int64_t>(0, -off);
@@ -1194,6 +1198,7 @@ void PathChecker::add(const ColumnRecord& col) {
                         b.at(ev.x[static_cast<size_t>(i + off)], ev.codes[static_cast<size_t>(i + off)]);
             }
         }
+        spread();
         if (pos <= ids.size()) whole = apost_;
         prev_ids = &ids;
         if (row.add_abs_sum.size() == ulen)

@@ -40,6 +40,7 @@ struct EventBound {
     FormatKind kind = FormatKind::kSym;
     bool poisoned = false;  // NaN scale/offset: the decoded block is NaN
     double sym = 0;         // int<b>: E, the same for every element of the block
+    bool whole_sym = false; // set by PathChecker::add: int<b>, not poisoned, covering every element of the column
     bool asym_const = false;
     double asym_a = 0;      // int<b>-asym: A of D9
     bool ds_zero = false;
@@ -56,6 +57,20 @@ struct EventBound {
     double rot = 0;
     double at(float x, int32_t q) const;  // E(x_i) for the element x with code q
 };
+// A column's contribution rows, as PathChecker::add reads them (reference/src/column_scan.cpp).
+// Over every |x| as bits: the largest (inf and NaN above every finite), the largest that is a
+// number (NaNs passed over), the smallest non-zero (0x7F800000 if none below it).
+struct ColumnScan {
+    uint32_t top = 0, top_number = 0, lo = 0x7F800000u;
+};
+// rows x n values, row-major: absmax[r] = the largest |x| of row r that is a number (NaNs passed
+// over, 0 for an empty row). simd: the AVX-512 loops where the CPU has them (column_simd()), else
+// the portable ones; the two give the same results.
+ColumnScan scan_column(const float* x, size_t rows, size_t n, double* absmax, bool simd = true);
+// t[i] += x[r][i] * up as an int64 (truncated; exact when up is a power of two that makes every
+// x an integer below 2^62 / rows), over every row.
+void add_scaled_rows(const float* x, size_t rows, size_t n, double up, int64_t* t, bool simd = true);
+bool column_simd();
 }  // namespace detail
 
 class PathChecker {
@@ -66,7 +81,6 @@ public:
     PathStats stats() const;
 
 private:
-    struct Scratch;
     void record_violation(int64_t first, int64_t rank, int64_t element, const std::string& what);
 
     PathConfig cfg_;
@@ -87,6 +101,12 @@ private:
     std::vector<double> last_err_;
     std::vector<uint8_t> have_last_;
     std::vector<double> pre_extra_;        // --divide pre: per element, the divisions' bound summed over the rows
+    struct Buffers {  // the rest of add()'s per-column state, kept for its capacity only
+        std::vector<double> target, snap, whole, prev_apost;
+        std::vector<uint8_t> ev_ok;
+        std::vector<int32_t> ks;
+        std::vector<float> prev_values;
+    } s_;
 };
 
 // Least-squares slope of log(rel_rms) on log(n) (points with n <= 0 or rel_rms <= 0 or non-finite
