@@ -13,8 +13,9 @@
 //   call;
 // - decoding computes a float or int element's value from its code's bits; 6-bit codes are unpacked
 //   eight at a time in a 64-bit word;
-// - stochastic rounding draws the words of many elements per call, Philox's rounds on 32 counters
-//   at a time where the CPU has AVX-512 (round_words below);
+// - stochastic rounding draws the words of many elements per call, each Philox call's four words to
+//   four consecutive elements, and with AVX-512 the rounds on 32 counters (128 elements) at a time
+//   (round_words below);
 // - with AVX-512 (the AVX-512 helpers, called from codec.cpp's functions compiled for it): table
 //   codes by a binary search in registers, 4- and 6-bit decoding by lookups in registers, packing
 //   and the 8-bit decode without staging buffers.
@@ -574,10 +575,20 @@ inline __attribute__((always_inline)) void scale_step(const float* __restrict v,
 }
 
 // ---- stochastic rounding's words --------------------------------------------------------------------
-// out[i] = round_bits(k, i) for i in [0, n): Philox4x32-10 of counter (lo32(g), hi32(g), rank word,
-// 4 | hop << 8), g = k.index_base + i, output word 0 (FORMATS.md section 4), one call per element.
+// out[i] = round_bits(k, i) for i in [0, n) (FORMATS.md section 4): element g = k.index_base + i has
+// word g & 3 of Philox4x32-10 at counter (lo32(g >> 2), hi32(g >> 2), rank word, 4 | hop << 8). One
+// call per counter, its four words to four consecutive elements; index_base need not be a multiple
+// of 4 (the first and last counters may serve fewer).
 inline void round_words_scalar(const RoundKey& k, int64_t n, uint32_t* out) {
-    for (int64_t i = 0; i < n; ++i) out[i] = round_bits(k, i);
+    const uint64_t g0 = static_cast<uint64_t>(k.index_base);
+    uint64_t c = g0 >> 2;
+    uint32_t j = static_cast<uint32_t>(g0 & 3u);
+    for (int64_t i = 0; i < n; ++c, j = 0) {
+        const Philox4x32 w = philox4x32_10(
+            Philox4x32{{static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), k.rank_word, kTagRound | (k.hop << 8)}},
+            static_cast<uint32_t>(k.seed), static_cast<uint32_t>(k.seed >> 32));
+        for (; j < 4 && i < n; ++j, ++i) out[i] = w.v[j];
+    }
 }
 
 #if defined(__x86_64__)
@@ -586,53 +597,82 @@ inline void round_words_scalar(const RoundKey& k, int64_t n, uint32_t* out) {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-// The same words, 32 counters at a time: four registers of eight 64-bit lanes, each lane holding
-// one counter word in its low half (vpmuludq multiplies low halves, so the high halves may carry
-// anything: they never reach a low half). The rounds are philox_round's, word for word.
-QT_AVX512 inline void round_words_avx512(const RoundKey& k, int64_t n, uint32_t* out) {
+// The same words with AVX-512. The rounds run on V registers of eight 64-bit lanes, each lane one
+// counter, each counter word in a lane's low half (vpmuludq multiplies low halves, so the high halves
+// may carry anything: they never reach a low half); the rounds are philox_round's, word for word.
+// round_counters_avx512<V> writes the 32 V words of the counters c, c + 1, ..., c + 8 V - 1 to w in
+// element order: counter c's words 0..3, then counter c + 1's, ...
+struct RoundKeys512 {
+    __m512i k0[10], k1[10];  // the round keys, broadcast
+    __m512i p1_first;        // round 1's M1 * c[2]: the rank word is the same for every counter
+    __m512i c3;              // the tag word 4 | hop << 8
+};
+template <int V>
+QT_AVX512 inline void round_counters_avx512(const RoundKeys512& rk, uint64_t c0, uint32_t* w) {
     const __m512i m0 = _mm512_set1_epi64(qtransit::detail::kPhiloxM0), m1 = _mm512_set1_epi64(qtransit::detail::kPhiloxM1);
     const __m512i iota = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
-    const __m512i c2 = _mm512_set1_epi64(k.rank_word), c3 = _mm512_set1_epi64(kTagRound | (k.hop << 8));
-    __m512i k0[10], k1[10];
+    __m512i a[V], b[V], c[V], d[V];
+    for (int v = 0; v < V; ++v) {
+        const __m512i g = _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(c0 + 8u * v)), iota);
+        const __m512i p0 = _mm512_mul_epu32(g, m0);  // c[0] = lo32(counter)
+        a[v] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(rk.p1_first, 32), _mm512_srli_epi64(g, 32), rk.k0[0], 0x96);
+        b[v] = rk.p1_first;
+        c[v] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), rk.c3, rk.k1[0], 0x96);
+        d[v] = p0;
+    }
+    for (int r = 1; r < 10; ++r) {
+        for (int v = 0; v < V; ++v) {
+            const __m512i p0 = _mm512_mul_epu32(a[v], m0), p1 = _mm512_mul_epu32(c[v], m1);
+            a[v] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1, 32), b[v], rk.k0[r], 0x96);
+            b[v] = p1;
+            c[v] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), d[v], rk.k1[r], 0x96);
+            d[v] = p0;
+        }
+    }
+    // Words 0..3 are the low halves of a, b, c, d. Pair them in 64-bit lanes (a | b << 32, c | d << 32),
+    // then interleave the pairs: lane order (ab 0, cd 0, ab 1, cd 1, ...) is element order.
+    const __m512i lo = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0), hi = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+    for (int v = 0; v < V; ++v) {
+        const __m512i ab = _mm512_mask_blend_epi32(0xAAAA, a[v], _mm512_slli_epi64(b[v], 32));
+        const __m512i cd = _mm512_mask_blend_epi32(0xAAAA, c[v], _mm512_slli_epi64(d[v], 32));
+        _mm512_storeu_si512(w + 32 * v, _mm512_permutex2var_epi64(ab, lo, cd));
+        _mm512_storeu_si512(w + 32 * v + 16, _mm512_permutex2var_epi64(ab, hi, cd));
+    }
+}
+// Up to 32 counters (128 words) per batch, in four registers for the multiplier's latency; a short
+// call (the 32 words of one step) takes only the registers it needs.
+QT_AVX512 inline void round_words_avx512(const RoundKey& k, int64_t n, uint32_t* out) {
+    RoundKeys512 rk;
     uint32_t key0 = static_cast<uint32_t>(k.seed), key1 = static_cast<uint32_t>(k.seed >> 32);
     for (int r = 0; r < 10; ++r) {
         if (r > 0) {
             key0 += qtransit::detail::kPhiloxW0;
             key1 += qtransit::detail::kPhiloxW1;
         }
-        k0[r] = _mm512_set1_epi64(key0);
-        k1[r] = _mm512_set1_epi64(key1);
+        rk.k0[r] = _mm512_set1_epi64(key0);
+        rk.k1[r] = _mm512_set1_epi64(key1);
     }
-    const __m512i p1_first = _mm512_mul_epu32(c2, m1);  // round 1's c[2] is the same for every counter
-    int64_t i = 0;
-    for (; i < n; i += 32) {
-        const uint64_t g0 = static_cast<uint64_t>(k.index_base + i);
-        __m512i a[4], b[4], c[4], d[4];
-        for (int v = 0; v < 4; ++v) {
-            const __m512i g = _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(g0 + 8u * v)), iota);
-            const __m512i p0 = _mm512_mul_epu32(g, m0);  // c[0] = lo32(g)
-            a[v] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1_first, 32), _mm512_srli_epi64(g, 32), k0[0], 0x96);
-            b[v] = p1_first;
-            c[v] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), c3, k1[0], 0x96);
-            d[v] = p0;
+    rk.p1_first = _mm512_mul_epu32(_mm512_set1_epi64(k.rank_word), _mm512_set1_epi64(qtransit::detail::kPhiloxM1));
+    rk.c3 = _mm512_set1_epi64(kTagRound | (k.hop << 8));
+    const uint64_t g0 = static_cast<uint64_t>(k.index_base);
+    uint64_t c = g0 >> 2;
+    int64_t skip = static_cast<int64_t>(g0 & 3u);  // the first counter's words before element 0
+    alignas(64) uint32_t w[128];
+    for (int64_t i = 0; i < n;) {
+        const int64_t need = skip + (n - i);  // words wanted from counter c on
+        const int regs = need >= 128 ? 4 : static_cast<int>((need + 31) / 32);
+        uint32_t* dst = skip == 0 && need >= 32 * regs ? out + i : w;  // whole registers straight to out
+        switch (regs) {
+            case 4: round_counters_avx512<4>(rk, c, dst); break;
+            case 3: round_counters_avx512<3>(rk, c, dst); break;
+            case 2: round_counters_avx512<2>(rk, c, dst); break;
+            default: round_counters_avx512<1>(rk, c, dst); break;
         }
-        for (int r = 1; r < 9; ++r) {
-            for (int v = 0; v < 4; ++v) {
-                const __m512i p0 = _mm512_mul_epu32(a[v], m0), p1 = _mm512_mul_epu32(c[v], m1);
-                a[v] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1, 32), b[v], k0[r], 0x96);
-                b[v] = p1;
-                c[v] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), d[v], k1[r], 0x96);
-                d[v] = p0;
-            }
-        }
-        uint32_t w[32];
-        for (int v = 0; v < 4; ++v) {  // round 10: only word 0 is needed
-            const __m512i p1 = _mm512_mul_epu32(c[v], m1);
-            a[v] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1, 32), b[v], k0[9], 0x96);
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + 8 * v), _mm512_cvtepi64_epi32(a[v]));
-        }
-        const int64_t m = n - i < 32 ? n - i : 32;
-        std::memcpy(out + i, w, static_cast<size_t>(m) * 4);
+        const int64_t m = 32 * regs - skip < n - i ? 32 * regs - skip : n - i;
+        if (dst == w) std::memcpy(out + i, w + skip, static_cast<size_t>(m) * 4);
+        i += m;
+        c += 8u * static_cast<uint64_t>(regs);
+        skip = 0;
     }
 }
 

@@ -4,13 +4,19 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "../generators.hpp"
+#include "qtransit/common/philox.hpp"
 #include "qtransit/kernels/codec.hpp"
+#include "qtransit/kernels/decl_math.hpp"
+// The CPU backend's batched words (round_words_scalar, round_words_avx512): a header of the backend's
+// own, tested here directly.
+#include "../../kernels/cpu/decl_fast.hpp"
 
 namespace qt = qtransit;
 using qt::FormatSpec;
@@ -198,6 +204,115 @@ TEST(DeclKernel, StochasticRoundingReplaysAndDependsOnTheKey) {
         const float v = x[i] / t1.scales[i / 32];
         EXPECT_TRUE(q[i] == std::floor(v) || q[i] == std::ceil(v)) << i << " " << v << " " << q[i];
     }
+}
+
+// ---- stochastic rounding's words (FORMATS.md section 4) -------------------------------------------
+// The definition, word for word: element g's word is word (g & 3) of Philox4x32-10 with key
+// (lo32(seed), hi32(seed)) at counter (lo32(g >> 2), hi32(g >> 2), rank word, 4 | (hop << 8)).
+uint32_t spec_word(uint64_t seed, uint32_t rank_word, uint32_t hop, uint64_t g) {
+    const uint64_t c = g >> 2;
+    return qt::philox4x32_10(qt::Philox4x32{{static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), rank_word, 4u | (hop << 8)}},
+                             static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32))
+        .v[g & 3];
+}
+
+TEST(DeclStochasticWords, RoundBitsAreTheDefinitionsWords) {
+    // Golden words from an independent Philox4x32-10 (Python, checked against Random123's known
+    // answers), seed 0x0123456789ABCDEF, rank word 3, hop 2: g across a multiple of 4, and across
+    // counter 2^32 (g = 2^34), where the counter's high word starts to count.
+    const struct {
+        uint64_t g;
+        uint32_t w;
+    } golden[] = {{0, 0x59AF6306u},           {1, 0xEFE7EF0Au},           {2, 0x8493474Cu},
+                  {3, 0x1F77EACDu},           {4, 0xD4BDF347u},           {5, 0x9905833Eu},
+                  {7, 0x67E84498u},           {0x3FFFFFFFDu, 0xDC8E15A5u}, {0x3FFFFFFFEu, 0x50EDD02Au},
+                  {0x3FFFFFFFFu, 0x0AD49575u}, {0x400000000u, 0xC18D2A35u}, {0x400000001u, 0xB4576F06u},
+                  {0x400000002u, 0x877AAC16u}};
+    for (const auto& t : golden) {
+        EXPECT_EQ(spec_word(0x0123456789ABCDEFu, 3, 2, t.g), t.w) << t.g;
+        for (int64_t i : {int64_t{0}, int64_t{1}, int64_t{6}}) {  // the same g, however it splits into base + i
+            qt::kernels::RoundKey k{0x0123456789ABCDEFu, 3, 2, static_cast<int64_t>(t.g) - i};
+            EXPECT_EQ(qt::kernels::round_bits(k, i), t.w) << t.g << " " << i;
+        }
+    }
+    // Outside a collective (rank word 0xFFFFFFFF, hop 0), seed 17: one call's four words are
+    // elements 0..3, the next call's elements 4..
+    const uint32_t s17[] = {0x87A8A069u, 0xF4BD2E32u, 0xA6FB16C8u, 0xE5BCB15Du, 0xEA6FBF8Du, 0x18F92E75u};
+    for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(qt::kernels::round_bits(qt::kernels::RoundKey{17, 0xFFFFFFFFu, 0, 0}, i), s17[i]) << i;
+    // Against the definition for bases on either side of multiples of 4, of 2^32 and of 2^34, and
+    // other keys.
+    for (const uint64_t seed : {uint64_t{0}, uint64_t{17}, uint64_t{0xFEDCBA9876543210u}})
+        for (const uint32_t rank_word : {0u, 5u, 0xFFFFFFFFu})
+            for (const uint32_t hop : {0u, 1u, 3u})
+                for (const int64_t base : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{4093}, (int64_t{1} << 32) - 5,
+                                           (int64_t{1} << 34) - 7, (int64_t{1} << 40) + 2})
+                    for (int64_t i = 0; i < 11; ++i)
+                        EXPECT_EQ(qt::kernels::round_bits(qt::kernels::RoundKey{seed, rank_word, hop, base}, i),
+                                  spec_word(seed, rank_word, hop, static_cast<uint64_t>(base + i)))
+                            << seed << " " << rank_word << " " << hop << " " << base << " " << i;
+}
+
+// The CPU backend's batches (a call's words for n elements from any index_base) are round_bits'
+// words: the scalar batch, and the AVX-512 one (32 counters, 128 elements, a batch) where the CPU
+// has it. Nothing past out[n) is written.
+TEST(DeclStochasticWords, BatchesEqualRoundBits) {
+    namespace fast = qt::kernels::fast;
+    constexpr uint32_t kGuard = 0xA5A5A5A5u;
+    bool avx = false;
+#if defined(__x86_64__)
+    avx = fast::have_avx512();
+#endif
+    std::vector<int64_t> lengths;
+    for (int64_t n = 0; n <= 100; ++n) lengths.push_back(n);
+    for (int64_t n : {127, 128, 129, 131, 255, 256, 257, 259, 1000, 4096}) lengths.push_back(n);
+    for (const int64_t base : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{3}, int64_t{33}, int64_t{4095},
+                               (int64_t{1} << 32) - 3, (int64_t{1} << 34) - 129})
+        for (const int64_t n : lengths) {
+            const qt::kernels::RoundKey k{0x9E3779B97F4A7C15u, 2, 1, base};
+            std::vector<uint32_t> want(static_cast<size_t>(n));
+            for (int64_t i = 0; i < n; ++i) want[static_cast<size_t>(i)] = qt::kernels::round_bits(k, i);
+            std::vector<uint32_t> s(static_cast<size_t>(n) + 4, kGuard);
+            fast::round_words_scalar(k, n, s.data());
+            for (int64_t i = 0; i < n; ++i) ASSERT_EQ(s[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << base << " " << n << " " << i;
+            for (int64_t i = n; i < n + 4; ++i) ASSERT_EQ(s[static_cast<size_t>(i)], kGuard) << base << " " << n;
+#if defined(__x86_64__)
+            if (!avx) continue;
+            std::vector<uint32_t> v(static_cast<size_t>(n) + 4, kGuard);
+            fast::round_words_avx512(k, n, v.data());
+            for (int64_t i = 0; i < n; ++i) ASSERT_EQ(v[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << base << " " << n << " " << i;
+            for (int64_t i = n; i < n + 4; ++i) ASSERT_EQ(v[static_cast<size_t>(i)], kGuard) << base << " " << n;
+#endif
+        }
+    if (!avx) GTEST_SKIP() << "no AVX-512 here: the scalar batches only";
+}
+
+// A tensor encoded from an index_base that is not a multiple of 4 (a block of a collective's chunk,
+// say), in blocks of 32 and of 5 (a block may start in the middle of a Philox call): every code is
+// int4-sr's rounding of v = x / s with its own element's word, U = (w >> 8) 2^-24 (FORMATS.md 4).
+TEST(DeclStochasticWords, EncodeFromAnyIndexBase) {
+    const auto f = fmt("int4-sr");
+    std::vector<float> x(1000);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i)) * 7.0f;
+    for (const int64_t block : {int64_t{32}, int64_t{5}})
+        for (const int64_t base : {int64_t{0}, int64_t{1}, int64_t{7}, (int64_t{1} << 34) - 5}) {
+            qt::kernels::CodecOptions o;
+            o.seed = 3;
+            o.site.index_base = base;
+            const auto t = enc(f, x, block, o);
+            const auto q = qt::kernels::unpack_codes(t);
+            int64_t ups = 0;
+            for (size_t i = 0; i < x.size(); ++i) {
+                const float v = x[i] / t.scales[i / static_cast<size_t>(block)];
+                const uint32_t w = spec_word(3, 0xFFFFFFFFu, 0, static_cast<uint64_t>(base) + i);
+                const float av = std::fabs(v), fl = std::floor(av);
+                const bool up = static_cast<double>(w >> 8) * 0x1p-24 < static_cast<double>(av) - static_cast<double>(fl);
+                ups += up;
+                const int64_t mag = static_cast<int64_t>(fl) + (up ? 1 : 0);
+                const int64_t want = std::clamp<int64_t>(std::signbit(v) ? -mag : mag, f.decl->qmin, f.decl->qmax);
+                ASSERT_EQ(q[i], want) << block << " " << base << " " << i << " " << v;
+            }
+            EXPECT_GT(ups, 100);  // the test sees both outcomes
+        }
 }
 
 // The declarations of int<b> and int<b>-asym, run by the generic kernel, give the hand-written

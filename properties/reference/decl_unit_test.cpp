@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "qtransit/common/format.hpp"
+#include "qtransit/common/philox.hpp"
 #include "qtransit/reference/formats.hpp"
 
 namespace qtransit::reference {
@@ -183,6 +184,32 @@ TEST(DeclGolden, Mxint8) {
     EXPECT_EQ(q.codes[2], -127);
     EXPECT_EQ(q.codes[3], 32);
     EXPECT_EQ(q.decoded[1], 127.0f / 64);
+}
+
+// Stochastic rounding's word (FORMATS.md section 4): element g rounds up when U < fr, U = (w >> 8)
+// 2^-24, w = word (g & 3) of Philox4x32-10 at counter (lo32(g >> 2), hi32(g >> 2), rank word,
+// 4 | (hop << 8)), key (lo32(seed), hi32(seed)). int4-sr with the block {7, v...}: s = 1, so v is
+// x, and every fraction j / 16 is exact. Indices from 2^34 - 6: g crosses multiples of 4 and
+// counter 2^32.
+TEST(DeclGolden, StochasticWordIsWordGMod4OfCounterGDiv4) {
+    const FormatSpec f = fmt("int4-sr");
+    std::vector<float> x{7.0f};
+    for (int j = 1; j < 40; ++j) x.push_back(static_cast<float>(j % 13 - 6) + static_cast<float>(j % 16) / 16.0f);
+    for (const int64_t base : {int64_t{0}, int64_t{3}, (int64_t{1} << 32) - 2, (int64_t{1} << 34) - 6}) {
+        const uint64_t seed = 0x0123456789ABCDEFu;
+        const auto q = quantize(f, x, static_cast<int64_t>(x.size()), Nonfinite::kError, Site{"input", 3, base},
+                                StochasticKey{seed, 2}).value();
+        ASSERT_EQ(q.scales[0], 1.0f);
+        for (size_t i = 1; i < x.size(); ++i) {
+            const uint64_t g = static_cast<uint64_t>(base) + i, c = g >> 2;
+            const Philox4x32 w = philox4x32_10(Philox4x32{{static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), 3u, 4u | (2u << 8)}},
+                                               static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+            const double u = static_cast<double>(w.v[g & 3] >> 8) * 0x1p-24;
+            const double t = std::fabs(static_cast<double>(x[i])), fl = std::floor(t);
+            const int32_t mag = static_cast<int32_t>(fl) + (u < t - fl ? 1 : 0);
+            EXPECT_EQ(q.codes[i], x[i] < 0 ? -mag : mag) << base << " " << i << " " << x[i];
+        }
+    }
 }
 
 TEST(DeclErrors, NonFiniteAndOverflowNameTheElement) {

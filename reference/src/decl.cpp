@@ -323,11 +323,12 @@ Error block_error(const FormatSpec& f, const BlockScale& b, std::span<const floa
 
 // The stochastic draw U's 24 bits for tensor index g (FORMATS.md section 4).
 uint32_t draw24(const StochasticKey& key, const Site& site, int64_t g) {
-    const uint64_t ug = static_cast<uint64_t>(g);
+    // One Philox call per four consecutive elements: counter g / 4, output word g mod 4.
+    const uint64_t ug = static_cast<uint64_t>(g), n = ug / 4;
     const uint32_t rank_word = site.rank < 0 ? 0xFFFFFFFFu : static_cast<uint32_t>(site.rank);
-    const Philox4x32 ctr{{static_cast<uint32_t>(ug), static_cast<uint32_t>(ug >> 32), rank_word, 4u | (key.hop << 8)}};
+    const Philox4x32 ctr{{static_cast<uint32_t>(n), static_cast<uint32_t>(n >> 32), rank_word, 4u | (key.hop << 8)}};
     const Philox4x32 w = philox4x32_10(ctr, static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32));
-    return w.v[0] >> 8;
+    return w.v[ug % 4] >> 8;
 }
 
 }  // namespace

@@ -36,8 +36,9 @@ struct Quantized {
 // Declared formats (FormatKind::kDecl, docs/FORMATS.md): scales holds each block's scale as a binary32
 // (e8m0: 2^e, NaN for a poisoned block), offsets each block's `lo` for an offset `min`. Stochastic
 // rounding draws its random word from `key` (FORMATS.md section 4): Philox4x32-10 with key
-// (lo32(seed), hi32(seed)) and counter (lo32(g), hi32(g), rank word, 4 | (hop << 8)), where
-// g = site.index_base + i and the rank word is site.rank (0xFFFFFFFF when site.rank < 0).
+// (lo32(seed), hi32(seed)) and counter (lo32(g / 4), hi32(g / 4), rank word, 4 | (hop << 8)), output
+// word g mod 4, where g = site.index_base + i (as a uint64) and the rank word is site.rank (0xFFFFFFFF
+// when site.rank < 0).
 struct StochasticKey {
     uint64_t seed = 0;  // the run's seed (PathConfig::seed)
     uint32_t hop = 0;   // the quantization event's stage (QuantEvent::stage); 0 outside a collective
