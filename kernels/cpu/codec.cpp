@@ -3,6 +3,7 @@
 // three times (x86-64-v4 = AVX-512, x86-64-v3 = AVX2, baseline) with the best one chosen at load
 // time (target_clones), so a binary built here runs on any x86-64 machine at full width.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -741,6 +742,137 @@ QT_AVX512_ROT void unrotate_full_avx512(float* out, const float* scales, bool si
         fast::unrotate8_avx512<R>(out + j * block, scales + j, static_cast<int>(std::min<int64_t>(8, b1 - j)), signs,
                                   key.seed, key.first + j * block);
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12's _mm512_reduce_max_epu32 starts from an undefined register (as in decl_fast.hpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// Tests only (codec.hpp): false sends the rotated formats' encode through the unfused path.
+std::atomic<bool> g_fused_rotation{true};
+
+// Encode's rotation fused with the declared formats' fast loops (issue 16), on a CPU with AVX-512:
+// the full blocks [c0, c1) of 16 R elements of x, eight at a time, each rotated in registers
+// (rotate8_avx512's loads, checks, signs and butterflies), its absmax taken from those registers
+// and the rotated values stored to a 4 KiB buffer on the stack, then the eight scales in one call
+// (chunk_scales) and the codes with encode_decl_fast's own element and packing steps. The same bits
+// as rotate_range then encode_blocks_from, one pass over x instead of a rotation into a buffer and
+// two more passes over it. false, with the chunk maybe partly written, when a block is not plain
+// (a non-finite value, a rotation past hadamard_limit, a scale that overflows): the caller encodes
+// the chunk again the unfused way, which refuses or poisons it as before.
+template <ElemType E, Rounding R, bool kMul, int Rr>
+QT_AVX512_WIDE bool encode_rotated_fused(const EncodeJob& job, const fast::EncodePlan& fp, bool signs, uint64_t seed,
+                                    int64_t index_base, int64_t c0, int64_t c1) {
+    static_assert(R != Rounding::kStochastic && E != ElemType::kTable);
+    constexpr int64_t block = 16 * Rr;
+    const Decl& d = *job.format.decl;
+    const float limit = hadamard_limit(block);
+    const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+    alignas(64) float y[8 * block];
+    alignas(64) int32_t q[fast::kStep];
+    alignas(64) uint8_t c[fast::kStep];
+    uint32_t amax[8];
+    float scale[8];
+    for (int64_t j0 = c0; j0 < c1; j0 += 8) {
+        const int count = static_cast<int>(std::min<int64_t>(8, c1 - j0));
+        const int64_t first0 = j0 * block;
+        uint32_t words[4][8];
+        if (signs) fast::sign_words8_avx512(seed, index_base + first0, block, words);
+        for (int k = 0; k < count; ++k) {
+            __m512 v[Rr];
+            const float* xb = job.x + first0 + k * block;
+            for (int r = 0; r < Rr; ++r) v[r] = _mm512_loadu_ps(xb + 16 * r);
+            if (!fast::all_within<Rr>(v, kFltMax)) return false;
+            if (signs) fast::apply_signs_regs<Rr>(v, words, k);
+            fast::fwht_regs<Rr>(v);
+            if (!fast::all_within<Rr>(v, limit)) return false;
+            __m512i m = _mm512_and_si512(_mm512_castps_si512(v[0]), magnitude);
+            for (int r = 1; r < Rr; ++r) m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_castps_si512(v[r]), magnitude));
+            amax[k] = _mm512_reduce_max_epu32(m);
+            for (int r = 0; r < Rr; ++r) _mm512_store_ps(y + k * block + 16 * r, v[r]);
+        }
+        if (!fast::chunk_scales(d, amax, count, scale)) return false;
+        std::memcpy(job.scales + j0, scale, static_cast<size_t>(count) * sizeof(float));
+        for (int k = 0; k < count; ++k) {
+            // as encode_decl_fast: s == 0 (an all-zero block) makes v the value itself
+            const float s = scale[k];
+            const bool as_mul = kMul || s == 0.0f;
+            const float f = kMul ? div_rn(1.0f, s) : (s == 0.0f ? 1.0f : s);
+            const float* yb = y + k * block;
+            uint8_t* out = job.codes + (j0 + k) * job.block_bytes;
+            for (int64_t i0 = 0; i0 < block; i0 += fast::kStep) {
+                if constexpr (block >= fast::kStep) {
+                    if (as_mul) fast::codes_step<E, R, true, false, fast::kStep, true>(fp, yb + i0, fast::kStep, f, nullptr, q);
+                    else fast::codes_step<E, R, false, false, fast::kStep, true>(fp, yb + i0, fast::kStep, f, nullptr, q);
+                    if (fast::pack_q_avx512(d.bits, d.packing == Packing::kLsbFirst, q, out + i0 * d.bits / 8)) continue;
+                    fast::narrow_step(q, c);
+                    fast::pack_step<fast::kStep>(d, c, fast::kStep, out + i0 * d.bits / 8);
+                } else {  // a block of 16: half a step
+                    std::memset(q, 0, sizeof q);
+                    if (as_mul) fast::codes_step<E, R, true, false, 0, true>(fp, yb + i0, block, f, nullptr, q);
+                    else fast::codes_step<E, R, false, false, 0, true>(fp, yb + i0, block, f, nullptr, q);
+                    fast::narrow_step(q, c);
+                    fast::pack_step<0>(d, c, block, out + i0 * d.bits / 8);
+                }
+            }
+        }
+    }
+    return true;
+}
+
+template <ElemType E, Rounding R, bool kMul>
+QT_AVX512_WIDE bool encode_rotated_fused_regs(const EncodeJob& job, const fast::EncodePlan& fp, bool signs, uint64_t seed,
+                                         int64_t index_base, int64_t c0, int64_t c1) {
+    switch (job.block) {
+        case 16: return encode_rotated_fused<E, R, kMul, 1>(job, fp, signs, seed, index_base, c0, c1);
+        case 32: return encode_rotated_fused<E, R, kMul, 2>(job, fp, signs, seed, index_base, c0, c1);
+        case 64: return encode_rotated_fused<E, R, kMul, 4>(job, fp, signs, seed, index_base, c0, c1);
+        case 128: return encode_rotated_fused<E, R, kMul, 8>(job, fp, signs, seed, index_base, c0, c1);
+        default: return false;
+    }
+}
+template <ElemType E>
+QT_AVX512_WIDE bool encode_rotated_fused_e(const EncodeJob& job, const fast::EncodePlan& fp, bool signs, uint64_t seed,
+                                      int64_t index_base, int64_t c0, int64_t c1) {
+#define QT_FUSED_CASE(R)                                                                                 \
+    case R:                                                                                              \
+        return fp.mul ? encode_rotated_fused_regs<E, R, true>(job, fp, signs, seed, index_base, c0, c1) \
+                      : encode_rotated_fused_regs<E, R, false>(job, fp, signs, seed, index_base, c0, c1);
+    switch (job.format.decl->rounding) {
+        QT_FUSED_CASE(Rounding::kNearestEven)
+        QT_FUSED_CASE(Rounding::kNearestAway)
+        QT_FUSED_CASE(Rounding::kNearestDown)
+        QT_FUSED_CASE(Rounding::kTowardZero)
+        default: return false;  // stochastic rounding: the unfused path
+    }
+#undef QT_FUSED_CASE
+}
+
+// Whether encode_rotated_fused_avx512 takes a rotated format's blocks: AVX-512, blocks of 16 to 128
+// elements, a format of the fast loops with int or float elements and a rounding that draws no
+// random words.
+bool fused_rotation_applies(const FormatSpec& format, int64_t block) {
+    if (!g_fused_rotation.load(std::memory_order_relaxed) || !fast::have_avx512()) return false;
+    if (block != 16 && block != 32 && block != 64 && block != 128) return false;
+    const Decl& d = *format.decl;
+    if (d.elem != ElemType::kInt && d.elem != ElemType::kFloat) return false;
+    return d.rounding != Rounding::kStochastic && fast::encode_plan(d).fast;
+}
+
+// The full blocks [c0, c1) of a rotated tensor, rotated and encoded in one pass (job.x: the caller's
+// values, job.codes and job.scales: the whole tensor's), compiled for AVX-512 with 512-bit vectors
+// as encode_decl_fast_avx512. Returns as encode_rotated_fused.
+QT_AVX512_WIDE bool encode_rotated_fused_avx512(const EncodeJob& job, const fast::EncodePlan& fp, uint64_t seed,
+                                                int64_t index_base, int64_t c0, int64_t c1) {
+    const bool signs = job.format.decl->random_signs;
+    if (job.format.decl->elem == ElemType::kInt)
+        return encode_rotated_fused_e<ElemType::kInt>(job, fp, signs, seed, index_base, c0, c1);
+    return encode_rotated_fused_e<ElemType::kFloat>(job, fp, signs, seed, index_base, c0, c1);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 // A rotated format's blocks [b0, b1), rotated (FORMATS.md section 9): out[i] is element b0 block + i
@@ -803,6 +935,14 @@ constexpr int64_t kRotateChunkElements = 4096;
 int64_t rotate_chunk_blocks(int64_t block) { return std::max<int64_t>(1, kRotateChunkElements / block); }
 }  // namespace
 
+void set_fused_rotation(bool on) {
+#if defined(__x86_64__)
+    g_fused_rotation.store(on, std::memory_order_relaxed);
+#else
+    (void)on;
+#endif
+}
+
 Status encode_into(const FormatSpec& format, std::span<const float> x, int64_t block, std::span<uint8_t> codes,
                    std::span<float> scales, std::span<float> offsets, const CodecOptions& options) {
     if (auto st = format.check_block(block); !st) return st;
@@ -820,8 +960,20 @@ Status encode_into(const FormatSpec& format, std::span<const float> x, int64_t b
         const int64_t per = rotate_chunk_blocks(block);
         std::vector<float> buf(static_cast<size_t>(std::min(per * block, n)));
         std::vector<int32_t> q(static_cast<size_t>(std::min(block, n)));
+#if defined(__x86_64__)
+        const bool fused = fused_rotation_applies(format, block);
+        const fast::EncodePlan fp = fused ? fast::encode_plan(*format.decl) : fast::EncodePlan{};
+        EncodeJob job{Kind::kDecl, format.bits, format, x.data(), n, block, format.code_bytes(block), codes.data(),
+                      scales.data(), offsets.data(), options.policy == Nonfinite::kError};
+#endif
         for (int64_t c0 = b0; c0 < b1; c0 += per) {
             const int64_t c1 = std::min(b1, c0 + per);
+#if defined(__x86_64__)
+            // every block of the chunk full and plain: rotated and encoded in one pass
+            if (fused && c1 * block <= n &&
+                encode_rotated_fused_avx512(job, fp, options.seed, options.site.index_base, c0, c1))
+                continue;
+#endif
             int64_t overflow = -1;
             rotate_range(format, x.data(), n, block, options, c0, c1, buf.data(), &overflow);
             if (overflow >= 0 || encode_blocks_from(format, buf.data(), n, block, c0, c1, codes.data(), scales.data(),
