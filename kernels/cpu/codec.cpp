@@ -767,8 +767,9 @@ QT_AVX512_WIDE bool encode_rotated_fused(const EncodeJob& job, const fast::Encod
     static_assert(R != Rounding::kStochastic && E != ElemType::kTable);
     constexpr int64_t block = 16 * Rr;
     const Decl& d = *job.format.decl;
-    const float limit = hadamard_limit(block);
+    const __m512i limit_bits = _mm512_set1_epi32(static_cast<int>(f32_bits(hadamard_limit(block))));
     const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+    __m512i mk[8];
     alignas(64) float y[8 * block];
     alignas(64) int32_t q[fast::kStep];
     alignas(64) uint8_t c[fast::kStep];
@@ -783,15 +784,34 @@ QT_AVX512_WIDE bool encode_rotated_fused(const EncodeJob& job, const fast::Encod
             __m512 v[Rr];
             const float* xb = job.x + first0 + k * block;
             for (int r = 0; r < Rr; ++r) v[r] = _mm512_loadu_ps(xb + 16 * r);
+            for (int r = 0; r < Rr; ++r) __builtin_prefetch(xb + 2048 + 16 * r);  // 8 KiB ahead, as encode_decl_fast
             if (!fast::all_within<Rr>(v, kFltMax)) return false;
             if (signs) fast::apply_signs_regs<Rr>(v, words, k);
             fast::fwht_regs<Rr>(v);
-            if (!fast::all_within<Rr>(v, limit)) return false;
+            // lane-wise |v| as bits: |v| <= limit exactly when its bits are <= the limit's (a NaN's
+            // are above)
             __m512i m = _mm512_and_si512(_mm512_castps_si512(v[0]), magnitude);
             for (int r = 1; r < Rr; ++r) m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_castps_si512(v[r]), magnitude));
-            amax[k] = _mm512_reduce_max_epu32(m);
+            if (_mm512_cmpgt_epu32_mask(m, limit_bits)) return false;
+            mk[k] = m;
             for (int r = 0; r < Rr; ++r) _mm512_store_ps(y + k * block + 16 * r, v[r]);
         }
+        for (int k = count; k < 8; ++k) mk[k] = _mm512_setzero_si512();
+        // The eight blocks' absmax bits: the lane maxima of mk[0..8) reduced together (halves of
+        // pairs, then quarters, then lanes), amax[k] from mk[k].
+        __m512i a[4], b[2];
+        for (int t = 0; t < 4; ++t)  // lanes 0-7: mk[2t]'s halves' maxima, 8-15: mk[2t + 1]'s
+            a[t] = _mm512_max_epu32(_mm512_shuffle_i32x4(mk[2 * t], mk[2 * t + 1], 0x44),
+                                    _mm512_shuffle_i32x4(mk[2 * t], mk[2 * t + 1], 0xEE));
+        for (int t = 0; t < 2; ++t)  // four lanes per block: mk[4t], mk[4t + 1], mk[4t + 2], mk[4t + 3]
+            b[t] = _mm512_max_epu32(_mm512_shuffle_i32x4(a[2 * t], a[2 * t + 1], 0x88),
+                                    _mm512_shuffle_i32x4(a[2 * t], a[2 * t + 1], 0xDD));
+        const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+        const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+        const __m512i c2 = _mm512_max_epu32(_mm512_permutex2var_epi32(b[0], even, b[1]),
+                                            _mm512_permutex2var_epi32(b[0], odd, b[1]));  // two lanes per block
+        const __m512i c1 = _mm512_max_epu32(_mm512_permutexvar_epi32(even, c2), _mm512_permutexvar_epi32(odd, c2));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(amax), _mm512_castsi512_si256(c1));
         if (!fast::chunk_scales(d, amax, count, scale)) return false;
         std::memcpy(job.scales + j0, scale, static_cast<size_t>(count) * sizeof(float));
         for (int k = 0; k < count; ++k) {
