@@ -265,6 +265,31 @@ QT_MULTIVERSION int64_t encode_range(const EncodeJob& job, int64_t b0, int64_t b
     return -1;
 }
 
+// One step of a block's codes: the codes of x[0..m) (m <= fast::kStep) at factor f (a product when
+// as_mul, else a quotient; kMul and kTies as encode_decl_fast's below; w: stochastic rounding's
+// words, or none), packed into out, the block's codes from element i0 (a multiple of kStep) on.
+// encode_decl_fast and the fused rotated encode both code their blocks with it.
+template <ElemType E, Rounding R, bool kTies, bool kAvx>
+QT_INLINE void code_step(const Decl& d, const fast::EncodePlan& fp, const float* x, int64_t m, bool as_mul, float f,
+                         const uint32_t* w, int32_t* q, uint8_t* c, uint8_t* out) {
+    if (m == fast::kStep) {
+        if (as_mul) fast::codes_step<E, R, true, kTies, fast::kStep, kAvx>(fp, x, m, f, w, q);
+        else fast::codes_step<E, R, false, kTies, fast::kStep, kAvx>(fp, x, m, f, w, q);
+    } else {
+        std::memset(q, 0, sizeof(int32_t) * fast::kStep);
+        if (as_mul) fast::codes_step<E, R, true, kTies, 0, kAvx>(fp, x, m, f, w, q);
+        else fast::codes_step<E, R, false, kTies, 0, kAvx>(fp, x, m, f, w, q);
+    }
+#if defined(__x86_64__)
+    if constexpr (kAvx) {
+        if (m == fast::kStep && fast::pack_q_avx512(d.bits, d.packing == Packing::kLsbFirst, q, out)) return;
+    }
+#endif
+    fast::narrow_step(q, c);
+    if (m == fast::kStep) fast::pack_step<fast::kStep>(d, c, m, out);
+    else fast::pack_step<0>(d, c, m, out);
+}
+
 // Declared formats without an offset (every built-in but int<b>-asym's declaration): the layout of
 // encode_range (chunks of blocks that stay in L1; statistics and scales of a chunk first, with the
 // input prefetched, then its codes) around the fast element loops of decl_fast.hpp. E, R: the
@@ -361,23 +386,7 @@ QT_INLINE int64_t encode_decl_fast(const EncodeJob& job, const fast::EncodePlan&
                         fast::round_words(key, m, rb);
                     }
                 }
-                if (m == fast::kStep) {
-                    if (as_mul) fast::codes_step<E, R, true, kTies, fast::kStep, kAvx>(fp, xb + i0, m, f, w, q);
-                    else fast::codes_step<E, R, false, kTies, fast::kStep, kAvx>(fp, xb + i0, m, f, w, q);
-                } else {
-                    std::memset(q, 0, sizeof q);
-                    if (as_mul) fast::codes_step<E, R, true, kTies, 0, kAvx>(fp, xb + i0, m, f, w, q);
-                    else fast::codes_step<E, R, false, kTies, 0, kAvx>(fp, xb + i0, m, f, w, q);
-                }
-#if defined(__x86_64__)
-                if constexpr (kAvx) {
-                    if (m == fast::kStep && fast::pack_q_avx512(d.bits, d.packing == Packing::kLsbFirst, q, out + i0 * d.bits / 8))
-                        continue;
-                }
-#endif
-                fast::narrow_step(q, c);
-                if (m == fast::kStep) fast::pack_step<fast::kStep>(d, c, m, out + i0 * d.bits / 8);
-                else fast::pack_step<0>(d, c, m, out + i0 * d.bits / 8);
+                code_step<E, R, kTies, kAvx>(d, fp, xb + i0, m, as_mul, f, w, q, c, out + i0 * d.bits / 8);
             }
         }
     }
@@ -821,21 +830,9 @@ QT_AVX512_WIDE bool encode_rotated_fused(const EncodeJob& job, const fast::Encod
             const float f = kMul ? div_rn(1.0f, s) : (s == 0.0f ? 1.0f : s);
             const float* yb = y + k * block;
             uint8_t* out = job.codes + (j0 + k) * job.block_bytes;
-            for (int64_t i0 = 0; i0 < block; i0 += fast::kStep) {
-                if constexpr (block >= fast::kStep) {
-                    if (as_mul) fast::codes_step<E, R, true, false, fast::kStep, true>(fp, yb + i0, fast::kStep, f, nullptr, q);
-                    else fast::codes_step<E, R, false, false, fast::kStep, true>(fp, yb + i0, fast::kStep, f, nullptr, q);
-                    if (fast::pack_q_avx512(d.bits, d.packing == Packing::kLsbFirst, q, out + i0 * d.bits / 8)) continue;
-                    fast::narrow_step(q, c);
-                    fast::pack_step<fast::kStep>(d, c, fast::kStep, out + i0 * d.bits / 8);
-                } else {  // a block of 16: half a step
-                    std::memset(q, 0, sizeof q);
-                    if (as_mul) fast::codes_step<E, R, true, false, 0, true>(fp, yb + i0, block, f, nullptr, q);
-                    else fast::codes_step<E, R, false, false, 0, true>(fp, yb + i0, block, f, nullptr, q);
-                    fast::narrow_step(q, c);
-                    fast::pack_step<0>(d, c, block, out + i0 * d.bits / 8);
-                }
-            }
+            for (int64_t i0 = 0; i0 < block; i0 += fast::kStep)  // a block of 16: half a step
+                code_step<E, R, false, true>(d, fp, yb + i0, std::min<int64_t>(block, fast::kStep), as_mul, f, nullptr, q, c,
+                                             out + i0 * d.bits / 8);
         }
     }
     return true;
