@@ -434,9 +434,21 @@ QT_INLINE int64_t encode_decl_fast_any(const EncodeJob& job, const fast::EncodeP
 // vectors preferred (GCC's x86-64-v4 tuning prefers 256, and target_clones cannot say otherwise):
 // a block of 32 is then two registers wide, and the AVX-512 helpers of decl_fast.hpp (kAvx) are
 // used. Chosen at run time (fast::have_avx512()).
+bool fused_plain_applies(const EncodeJob& job);
+bool encode_plain_fused_avx512(const EncodeJob& job, const fast::EncodePlan& fp, int64_t c0, int64_t c1);
 QT_AVX512_WIDE int64_t encode_decl_fast_avx512(const EncodeJob& job, const fast::EncodePlan& fp, int64_t b0,
                                                int64_t b1) {
-    return encode_decl_fast_any<true>(job, fp, b0, b1);
+    if (!fused_plain_applies(job)) return encode_decl_fast_any<true>(job, fp, b0, b1);
+    // Chunks of 4,096 elements: each in one pass (encode_fused) when its blocks are all full and
+    // plain, else by encode_decl_fast, which refuses or poisons as before. Blocks go in increasing
+    // order, so the first refusal found is the range's lowest.
+    const int64_t per = std::max<int64_t>(8, 4096 / job.block);
+    for (int64_t c0 = b0; c0 < b1; c0 += per) {
+        const int64_t c1 = std::min(b1, c0 + per);
+        if (c1 * job.block <= job.n && encode_plain_fused_avx512(job, fp, c0, c1)) continue;
+        if (const int64_t r = encode_decl_fast_any<true>(job, fp, c0, c1); r != -1) return r;
+    }
+    return -1;
 }
 #endif
 
@@ -758,28 +770,35 @@ QT_AVX512_ROT void unrotate_full_avx512(float* out, const float* scales, bool si
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-// Tests only (codec.hpp): false sends the rotated formats' encode through the unfused path.
-std::atomic<bool> g_fused_rotation{true};
+// Tests only (codec.hpp): false sends encode through the unfused paths.
+std::atomic<bool> g_fused_encode{true};
 
-// Encode's rotation fused with the declared formats' fast loops (issue 16), on a CPU with AVX-512:
-// the full blocks [c0, c1) of 16 R elements of x, eight at a time, each rotated in registers
-// (rotate8_avx512's loads, checks, signs and butterflies), its absmax taken from those registers
-// and the rotated values stored to a 4 KiB buffer on the stack, then the eight scales in one call
-// (chunk_scales) and the codes with encode_decl_fast's own element and packing steps. The same bits
-// as rotate_range then encode_blocks_from, one pass over x instead of a rotation into a buffer and
-// two more passes over it. false, with the chunk maybe partly written, when a block is not plain
-// (a non-finite value, a rotation past hadamard_limit, a scale that overflows): the caller encodes
-// the chunk again the unfused way, which refuses or poisons it as before.
-template <ElemType E, Rounding R, bool kMul, int Rr>
-QT_AVX512_WIDE bool encode_rotated_fused(const EncodeJob& job, const fast::EncodePlan& fp, bool signs, uint64_t seed,
-                                    int64_t index_base, int64_t c0, int64_t c1) {
-    static_assert(R != Rounding::kStochastic && E != ElemType::kTable);
+// Encode fused with the declared formats' fast loops (issue 16), on a CPU with AVX-512: the full
+// blocks [c0, c1) of 16 R elements of x, eight at a time, each loaded into registers once, its
+// absmax taken there, then the eight scales in one call (chunk_scales) and the codes with
+// encode_decl_fast's own element and packing steps.
+// - kRot (a rotated format): each block is rotated in the registers (rotate8_avx512's loads,
+//   checks, signs and butterflies) and stored to a 4 KiB buffer on the stack, which the codes read:
+//   the same bits as rotate_range then encode_blocks_from, one pass over x instead of a rotation
+//   into a buffer and two more passes over it.
+// - !kRot (a plain one): the codes read the eight blocks again from x, now in L1, and stochastic
+//   rounding draws the eight blocks' words (round_words) between the loads and the codes: one pass
+//   over x where encode_decl_fast makes two over 16 KiB chunks (its statistics, then its codes), so
+//   the arithmetic overlaps the loads of the next blocks.
+// false, with the chunk maybe partly written, when a block is not plain (a non-finite value, a
+// rotation past hadamard_limit, a scale that overflows): the caller encodes the chunk again the
+// unfused way, which refuses or poisons it as before.
+template <ElemType E, Rounding R, bool kMul, int Rr, bool kRot>
+QT_AVX512_WIDE bool encode_fused(const EncodeJob& job, const fast::EncodePlan& fp, bool signs, uint64_t seed,
+                                 int64_t index_base, int64_t c0, int64_t c1) {
+    static_assert(!(kRot && R == Rounding::kStochastic) && E != ElemType::kTable);
     constexpr int64_t block = 16 * Rr;
     const Decl& d = *job.format.decl;
     const __m512i limit_bits = _mm512_set1_epi32(static_cast<int>(f32_bits(hadamard_limit(block))));
     const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
     __m512i mk[8];
-    alignas(64) float y[8 * block];
+    alignas(64) float y[kRot ? 8 * block : 1];
+    alignas(64) uint32_t rw[R == Rounding::kStochastic ? 8 * block : 1];
     alignas(64) int32_t q[fast::kStep];
     alignas(64) uint8_t c[fast::kStep];
     uint32_t amax[8];
@@ -788,22 +807,25 @@ QT_AVX512_WIDE bool encode_rotated_fused(const EncodeJob& job, const fast::Encod
         const int count = static_cast<int>(std::min<int64_t>(8, c1 - j0));
         const int64_t first0 = j0 * block;
         uint32_t words[4][8];
-        if (signs) fast::sign_words8_avx512(seed, index_base + first0, block, words);
+        if (kRot && signs) fast::sign_words8_avx512(seed, index_base + first0, block, words);
         for (int k = 0; k < count; ++k) {
             __m512 v[Rr];
             const float* xb = job.x + first0 + k * block;
             for (int r = 0; r < Rr; ++r) v[r] = _mm512_loadu_ps(xb + 16 * r);
             for (int r = 0; r < Rr; ++r) __builtin_prefetch(xb + 2048 + 16 * r);  // 8 KiB ahead, as encode_decl_fast
             if (!fast::all_within<Rr>(v, kFltMax)) return false;
-            if (signs) fast::apply_signs_regs<Rr>(v, words, k);
-            fast::fwht_regs<Rr>(v);
+            if constexpr (kRot) {
+                if (signs) fast::apply_signs_regs<Rr>(v, words, k);
+                fast::fwht_regs<Rr>(v);
+            }
             // lane-wise |v| as bits: |v| <= limit exactly when its bits are <= the limit's (a NaN's
             // are above)
             __m512i m = _mm512_and_si512(_mm512_castps_si512(v[0]), magnitude);
             for (int r = 1; r < Rr; ++r) m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_castps_si512(v[r]), magnitude));
-            if (_mm512_cmpgt_epu32_mask(m, limit_bits)) return false;
+            if (kRot && _mm512_cmpgt_epu32_mask(m, limit_bits)) return false;
             mk[k] = m;
-            for (int r = 0; r < Rr; ++r) _mm512_store_ps(y + k * block + 16 * r, v[r]);
+            if constexpr (kRot)
+                for (int r = 0; r < Rr; ++r) _mm512_store_ps(y + k * block + 16 * r, v[r]);
         }
         for (int k = count; k < 8; ++k) mk[k] = _mm512_setzero_si512();
         // The eight blocks' absmax bits: the lane maxima of mk[0..8) reduced together (halves of
@@ -823,54 +845,64 @@ QT_AVX512_WIDE bool encode_rotated_fused(const EncodeJob& job, const fast::Encod
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(amax), _mm512_castsi512_si256(c1));
         if (!fast::chunk_scales(d, amax, count, scale)) return false;
         std::memcpy(job.scales + j0, scale, static_cast<size_t>(count) * sizeof(float));
+        if constexpr (R == Rounding::kStochastic) {  // the words of the eight blocks' elements
+            RoundKey key = job.key;
+            key.index_base += first0;
+            fast::round_words(key, count * block, rw);
+        }
         for (int k = 0; k < count; ++k) {
             // as encode_decl_fast: s == 0 (an all-zero block) makes v the value itself
             const float s = scale[k];
             const bool as_mul = kMul || s == 0.0f;
             const float f = kMul ? div_rn(1.0f, s) : (s == 0.0f ? 1.0f : s);
-            const float* yb = y + k * block;
+            const float* yb = kRot ? y + k * block : job.x + first0 + k * block;
             uint8_t* out = job.codes + (j0 + k) * job.block_bytes;
             for (int64_t i0 = 0; i0 < block; i0 += fast::kStep)  // a block of 16: half a step
-                code_step<E, R, false, true>(d, fp, yb + i0, std::min<int64_t>(block, fast::kStep), as_mul, f, nullptr, q, c,
+                code_step<E, R, false, true>(d, fp, yb + i0, std::min<int64_t>(block, fast::kStep), as_mul, f,
+                                             R == Rounding::kStochastic ? rw + k * block + i0 : nullptr, q, c,
                                              out + i0 * d.bits / 8);
         }
     }
     return true;
 }
 
-template <ElemType E, Rounding R, bool kMul>
-QT_AVX512_WIDE bool encode_rotated_fused_regs(const EncodeJob& job, const fast::EncodePlan& fp, bool signs, uint64_t seed,
-                                         int64_t index_base, int64_t c0, int64_t c1) {
+template <ElemType E, Rounding R, bool kMul, bool kRot>
+QT_AVX512_WIDE bool encode_fused_regs(const EncodeJob& job, const fast::EncodePlan& fp, bool signs, uint64_t seed,
+                                      int64_t index_base, int64_t c0, int64_t c1) {
     switch (job.block) {
-        case 16: return encode_rotated_fused<E, R, kMul, 1>(job, fp, signs, seed, index_base, c0, c1);
-        case 32: return encode_rotated_fused<E, R, kMul, 2>(job, fp, signs, seed, index_base, c0, c1);
-        case 64: return encode_rotated_fused<E, R, kMul, 4>(job, fp, signs, seed, index_base, c0, c1);
-        case 128: return encode_rotated_fused<E, R, kMul, 8>(job, fp, signs, seed, index_base, c0, c1);
+        case 16: return encode_fused<E, R, kMul, 1, kRot>(job, fp, signs, seed, index_base, c0, c1);
+        case 32: return encode_fused<E, R, kMul, 2, kRot>(job, fp, signs, seed, index_base, c0, c1);
+        case 64: return encode_fused<E, R, kMul, 4, kRot>(job, fp, signs, seed, index_base, c0, c1);
+        case 128: return encode_fused<E, R, kMul, 8, kRot>(job, fp, signs, seed, index_base, c0, c1);
         default: return false;
     }
 }
-template <ElemType E>
-QT_AVX512_WIDE bool encode_rotated_fused_e(const EncodeJob& job, const fast::EncodePlan& fp, bool signs, uint64_t seed,
-                                      int64_t index_base, int64_t c0, int64_t c1) {
-#define QT_FUSED_CASE(R)                                                                                 \
-    case R:                                                                                              \
-        return fp.mul ? encode_rotated_fused_regs<E, R, true>(job, fp, signs, seed, index_base, c0, c1) \
-                      : encode_rotated_fused_regs<E, R, false>(job, fp, signs, seed, index_base, c0, c1);
+template <ElemType E, bool kRot>
+QT_AVX512_WIDE bool encode_fused_e(const EncodeJob& job, const fast::EncodePlan& fp, bool signs, uint64_t seed,
+                                   int64_t index_base, int64_t c0, int64_t c1) {
+#define QT_FUSED_CASE(R)                                                                                    \
+    case R:                                                                                                 \
+        return fp.mul ? encode_fused_regs<E, R, true, kRot>(job, fp, signs, seed, index_base, c0, c1)      \
+                      : encode_fused_regs<E, R, false, kRot>(job, fp, signs, seed, index_base, c0, c1);
     switch (job.format.decl->rounding) {
         QT_FUSED_CASE(Rounding::kNearestEven)
         QT_FUSED_CASE(Rounding::kNearestAway)
         QT_FUSED_CASE(Rounding::kNearestDown)
         QT_FUSED_CASE(Rounding::kTowardZero)
-        default: return false;  // stochastic rounding: the unfused path
+        case Rounding::kStochastic:  // a rotated format's stochastic rounding: the unfused path
+            if constexpr (kRot) return false;
+            else return fp.mul ? encode_fused_regs<E, Rounding::kStochastic, true, false>(job, fp, signs, seed, index_base, c0, c1)
+                               : encode_fused_regs<E, Rounding::kStochastic, false, false>(job, fp, signs, seed, index_base, c0, c1);
     }
 #undef QT_FUSED_CASE
+    return false;
 }
 
 // Whether encode_rotated_fused_avx512 takes a rotated format's blocks: AVX-512, blocks of 16 to 128
 // elements, a format of the fast loops with int or float elements and a rounding that draws no
 // random words.
 bool fused_rotation_applies(const FormatSpec& format, int64_t block) {
-    if (!g_fused_rotation.load(std::memory_order_relaxed) || !fast::have_avx512()) return false;
+    if (!g_fused_encode.load(std::memory_order_relaxed) || !fast::have_avx512()) return false;
     if (block != 16 && block != 32 && block != 64 && block != 128) return false;
     const Decl& d = *format.decl;
     if (d.elem != ElemType::kInt && d.elem != ElemType::kFloat) return false;
@@ -879,13 +911,28 @@ bool fused_rotation_applies(const FormatSpec& format, int64_t block) {
 
 // The full blocks [c0, c1) of a rotated tensor, rotated and encoded in one pass (job.x: the caller's
 // values, job.codes and job.scales: the whole tensor's), compiled for AVX-512 with 512-bit vectors
-// as encode_decl_fast_avx512. Returns as encode_rotated_fused.
+// as encode_decl_fast_avx512. Returns as encode_fused.
 QT_AVX512_WIDE bool encode_rotated_fused_avx512(const EncodeJob& job, const fast::EncodePlan& fp, uint64_t seed,
                                                 int64_t index_base, int64_t c0, int64_t c1) {
     const bool signs = job.format.decl->random_signs;
     if (job.format.decl->elem == ElemType::kInt)
-        return encode_rotated_fused_e<ElemType::kInt>(job, fp, signs, seed, index_base, c0, c1);
-    return encode_rotated_fused_e<ElemType::kFloat>(job, fp, signs, seed, index_base, c0, c1);
+        return encode_fused_e<ElemType::kInt, true>(job, fp, signs, seed, index_base, c0, c1);
+    return encode_fused_e<ElemType::kFloat, true>(job, fp, signs, seed, index_base, c0, c1);
+}
+// Whether encode_decl_fast_avx512 sends a plain declared format's blocks through encode_fused: blocks
+// of 16 to 128 elements, int or float elements (encode_decl_fast_avx512 is called only for a format
+// of the fast loops, on a CPU with AVX-512).
+bool fused_plain_applies(const EncodeJob& job) {
+    if (!g_fused_encode.load(std::memory_order_relaxed)) return false;
+    if (job.block != 16 && job.block != 32 && job.block != 64 && job.block != 128) return false;
+    const ElemType e = job.format.decl->elem;
+    return e == ElemType::kInt || e == ElemType::kFloat;
+}
+
+// The full blocks [c0, c1) of a plain declared format in one pass. Returns as encode_fused.
+QT_AVX512_WIDE bool encode_plain_fused_avx512(const EncodeJob& job, const fast::EncodePlan& fp, int64_t c0, int64_t c1) {
+    if (job.format.decl->elem == ElemType::kInt) return encode_fused_e<ElemType::kInt, false>(job, fp, false, 0, 0, c0, c1);
+    return encode_fused_e<ElemType::kFloat, false>(job, fp, false, 0, 0, c0, c1);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -952,9 +999,9 @@ constexpr int64_t kRotateChunkElements = 4096;
 int64_t rotate_chunk_blocks(int64_t block) { return std::max<int64_t>(1, kRotateChunkElements / block); }
 }  // namespace
 
-void set_fused_rotation(bool on) {
+void set_fused_encode(bool on) {
 #if defined(__x86_64__)
-    g_fused_rotation.store(on, std::memory_order_relaxed);
+    g_fused_encode.store(on, std::memory_order_relaxed);
 #else
     (void)on;
 #endif

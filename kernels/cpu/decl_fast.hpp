@@ -576,17 +576,15 @@ inline __attribute__((always_inline)) void scale_step(const float* __restrict v,
 
 // ---- stochastic rounding's words --------------------------------------------------------------------
 // out[i] = round_bits(k, i) for i in [0, n) (FORMATS.md section 4): element g = k.index_base + i has
-// word g & 3 of Philox4x32-10 at counter (lo32(g >> 2), hi32(g >> 2), rank word, 4 | hop << 8). One
-// call per counter, its four words to four consecutive elements; index_base need not be a multiple
+// word g & 3 of round_call(k, g >> 2) (decl_math.hpp): Philox4x32-10 at counter (lo32(g >> 2),
+// hi32(g >> 2), rank word, 4 | hop << 8). One call per counter, its four words to four consecutive elements; index_base need not be a multiple
 // of 4 (the first and last counters may serve fewer).
 inline void round_words_scalar(const RoundKey& k, int64_t n, uint32_t* out) {
     const uint64_t g0 = static_cast<uint64_t>(k.index_base);
     uint64_t c = g0 >> 2;
     uint32_t j = static_cast<uint32_t>(g0 & 3u);
     for (int64_t i = 0; i < n; ++c, j = 0) {
-        const Philox4x32 w = philox4x32_10(
-            Philox4x32{{static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), k.rank_word, kTagRound | (k.hop << 8)}},
-            static_cast<uint32_t>(k.seed), static_cast<uint32_t>(k.seed >> 32));
+        const Philox4x32 w = round_call(k, c);
         for (; j < 4 && i < n; ++j, ++i) out[i] = w.v[j];
     }
 }

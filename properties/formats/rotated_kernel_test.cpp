@@ -208,9 +208,9 @@ RC_GTEST_PROP(RotatedKernels, FusedEncodeEqualsUnfusedAndReference, ()) {
     opt.seed = *rc::gen::arbitrary<uint64_t>();
     opt.site = qt::Site{"grad", 1, *rc::gen::inRange<int64_t>(0, 100000)};
     const auto fused = qt::kernels::encode(f, in, block, opt);
-    qt::kernels::set_fused_rotation(false);
+    qt::kernels::set_fused_encode(false);
     const auto unfused = qt::kernels::encode(f, in, block, opt);
-    qt::kernels::set_fused_rotation(true);
+    qt::kernels::set_fused_encode(true);
     const auto r = qt::reference::quantize(f, x, block, opt.policy, opt.site, {opt.seed, 0});
     RC_ASSERT(fused.ok() == unfused.ok());
     RC_ASSERT(fused.ok() == r.ok());

@@ -3,6 +3,7 @@
 // than the tensor, a tensor large enough to be split over threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -90,6 +91,48 @@ TEST(KernelGolden, AwkwardSizesMatchTheReference) {
             EXPECT_EQ(k->wire_bytes(), f.wire_bytes(static_cast<int64_t>(n), block));
         }
     }
+}
+
+// The declared built-ins across the exponent range, one pass over each block (the fused encode of
+// blocks of 32) against the reference: blocks whose largest value sits anywhere from the subnormal
+// range to FLT_MAX with the others up to 90 binades below it (scales from subnormal to past 2^120,
+// quotients that underflow), signed zeros, and blocks that mix 1 with values far below it.
+TEST(KernelGolden, DeclaredFormatsAcrossTheExponentRange) {
+    std::vector<float> x;
+    uint32_t r = 12345;
+    auto next = [&r] { return r = r * 1664525u + 1013904223u; };
+    for (int top : {-149, -140, -130, -126, -120, -100, -70, -62, -60, -58, -30, 0, 30, 58, 60, 62, 64, 66, 70, 100, 127}) {
+        for (int spread : {0, 3, 12, 40, 90}) {
+            for (int i = 0; i < 32; ++i) {
+                const uint32_t w = next();
+                const int e = std::max(top - static_cast<int>(w % static_cast<uint32_t>(spread + 1)), -149);
+                float v = std::ldexp(1.0f + static_cast<float>(w >> 9) * 0x1p-23f, e);
+                if (!std::isfinite(v)) v = FLT_MAX;
+                if ((w & 0xFF) < 8) v = 0.0f;
+                x.push_back((w >> 8) & 1 ? -v : v);
+            }
+        }
+    }
+    for (float& v : x) {
+        if (bits(v) == 0 && (next() & 1)) v = -0.0f;  // both signed zeros
+    }
+    for (const int e : {-59, -60, -61, -62, -70, -100, -126, -140}) {  // 1 among values below it
+        for (int i = 0; i < 32; ++i) x.push_back(i == 5 ? 1.0f : std::ldexp(static_cast<float>(i % 7) - 3.0f, e));
+    }
+    int formats = 0;
+    for (const auto& f : qt::all_builtin_formats()) {
+        if (f.kind != FormatKind::kDecl) continue;
+        ++formats;
+        const auto k = qt::kernels::encode(f, x, 32);
+        const auto ref = qt::reference::quantize(f, x, 32);
+        ASSERT_EQ(k.ok(), ref.ok()) << f.name();
+        if (!k.ok()) continue;
+        EXPECT_EQ(k->codes, qt::reference::pack(f, ref->codes, 32)) << f.name();
+        const auto d = qt::kernels::decode(*k);
+        ASSERT_EQ(d.size(), ref->decoded.size());
+        EXPECT_EQ(std::memcmp(d.data(), ref->decoded.data(), d.size() * 4), 0) << f.name();
+    }
+    EXPECT_GE(formats, 20);
 }
 
 // bf16 accumulation rounds with kernels::round_bf16 (a carry trick on the binary32 bits, on host

@@ -66,9 +66,10 @@ Status encode_into(const FormatSpec& format, std::span<const float> x, int64_t b
                    const CodecOptions& options = {});
 Result<EncodedTensor> encode(const FormatSpec& format, std::span<const float> x, int64_t block,
                              const CodecOptions& options = {});
-// Tests only: with false, encode_into encodes a rotated format the unfused way (a chunk rotated into
-// a buffer, then encoded) even where its fused AVX-512 path applies; true (the default) again.
-void set_fused_rotation(bool on);
+// Tests only: with false, encode_into encodes the declared formats the unfused way even where their
+// fused AVX-512 paths apply (a rotated format: a chunk rotated into a buffer, then encoded; a plain
+// one: a chunk's statistics, then its codes); true (the default) again.
+void set_fused_encode(bool on);
 
 // Decode a whole tensor (out.size() == elements). key: a rotated format's sign key, as encode had it
 // (the seed and site.index_base of its CodecOptions: sign_key()); block j's signs use key.first + j block.

@@ -50,13 +50,17 @@ struct RoundKey {
     int64_t index_base = 0;
 };
 inline constexpr uint32_t kTagRound = 4;
-// The random word of element i (g = index_base + i): word g & 3 of Philox4x32-10 at counter
-// (lo32(g >> 2), hi32(g >> 2), rank word, 4 | (hop << 8)); one call serves elements 4c..4c+3.
-QT_HD uint32_t round_bits(const RoundKey& k, int64_t i) {
-    const uint64_t g = static_cast<uint64_t>(k.index_base + i), c = g >> 2;
-    const Philox4x32 w = philox4x32_10(
+// The Philox4x32-10 call at stochastic rounding's counter c: (lo32(c), hi32(c), rank word,
+// 4 | (hop << 8)), keyed by the seed. Its four words round elements 4c..4c+3.
+QT_HD Philox4x32 round_call(const RoundKey& k, uint64_t c) {
+    return philox4x32_10(
         Philox4x32{{static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), k.rank_word, kTagRound | (k.hop << 8)}},
         static_cast<uint32_t>(k.seed), static_cast<uint32_t>(k.seed >> 32));
+}
+// The random word of element i (g = index_base + i): word g & 3 of round_call(k, g >> 2).
+QT_HD uint32_t round_bits(const RoundKey& k, int64_t i) {
+    const uint64_t g = static_cast<uint64_t>(k.index_base + i);
+    const Philox4x32 w = round_call(k, g >> 2);
     const uint32_t j = static_cast<uint32_t>(g & 3u);  // selects, not an index: w stays in registers on the device
     return j == 0 ? w.v[0] : (j == 1 ? w.v[1] : (j == 2 ? w.v[2] : w.v[3]));
 }
