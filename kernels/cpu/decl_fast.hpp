@@ -346,6 +346,18 @@ inline __attribute__((always_inline)) void pack_step(const Decl& d, const uint8_
                 for (int64_t k = 0; k < nbytes - 6 * g; ++k) out[6 * g + k] = w[k];
             }
         }
+    } else if (d.packing == Packing::kLsbFirst) {
+        // Any other width (2, 3, 5, 7 bits): eight codes become `bits` bytes, the low bits of one
+        // 64-bit word (code i at bit bits * i: little-endian, the stream's first byte lowest).
+        const uint64_t mask = (uint64_t{1} << bits) - 1;
+        const int64_t nbytes = (n * bits + 7) / 8;
+        uint8_t t[kStep + 8];
+        for (int g = 0; g < kStep / 8; ++g) {
+            uint64_t u = 0;
+            for (int i = 0; i < 8; ++i) u |= (c[8 * g + i] & mask) << (bits * i);
+            std::memcpy(t + bits * g, &u, 8);  // the next group overwrites the bytes past `bits`
+        }
+        std::memcpy(out, t, static_cast<size_t>(nbytes));
     } else {
         std::memset(out, 0, static_cast<size_t>((n * bits + 7) / 8));
         for (int64_t i = 0; i < n; ++i) decl_pack_one(d, out, i, c[i]);
@@ -454,6 +466,18 @@ inline __attribute__((always_inline)) void unpack_step(const Decl& d, const uint
             u = (u & 0x00000fff00000fffull) | ((u << 4) & 0x0fff00000fff0000ull);
             u = (u & 0x003f003f003f003full) | ((u << 2) & 0x3f003f003f003f00ull);
             std::memcpy(c + 8 * g, &u, 8);
+        }
+    } else if (d.packing == Packing::kLsbFirst) {
+        // Any other width: `bits` bytes hold eight codes (pack_step's groups), read as one 64-bit
+        // word from a copy of the step's bytes (never past the block's).
+        const uint64_t mask = (uint64_t{1} << bits) - 1;
+        const int64_t nbytes = (n * bits + 7) / 8;
+        uint8_t t[kStep + 8] = {};
+        std::memcpy(t, in, static_cast<size_t>(nbytes));
+        for (int g = 0; g < kStep / 8; ++g) {
+            uint64_t u;
+            std::memcpy(&u, t + bits * g, 8);
+            for (int i = 0; i < 8; ++i) c[8 * g + i] = static_cast<uint8_t>((u >> (bits * i)) & mask);
         }
     } else {
         for (int64_t i = 0; i < n; ++i)

@@ -246,7 +246,8 @@ RC_GTEST_PROP(Kernels, CpuEqualsReferenceBitForBit, ()) {
 // The plain declared formats (no rotation, no offset; int and float elements, stochastic rounding
 // too) are encoded, with AVX-512 and blocks of 16 to 128, in one pass over x (kernels/cpu/codec.cpp,
 // encode_fused); elsewhere, and for every other block or an unusual chunk, by encode_decl_fast's
-// two passes. Fused, unfused and the reference agree, error messages included, on tensors of
+// two passes. Fused, unfused and the reference agree (and so does the decode of what they wrote,
+// every packing width), error messages included, on tensors of
 // several chunks with a short last block, a misaligned start, zeros and subnormals, and maybe NaN
 // and inf values or an all-huge block, under both policies, from any index base and seed.
 RC_GTEST_PROP(Kernels, FusedDeclaredEncodeEqualsUnfusedAndReference, ()) {
@@ -299,6 +300,9 @@ RC_GTEST_PROP(Kernels, FusedDeclaredEncodeEqualsUnfusedAndReference, ()) {
     const auto packed = qt::reference::pack(f, r->codes, block);
     RC_ASSERT(fused->codes == packed);
     RC_ASSERT(unfused->codes == packed);
+    const auto dec = qt::kernels::decode(*fused, opt.threads);
+    RC_ASSERT(dec.size() == r->decoded.size());
+    for (size_t i = 0; i < dec.size(); ++i) RC_ASSERT(same_bits(dec[i], r->decoded[i]));
 }
 
 // Policy `error`: a NaN or inf is refused, by both implementations, naming the first bad index.
