@@ -901,11 +901,17 @@ QT_AVX512_WIDE bool encode_fused_e(const EncodeJob& job, const fast::EncodePlan&
 // Whether encode_rotated_fused_avx512 takes a rotated format's blocks: AVX-512, blocks of 16 to 128
 // elements, a format of the fast loops with int or float elements and a rounding that draws no
 // random words.
-bool fused_rotation_applies(const FormatSpec& format, int64_t block) {
-    if (!g_fused_encode.load(std::memory_order_relaxed) || !fast::have_avx512()) return false;
+// The shapes encode_fused takes (both of its callers): blocks of 16 to 128 elements (one to eight
+// registers), int or float elements, unless a test turned it off.
+bool fused_shape(int64_t block, ElemType e) {
+    if (!g_fused_encode.load(std::memory_order_relaxed)) return false;
     if (block != 16 && block != 32 && block != 64 && block != 128) return false;
+    return e == ElemType::kInt || e == ElemType::kFloat;
+}
+bool fused_rotation_applies(const FormatSpec& format, int64_t block) {
+    if (!fast::have_avx512()) return false;
     const Decl& d = *format.decl;
-    if (d.elem != ElemType::kInt && d.elem != ElemType::kFloat) return false;
+    if (!fused_shape(block, d.elem)) return false;
     return d.rounding != Rounding::kStochastic && fast::encode_plan(d).fast;
 }
 
@@ -922,12 +928,7 @@ QT_AVX512_WIDE bool encode_rotated_fused_avx512(const EncodeJob& job, const fast
 // Whether encode_decl_fast_avx512 sends a plain declared format's blocks through encode_fused: blocks
 // of 16 to 128 elements, int or float elements (encode_decl_fast_avx512 is called only for a format
 // of the fast loops, on a CPU with AVX-512).
-bool fused_plain_applies(const EncodeJob& job) {
-    if (!g_fused_encode.load(std::memory_order_relaxed)) return false;
-    if (job.block != 16 && job.block != 32 && job.block != 64 && job.block != 128) return false;
-    const ElemType e = job.format.decl->elem;
-    return e == ElemType::kInt || e == ElemType::kFloat;
-}
+bool fused_plain_applies(const EncodeJob& job) { return fused_shape(job.block, job.format.decl->elem); }
 
 // The full blocks [c0, c1) of a plain declared format in one pass. Returns as encode_fused.
 QT_AVX512_WIDE bool encode_plain_fused_avx512(const EncodeJob& job, const fast::EncodePlan& fp, int64_t c0, int64_t c1) {

@@ -601,8 +601,8 @@ inline __attribute__((always_inline)) void scale_step(const float* __restrict v,
 // ---- stochastic rounding's words --------------------------------------------------------------------
 // out[i] = round_bits(k, i) for i in [0, n) (FORMATS.md section 4): element g = k.index_base + i has
 // word g & 3 of round_call(k, g >> 2) (decl_math.hpp): Philox4x32-10 at counter (lo32(g >> 2),
-// hi32(g >> 2), rank word, 4 | hop << 8). One call per counter, its four words to four consecutive elements; index_base need not be a multiple
-// of 4 (the first and last counters may serve fewer).
+// hi32(g >> 2), rank word, 4 | hop << 8). One call per counter, its four words to four consecutive
+// elements; index_base need not be a multiple of 4 (the first and last counters may serve fewer).
 inline void round_words_scalar(const RoundKey& k, int64_t n, uint32_t* out) {
     const uint64_t g0 = static_cast<uint64_t>(k.index_base);
     uint64_t c = g0 >> 2;
