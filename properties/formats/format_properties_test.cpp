@@ -9,6 +9,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "fused_encode_check.hpp"
 #include "generators.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/reference/formats.hpp"
@@ -261,48 +262,7 @@ RC_GTEST_PROP(Kernels, FusedDeclaredEncodeEqualsUnfusedAndReference, ()) {
     const int64_t block = f.decl->fixed_block > 0 ? f.decl->fixed_block : *rc::gen::element<int64_t>(16, 32, 64, 128, 8, 96);
     int64_t n = block * *rc::gen::inRange<int64_t>(1, 3 * 4096 / block + 3);
     if (*rc::gen::arbitrary<bool>()) n += *rc::gen::inRange<int64_t>(1, block);
-    auto x = rotatable(n);
-    for (int bad = *rc::gen::inRange(0, 3); bad > 0; --bad) {
-        const int64_t at = *rc::gen::inRange<int64_t>(0, n);
-        if (*rc::gen::arbitrary<bool>()) {
-            x[static_cast<size_t>(at)] = *rc::gen::element(NAN, INFINITY, -INFINITY);
-        } else {
-            const int64_t b0 = at / block * block;
-            for (int64_t i = b0; i < std::min(n, b0 + block); ++i) x[static_cast<size_t>(i)] = 3e38f;
-        }
-    }
-    const int misalign = *rc::gen::inRange(0, 16);
-    std::vector<float> buf(x.size() + 16);
-    std::copy(x.begin(), x.end(), buf.begin() + misalign);
-    const std::span<const float> in(buf.data() + misalign, x.size());
-    qt::kernels::CodecOptions opt;
-    opt.policy = *rc::gen::element(qt::Nonfinite::kError, qt::Nonfinite::kPropagate);
-    opt.threads = *rc::gen::inRange(1, 4);
-    opt.seed = *rc::gen::arbitrary<uint64_t>();
-    opt.site = qt::Site{"grad", 1, *rc::gen::inRange<int64_t>(0, 100000)};
-    const auto fused = qt::kernels::encode(f, in, block, opt);
-    qt::kernels::set_fused_encode(false);
-    const auto unfused = qt::kernels::encode(f, in, block, opt);
-    qt::kernels::set_fused_encode(true);
-    const auto r = qt::reference::quantize(f, x, block, opt.policy, opt.site, {opt.seed, 0});
-    RC_ASSERT(fused.ok() == unfused.ok());
-    RC_ASSERT(fused.ok() == r.ok());
-    if (!r.ok()) {
-        RC_ASSERT(fused.error().code == unfused.error().code);
-        RC_ASSERT(fused.error().message == unfused.error().message);
-        RC_ASSERT(fused.error().code == r.error().code);
-        return;
-    }
-    for (size_t j = 0; j < r->scales.size(); ++j) {
-        RC_ASSERT(same_bits(fused->scales[j], r->scales[j]));
-        RC_ASSERT(same_bits(unfused->scales[j], r->scales[j]));
-    }
-    const auto packed = qt::reference::pack(f, r->codes, block);
-    RC_ASSERT(fused->codes == packed);
-    RC_ASSERT(unfused->codes == packed);
-    const auto dec = qt::kernels::decode(*fused, opt.threads);
-    RC_ASSERT(dec.size() == r->decoded.size());
-    for (size_t i = 0; i < dec.size(); ++i) RC_ASSERT(same_bits(dec[i], r->decoded[i]));
+    check_fused_encode(f, block, n, 3e38f, true);
 }
 
 // Policy `error`: a NaN or inf is refused, by both implementations, naming the first bad index.
