@@ -1150,9 +1150,9 @@ struct DecodeJob {
 
 // Declared formats without an offset, a step of 32 codes at a time. A full step of a block that
 // is not poisoned goes straight from the wire to the output in one loop: 8-bit codes (values by
-// raw_value's arithmetic, or decode8_avx512), and with AVX-512 4- and 6-bit codes (unpacked and
-// looked up in registers, decode_step_avx512). Any other step (a short one, a poisoned block's,
-// another width, or 4/6 bits without AVX-512) is staged: unpacked into bytes with the others of a
+// raw_value's arithmetic, or decode8_avx512), and with AVX-512 4-bit codes and every lsb-first
+// width (unpacked, valued and scaled in registers, decode_step_avx512). Any other step (a short
+// one, a poisoned block's, another width, or without AVX-512) is staged: unpacked into bytes with the others of a
 // chunk of up to 8, their values computed or looked up in one loop over the chunk (wide vectors),
 // then scaled step by step. kAvx: compiled for AVX-512 (decode_decl_fast_avx512).
 struct DecodeStep {
@@ -1203,7 +1203,7 @@ QT_INLINE void decode_decl_fast(const DecodeJob& job, const fast::DecodePlan& p,
                 }
 #if defined(__x86_64__)
                 if constexpr (kAvx) {
-                    if (p.small && fast::decode_step_avx512(p.value, d.bits, lsb, in + i0 * d.bits / 8, s, o + i0))
+                    if (fast::decode_step_avx512(p, lsb, in + i0 * d.bits / 8, s, o + i0))
                         continue;
                 }
 #endif

@@ -6,7 +6,7 @@
 //   (or the 1 of scale `none`): 1/s = 2^-e is exact for e >= -127, and x * 2^-e and x / 2^e are
 //   the correctly rounded values of the same real number, so they are the same binary32;
 // - codes are computed 32 at a time into int32 lanes (compile-time trip counts the compiler
-//   vectorizes at full width), then packed straight to the wire per width (8, 4 and 6 bits);
+//   vectorizes at full width), then packed straight to the wire;
 // - a table element (<= 16 values) compares with binary32 thresholds: for a binary32 v and a
 //   binary64 midpoint m, v > m exactly when v > RD32(m), the largest binary32 <= m; a tie v == m
 //   needs m to be a binary32, and its rounding (even, away) is a per-midpoint 0/1 decided once per
@@ -17,10 +17,12 @@
 //   four consecutive elements, and with AVX-512 the rounds on 32 counters (128 elements) at a time
 //   (round_words below);
 // - with AVX-512 (the AVX-512 helpers, called from codec.cpp's functions compiled for it): table
-//   codes by a binary search in registers, 4- and 6-bit decoding by lookups in registers, packing
-//   and the 8-bit decode without staging buffers.
+//   codes by a binary search in registers; packing and decoding without staging buffers for 8 and
+//   4 bits and every lsb-first width (codes unpacked in registers, then looked up in a 64-entry
+//   table up to 6 bits, or computed as raw_value does).
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -118,9 +120,51 @@ QT_AVX512 inline void table_codes_avx512(const TablePlan& tp, bool ties, bool mu
     }
 }
 
-// Packs 32 int32 codes q (the low `bits` bits of each) into out, for 8, 4 and 6 (lsb-first) bits;
-// false for the others (the caller narrows to bytes and uses pack_step). For 4 bits each 64-bit
-// lane holds a pair (element 2k low, 2k + 1 high) and becomes one byte (vpmovqb).
+// The byte shuffle of pack_lsb_avx512 and unpack_lsb_avx512 for B-bit codes: in each 128-bit
+// lane, a group of eight codes (B bytes) per 64-bit half (`spread`), or the two groups' 2B bytes
+// side by side at the lane's start (`gather`); -1 (bit 7 set): a zero byte.
+template <int B>
+struct LsbGroups {
+    static constexpr auto make(bool spread) {
+        std::array<int8_t, 16> c{};
+        for (int j = 0; j < 16; ++j) {
+            if (spread) c[j] = static_cast<int8_t>((j & 7) < B ? (j >> 3) * B + (j & 7) : -1);
+            else c[j] = static_cast<int8_t>(j < B ? j : j < 2 * B ? 8 + j - B : -1);
+        }
+        return c;
+    }
+    alignas(16) static constexpr std::array<int8_t, 16> spread = make(true), gather = make(false);
+};
+
+// Packs 32 int32 codes q (their low B bits) lsb-first into 4B bytes, for B < 8: eight codes make
+// a group of B bytes (code i at bit B i of a little-endian word), built by doubling: pairs in
+// 64-bit lanes (2B bits), narrowed to 32-bit lanes, pairs of pairs (4B bits), narrowed again,
+// groups of eight (8B bits = B bytes per 64-bit lane); then each lane's two groups side by side
+// (vpshufb) and two masked stores of 2B bytes.
+template <int B>
+QT_AVX512 inline void pack_lsb_avx512(const int32_t* q, uint8_t* out) {
+    const __m512i a = _mm512_loadu_si512(q), b = _mm512_loadu_si512(q + 16);
+    const __m512i m1 = _mm512_set1_epi64((1ll << B) - 1), m1h = _mm512_set1_epi64(((1ll << B) - 1) << B);
+    const __m512i pa = _mm512_or_si512(_mm512_and_si512(a, m1), _mm512_and_si512(_mm512_srli_epi64(a, 32 - B), m1h));
+    const __m512i pb = _mm512_or_si512(_mm512_and_si512(b, m1), _mm512_and_si512(_mm512_srli_epi64(b, 32 - B), m1h));
+    const __m512i pairs = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(pa)), _mm512_cvtepi64_epi32(pb), 1);
+    const __m512i m2 = _mm512_set1_epi64((1ll << 2 * B) - 1), m2h = _mm512_set1_epi64(((1ll << 2 * B) - 1) << 2 * B);
+    const __m512i quads =
+        _mm512_or_si512(_mm512_and_si512(pairs, m2), _mm512_and_si512(_mm512_srli_epi64(pairs, 32 - 2 * B), m2h));
+    const __m256i qd = _mm512_cvtepi64_epi32(quads);  // 4B <= 28 bits
+    const __m256i m4 = _mm256_set1_epi64x((1ll << 4 * B) - 1), m4h = _mm256_set1_epi64x(((1ll << 4 * B) - 1) << 4 * B);
+    const __m256i groups =
+        _mm256_or_si256(_mm256_and_si256(qd, m4), _mm256_and_si256(_mm256_srli_epi64(qd, 32 - 4 * B), m4h));
+    const __m128i g = _mm_load_si128(reinterpret_cast<const __m128i*>(LsbGroups<B>::gather.data()));
+    const __m256i bytes = _mm256_shuffle_epi8(groups, _mm256_broadcastsi128_si256(g));
+    constexpr __mmask16 k = static_cast<__mmask16>((1u << 2 * B) - 1);
+    _mm_mask_storeu_epi8(out, k, _mm256_castsi256_si128(bytes));
+    _mm_mask_storeu_epi8(out + 2 * B, k, _mm256_extracti128_si256(bytes, 1));
+}
+
+// Packs 32 int32 codes q (the low `bits` bits of each) into out, for 8, 4 and any lsb-first width;
+// false for 2, 3, 5, 6 and 7 bits msb-first (the caller narrows to bytes and uses pack_step). For
+// 4 bits each 64-bit lane holds a pair (element 2k low, 2k + 1 high) and becomes one byte (vpmovqb).
 QT_AVX512 inline bool pack_q_avx512(int bits, bool lsb, const int32_t* q, uint8_t* out) {
     const __m512i a = _mm512_loadu_si512(q), b = _mm512_loadu_si512(q + 16);
     if (bits == 8) {
@@ -157,16 +201,39 @@ QT_AVX512 inline bool pack_q_avx512(int bits, bool lsb, const int32_t* q, uint8_
         _mm_mask_storeu_epi8(out + 12, 0x0fff, _mm256_extracti128_si256(bytes, 1));
         return true;
     }
-    return false;
+    if (!lsb) return false;
+    switch (bits) {
+        case 2: pack_lsb_avx512<2>(q, out); return true;
+        case 3: pack_lsb_avx512<3>(q, out); return true;
+        case 5: pack_lsb_avx512<5>(q, out); return true;
+        case 7: pack_lsb_avx512<7>(q, out); return true;
+        default: return false;
+    }
 }
 
-// One full step of decoding (32 codes of 4 bits, either packing, or 6 bits lsb-first, straight
-// from the wire bytes) in registers: unpacked, looked up in `table` (the 2^bits values of
-// decl_value, 64 entries) and scaled as scale_step: o[i] = sat(fl32(v s)), the quiet NaN for a NaN
-// value. No staging buffer between the unpacker and the lookups: a wide load of what narrow
-// stores just wrote waits for them to reach the cache. false: another width.
-QT_AVX512 inline bool decode_step_avx512(const float* table, int bits, bool lsb, const uint8_t* in, float s, float* o) {
-    __m512i idx[2];
+// Unpacks one full step (32 codes) straight from the wire bytes into int32 lanes idx[0] (codes
+// 0..15) and idx[1] (16..31), for 4 bits (either packing) and every lsb-first width below 8;
+// false for 2, 3, 5, 6 and 7 bits msb-first. decode_step_avx512 takes the codes from here: no
+// staging buffer between the unpacker and the values (a wide load of what narrow stores just
+// wrote waits for them to reach the cache).
+template <int B>
+QT_AVX512 inline void unpack_lsb_avx512(const uint8_t* in, __m512i* idx) {
+    // groups 0, 1 and 2, 3 (B bytes each) into the 64-bit lanes of g, then each 64-bit lane of
+    // idx[h] takes a pair of codes of group 2h + (lane >= 4) by its shift, 2B (lane % 4)
+    constexpr __mmask16 k = static_cast<__mmask16>((1u << 2 * B) - 1);
+    const __m128i sp = _mm_load_si128(reinterpret_cast<const __m128i*>(LsbGroups<B>::spread.data()));
+    const __m128i lo = _mm_shuffle_epi8(_mm_maskz_loadu_epi8(k, in), sp);
+    const __m128i hi = _mm_shuffle_epi8(_mm_maskz_loadu_epi8(k, in + 2 * B), sp);
+    const __m512i g = _mm512_castsi256_si512(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+    const __m512i sh = _mm512_set_epi64(6 * B, 4 * B, 2 * B, 0, 6 * B, 4 * B, 2 * B, 0);
+    const __m512i m = _mm512_set1_epi64((1ll << B) - 1), mh = _mm512_set1_epi64(((1ll << B) - 1) << 32);
+    for (int h = 0; h < 2; ++h) {
+        const __m512i sel = _mm512_set_epi64(2 * h + 1, 2 * h + 1, 2 * h + 1, 2 * h + 1, 2 * h, 2 * h, 2 * h, 2 * h);
+        const __m512i x = _mm512_srlv_epi64(_mm512_permutexvar_epi64(sel, g), sh);
+        idx[h] = _mm512_or_si512(_mm512_and_si512(x, m), _mm512_and_si512(_mm512_slli_epi64(x, 32 - B), mh));
+    }
+}
+QT_AVX512 inline bool unpack_avx512(int bits, bool lsb, const uint8_t* in, __m512i* idx) {
     if (bits == 4) {
         const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
         // element 2k and 2k + 1 from byte k: low nibble first (lsb) or high nibble first (msb)
@@ -177,7 +244,10 @@ QT_AVX512 inline bool decode_step_avx512(const float* table, int bits, bool lsb,
         idx[0] = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(first, b), sh), m4);
         idx[1] = _mm512_and_si512(
             _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_add_epi32(first, _mm512_set1_epi32(8)), b), sh), m4);
-    } else if (bits == 6 && lsb) {
+        return true;
+    }
+    if (!lsb) return false;
+    if (bits == 6) {
         // bytes 3g..3g+2 hold codes 4g..4g+3 (24 bits, little-endian): one group per 32-bit lane
         const __m128i lo = _mm_maskz_loadu_epi8(0x0fff, in), hi = _mm_maskz_loadu_epi8(0x0fff, in + 12);
         const __m128i spread = _mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1);
@@ -189,27 +259,15 @@ QT_AVX512 inline bool decode_step_avx512(const float* table, int bits, bool lsb,
         idx[0] = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(first, g), sh), m6);
         idx[1] = _mm512_and_si512(
             _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_add_epi32(first, _mm512_set1_epi32(4)), g), sh), m6);
-    } else {
-        return false;
+        return true;
     }
-    const __m512 t0 = _mm512_loadu_ps(table), t1 = _mm512_loadu_ps(table + 16);
-    const __m512 t2 = _mm512_loadu_ps(table + 32), t3 = _mm512_loadu_ps(table + 48);
-    const __m512 sv = _mm512_set1_ps(s), big = _mm512_set1_ps(kFltMax), nbig = _mm512_set1_ps(-kFltMax);
-    const __m512 qnan = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(kQuietNanBits)));
-    for (int h = 0; h < 2; ++h) {
-        __m512 v;
-        if (bits == 4) {
-            v = _mm512_permutexvar_ps(idx[h], t0);
-        } else {
-            const __m512 a = _mm512_permutex2var_ps(t0, idx[h], t1), b = _mm512_permutex2var_ps(t2, idx[h], t3);
-            v = _mm512_mask_blend_ps(_mm512_test_epi32_mask(idx[h], _mm512_set1_epi32(32)), a, b);
-        }
-        // sat(x) = fmin_(fmax_(x, -max), max): vmaxps(-max, x) is x < -max ? -max : x (x for a NaN),
-        // vminps(max, y) is max < y ? max : y, operand for operand
-        const __m512 r = _mm512_min_ps(big, _mm512_max_ps(nbig, _mm512_mul_ps(v, sv)));
-        _mm512_storeu_ps(o + 16 * h, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r, qnan));
+    switch (bits) {
+        case 2: unpack_lsb_avx512<2>(in, idx); return true;
+        case 3: unpack_lsb_avx512<3>(in, idx); return true;
+        case 5: unpack_lsb_avx512<5>(in, idx); return true;
+        case 7: unpack_lsb_avx512<7>(in, idx); return true;
+        default: return false;
     }
-    return true;
 }
 
 // v[i] = table[c[i]] for n codes (n a multiple of 16) below 2^bits, bits <= 6: one (<= 4 bits) or
@@ -548,38 +606,66 @@ inline __attribute__((always_inline)) void decode8_step(const DecodePlan& p, con
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-// decode8_step for float and int elements with AVX-512, sixteen codes per register: raw_value's
-// arithmetic operation for operation, then decode_step_avx512's scaling. false: a table.
+// The element values of 16 codes (int32 lanes) of a float or int element, raw_value's arithmetic
+// operation for operation; or of a code of <= 6 bits, looked up in the small table (one vpermps
+// for <= 4 bits, vpermi2ps for 5, two and a blend on bit 5 for 6). The caller has refused a
+// table of more than 6 bits (kLookup without `small`).
+QT_AVX512 inline __m512 values_avx512(const DecodePlan& p, __m512i q) {
+    if (p.small) {
+        const __m512 t0 = _mm512_loadu_ps(p.value), t1 = _mm512_loadu_ps(p.value + 16);
+        if (p.bits <= 4) return _mm512_permutexvar_ps(q, t0);
+        const __m512 a = _mm512_permutex2var_ps(t0, q, t1);
+        if (p.bits == 5) return a;
+        const __m512 b = _mm512_permutex2var_ps(_mm512_loadu_ps(p.value + 32), q, _mm512_loadu_ps(p.value + 48));
+        return _mm512_mask_blend_ps(_mm512_test_epi32_mask(q, _mm512_set1_epi32(32)), a, b);
+    }
+    if (p.mode == DecodePlan::kFloat) {
+        const __m512i mmask = _mm512_set1_epi32(static_cast<int>((1u << p.man_bits) - 1u));
+        const __m512i mag = _mm512_and_si512(q, _mm512_set1_epi32(static_cast<int>(p.magmask)));
+        const __m512i ef = _mm512_srl_epi32(mag, _mm_cvtsi32_si128(static_cast<int>(p.man_bits)));
+        const __m512i keep = _mm512_srai_epi32(_mm512_sub_epi32(mag, _mm512_set1_epi32(static_cast<int>(p.nan_lo))), 31);
+        __m512i sig = _mm512_and_si512(mag, mmask);
+        sig = _mm512_mask_or_epi32(sig, _mm512_test_epi32_mask(ef, ef), sig, _mm512_add_epi32(mmask, _mm512_set1_epi32(1)));
+        sig = _mm512_and_si512(sig, keep);
+        const __m512i eb = _mm512_max_epu32(ef, _mm512_set1_epi32(1));
+        __m512i p2 = _mm512_slli_epi32(_mm512_add_epi32(eb, _mm512_set1_epi32(static_cast<int>(p.ebase))), 23);
+        p2 = _mm512_ternarylogic_epi32(p2, keep, _mm512_set1_epi32(static_cast<int>(kInfBits)), 0xE2);  // keep ? p2 : inf
+        const __m512 a = _mm512_mul_ps(_mm512_cvtepi32_ps(sig), _mm512_castsi512_ps(p2));
+        const __m512i sign = _mm512_slli_epi32(_mm512_srl_epi32(q, _mm_cvtsi32_si128(static_cast<int>(p.sign_pos))), 31);
+        return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), sign));
+    }
+    const __m128i up = _mm_cvtsi32_si128(32 - p.bits);
+    const __m512i c = p.is_signed ? _mm512_sra_epi32(_mm512_sll_epi32(q, up), up) : q;
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(c), _mm512_set1_ps(p.step));
+}
+
+// scale_step of 16 values: o = sat(fl32(v s)), the quiet NaN for a NaN value.
+QT_AVX512 inline void scale16_avx512(__m512 v, float s, float* o) {
+    // sat(x) = fmin_(fmax_(x, -max), max): vmaxps(-max, x) is x < -max ? -max : x (x for a NaN),
+    // vminps(max, y) is max < y ? max : y, operand for operand
+    const __m512 r = _mm512_min_ps(_mm512_set1_ps(kFltMax), _mm512_max_ps(_mm512_set1_ps(-kFltMax), _mm512_mul_ps(v, _mm512_set1_ps(s))));
+    const __m512 qnan = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(kQuietNanBits)));
+    _mm512_storeu_ps(o, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r, qnan));
+}
+
+// decode8_step for float and int elements with AVX-512, sixteen codes per register. false: a table.
 QT_AVX512 inline bool decode8_avx512(const DecodePlan& p, const uint8_t* in, float s, float* o) {
     if (p.mode == DecodePlan::kLookup) return false;
-    const __m512 sv = _mm512_set1_ps(s), big = _mm512_set1_ps(kFltMax), nbig = _mm512_set1_ps(-kFltMax);
-    const __m512 qnan = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(kQuietNanBits)));
     for (int h = 0; h < 2; ++h) {
         const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 16 * h)));
-        __m512 v;
-        if (p.mode == DecodePlan::kFloat) {
-            const __m512i mmask = _mm512_set1_epi32(static_cast<int>((1u << p.man_bits) - 1u));
-            const __m512i mag = _mm512_and_si512(q, _mm512_set1_epi32(static_cast<int>(p.magmask)));
-            const __m512i ef = _mm512_srl_epi32(mag, _mm_cvtsi32_si128(static_cast<int>(p.man_bits)));
-            const __m512i keep = _mm512_srai_epi32(_mm512_sub_epi32(mag, _mm512_set1_epi32(static_cast<int>(p.nan_lo))), 31);
-            __m512i sig = _mm512_and_si512(mag, mmask);
-            sig = _mm512_mask_or_epi32(sig, _mm512_test_epi32_mask(ef, ef), sig,
-                                       _mm512_add_epi32(mmask, _mm512_set1_epi32(1)));
-            sig = _mm512_and_si512(sig, keep);
-            const __m512i eb = _mm512_max_epu32(ef, _mm512_set1_epi32(1));
-            __m512i p2 = _mm512_slli_epi32(_mm512_add_epi32(eb, _mm512_set1_epi32(static_cast<int>(p.ebase))), 23);
-            p2 = _mm512_ternarylogic_epi32(p2, keep, _mm512_set1_epi32(static_cast<int>(kInfBits)), 0xE2);  // keep ? p2 : inf
-            const __m512 a = _mm512_mul_ps(_mm512_cvtepi32_ps(sig), _mm512_castsi512_ps(p2));
-            const __m512i sign = _mm512_slli_epi32(_mm512_srl_epi32(q, _mm_cvtsi32_si128(static_cast<int>(p.sign_pos))), 31);
-            v = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), sign));
-        } else {
-            const __m128i up = _mm_cvtsi32_si128(32 - p.bits);
-            const __m512i c = p.is_signed ? _mm512_sra_epi32(_mm512_sll_epi32(q, up), up) : q;
-            v = _mm512_mul_ps(_mm512_cvtepi32_ps(c), _mm512_set1_ps(p.step));
-        }
-        const __m512 r = _mm512_min_ps(big, _mm512_max_ps(nbig, _mm512_mul_ps(v, sv)));
-        _mm512_storeu_ps(o + 16 * h, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r, qnan));
+        scale16_avx512(values_avx512(p, q), s, o + 16 * h);
     }
+    return true;
+}
+
+// One full step of decoding in registers, straight from the wire bytes in (unpack_avx512's widths)
+// to the output: unpacked, valued (values_avx512) and scaled. false: another width (8 bits:
+// decode8_avx512), or a table of 7 bits.
+QT_AVX512 inline bool decode_step_avx512(const DecodePlan& p, bool lsb, const uint8_t* in, float s, float* o) {
+    if (p.mode == DecodePlan::kLookup && !p.small) return false;
+    __m512i idx[2];
+    if (!unpack_avx512(p.bits, lsb, in, idx)) return false;
+    for (int h = 0; h < 2; ++h) scale16_avx512(values_avx512(p, idx[h]), s, o + 16 * h);
     return true;
 }
 #if defined(__GNUC__) && !defined(__clang__)

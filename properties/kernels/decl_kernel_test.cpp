@@ -286,6 +286,92 @@ TEST(DeclStochasticWords, BatchesEqualRoundBits) {
     if (!avx) GTEST_SKIP() << "no AVX-512 here: the scalar batches only";
 }
 
+// The AVX-512 steps of one full step (32 codes) against the byte loops they replace, for every
+// code width and both packings: pack_q_avx512 against narrow_step + pack_step (from int32 codes
+// with garbage above their low bits, as negative codes have; nothing written past the step's
+// bytes), unpack_avx512 against unpack_step, and decode_step_avx512 against raw_value +
+// scale_step (every code of the width among the random bytes, scales that saturate, a table, a
+// 7-bit float). Each step must take the widths it claims: 4 and 8 bits either way and every
+// lsb-first width.
+TEST(DeclFastSteps, RegisterStepsEqualTheByteLoops) {
+#if defined(__x86_64__)
+    namespace fast = qt::kernels::fast;
+    if (!fast::have_avx512()) GTEST_SKIP() << "no AVX-512 here";
+    std::vector<qt::Decl> decls;
+    for (int b = 2; b <= 8; ++b) {
+        auto d = qt::declaration_of(FormatSpec(qt::FormatKind::kSym, b));
+        ASSERT_TRUE(d.ok());
+        decls.push_back(*d);
+    }
+    for (const char* name : {"mxfp4", "mxfp6-e3m2", "fp8-e4m3", "nf4", "int5-sr"}) decls.push_back(*fmt(name).decl);
+    qt::Decl f7 = *fmt("mxfp6-e3m2").decl;  // a user's 7-bit float, e3m3: values by arithmetic
+    f7.bits = 7;
+    f7.man_bits = 3;
+    decls.push_back(f7);
+    uint64_t state = 0x9E3779B97F4A7C15u;
+    const auto next = [&] {
+        state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+        return state;
+    };
+    int claimed = 0;
+    for (qt::Decl d : decls)
+        for (const auto packing : {qt::Packing::kLsbFirst, qt::Packing::kMsbFirst}) {
+            d.packing = packing;
+            const bool lsb = packing == qt::Packing::kLsbFirst;
+            const bool should = d.bits == 8 || d.bits == 4 || lsb;
+            const int nbytes = 4 * d.bits;
+            const fast::DecodePlan p = fast::decode_plan(d, true);
+            for (int trial = 0; trial < 300; ++trial) {
+                alignas(64) int32_t q[32];
+                for (int i = 0; i < 32; ++i) q[i] = static_cast<int32_t>(next());
+                alignas(64) uint8_t c[32];
+                fast::narrow_step(q, c);
+                uint8_t want[40], got[40];
+                std::memset(want, 0, sizeof want);
+                std::memset(got, 0xA5, sizeof got);
+                fast::pack_step<fast::kStep>(d, c, fast::kStep, want);
+                const bool packed = fast::pack_q_avx512(d.bits, lsb, q, got);
+                ASSERT_EQ(packed, should) << d.bits << " " << lsb;
+                if (packed) {
+                    ASSERT_EQ(std::memcmp(got, want, static_cast<size_t>(nbytes)), 0) << d.bits << " " << lsb << " " << trial;
+                    for (int k = nbytes; k < 40; ++k) ASSERT_EQ(got[k], 0xA5) << d.bits << " " << lsb;
+                }
+                // the wire bytes back to codes, then to values
+                uint8_t wire[40];
+                for (auto& w : wire) w = static_cast<uint8_t>(next());
+                uint8_t codes[32];
+                fast::unpack_step<fast::kStep>(d, wire, 0, fast::kStep, codes);
+                alignas(64) int32_t idx[32];
+                if (d.bits != 8) {
+                    const bool unpacked = fast::unpack_avx512(d.bits, lsb, wire, reinterpret_cast<__m512i*>(idx));
+                    ASSERT_EQ(unpacked, should) << d.bits << " " << lsb;
+                    for (int i = 0; unpacked && i < 32; ++i) ASSERT_EQ(idx[i], codes[i]) << d.bits << " " << lsb << " " << i;
+                }
+                const float scales[] = {1.0f, 0.3f, 3e38f, 1e-30f};
+                const float s = scales[trial % 4];
+                float o[32], ref[32], v[32];
+                for (int i = 0; i < 32; ++i) {
+                    switch (p.mode) {
+                        case fast::DecodePlan::kFloat: v[i] = fast::raw_value<fast::DecodePlan::kFloat>(p, codes[i]); break;
+                        case fast::DecodePlan::kInt: v[i] = fast::raw_value<fast::DecodePlan::kInt>(p, codes[i]); break;
+                        default: v[i] = fast::raw_value<fast::DecodePlan::kLookup>(p, codes[i]); break;
+                    }
+                }
+                fast::scale_step<fast::kStep>(v, fast::kStep, s, ref);
+                const bool decoded = d.bits == 8 ? fast::decode8_avx512(p, wire, s, o)
+                                                 : fast::decode_step_avx512(p, lsb, wire, s, o);
+                ASSERT_EQ(decoded, should && (p.small || p.mode != fast::DecodePlan::kLookup)) << d.bits << " " << lsb;
+                if (!decoded) continue;
+                ++claimed;
+                for (int i = 0; i < 32; ++i) ASSERT_EQ(bits(o[i]), bits(ref[i])) << d.bits << " " << lsb << " " << i;
+            }
+        }
+    EXPECT_GT(claimed, 300 * 12);
+#else
+    GTEST_SKIP() << "no AVX-512 on this architecture";
+#endif
+}
+
 // A tensor encoded from an index_base that is not a multiple of 4 (a block of a collective's chunk,
 // say), in blocks of 32 and of 5 (a block may start in the middle of a Philox call): every code is
 // int4-sr's rounding of v = x / s with its own element's word, U = (w >> 8) 2^-24 (FORMATS.md 4).
