@@ -265,6 +265,19 @@ RC_GTEST_PROP(Kernels, FusedDeclaredEncodeEqualsUnfusedAndReference, ()) {
     check_fused_encode(f, block, n, 3e38f, true);
 }
 
+// int2, int3, int5, int6 and int7 are encoded and decoded, with AVX-512, as their declared twins
+// (kernels/cpu/codec.cpp, declared_twin: the same declaration through the declared formats'
+// kernels); elsewhere, and with kernels::set_declared_twins(false), by their hand-written loops.
+// Twin, hand-written loops and the reference agree, refusals and decode included, on tensors with
+// NaN, inf and huge blocks, short last blocks and blocks from 1 to 128, under both policies.
+RC_GTEST_PROP(Kernels, HandWrittenIntEqualsItsDeclaredTwin, ()) {
+    const FormatSpec f(FormatKind::kSym, *rc::gen::element(2, 3, 5, 6, 7));
+    const int64_t block = *rc::gen::element<int64_t>(16, 32, 64, 128, 1, 5, 33, 96);
+    int64_t n = block * *rc::gen::inRange<int64_t>(1, 2 * 4096 / block + 3);
+    if (block > 1 && *rc::gen::arbitrary<bool>()) n += *rc::gen::inRange<int64_t>(1, block);
+    check_fused_encode(f, block, n, 3e38f, true, qt::kernels::set_declared_twins);
+}
+
 // Policy `error`: a NaN or inf is refused, by both implementations, naming the first bad index.
 RC_GTEST_PROP(Nonfinite, ErrorPolicyNamesTheIndex, ()) {
     const FormatSpec f = *any_format();

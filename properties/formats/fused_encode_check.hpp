@@ -20,8 +20,10 @@ namespace qtransit::testing {
 // n values of rotatable() with up to two accidents (a NaN or inf, or a whole block of `huge`), from a
 // misaligned start, under either policy, 1..3 threads, any seed and index base: fused, unfused and
 // the reference agree on refusing (code and message) or on every scale and code byte; with
-// `decode`, the fused encoding also decodes to the reference's values.
-inline void check_fused_encode(const FormatSpec& f, int64_t block, int64_t n, float huge, bool decode) {
+// `decode`, the fused encoding also decodes to the reference's values. `path`: the tests-only
+// switch between the two ways (set_fused_encode, or set_declared_twins).
+inline void check_fused_encode(const FormatSpec& f, int64_t block, int64_t n, float huge, bool decode,
+                               void (*path)(bool) = kernels::set_fused_encode) {
     auto x = rotatable(n);
     for (int bad = *rc::gen::inRange(0, 3); bad > 0; --bad) {
         const int64_t at = *rc::gen::inRange<int64_t>(0, n);
@@ -42,9 +44,9 @@ inline void check_fused_encode(const FormatSpec& f, int64_t block, int64_t n, fl
     opt.seed = *rc::gen::arbitrary<uint64_t>();
     opt.site = Site{"grad", 1, *rc::gen::inRange<int64_t>(0, 100000)};
     const auto fused = kernels::encode(f, in, block, opt);
-    kernels::set_fused_encode(false);
+    path(false);
     const auto unfused = kernels::encode(f, in, block, opt);
-    kernels::set_fused_encode(true);
+    path(true);
     const auto r = reference::quantize(f, x, block, opt.policy, opt.site, {opt.seed, 0});
     RC_ASSERT(fused.ok() == unfused.ok());
     RC_ASSERT(fused.ok() == r.ok());

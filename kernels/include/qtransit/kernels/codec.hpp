@@ -70,6 +70,10 @@ Result<EncodedTensor> encode(const FormatSpec& format, std::span<const float> x,
 // fused AVX-512 paths apply (a rotated format: a chunk rotated into a buffer, then encoded; a plain
 // one: a chunk's statistics, then its codes); true (the default) again.
 void set_fused_encode(bool on);
+// Tests only: with false, encode_into and decode_into run int2, int3, int5, int6 and int7 by their
+// hand-written loops even where they would run their declared twins (the same declaration, through
+// the declared formats' AVX-512 kernels); true (the default) again.
+void set_declared_twins(bool on);
 
 // Decode a whole tensor (out.size() == elements). key: a rotated format's sign key, as encode had it
 // (the seed and site.index_base of its CodecOptions: sign_key()); block j's signs use key.first + j block.
