@@ -1189,9 +1189,9 @@ struct DecodeJob {
 // is not poisoned goes straight from the wire to the output in one loop: 8-bit codes (values by
 // raw_value's arithmetic, or decode8_avx512), and with AVX-512 4-bit codes and every lsb-first
 // width (unpacked, valued and scaled in registers, decode_step_avx512). Any other step (a short
-// one, a poisoned block's, another width, or without AVX-512) is staged: unpacked into bytes with the others of a
-// chunk of up to 8, their values computed or looked up in one loop over the chunk (wide vectors),
-// then scaled step by step. kAvx: compiled for AVX-512 (decode_decl_fast_avx512).
+// one, a poisoned block's, another width, or without AVX-512) is staged: unpacked into bytes with
+// the others of a chunk of up to 8, their values computed or looked up in one loop over the chunk
+// (wide vectors), then scaled step by step. kAvx: compiled for AVX-512 (decode_decl_fast_avx512).
 struct DecodeStep {
     float* o;
     int64_t m;

@@ -186,7 +186,9 @@ QT_AVX512 inline bool pack_q_avx512(int bits, bool lsb, const int32_t* q, uint8_
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_unpacklo_epi64(pa, pb));
         return true;
     }
-    if (bits == 6 && lsb) {  // pairs -> 12 bits (64-bit lanes), pairs of pairs -> 24 bits (32-bit lanes)
+    // 6 bits: pairs -> 12 bits (64-bit lanes), pairs of pairs -> 24 bits (32-bit lanes), three bytes
+    // each: one narrowing step fewer than pack_lsb_avx512<6>, which measured no faster.
+    if (bits == 6 && lsb) {
         const __m512i m6 = _mm512_set1_epi64(0x3f), m6h = _mm512_set1_epi64(0xfc0);
         const __m512i pa = _mm512_or_si512(_mm512_and_si512(a, m6), _mm512_and_si512(_mm512_srli_epi64(a, 26), m6h));
         const __m512i pb = _mm512_or_si512(_mm512_and_si512(b, m6), _mm512_and_si512(_mm512_srli_epi64(b, 26), m6h));
@@ -249,6 +251,7 @@ QT_AVX512 inline bool unpack_avx512(int bits, bool lsb, const uint8_t* in, __m51
     if (!lsb) return false;
     if (bits == 6) {
         // bytes 3g..3g+2 hold codes 4g..4g+3 (24 bits, little-endian): one group per 32-bit lane
+        // (kept beside unpack_lsb_avx512<6>, as the packer is: the generic one measured no faster)
         const __m128i lo = _mm_maskz_loadu_epi8(0x0fff, in), hi = _mm_maskz_loadu_epi8(0x0fff, in + 12);
         const __m128i spread = _mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1);
         const __m512i g = _mm512_castsi256_si512(_mm256_inserti128_si256(
@@ -270,25 +273,6 @@ QT_AVX512 inline bool unpack_avx512(int bits, bool lsb, const uint8_t* in, __m51
     }
 }
 
-// v[i] = table[c[i]] for n codes (n a multiple of 16) below 2^bits, bits <= 6: one (<= 4 bits) or
-// two (5) vpermps per 16 codes, or two pairs and a blend on bit 5 (6). table: 64 entries.
-QT_AVX512 inline void lookup_avx512(const float* table, int bits, const uint8_t* c, int64_t n, float* v) {
-    const __m512 t0 = _mm512_loadu_ps(table), t1 = _mm512_loadu_ps(table + 16);
-    const __m512 t2 = _mm512_loadu_ps(table + 32), t3 = _mm512_loadu_ps(table + 48);
-    for (int64_t i = 0; i < n; i += 16) {
-        const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + i)));
-        __m512 r;
-        if (bits <= 4) {
-            r = _mm512_permutexvar_ps(idx, t0);
-        } else if (bits == 5) {
-            r = _mm512_permutex2var_ps(t0, idx, t1);
-        } else {
-            const __m512 lo = _mm512_permutex2var_ps(t0, idx, t1), hi = _mm512_permutex2var_ps(t2, idx, t3);
-            r = _mm512_mask_blend_ps(_mm512_test_epi32_mask(idx, _mm512_set1_epi32(32)), lo, hi);
-        }
-        _mm512_storeu_ps(v + i, r);
-    }
-}
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -543,9 +527,6 @@ inline __attribute__((always_inline)) void unpack_step(const Decl& d, const uint
     }
 }
 
-// The element values of codes c[0..n) (decl_value; a NaN for a float NaN or inf code).
-// Run over a whole chunk of steps at once: with n >= 64 the compiler vectorizes at full width
-// (a 32-iteration loop of bytes would get 32-byte vectors).
 // The element value of one code q (the body of raw_values' loop).
 template <DecodePlan::Mode M>
 inline __attribute__((always_inline)) float raw_value(const DecodePlan& p, uint32_t q) {
@@ -566,37 +547,6 @@ inline __attribute__((always_inline)) float raw_value(const DecodePlan& p, uint3
         return mul_rn(static_cast<float>(c), p.step);
     } else {
         return p.value[q];
-    }
-}
-
-// The element values of codes c[0..n) (decl_value; a NaN for a float NaN or inf code).
-// Run over a whole chunk of steps at once: with n >= 64 the compiler vectorizes at full width
-// (a 32-iteration loop of bytes would get 32-byte vectors).
-template <DecodePlan::Mode M, bool kAvx>
-inline __attribute__((always_inline)) void raw_values(const DecodePlan& p, const uint8_t* __restrict c, int64_t n,
-                                                      float* __restrict v) {
-#if defined(__x86_64__)
-    if constexpr (kAvx) {
-        if (p.small) {
-            lookup_avx512(p.value, p.bits, c, n, v);
-            return;
-        }
-    }
-#endif
-    const DecodePlan& pl = p;
-    for (int64_t i = 0; i < n; ++i) v[i] = raw_value<M>(pl, c[i]);
-}
-
-// raw_values then scale_step in one loop, for one full step of 8-bit codes read where they are:
-// no staging buffer, whose stores would queue behind the output's (which miss the cache) and fill
-// the store buffer.
-template <DecodePlan::Mode M>
-inline __attribute__((always_inline)) void decode8_step(const DecodePlan& p, const uint8_t* __restrict c, float s,
-                                                        float* __restrict o) {
-    for (int64_t i = 0; i < kStep; ++i) {
-        const float v = raw_value<M>(p, c[i]);
-        const float r = sat(mul_rn(v, s));
-        o[i] = bits_f32((f32_bits(v) & 0x7fffffffu) > kInfBits ? kQuietNanBits : f32_bits(r));
     }
 }
 
@@ -639,6 +589,13 @@ QT_AVX512 inline __m512 values_avx512(const DecodePlan& p, __m512i q) {
     return _mm512_mul_ps(_mm512_cvtepi32_ps(c), _mm512_set1_ps(p.step));
 }
 
+// v[i] = the value of code c[i] for n codes (n a multiple of 16) of <= 6 bits, from the small
+// table (values_avx512): the staged steps' lookups.
+QT_AVX512 inline void lookup_avx512(const DecodePlan& p, const uint8_t* c, int64_t n, float* v) {
+    for (int64_t i = 0; i < n; i += 16)
+        _mm512_storeu_ps(v + i, values_avx512(p, _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + i)))));
+}
+
 // scale_step of 16 values: o = sat(fl32(v s)), the quiet NaN for a NaN value.
 QT_AVX512 inline void scale16_avx512(__m512 v, float s, float* o) {
     // sat(x) = fmin_(fmax_(x, -max), max): vmaxps(-max, x) is x < -max ? -max : x (x for a NaN),
@@ -672,6 +629,38 @@ QT_AVX512 inline bool decode_step_avx512(const DecodePlan& p, bool lsb, const ui
 #pragma GCC diagnostic pop
 #endif
 #endif
+
+// The element values of codes c[0..n) (decl_value; a NaN for a float NaN or inf code).
+// Run over a whole chunk of steps at once: with n >= 64 the compiler vectorizes at full width
+// (a 32-iteration loop of bytes would get 32-byte vectors).
+template <DecodePlan::Mode M, bool kAvx>
+inline __attribute__((always_inline)) void raw_values(const DecodePlan& p, const uint8_t* __restrict c, int64_t n,
+                                                      float* __restrict v) {
+#if defined(__x86_64__)
+    if constexpr (kAvx) {
+        if (p.small) {
+            lookup_avx512(p, c, n, v);
+            return;
+        }
+    }
+#endif
+    const DecodePlan& pl = p;
+    for (int64_t i = 0; i < n; ++i) v[i] = raw_value<M>(pl, c[i]);
+}
+
+// raw_values then scale_step in one loop, for one full step of 8-bit codes read where they are:
+// no staging buffer, whose stores would queue behind the output's (which miss the cache) and fill
+// the store buffer.
+template <DecodePlan::Mode M>
+inline __attribute__((always_inline)) void decode8_step(const DecodePlan& p, const uint8_t* __restrict c, float s,
+                                                        float* __restrict o) {
+    for (int64_t i = 0; i < kStep; ++i) {
+        const float v = raw_value<M>(p, c[i]);
+        const float r = sat(mul_rn(v, s));
+        o[i] = bits_f32((f32_bits(v) & 0x7fffffffu) > kInfBits ? kQuietNanBits : f32_bits(r));
+    }
+}
+
 
 // Decoded values of element values v[0..m) in a block with scale s (not NaN):
 // decl_decode_value(d, v, s, 0). L: a compile-time m (32), or 0.
