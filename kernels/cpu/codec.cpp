@@ -21,8 +21,11 @@
 
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
 #define QT_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+// What a CPU with AVX-512 never runs (it takes the *_avx512 functions): no x86-64-v4 clone to compile.
+#define QT_MULTIVERSION_NO512 __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define QT_MULTIVERSION
+#define QT_MULTIVERSION_NO512
 #endif
 // The declared formats' fast loops on a CPU with AVX-512 (see encode_decl_fast_avx512).
 #if defined(__x86_64__)
@@ -35,6 +38,7 @@
 // Helpers of a multiversioned function are forced inline so that each version compiles them for
 // its own instruction set (and no per-block call goes through the load-time dispatch).
 #define QT_INLINE inline __attribute__((always_inline))
+#define QT_NOINLINE __attribute__((noinline))
 
 namespace qtransit::kernels {
 namespace {
@@ -394,6 +398,26 @@ QT_INLINE int64_t encode_decl_fast(const EncodeJob& job, const fast::EncodePlan&
     return -1;
 }
 
+#if defined(__x86_64__)
+// Each AVX-512 instantiation of encode_decl_fast is a function of its own, compiled for AVX-512 and
+// called once per range. Inlined all into one function (encode_decl_fast_avx512), they made that
+// function the build's slowest part: the compilers' passes that grow faster than a function's size
+// (clang's domain reassignment and register allocation) took most of codec.cpp's three minutes.
+template <ElemType E, Rounding R, bool kMul, bool kTies>
+QT_AVX512_WIDE QT_NOINLINE int64_t encode_decl_fast_512(const EncodeJob& job, const fast::EncodePlan& fp, int64_t b0,
+                                                        int64_t b1) {
+    return encode_decl_fast<E, R, kMul, kTies, true>(job, fp, b0, b1);
+}
+#endif
+template <ElemType E, Rounding R, bool kMul, bool kTies, bool kAvx>
+QT_INLINE int64_t encode_decl_fast_one(const EncodeJob& job, const fast::EncodePlan& fp, int64_t b0, int64_t b1) {
+#if defined(__x86_64__)
+    if constexpr (kAvx) return encode_decl_fast_512<E, R, kMul, kTies>(job, fp, b0, b1);
+    else
+#endif
+        return encode_decl_fast<E, R, kMul, kTies, kAvx>(job, fp, b0, b1);
+}
+
 // Calls encode_decl_fast for d's element type, rounding and scale: one dispatch per range. Plain
 // switches, no lambdas: a lambda is a function of its own, compiled for the baseline target unless
 // the compiler chooses to inline it into each of encode_decl_range's target clones.
@@ -401,12 +425,12 @@ template <ElemType E, bool kTies, bool kAvx>
 QT_INLINE int64_t encode_decl_fast_r(const EncodeJob& job, const fast::EncodePlan& fp, int64_t b0, int64_t b1) {
 #define QT_FAST_CASE(R)                                                                               \
     case R:                                                                                           \
-        return fp.mul ? encode_decl_fast<E, R, true, kTies, kAvx>(job, fp, b0, b1)                    \
-                      : encode_decl_fast<E, R, false, kTies, kAvx>(job, fp, b0, b1);
+        return fp.mul ? encode_decl_fast_one<E, R, true, kTies, kAvx>(job, fp, b0, b1)                \
+                      : encode_decl_fast_one<E, R, false, kTies, kAvx>(job, fp, b0, b1);
     if constexpr (E == ElemType::kTable) {  // the rounding is in the plan's ties
         constexpr Rounding R = Rounding::kNearestEven;
-        return fp.mul ? encode_decl_fast<E, R, true, kTies, kAvx>(job, fp, b0, b1)
-                      : encode_decl_fast<E, R, false, kTies, kAvx>(job, fp, b0, b1);
+        return fp.mul ? encode_decl_fast_one<E, R, true, kTies, kAvx>(job, fp, b0, b1)
+                      : encode_decl_fast_one<E, R, false, kTies, kAvx>(job, fp, b0, b1);
     } else {
         switch (job.format.decl->rounding) {
             QT_FAST_CASE(Rounding::kNearestEven)
@@ -453,6 +477,12 @@ QT_AVX512_WIDE int64_t encode_decl_fast_avx512(const EncodeJob& job, const fast:
 }
 #endif
 
+// The fast loops on a CPU without AVX-512 (or not x86-64).
+QT_MULTIVERSION_NO512 int64_t encode_decl_fast_baseline(const EncodeJob& job, const fast::EncodePlan& fp, int64_t b0,
+                                                        int64_t b1) {
+    return encode_decl_fast_any<false>(job, fp, b0, b1);
+}
+
 // Declared formats (docs/FORMATS.md): the fast loops above where they apply (no offset, tables of
 // at most 16 values), else the generic element-wise arithmetic of decl_math.hpp, one block at a
 // time. Returns the first block refused under the `error` policy, or -1; -2 - j when block j is
@@ -463,7 +493,7 @@ QT_MULTIVERSION int64_t encode_decl_range(const EncodeJob& job, int64_t b0, int6
 #if defined(__x86_64__)
         if (fast::have_avx512()) return encode_decl_fast_avx512(job, fp, b0, b1);
 #endif
-        return encode_decl_fast_any<false>(job, fp, b0, b1);
+        return encode_decl_fast_baseline(job, fp, b0, b1);
     }
     const float nan = bits_f32(kQuietNanBits);
     for (int64_t j = b0; j < b1; ++j) {
@@ -1276,6 +1306,10 @@ QT_AVX512_WIDE void decode_decl_fast_avx512(const DecodeJob& job, const fast::De
 }
 #endif
 
+QT_MULTIVERSION_NO512 void decode_decl_fast_baseline(const DecodeJob& job, const fast::DecodePlan& p, int64_t b0, int64_t b1) {
+    decode_decl_fast_any<false>(job, p, b0, b1);
+}
+
 QT_MULTIVERSION void decode_decl_range(const DecodeJob& job, int64_t b0, int64_t b1) {
     const Decl& d = *job.decl;
     if (!d.offset_min) {
@@ -1285,7 +1319,7 @@ QT_MULTIVERSION void decode_decl_range(const DecodeJob& job, int64_t b0, int64_t
         if (fast::have_avx512())
             return decode_decl_fast_avx512(job, fast::decode_plan(d, (b1 - b0) * job.block >= 1024), b0, b1);
 #endif
-        return decode_decl_fast_any<false>(job, fast::decode_plan(d, false), b0, b1);
+        return decode_decl_fast_baseline(job, fast::decode_plan(d, false), b0, b1);
     }
     // Every code's element value, once: decoding is then a lookup and a multiply.
     float value[256];
