@@ -661,7 +661,6 @@ inline __attribute__((always_inline)) void decode8_step(const DecodePlan& p, con
     }
 }
 
-
 // Decoded values of element values v[0..m) in a block with scale s (not NaN):
 // decl_decode_value(d, v, s, 0). L: a compile-time m (32), or 0.
 template <int64_t L>
