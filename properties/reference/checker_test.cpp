@@ -13,6 +13,7 @@
 #include <iostream>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "qtransit/reference/checker.hpp"
@@ -91,6 +92,124 @@ TEST(CheckerColumn, ScaledSumsAgreeWithAPlainLoopOnBothPaths) {
                 for (size_t i = n; i < n + 3; ++i) EXPECT_EQ(t[i], 5) << "written past the row, simd " << simd;
             }
         }
+    }
+}
+
+// scan_add_scaled: the scan and the int64 sums on a given grid in one pass. Columns of integers times
+// 2^-20 spread over a range of binades (and, in some, specials), summed on grids that fit, grids too
+// coarse for the smallest value and grids too fine for the largest sum: the scan is scan_column's,
+// `summed` is the condition computed here from plain loops, and the sums, when summed, are exact.
+TEST(CheckerColumn, ScanAndScaledSumsInOnePass) {
+    std::mt19937 rng(13);
+    const float specials[] = {0.0f, -0.0f, 0x1p-149f, 0x1.8p-140f, std::numeric_limits<float>::infinity(),
+                              std::bit_cast<float>(0x7FC00000u)};
+    int summed_cases = 0, refused_cases = 0;
+    for (size_t rows : {size_t{0}, size_t{1}, size_t{3}, size_t{17}, size_t{384}}) {
+        for (size_t n : {size_t{1}, size_t{5}, size_t{16}, size_t{17}, size_t{31}, size_t{32}, size_t{33}, size_t{70}}) {
+            for (int kind = 0; kind < 3; ++kind) {  // 0: plain values, 1: with zeros and subnormals, 2: with inf/NaN
+                std::vector<float> x(rows * n);
+                for (float& v : x) {
+                    v = std::ldexp(static_cast<float>(static_cast<int32_t>(rng() % (1u << 24)) - (1 << 23)), -44 + static_cast<int>(rng() % 40));
+                    if (kind > 0 && rng() % 10 == 0) v = specials[rng() % (kind == 1 ? 4 : 6)];
+                }
+                // The condition from plain loops: finite, every x a multiple of 2^grid, rows * max|x| < 2^(62 + grid).
+                bool finite = true;
+                float top = 0;
+                for (float v : x) {
+                    finite = finite && std::isfinite(v);
+                    if (std::isfinite(v)) top = std::max(top, std::fabs(v));
+                }
+                for (int grid : {-170, -80, -70, -67, -60, -50, -40, 0}) {
+                    // "a multiple of 2^grid" as the checker reads it: the ulp of every non-zero x,
+                    // 2^(max(ilogb x, -126) - 23), is at least 2^grid.
+                    bool want = finite;
+                    for (float v : x)
+                        if (std::isfinite(v) && v != 0) want = want && std::max(std::ilogb(v), -126) - 23 >= grid;
+                    if (want && top > 0) {
+                        int ex = 0;
+                        (void)std::frexp(top, &ex);
+                        want = ex + static_cast<int>(std::bit_width(std::max<size_t>(rows, 1))) <= 62 + grid;
+                    }
+                    std::vector<int64_t> plain(n, 0);
+                    if (want)
+                        for (size_t r = 0; r < rows; ++r)
+                            for (size_t i = 0; i < n; ++i) plain[i] += static_cast<int64_t>(std::ldexp(static_cast<double>(x[r * n + i]), -grid));
+                    std::vector<double> absmax_plain(rows, -1.0);
+                    const detail::ColumnScan scan = detail::scan_column(x.data(), rows, n, absmax_plain.data(), false);
+                    for (bool simd : {true, false}) {
+                        std::vector<int64_t> t(n + 3, 0);
+                        t[n] = t[n + 1] = t[n + 2] = 5;  // past the row: left as they are
+                        std::vector<double> absmax(rows, -1.0);
+                        bool summed = !want;
+                        const detail::ColumnScan cs = detail::scan_add_scaled(x.data(), rows, n, absmax.data(), grid, t.data(), summed, simd);
+                        const std::string at = std::to_string(rows) + "x" + std::to_string(n) + " kind " + std::to_string(kind) +
+                                               " grid " + std::to_string(grid) + " simd " + std::to_string(simd);
+                        EXPECT_EQ(cs.top, scan.top) << at;
+                        EXPECT_EQ(cs.top_number, scan.top_number) << at;
+                        EXPECT_EQ(cs.lo, scan.lo) << at;
+                        for (size_t r = 0; r < rows; ++r) EXPECT_EQ(std::bit_cast<uint64_t>(absmax[r]), std::bit_cast<uint64_t>(absmax_plain[r])) << at;
+                        EXPECT_EQ(summed, want) << at;
+                        EXPECT_EQ(detail::grid_fits(cs, rows, grid), want) << at;
+                        if (summed) {
+                            for (size_t i = 0; i < n; ++i) EXPECT_EQ(t[i], plain[i]) << at << " column " << i;
+                            for (float v : x) ASSERT_EQ(std::ldexp(static_cast<double>(v), -grid), std::trunc(std::ldexp(static_cast<double>(v), -grid))) << at;
+                        }
+                        for (size_t i = n; i < n + 3; ++i) EXPECT_EQ(t[i], 5) << "written past the row: " << at;
+                        (want ? summed_cases : refused_cases) += 1;
+                    }
+                }
+            }
+        }
+    }
+    // Both outcomes are exercised, on both paths.
+    EXPECT_GT(summed_cases, 100);
+    EXPECT_GT(refused_cases, 100);
+}
+
+// The checker's sums taken on the previous column's grid (or, when the new column does not fit it,
+// again on its own): a column checked after columns of very different magnitudes (so that the grid
+// guessed from them is too coarse, too fine, or right) gives the same targets, errors and verdicts
+// as when it is checked first. The column has one tampered value, so its first violation (which
+// prints the target and the error) is compared too.
+TEST(PathChecker, SameResultsWhateverTheColumnBefore) {
+    PathConfig c;
+    c.path = PathKind::kA2aRs;
+    c.format = FormatSpec{FormatKind::kSym, 4};
+    c.block = 32;
+    c.ranks = 64;
+    c.ranks_per_node = 8;
+    c.elements = 64 * 32;
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    auto column = [&](int shift) {
+        std::vector<std::vector<float>> x(64, std::vector<float>(32));
+        for (auto& row : x)
+            for (auto& v : row) v = std::ldexp(nd(rng), shift);
+        auto col = testing::simulate_column(c, 0, x);
+        EXPECT_TRUE(col.has_value());
+        return *col;
+    };
+    ColumnRecord target = column(0);
+    target.outputs[0].values[7] += 100.0f;  // far beyond its bound (about 10 for 64 int4 blocks)
+    PathChecker first(c);
+    first.add(target);
+    const PathStats want = first.stats();
+    ASSERT_FALSE(want.bound_holds);
+    for (int shift : {-60, -30, -8, 0, 8, 30, 60}) {
+        const ColumnRecord before = column(shift);
+        PathChecker ck(c);
+        ck.add(before);
+        ASSERT_TRUE(ck.stats().bound_holds) << ck.stats().first_violation;
+        const PathStats b = ck.stats();
+        ck.add(target);
+        const PathStats got = ck.stats();
+        EXPECT_EQ(got.first_violation, want.first_violation) << "after a column scaled by 2^" << shift;
+        EXPECT_EQ(got.violations, want.violations) << shift;
+        EXPECT_EQ(got.max_abs_error, std::max(b.max_abs_error, want.max_abs_error)) << shift;
+        EXPECT_EQ(got.max_a_posteriori, std::max(b.max_a_posteriori, want.max_a_posteriori)) << shift;
+        EXPECT_EQ(got.max_a_priori, std::max(b.max_a_priori, want.max_a_priori)) << shift;
+        EXPECT_EQ(got.max_error_to_a_posteriori, std::max(b.max_error_to_a_posteriori, want.max_error_to_a_posteriori)) << shift;
+        EXPECT_EQ(got.outputs_checked, b.outputs_checked + want.outputs_checked) << shift;
     }
 }
 

@@ -876,6 +876,81 @@ void PathChecker::record_violation(int64_t first, int64_t rank, int64_t element,
     }
 }
 
+namespace {
+
+// Every event's EventBound and whether its codes and x have one length (ok), add()'s first pass over
+// a column's events. A function of its own (not inlined into add()): its loop's state stays in
+// registers.
+[[gnu::noinline]] void prepare_events(const ColumnRecord& col, const PathConfig& cfg, EventBound* evb, uint8_t* ok) {
+    const QuantEvent* evs = col.events.data();
+    const size_t nev = col.events.size();
+    const FormatSpec* qmax_of = nullptr;
+    int32_t qmax = 0;
+    size_t e = 0;
+    if (cfg.stage_formats.empty() && cfg.format.kind == FormatKind::kSym) {
+        // One int<b> format for every event (most paths): sym_bound's product with its constant
+        // hoisted, while no event needs more (a length mismatch, a NaN scale, a subnormal scale).
+        const double c = 0.5 + 0x1p-22 * cfg.format.code_max();
+        for (; e < nev; ++e) {
+            const QuantEvent& ev = evs[e];
+            const size_t n = ev.x.size();
+            const float sc = ev.scale;
+            if (ev.codes.size() != n || !(sc == 0 || sc >= 0x1p-126f)) break;  // NaN, subnormal, negative: below
+            ok[e] = 1;
+            EventBound& b = evb[e];
+            b.kind = FormatKind::kSym;
+            b.poisoned = false;
+            b.rotated = false;
+            b.sym = static_cast<double>(sc) * c + 0x1p-149;  // sym_bound without its subnormal K
+            b.whole_sym = ev.column_offset == 0 && static_cast<int64_t>(n) >= col.len;
+        }
+    }
+    for (; e < nev; ++e) {
+        const QuantEvent& ev = evs[e];
+        const bool good = ev.codes.size() == ev.x.size();
+        ok[e] = good;
+        if (!good) {
+            evb[e] = EventBound();
+            continue;
+        }
+        const FormatSpec& f = cfg.format_of_stage(ev.stage);
+        EventBound& b = evb[e];
+        if (f.kind == FormatKind::kSym && !std::isnan(ev.scale)) {
+            // prepare_event's int<b> case without building a whole EventBound (a rep stos and a
+            // copy of 120 bytes per event were most of a column's cost): what add() and
+            // EventBound::at read of an int<b> event.
+            if (qmax_of != &f) {
+                qmax_of = &f;
+                qmax = f.code_max();
+            }
+            b.kind = FormatKind::kSym;
+            b.poisoned = false;
+            b.rotated = false;
+            b.sym = sym_bound(qmax, ev.scale, ev.x);
+        } else {
+            b = prepare_event(col.rotated_sum ? f.rotation_twin() : f, ev, cfg.seed, col.first - ev.column_offset);
+        }
+        b.whole_sym = b.kind == FormatKind::kSym && !b.poisoned && ev.column_offset == 0 &&
+                      static_cast<int64_t>(ev.x.size()) >= col.len;
+    }
+}
+
+// u += the bound of each event ids[pos], ids[pos + 1], ... before `stop`, in that order, while they
+// are int<b> blocks over the whole column (whole_sym); returns the position of the first that is not
+// (or stop). The ids are checked already. Not inlined into add(), for the same reason.
+[[gnu::noinline]] size_t add_whole_sym(const int32_t* ids, size_t pos, size_t stop, const EventBound* evb, double& u) {
+    double s = u;
+    for (; pos < stop; ++pos) {
+        const EventBound& b = evb[ids[pos]];
+        if (!b.whole_sym) break;
+        s += b.sym;
+    }
+    u = s;
+    return pos;
+}
+
+}  // namespace
+
 void PathChecker::add(const ColumnRecord& col) {
     const int64_t len = col.len;
     const int64_t n = cfg_.ranks;
@@ -908,8 +983,21 @@ void PathChecker::add(const ColumnRecord& col) {
     // one). Their targets are integers T * 2^e_min; the double of a target, and the error of an
     // output on the same grid, are one correctly rounded int64 -> binary64 conversion each (the
     // SuperAcc's to_double, bit for bit). Other columns, and outputs off the grid, take the SuperAcc.
+    // The int64 sums are taken in the scan's pass, on the previous column's grid, when it has one: the
+    // scan then tells whether every value is a multiple of that grid and small enough (grid_fits), and
+    // else they are taken again on this column's own. The grid is only a scale: an exact integer sum
+    // on a finer grid converts to the same double, and the errors on it are as exact (on_grid below).
     absmax_.resize(static_cast<size_t>(col.contribution_rows));
-    const detail::ColumnScan cs = detail::scan_column(col.contributions.data(), absmax_.size(), ulen, absmax_.data());
+    bool summed = false;
+    detail::ColumnScan cs;
+    const int used_grid = guess_grid_;
+    if (used_grid != kNoGrid) {
+        tint_.assign(ulen, 0);
+        cs = detail::scan_add_scaled(col.contributions.data(), absmax_.size(), ulen, absmax_.data(), used_grid,
+                                     tint_.data(), summed);
+    } else {
+        cs = detail::scan_column(col.contributions.data(), absmax_.size(), ulen, absmax_.data());
+    }
     const bool finite_inputs = cs.top < 0x7F800000u;
     const float col_max = std::bit_cast<float>(cs.top_number);  // a NaN is passed over, as it always was
     int e_min = std::numeric_limits<int>::max();
@@ -924,16 +1012,22 @@ void PathChecker::add(const ColumnRecord& col) {
         int ex = 0;
         (void)std::frexp(col_max, &ex);  // col_max < 2^ex
         int_sum_ = ex + lr <= 62 + e_min;
+        // The next column's guess: the middle of this one's range of grids [ex + lr - 62, e_min].
+        if (int_sum_) guess_grid_ = (static_cast<int>(ex + lr) - 62 + e_min) >> 1;
     }
     if (e_min == std::numeric_limits<int>::max()) e_min = kLsbExp32;  // an all-zero column
     grid_ = e_min;
     std::vector<double>& target = s_.target;
     target.assign(ulen, 0.0);
-    if (int_sum_) {
-        const double up = pow2_double(-e_min);
+    if (summed) {
+        grid_ = used_grid;  // summed implies int_sum_: the guess is <= e_min, and ex + lr <= 62 + the guess
+    } else if (int_sum_) {
         tint_.assign(ulen, 0);
-        detail::add_scaled_rows(col.contributions.data(), static_cast<size_t>(col.contribution_rows), ulen, up, tint_.data());
-        const double down = pow2_double(e_min);
+        detail::add_scaled_rows(col.contributions.data(), static_cast<size_t>(col.contribution_rows), ulen,
+                                pow2_double(-grid_), tint_.data());
+    }
+    if (int_sum_) {
+        const double down = pow2_double(grid_);
         for (size_t i = 0; i < ulen; ++i) target[i] = static_cast<double>(tint_[i]) * down;  // RN, then exact scaling
     } else {
         acc_.assign(ulen, SuperAcc());
@@ -1015,36 +1109,8 @@ void PathChecker::add(const ColumnRecord& col) {
     const size_t nev = col.events.size();
     evb_.resize(nev);
     std::vector<uint8_t>& ev_ok = s_.ev_ok;
-    ev_ok.assign(nev, 0);
-    const FormatSpec* qmax_of = nullptr;
-    int32_t qmax = 0;
-    for (size_t e = 0; e < nev; ++e) {
-        const QuantEvent& ev = col.events[e];
-        ev_ok[e] = ev.codes.size() == ev.x.size();
-        if (!ev_ok[e]) {
-            evb_[e] = EventBound();
-            continue;
-        }
-        const FormatSpec& f = cfg_.format_of_stage(ev.stage);
-        EventBound& b = evb_[e];
-        if (f.kind == FormatKind::kSym && !std::isnan(ev.scale)) {
-            // prepare_event's int<b> case without building a whole EventBound (a rep stos and a
-            // copy of 120 bytes per event were most of a column's cost): what add() and
-            // EventBound::at read of an int<b> event.
-            if (qmax_of != &f) {
-                qmax_of = &f;
-                qmax = f.code_max();
-            }
-            b.kind = FormatKind::kSym;
-            b.poisoned = false;
-            b.rotated = false;
-            b.sym = sym_bound(qmax, ev.scale, ev.x);
-        } else {
-            b = prepare_event(col.rotated_sum ? f.rotation_twin() : f, ev, cfg_.seed, col.first - ev.column_offset);
-        }
-        b.whole_sym = b.kind == FormatKind::kSym && !b.poisoned && ev.column_offset == 0 &&
-                      static_cast<int64_t>(ev.x.size()) >= len;
-    }
+    ev_ok.resize(nev);
+    prepare_events(col, cfg_, evb_.data(), ev_ok.data());
     const std::vector<int32_t>* prev_ids = nullptr;
     std::vector<double>&snap = s_.snap, &whole = s_.whole;  // whole: after every event of prev_ids
     size_t snap_len = 0;
@@ -1100,15 +1166,16 @@ void PathChecker::add(const ColumnRecord& col) {
             }
             base = ks_base_;
             prev_row = &row;
-            for (int64_t j = lo; fresh && j <= hi; ++j) {
-                const int32_t k = ks[static_cast<size_t>(j - base)];
-                if (!have_k_) {
-                    st_.k_min = st_.k_max = k;
-                    have_k_ = true;
-                } else {
-                    st_.k_min = std::min(st_.k_min, k);
-                    st_.k_max = std::max(st_.k_max, k);
+            if (fresh && lo <= hi) {  // (the extremes in locals: st_'s members would be stored every step)
+                const int32_t* kp = ks.data() + (lo - base);
+                int32_t kmin = kp[0], kmax = kp[0];
+                for (int64_t j = 1; j <= hi - lo; ++j) {
+                    kmin = std::min(kmin, kp[j]);
+                    kmax = std::max(kmax, kp[j]);
                 }
+                st_.k_min = have_k_ ? std::min(st_.k_min, kmin) : kmin;
+                st_.k_max = have_k_ ? std::max(st_.k_max, kmax) : kmax;
+                have_k_ = true;
             }
         }
         if (static_cast<int64_t>(row.values.size()) != len) {
@@ -1124,9 +1191,13 @@ void PathChecker::add(const ColumnRecord& col) {
         const std::vector<int32_t>& ids = row.event_ids;
         const bool same_ids = prev_ids != nullptr && ids == *prev_ids;  // checked already, with that row
         bool malformed = false;
+        const uint8_t* okp = ev_ok.data();
         for (size_t p = 0; !same_ids && p < ids.size(); ++p) {
             const int32_t id = ids[p];
-            if (id < 0 || static_cast<size_t>(id) >= nev || !ev_ok[static_cast<size_t>(id)]) malformed = true;
+            if (id < 0 || static_cast<size_t>(id) >= nev || !okp[static_cast<size_t>(id)]) {
+                malformed = true;
+                break;
+            }
         }
         if (malformed) {
             record_violation(col.first, row.rank, 0,
@@ -1159,6 +1230,7 @@ void PathChecker::add(const ColumnRecord& col) {
             uniform = true;
         }
         for (; pos <= ids.size(); ++pos) {
+            if (uniform && pos + 1 < ids.size()) pos = add_whole_sym(ids.data(), pos, ids.size() - 1, evb_.data(), uni);
             if (pos + 1 == ids.size() || ids.empty()) {
                 spread();
                 snap = apost_;  // the state before this row's last event: the next row's likely prefix

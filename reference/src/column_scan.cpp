@@ -4,6 +4,10 @@
 // two, exact conversions), so the AVX-512 loops and the portable ones give the same results: unit
 // tests compare both with plain loops (CheckerColumn in properties/reference/checker_test.cpp).
 //
+// scan_add_scaled does both in one pass (rows of at most 32 values) on a grid guessed before the
+// scan, and says afterwards whether the guess held (grid_fits); PathChecker::add guesses from the
+// previous column and takes the second pass only when it did not.
+//
 // Why AVX-512 by hand: a column's rows are short (32 values at the default block), and GCC's
 // vectorized loop reduces its three accumulators horizontally at the end of every row, where only
 // one (the row's absmax) is needed per row; the int64 sums keep 32 columns' accumulators in four
@@ -129,6 +133,55 @@ QT_REF_AVX512 void add_scaled_avx512(const float* x, size_t rows, size_t n, doub
     }
 }
 
+// scan_avx512 and add_scaled_avx512 in one pass, for rows of at most 32 values (the row is two
+// vectors, its sums four registers): each value is loaded once for the scan and once, as two halves,
+// for the conversion, which reads it from memory. kFull: rows of exactly 32, unmasked loads.
+template <bool kFull>
+QT_REF_AVX512 ColumnScan scan_add_scaled_avx512(const float* x, size_t rows, size_t n, double* absmax, double up,
+                                                int64_t* t) {
+    const __m512i abs = _mm512_set1_epi32(static_cast<int>(kAbs)), inf = _mm512_set1_epi32(static_cast<int>(kInfBits));
+    const __m512i one = _mm512_set1_epi32(1);
+    const __m512d vup = _mm512_set1_pd(up);
+    __m512i vtop = _mm512_setzero_si512(), vlo1 = _mm512_set1_epi32(-1), vall = _mm512_setzero_si512();
+    const __mmask16 m0 = static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+    const __mmask16 m1 = static_cast<__mmask16>(n >= 32 ? 0xFFFFu : n > 16 ? (1u << (n - 16)) - 1u : 0u);
+    const __mmask8 k0 = static_cast<__mmask8>(m0), k1 = static_cast<__mmask8>(m0 >> 8);
+    const __mmask8 k2 = static_cast<__mmask8>(m1), k3 = static_cast<__mmask8>(m1 >> 8);
+    __m512i a0 = _mm512_maskz_loadu_epi64(k0, t), a1 = _mm512_maskz_loadu_epi64(k1, t + 8);
+    __m512i a2 = _mm512_maskz_loadu_epi64(k2, t + 16), a3 = _mm512_maskz_loadu_epi64(k3, t + 24);
+    for (size_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * n;
+        __m512i vnum = _mm512_setzero_si512();
+        if constexpr (kFull) {
+            scan_step(_mm512_and_si512(_mm512_loadu_si512(xr), abs), inf, one, vtop, vlo1, vnum);
+            scan_step(_mm512_and_si512(_mm512_loadu_si512(xr + 16), abs), inf, one, vtop, vlo1, vnum);
+            a0 = _mm512_add_epi64(a0, scaled(_mm256_loadu_ps(xr), vup));
+            a1 = _mm512_add_epi64(a1, scaled(_mm256_loadu_ps(xr + 8), vup));
+            a2 = _mm512_add_epi64(a2, scaled(_mm256_loadu_ps(xr + 16), vup));
+            a3 = _mm512_add_epi64(a3, scaled(_mm256_loadu_ps(xr + 24), vup));
+        } else {
+            const __m512 v = _mm512_maskz_loadu_ps(m0, xr), w = _mm512_maskz_loadu_ps(m1, xr + 16);
+            scan_step(_mm512_and_si512(_mm512_castps_si512(v), abs), inf, one, vtop, vlo1, vnum);
+            scan_step(_mm512_and_si512(_mm512_castps_si512(w), abs), inf, one, vtop, vlo1, vnum);
+            a0 = _mm512_add_epi64(a0, scaled(_mm512_castps512_ps256(v), vup));
+            a1 = _mm512_add_epi64(a1, scaled(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)), vup));
+            a2 = _mm512_add_epi64(a2, scaled(_mm512_castps512_ps256(w), vup));
+            a3 = _mm512_add_epi64(a3, scaled(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(w), 1)), vup));
+        }
+        const uint32_t num = static_cast<uint32_t>(_mm512_reduce_max_epu32(vnum));
+        absmax[r] = static_cast<double>(std::bit_cast<float>(num));
+        vall = _mm512_max_epu32(vall, vnum);
+    }
+    _mm512_mask_storeu_epi64(t, k0, a0);
+    _mm512_mask_storeu_epi64(t + 8, k1, a1);
+    _mm512_mask_storeu_epi64(t + 16, k2, a2);
+    _mm512_mask_storeu_epi64(t + 24, k3, a3);
+    const uint32_t top = static_cast<uint32_t>(_mm512_reduce_max_epu32(vtop));
+    const uint32_t lo1 = static_cast<uint32_t>(_mm512_reduce_min_epu32(vlo1));
+    const uint32_t all_num = static_cast<uint32_t>(_mm512_reduce_max_epu32(vall));
+    return {top, all_num, lo1 < kInfBits ? lo1 + 1u : kInfBits};
+}
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -163,6 +216,43 @@ void add_scaled_rows(const float* x, size_t rows, size_t n, double up, int64_t* 
 #endif
     (void)simd;
     add_scaled_portable(x, rows, n, up, t);
+}
+
+}  // namespace qtransit::reference::detail
+
+namespace qtransit::reference::detail {
+
+bool grid_fits(const ColumnScan& cs, size_t rows, int grid) {
+    if (cs.top >= kInfBits) return false;  // an inf or a NaN
+    if (cs.lo < kInfBits) {
+        // The smallest ulp in the column is that of its smallest exponent: 2^(max(ef, 1) - 150).
+        const int ef = static_cast<int>(cs.lo >> 23);
+        if ((ef == 0 ? 1 : ef) - 150 < grid) return false;
+    }
+    if (cs.top_number == 0) return true;
+    // max |x| < 2^ex, the least such ex (frexp's): a normal's exponent + 1, or from a subnormal's bits.
+    const uint32_t et = cs.top_number >> 23;
+    const int ex = et != 0 ? static_cast<int>(et) - 126 : static_cast<int>(std::bit_width(cs.top_number)) - 149;
+    const int lr = static_cast<int>(std::bit_width(std::max<size_t>(rows, 1)));  // rows < 2^lr
+    return ex + lr <= 62 + grid;
+}
+
+ColumnScan scan_add_scaled(const float* x, size_t rows, size_t n, double* absmax, int grid, int64_t* t, bool& summed,
+                           bool simd) {
+    const double up = std::ldexp(1.0, -grid);
+#if defined(__x86_64__)
+    if (simd && column_simd() && n <= 32) {
+        const ColumnScan cs = n == 32 ? scan_add_scaled_avx512<true>(x, rows, n, absmax, up, t)
+                                      : scan_add_scaled_avx512<false>(x, rows, n, absmax, up, t);
+        summed = grid_fits(cs, rows, grid);
+        return cs;
+    }
+#endif
+    // The sums only where they are exact (a conversion out of int64's range is undefined in C++).
+    const ColumnScan cs = scan_column(x, rows, n, absmax, simd);
+    summed = grid_fits(cs, rows, grid);
+    if (summed) add_scaled_rows(x, rows, n, up, t, simd);
+    return cs;
 }
 
 }  // namespace qtransit::reference::detail

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -71,6 +72,14 @@ ColumnScan scan_column(const float* x, size_t rows, size_t n, double* absmax, bo
 // x an integer below 2^62 / rows), over every row.
 void add_scaled_rows(const float* x, size_t rows, size_t n, double up, int64_t* t, bool simd = true);
 bool column_simd();
+// Whether every x of a column so scanned is an integer multiple of 2^grid and rows * max|x| < 2^(62 +
+// grid) (finite x only): then add_scaled_rows with up = 2^-grid is exact.
+bool grid_fits(const ColumnScan& cs, size_t rows, int grid);
+// scan_column and add_scaled_rows(up = 2^-grid) in one pass over x where it can (AVX-512, n <= 32):
+// `summed` tells whether t holds the exact sums added (grid_fits); when it is false, t is
+// unspecified (it may hold truncated or overflowed sums).
+ColumnScan scan_add_scaled(const float* x, size_t rows, size_t n, double* absmax, int grid, int64_t* t, bool& summed,
+                           bool simd = true);
 }  // namespace detail
 
 class PathChecker {
@@ -95,6 +104,10 @@ private:
     std::vector<detail::EventBound> evb_;
     bool int_sum_ = false;                 // this column's targets are exact int64 sums on the grid 2^grid_ (checker.cpp)
     int grid_ = 0;
+    // The grid the next column's int64 sums are tried on, in the scan's pass (from the previous
+    // column's range of values), or kNoGrid.
+    static constexpr int kNoGrid = std::numeric_limits<int>::min();
+    int guess_grid_ = kNoGrid;
     int64_t ks_base_ = 0;                  // the contributor ks[0] stands for (a gather's first owner, or 0)
     std::vector<int64_t> tint_;
     std::vector<float> last_value_;        // per element: the previous row's value and its error
