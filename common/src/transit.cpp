@@ -287,16 +287,23 @@ bool same_ledger_shape(const ColumnRecord& column, const OutputRow& a, const Out
 
 std::vector<int32_t> contribution_k(const ColumnRecord& column, const OutputRow& row, int64_t ranks) {
     std::vector<int32_t> k(static_cast<size_t>(ranks), 0);
-    bool whole = true;  // every event covers every element of the column (all paths but hpz's straddles)
-    for (int32_t id : row.event_ids) {
-        const auto& e = column.events[static_cast<size_t>(id)];
-        whole = whole && e.column_offset == 0 && static_cast<int64_t>(e.x.size()) == column.len;
-    }
     if (!row.rounding_ids.empty()) count_roundings(column, row, ranks, k);
-    if (whole) {
-        count_events(column, row.event_ids, ranks, k);
-        return k;
-    }
+    // Counted as if every event covered every element of the column (all paths but hpz's straddles),
+    // in the same pass that finds out whether they do: one pass over the events, not two.
+    // From the first event that does not, none is counted (nothing the per-element count below would
+    // not read).
+    static const Contributors kNone;
+    bool whole = true;
+    count_contributors(row.event_ids, ranks, k, [&](int32_t id) -> const Contributors& {
+        if (!whole) return kNone;
+        const QuantEvent& e = column.events[static_cast<size_t>(id)];
+        whole = e.column_offset == 0 && static_cast<int64_t>(e.x.size()) == column.len;
+        return whole ? e.contributors : kNone;
+    });
+    if (whole) return k;
+    // Not so: counted again, per element.
+    std::fill(k.begin(), k.end(), 0);
+    if (!row.rounding_ids.empty()) count_roundings(column, row, ranks, k);
     // Per element: the events that cover element i; a contributor's k is the most events that
     // carried it to any one element (a column can meet two blocks of the same owner, each covering
     // part of it: that owner's values were still quantized once each, not twice).

@@ -743,10 +743,13 @@ double reduce_prior(const PathConfig& c, const Prior& p, const Prior& p1, int64_
         case PathKind::kRingRs:
         case PathKind::kFp32RingRs: {
             const bool quant = c.path == PathKind::kRingRs;
-            Bnd b = p.t({a[(ch + 1) % n], 0});
+            // (ch + 1 + h) mod n without a division per hop: ch < n, so it is below 2n.
+            int64_t at = ch + 1 < n ? ch + 1 : ch + 1 - n;
+            Bnd b = p.t({a[at], 0});
             for (int64_t h = 1; h < n; ++h) {
                 const Bnd sent = quant ? p.t(p.q(b)) : b;
-                b = p.add(sent, p.t({a[(ch + 1 + h) % n], 0}));
+                if (++at == n) at = 0;
+                b = p.add(sent, p.t({a[at], 0}));
             }
             return b.err;
         }
