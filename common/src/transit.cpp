@@ -179,28 +179,9 @@ void count_contributors(const std::vector<int32_t>& ids, int64_t ranks, std::vec
             for (int32_t r : c.list) ++k[static_cast<size_t>(r)];
             continue;
         }
-        // (% only when needed: a 64-bit division per event was a tenth of a 384-rank column's check)
-        int64_t first = c.first >= 0 && c.first < ranks ? c.first : c.first % ranks, count = c.count;
-        if (count >= ranks) {  // the whole ring, possibly more than once
-            for (auto& v : k) v += static_cast<int32_t>(count / ranks);
-            count %= ranks;
-        }
-        const int64_t end = first + count;
-        if (end <= ranks) {
-            ++diff[static_cast<size_t>(first)];
-            --diff[static_cast<size_t>(end)];
-        } else {
-            ++diff[static_cast<size_t>(first)];
-            --diff[static_cast<size_t>(ranks)];
-            ++diff[0];
-            --diff[static_cast<size_t>(end - ranks)];
-        }
+        add_ring_range(c.first, c.count, ranks, k.data(), diff.data());
     }
-    int32_t run = 0;
-    for (int64_t r = 0; r < ranks; ++r) {
-        run += diff[static_cast<size_t>(r)];
-        k[static_cast<size_t>(r)] += run;
-    }
+    add_ring_ranges_done(diff.data(), ranks, k.data());
 }
 
 void count_events(const ColumnRecord& column, const std::vector<int32_t>& ids, int64_t ranks, std::vector<int32_t>& k) {

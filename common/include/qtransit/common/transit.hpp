@@ -239,6 +239,41 @@ struct ColumnRecord {
     bool rotated_sum = false;
 };
 
+// contribution_k's count of one ring range (Contributors without a list: ranks first, first + 1, ...,
+// count of them, mod N) into k (N entries) and diff (N + 1, zero before the first range), O(1) but
+// for a range of N or more; after the last, add_ring_ranges_done(diff) adds diff's prefix sums to
+// k. PathChecker counts from its own copy of the events' ranges with it.
+inline void add_ring_range(int64_t first, int64_t count, int64_t ranks, int32_t* k, int32_t* diff) {
+    // (% only when needed: a 64-bit division per event was a tenth of a 384-rank column's check)
+    if (first < 0 || first >= ranks) first %= ranks;
+    if (count >= ranks) {  // the whole ring, possibly more than once
+        for (int64_t r = 0; r < ranks; ++r) k[r] += static_cast<int32_t>(count / ranks);
+        count %= ranks;
+    }
+    const int64_t end = first + count;
+    if (count == 1) {
+        // One contributor (every event of a2a-rs and the first hop of a ring): counted where it
+        // lands, not through diff, whose ++ and -- of neighbouring entries make a chain of stores
+        // and reloads from one event to the next.
+        ++k[first];
+    } else if (end <= ranks) {
+        ++diff[first];
+        --diff[end];
+    } else {
+        ++diff[first];
+        --diff[ranks];
+        ++diff[0];
+        --diff[end - ranks];
+    }
+}
+inline void add_ring_ranges_done(const int32_t* diff, int64_t ranks, int32_t* k) {
+    int32_t run = 0;
+    for (int64_t r = 0; r < ranks; ++r) {
+        run += diff[r];
+        k[r] += run;
+    }
+}
+
 // k of each contributor (0..N-1) for one output row: how many quantization events carried it (and,
 // on the 16-bit paths, how many roundings: their rows have rounding_ids and no events).
 std::vector<int32_t> contribution_k(const ColumnRecord& column, const OutputRow& row, int64_t ranks);

@@ -40,6 +40,8 @@ namespace detail {
 struct EventBound {
     FormatKind kind = FormatKind::kSym;
     bool poisoned = false;  // NaN scale/offset: the decoded block is NaN
+    bool rotated = false;   // rotated formats: one bound for every element (rotated.cpp), `rot`
+    // (kind, poisoned, rotated, sym and whole_sym first: an int<b> event writes only those, in one cache line)
     double sym = 0;         // int<b>: E, the same for every element of the block
     bool whole_sym = false; // set by PathChecker::add: int<b>, not poisoned, covering every element of the column
     bool asym_const = false;
@@ -54,9 +56,12 @@ struct EventBound {
     double fm_step_max = 0, fm_tau = 0;
     const Decl* decl = nullptr;  // declared formats: FORMATS.md section 6 from x, the scale and lo
     float decl_scale = 0, decl_lo = 0;
-    bool rotated = false;        // rotated formats: one bound for every element (rotated.cpp)
-    double rot = 0;
+    double rot = 0;              // rotated formats: the bound of every element
     double at(float x, int32_t q) const;  // E(x_i) for the element x with code q
+};
+// An event's contributors when they are a ring range (PathChecker::add's copy, for k).
+struct EvRange {
+    int64_t first = 0, count = 0;
 };
 // A column's contribution rows, as PathChecker::add reads them (reference/src/column_scan.cpp).
 // Over every |x| as bits: the largest (inf and NaN above every finite), the largest that is a
@@ -117,6 +122,9 @@ private:
     struct Buffers {  // the rest of add()'s per-column state, kept for its capacity only
         std::vector<double> target, snap, whole, prev_apost;
         std::vector<uint8_t> ev_ok;
+        std::vector<double> ev_sym;
+        std::vector<detail::EvRange> ev_range;
+        std::vector<int32_t> diff;
         std::vector<int32_t> ks;
         std::vector<float> prev_values;
     } s_;
