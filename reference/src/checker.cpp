@@ -1340,14 +1340,27 @@ void PathChecker::add(const ColumnRecord& col) {
         // (not ring-ag-requant, whose a-priori bound depends on the holder).
         if (clean_prev && cfg_.path != PathKind::kRingAgRequant && row.values == prev_values && apost_ == prev_apost) {
             st_.outputs_checked += len;
+            // (the sums in locals, added in the same order: st_'s members would be stored and
+            // reloaded at every element, a chain through memory)
+            double sse = st_.sum_sq_error, sst = st_.sum_sq_target;
+            const double* le = last_err_.data();
+            const double* tg = target.data();
             for (size_t i = 0; i < ulen; ++i) {
-                const double errd = last_err_[i], tsc = target[i] / sc;
-                st_.sum_sq_error += errd * errd;
-                st_.sum_sq_target += tsc * tsc;
+                const double errd = le[i], tsc = tg[i] / sc;
+                sse += errd * errd;
+                sst += tsc * tsc;
             }
+            st_.sum_sq_error = sse;
+            st_.sum_sq_target = sst;
             continue;
         }
         const int64_t violations_before = st_.violations, nonfinite_before = st_.nonfinite_outputs;
+        // The row's running statistics in locals (same operations, same order), st_'s again after
+        // the loop: through st_ every element stored and reloaded them (have_last_'s byte stores
+        // may alias anything), a chain through memory per sum.
+        int64_t checked = st_.outputs_checked;
+        double max_err = st_.max_abs_error, sse = st_.sum_sq_error, sst = st_.sum_sq_target;
+        double max_post = st_.max_a_posteriori, max_prio = st_.max_a_priori, max_ratio = st_.max_error_to_a_posteriori;
         for (size_t i = 0; i < ulen; ++i) {
             double post = apost_[i] * kPostInflation;
             if (dv == Divide::kPre) post = (apost_[i] + pre_extra_[i]) * kPostInflation;
@@ -1380,7 +1393,7 @@ void PathChecker::add(const ColumnRecord& col) {
                     prio_cached = prio;
                 }
             }
-            ++st_.outputs_checked;
+            ++checked;
             const float v = row.values[i];
             if (!std::isfinite(v)) {
                 ++st_.nonfinite_outputs;
@@ -1430,12 +1443,12 @@ void PathChecker::add(const ColumnRecord& col) {
                 have_last_[i] = 1;
             }
             const double aerr = std::fabs(errd);
-            st_.max_abs_error = std::max(st_.max_abs_error, aerr);
-            st_.sum_sq_error += errd * errd;
-            st_.sum_sq_target += tsc * tsc;
-            st_.max_a_posteriori = std::max(st_.max_a_posteriori, post);
-            st_.max_a_priori = std::max(st_.max_a_priori, prio);
-            if (aerr > 0) st_.max_error_to_a_posteriori = std::max(st_.max_error_to_a_posteriori, post > 0 ? aerr / post : kInf);
+            max_err = std::max(max_err, aerr);
+            sse += errd * errd;
+            sst += tsc * tsc;
+            max_post = std::max(max_post, post);
+            max_prio = std::max(max_prio, prio);
+            if (aerr > 0) max_ratio = std::max(max_ratio, post > 0 ? aerr / post : kInf);
             // errd is err rounded to nearest, so |err| <= |errd| (1 + 2^-53): when that is at most
             // post with room to spare the exact comparison cannot disagree, and is skipped.
             // Under --divide the exact comparison is |N v - T| <= N post, with N post rounded down.
@@ -1454,6 +1467,13 @@ void PathChecker::add(const ColumnRecord& col) {
                                      fmt_double(prio) + ", " + std::to_string(row.event_ids.size()) + " events");
             }
         }
+        st_.outputs_checked = checked;
+        st_.max_abs_error = max_err;
+        st_.sum_sq_error = sse;
+        st_.sum_sq_target = sst;
+        st_.max_a_posteriori = max_post;
+        st_.max_a_priori = max_prio;
+        st_.max_error_to_a_posteriori = max_ratio;
         clean_prev = finite_inputs && st_.violations == violations_before && st_.nonfinite_outputs == nonfinite_before;
         if (clean_prev) {
             prev_values.assign(row.values.begin(), row.values.end());
