@@ -886,10 +886,11 @@ namespace {
 // int<b> block, not poisoned, whose EventBound was not written: its bound is sym[e] alone), sym[e]
 // (an int<b> event's bound E) and, for the rest, evb[e]. The compact form is most events' (one
 // int<b> format): 9 bytes written per event instead of a 104-byte EventBound's cache line.
+// Two more flags, set whether kEvOk is or not: kEvRange, its contributors are a ring range (no
+// list), and kEvCovers, its block is the column's (column_offset 0, x of len values); range[e] =
+// {first, count}: what contribution_k reads of an event, so that add() counts k from these without
+// reading the events again (count_k).
 // A function of its own (not inlined into add()): its loop's state stays in registers.
-// kEvRange: its contributors are a ring range (no list), kEvCovers: its block is the column's
-// (column_offset 0, x of len values); for those, range[e] = {first, count}: what contribution_k
-// reads of an event, so that add() counts k from these without reading the events again.
 constexpr uint8_t kEvOk = 1, kEvWhole = 2, kEvCompact = 4, kEvRange = 8, kEvCovers = 16;
 
 using detail::EvRange;
@@ -1235,7 +1236,7 @@ void PathChecker::add(const ColumnRecord& col) {
         const uint8_t* okp = ev_ok.data();
         for (size_t p = 0; !same_ids && p < ids.size(); ++p) {
             const int32_t id = ids[p];
-            if (id < 0 || static_cast<size_t>(id) >= nev || !okp[static_cast<size_t>(id)]) {
+            if (id < 0 || static_cast<size_t>(id) >= nev || !(okp[static_cast<size_t>(id)] & kEvOk)) {
                 malformed = true;
                 break;
             }
