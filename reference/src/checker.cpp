@@ -970,6 +970,12 @@ inline uint8_t ledger_flags(const QuantEvent& ev, int64_t len, EvRange& range) {
     return pos;
 }
 
+bool ids_in_range(const std::vector<int32_t>& ids, size_t nev) {
+    bool bad = false;  // branch-free: the loop vectorizes
+    for (int32_t id : ids) bad |= static_cast<uint64_t>(static_cast<int64_t>(id)) >= nev;
+    return !bad;
+}
+
 // contribution_k of a row from prepare_events' copy of its events' ranges, when every event of the
 // row has kEvRange and kEvCovers and no id is out of range (and the row has no roundings): then
 // contribution_k would count exactly these ranges, in this order. Returns false otherwise (the
@@ -1188,6 +1194,7 @@ void PathChecker::add(const ColumnRecord& col) {
             bool others = false;
             int64_t base = 0;
             bool fresh = false;  // ks computed for this row (else the previous row's: the same k)
+            bool bad_ids = false;
             // The same ids as the row ks was computed for: the same k (a memcmp, before the event-by-event test).
             const bool same = prev_row != nullptr && prev_row->event_ids == row.event_ids && prev_row->rounding_ids == row.rounding_ids;
             if (!same && (prev_row == nullptr || !same_ledger_shape(col, *prev_row, row))) {
@@ -1200,15 +1207,20 @@ void PathChecker::add(const ColumnRecord& col) {
                     ks_base_ = lo;
                     kof_row = &row;
                     kof_others = others;
-                } else {
+                } else if (ids_in_range(row.event_ids, nev)) {
                     if (!count_k(row, ev_ok.data(), ev_range, nev, n, ks, s_.diff)) ks = contribution_k(col, row, n);
                     ks_base_ = 0;
                     kof_row = nullptr;
+                } else {
+                    // An id past the events (contribution_k would read past them): no k from this
+                    // row, which the ledger check below reports as malformed.
+                    bad_ids = true;
+                    kof_row = nullptr;  // contribution_k_of may have written ks
                 }
             }
             base = ks_base_;
-            prev_row = &row;
-            if (fresh && lo <= hi) {  // (the extremes in locals: st_'s members would be stored every step)
+            prev_row = bad_ids ? nullptr : &row;
+            if (fresh && !bad_ids && lo <= hi) {  // (the extremes in locals: st_'s members would be stored every step)
                 const int32_t* kp = ks.data() + (lo - base);
                 int32_t kmin = kp[0], kmax = kp[0];
                 for (int64_t j = 1; j <= hi - lo; ++j) {
