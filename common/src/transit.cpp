@@ -249,9 +249,7 @@ bool same_ledger_shape(const ColumnRecord& column, const OutputRow& a, const Out
     if (a.event_ids.size() != b.event_ids.size() || a.rounding_ids != b.rounding_ids) return false;
     const size_t nev = column.events.size();
     if (a.event_ids == b.event_ids) {  // the same events (the rows of a gather or an all-reduce): one memcmp, then the ids' range
-        bool bad = false;  // branch-free: the loop vectorizes
-        for (int32_t id : a.event_ids) bad |= static_cast<uint64_t>(static_cast<int64_t>(id)) >= nev;
-        return !bad;
+        return event_ids_in_range(a.event_ids, nev);
     }
     for (size_t p = 0; p < a.event_ids.size(); ++p) {
         const int32_t ia = a.event_ids[p], ib = b.event_ids[p];

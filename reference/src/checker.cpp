@@ -882,10 +882,10 @@ void PathChecker::record_violation(int64_t first, int64_t rank, int64_t element,
 namespace {
 
 // add()'s first pass over a column's events: per event, flags (kEvOk: its codes and x have one
-// length; kEvWhole: an int<b> block, not poisoned, over every element of the column; kEvCompact: an
-// int<b> block, not poisoned, whose EventBound was not written: its bound is sym[e] alone), sym[e]
-// (an int<b> event's bound E) and, for the rest, evb[e]. The compact form is most events' (one
-// int<b> format): 9 bytes written per event instead of a 104-byte EventBound's cache line.
+// length; kEvCompact: an int<b> block, not poisoned, whose bound is sym[e] for every element, and
+// whose EventBound is not written; kEvWhole: such a block over every element of the column) and
+// sym[e], or, for every other well-formed event, evb[e]. An int<b> event so takes 9 bytes, not a
+// 104-byte EventBound's cache line.
 // Two more flags, set whether kEvOk is or not: kEvRange, its contributors are a ring range (no
 // list), and kEvCovers, its block is the column's (column_offset 0, x of len values); range[e] =
 // {first, count}: what contribution_k reads of an event, so that add() counts k from these without
@@ -907,51 +907,30 @@ inline uint8_t ledger_flags(const QuantEvent& ev, int64_t len, EvRange& range) {
     const size_t nev = col.events.size();
     const FormatSpec* qmax_of = nullptr;
     int32_t qmax = 0;
-    size_t e = 0;
-    if (cfg.stage_formats.empty() && cfg.format.kind == FormatKind::kSym) {
-        // One int<b> format for every event (most paths): sym_bound's product with its constant
-        // hoisted, while no event needs more (a length mismatch, a NaN scale, a subnormal scale).
-        const double c = 0.5 + 0x1p-22 * cfg.format.code_max();
-        for (; e < nev; ++e) {
-            const QuantEvent& ev = evs[e];
-            const size_t n = ev.x.size();
-            const float sc = ev.scale;
-            if (ev.codes.size() != n || !(sc == 0 || sc >= 0x1p-126f)) break;  // NaN, subnormal, negative: below
-            const bool whole = ev.column_offset == 0 && static_cast<int64_t>(n) >= col.len;
-            flags[e] = static_cast<uint8_t>(kEvOk | kEvCompact | (whole ? kEvWhole : 0) | ledger_flags(ev, col.len, range[e]));
-            sym[e] = static_cast<double>(sc) * c + 0x1p-149;  // sym_bound without its subnormal K
-        }
-    }
-    for (; e < nev; ++e) {
+    for (size_t e = 0; e < nev; ++e) {
         const QuantEvent& ev = evs[e];
         const uint8_t lf = ledger_flags(ev, col.len, range[e]);
         if (ev.codes.size() != ev.x.size()) {
             flags[e] = lf;  // not kEvOk
             sym[e] = 0;
-            evb[e] = EventBound();
             continue;
         }
         const FormatSpec& f = cfg.format_of_stage(ev.stage);
-        EventBound& b = evb[e];
         if (f.kind == FormatKind::kSym && !std::isnan(ev.scale)) {
-            // prepare_event's int<b> case without building a whole EventBound (a rep stos and a
-            // copy of 120 bytes per event were most of a column's cost): what add() and
-            // EventBound::at read of an int<b> event.
+            // prepare_event's int<b> case without building an EventBound (a rep stos and a copy of
+            // 120 bytes per event were most of a column's cost): its bound, the same for every element.
             if (qmax_of != &f) {
                 qmax_of = &f;
                 qmax = f.code_max();
             }
-            b.kind = FormatKind::kSym;
-            b.poisoned = false;
-            b.rotated = false;
-            b.sym = sym_bound(qmax, ev.scale, ev.x);
+            const bool whole = ev.column_offset == 0 && static_cast<int64_t>(ev.x.size()) >= col.len;
+            flags[e] = static_cast<uint8_t>(kEvOk | kEvCompact | (whole ? kEvWhole : 0) | lf);
+            sym[e] = sym_bound(qmax, ev.scale, ev.x);
         } else {
-            b = prepare_event(col.rotated_sum ? f.rotation_twin() : f, ev, cfg.seed, col.first - ev.column_offset);
+            evb[e] = prepare_event(col.rotated_sum ? f.rotation_twin() : f, ev, cfg.seed, col.first - ev.column_offset);
+            flags[e] = static_cast<uint8_t>(kEvOk | lf);
+            sym[e] = 0;
         }
-        b.whole_sym = b.kind == FormatKind::kSym && !b.poisoned && ev.column_offset == 0 &&
-                      static_cast<int64_t>(ev.x.size()) >= col.len;
-        flags[e] = static_cast<uint8_t>(kEvOk | (b.whole_sym ? kEvWhole : 0) | lf);
-        sym[e] = b.sym;
     }
 }
 
@@ -970,22 +949,15 @@ inline uint8_t ledger_flags(const QuantEvent& ev, int64_t len, EvRange& range) {
     return pos;
 }
 
-bool ids_in_range(const std::vector<int32_t>& ids, size_t nev) {
-    bool bad = false;  // branch-free: the loop vectorizes
-    for (int32_t id : ids) bad |= static_cast<uint64_t>(static_cast<int64_t>(id)) >= nev;
-    return !bad;
-}
-
 // contribution_k of a row from prepare_events' copy of its events' ranges, when every event of the
-// row has kEvRange and kEvCovers and no id is out of range (and the row has no roundings): then
-// contribution_k would count exactly these ranges, in this order. Returns false otherwise (the
-// caller calls contribution_k).
-[[gnu::noinline]] bool count_k(const OutputRow& row, const uint8_t* flags, const EvRange* range, size_t nev, int64_t ranks,
+// row has kEvRange and kEvCovers (and the row has no roundings): then contribution_k would count
+// exactly these ranges, in this order. Returns false otherwise (the caller calls contribution_k).
+// The row's ids are in range (event_ids_in_range).
+[[gnu::noinline]] bool count_k(const OutputRow& row, const uint8_t* flags, const EvRange* range, int64_t ranks,
                                std::vector<int32_t>& k, std::vector<int32_t>& diff) {
     if (!row.rounding_ids.empty() || ranks < 1) return false;
     for (int32_t id : row.event_ids)
-        if (static_cast<uint64_t>(static_cast<int64_t>(id)) >= nev || (flags[id] & (kEvRange | kEvCovers)) != (kEvRange | kEvCovers))
-            return false;
+        if ((flags[id] & (kEvRange | kEvCovers)) != (kEvRange | kEvCovers)) return false;
     k.assign(static_cast<size_t>(ranks), 0);
     diff.assign(static_cast<size_t>(ranks) + 1, 0);
     for (int32_t id : row.event_ids) add_ring_range(range[id].first, range[id].count, ranks, k.data(), diff.data());
@@ -1207,8 +1179,8 @@ void PathChecker::add(const ColumnRecord& col) {
                     ks_base_ = lo;
                     kof_row = &row;
                     kof_others = others;
-                } else if (ids_in_range(row.event_ids, nev)) {
-                    if (!count_k(row, ev_ok.data(), ev_range, nev, n, ks, s_.diff)) ks = contribution_k(col, row, n);
+                } else if (event_ids_in_range(row.event_ids, nev)) {
+                    if (!count_k(row, ev_ok.data(), ev_range, n, ks, s_.diff)) ks = contribution_k(col, row, n);
                     ks_base_ = 0;
                     kof_row = nullptr;
                 } else {

@@ -239,6 +239,13 @@ struct ColumnRecord {
     bool rotated_sum = false;
 };
 
+// Whether every id indexes one of `events` events (no check reads past them). Branch-free: it vectorizes.
+inline bool event_ids_in_range(const std::vector<int32_t>& ids, size_t events) {
+    bool bad = false;
+    for (int32_t id : ids) bad |= static_cast<uint64_t>(static_cast<int64_t>(id)) >= events;
+    return !bad;
+}
+
 // contribution_k's count of one ring range (Contributors without a list: ranks first, first + 1, ...,
 // count of them, mod N) into k (N entries) and diff (N + 1, zero before the first range), O(1) but
 // for a range of N or more; after the last, add_ring_ranges_done(diff) adds diff's prefix sums to

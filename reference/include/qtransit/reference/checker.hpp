@@ -40,10 +40,7 @@ namespace detail {
 struct EventBound {
     FormatKind kind = FormatKind::kSym;
     bool poisoned = false;  // NaN scale/offset: the decoded block is NaN
-    bool rotated = false;   // rotated formats: one bound for every element (rotated.cpp), `rot`
-    // (kind, poisoned, rotated, sym and whole_sym first: an int<b> event writes only those, in one cache line)
     double sym = 0;         // int<b>: E, the same for every element of the block
-    bool whole_sym = false; // set by PathChecker::add: int<b>, not poisoned, covering every element of the column
     bool asym_const = false;
     double asym_a = 0;      // int<b>-asym: A of D9
     bool ds_zero = false;
@@ -56,7 +53,8 @@ struct EventBound {
     double fm_step_max = 0, fm_tau = 0;
     const Decl* decl = nullptr;  // declared formats: FORMATS.md section 6 from x, the scale and lo
     float decl_scale = 0, decl_lo = 0;
-    double rot = 0;              // rotated formats: the bound of every element
+    bool rotated = false;        // rotated formats: one bound for every element (rotated.cpp)
+    double rot = 0;
     double at(float x, int32_t q) const;  // E(x_i) for the element x with code q
 };
 // An event's contributors when they are a ring range (PathChecker::add's copy, for k).
