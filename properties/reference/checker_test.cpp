@@ -171,6 +171,77 @@ TEST(CheckerColumn, ScanAndScaledSumsInOnePass) {
 // guessed from them is too coarse, too fine, or right) gives the same targets, errors and verdicts
 // as when it is checked first. The column has one tampered value, so its first violation (which
 // prints the target and the error) is compared too.
+// ---- a declared format's element bounds over a block (decl_simd.cpp) ----------------------------
+
+// The AVX-512 lanes against decl_at one element at a time, bit for bit: every declared built-in's
+// declaration and those of int<b> and int<b>-asym (an offset), each also with rounding toward zero;
+// scales of the format's own blocks, powers of two from 2^-149 up (the exact division), 0 and the
+// largest float; elements across and past the range, zeros of both signs, subnormals, the largest
+// finite; blocks of 1 to 70 elements (the tails).
+TEST(CheckerDecl, BlockBoundsHaveTheScalarBits) {
+    if (!detail::column_simd()) GTEST_SKIP() << "no AVX-512 on this CPU: only the scalar loop runs here";
+    std::vector<Decl> decls;
+    for (const FormatSpec& f : all_builtin_formats()) {
+        auto d = declaration_of(f);
+        if (!d) continue;
+        decls.push_back(*d);
+        Decl tz = *d;
+        tz.rounding = Rounding::kTowardZero;
+        decls.push_back(tz);
+    }
+    ASSERT_GT(decls.size(), 40u);
+    bool saw_offset = false, saw_table = false, saw_int = false, saw_float = false;
+    std::mt19937 rng(29);
+    std::uniform_real_distribution<double> unit(-1.5, 1.5);
+    const float specials[] = {0.0f, -0.0f, 0x1p-149f, -0x1.8p-140f, 0x1p-126f, FLT_MAX, -FLT_MAX, 1.0f, -3.0f};
+    int64_t elements = 0, differ_from_zero = 0;
+    for (const Decl& d : decls) {
+        saw_offset = saw_offset || d.offset_min;
+        saw_table = saw_table || d.elem == ElemType::kTable;
+        saw_int = saw_int || d.elem == ElemType::kInt;
+        saw_float = saw_float || d.elem == ElemType::kFloat;
+        const double top = std::max(std::fabs(static_cast<double>(d.vmax)), std::fabs(static_cast<double>(d.vmin)));
+        for (int trial = 0; trial < 24; ++trial) {
+            const size_t n = trial < 8 ? static_cast<size_t>(trial + 1) : static_cast<size_t>(rng() % 70 + 1);
+            // The block's absmax spread over 2^-140 .. 2^120, its scale from it as the format's
+            // amplitude maps it (or a power of two, 0, the largest float).
+            const double absmax = std::ldexp(1.0 + (rng() % 1000) / 1000.0, static_cast<int>(rng() % 260) - 140);
+            float s = static_cast<float>(absmax / std::max(top, 1e-30));
+            switch (trial % 6) {
+                case 1: s = std::ldexp(1.0f, static_cast<int>(rng() % 250) - 149); break;
+                case 2: s = trial == 2 ? 0.0f : FLT_MAX; break;
+                default: break;
+            }
+            std::vector<float> x(n);
+            for (float& v : x) {
+                v = static_cast<float>(std::clamp(unit(rng) * static_cast<double>(s) * top, -3.0e38, 3.0e38));
+                if (rng() % 8 == 0) v = specials[rng() % 9];
+            }
+            float lo = 0.0f;
+            if (d.offset_min && !x.empty()) lo = rng() % 4 == 0 ? -static_cast<float>(absmax) : *std::min_element(x.begin(), x.end());
+            std::vector<double> scalar(n + 2), lanes(n + 2);
+            for (size_t i = 0; i < n + 2; ++i) scalar[i] = lanes[i] = i < n ? 0.0 : 7.0;  // the bounds alone; past: untouched
+            detail::add_decl_bounds(d, s, lo, x.data(), n, scalar.data(), false);
+            detail::add_decl_bounds(d, s, lo, x.data(), n, lanes.data(), true);
+            for (size_t i = 0; i < n + 2; ++i) {
+                ASSERT_EQ(std::bit_cast<uint64_t>(lanes[i]), std::bit_cast<uint64_t>(scalar[i]))
+                    << "elem " << static_cast<int>(d.elem) << " bits " << d.bits << " offset " << d.offset_min << " scale " << s
+                    << " lo " << lo << " element " << i << " of " << n << (i < n ? " x " + std::to_string(x[i]) : " (past the block)")
+                    << ": " << lanes[i] << " vs " << scalar[i];
+                if (i < n) {
+                    ++elements;
+                    differ_from_zero += scalar[i] != 0;
+                } else {
+                    EXPECT_EQ(lanes[i], 7.0) << "written past the block";
+                }
+            }
+        }
+    }
+    EXPECT_TRUE(saw_offset && saw_table && saw_int && saw_float);
+    // Most bounds are not 0 (a block of scale 0 is): the comparison compared something.
+    EXPECT_GT(differ_from_zero, elements / 2);
+}
+
 TEST(PathChecker, SameResultsWhateverTheColumnBefore) {
     PathConfig c;
     c.path = PathKind::kA2aRs;

@@ -147,6 +147,7 @@
 
 #include "qtransit/reference/formats.hpp"
 #include "qtransit/reference/hadamard.hpp"
+#include "decl_at.hpp"
 
 namespace qtransit::reference {
 
@@ -193,6 +194,12 @@ float abs_max(std::span<const float> x) {
     return a;
 }
 
+}  // namespace
+
+// DeclScale, decl_scale_of and decl_at are declared in decl_at.hpp, which the AVX-512 form of
+// decl_at over a block (decl_simd.cpp) shares.
+namespace detail {
+
 // ---- declared formats (docs/FORMATS.md section 6; reference/src/decl.cpp derives E) ----------------
 //
 // decl_at mirrors reference::element_bound (decl.cpp's decl_element_bound) term by term in binary64:
@@ -200,15 +207,6 @@ float abs_max(std::span<const float> x) {
 // significands), the binade j of the float step is found by exact comparisons (so the step is the
 // exact one), sums are rounded to nearest and differences upwards (add_up), so the result is within
 // the documented factor of the exact E (section 0).
-// What decl_at reads of a block's scale: the same for every element of the block, so computed
-// once per event (the operations decl_at did for each element, in the same order: the same bits).
-struct DeclScale {
-    double ds = 0;
-    bool zero = true, pow2 = false, nearest = true;
-    double lo126 = 0, hi = 0, tiny = 0, step_int = 0, vmax = 0, vmin = 0, vabs = 0;
-    int e_ds = 0;
-};
-
 DeclScale decl_scale_of(const Decl& d, float s) {
     DeclScale c;
     c.zero = s == 0;
@@ -276,7 +274,26 @@ double decl_at(const Decl& d, const DeclScale& c, float x, float lo) {
     return ep + std::min(ep, kU * mag + 0x1p-150);
 }
 
-double decl_at(const Decl& d, float x, float s, float lo) { return decl_at(d, decl_scale_of(d, s), x, lo); }
+void add_decl_bounds(const Decl& d, float s, float lo, const float* x, size_t n, double* acc, bool simd) {
+    const DeclScale c = decl_scale_of(d, s);
+#if defined(__x86_64__)
+    if (simd && column_simd()) {
+        add_decl_at_avx512(d, c, x, n, lo, acc);
+        return;
+    }
+#else
+    (void)simd;
+#endif
+    for (size_t i = 0; i < n; ++i) acc[i] += decl_at(d, c, x[i], lo);
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::decl_at;
+using detail::decl_scale_of;
+using detail::DeclScale;
 
 // e(a) of a declared format: a bound of decl_element_bound over every block of absmax <= a (with an
 // offset: every |x| <= a, so R <= 2a). Term by term (names as in decl.cpp's derivation):
@@ -422,7 +439,7 @@ using detail::EventBound;
 double EventBound::at(float x, int32_t q) const {
     if (rotated) return rot;
     switch (kind) {
-        case FormatKind::kDecl: return decl_at(*decl, x, decl_scale, decl_lo);
+        case FormatKind::kDecl: return decl_at(*decl, decl_scale_of(*decl, decl_scale), x, decl_lo);
         case FormatKind::kSym: return sym;
         case FormatKind::kAsym: {
             if (asym_const) return 0;
@@ -1293,9 +1310,9 @@ void PathChecker::add(const ColumnRecord& col) {
                     }
                 }
             } else if (b.kind == FormatKind::kDecl && !b.rotated) {  // EventBound::at, the scale's part once
-                const DeclScale c = decl_scale_of(*b.decl, b.decl_scale);
-                for (int64_t i = lo; i < hi; ++i)
-                    apost_[static_cast<size_t>(i)] += decl_at(*b.decl, c, ev.x[static_cast<size_t>(i + off)], b.decl_lo);
+                if (hi > lo)
+                    detail::add_decl_bounds(*b.decl, b.decl_scale, b.decl_lo, ev.x.data() + (lo + off),
+                                            static_cast<size_t>(hi - lo), apost_.data() + lo);
             } else {
                 for (int64_t i = lo; i < hi; ++i)
                     apost_[static_cast<size_t>(i)] +=

@@ -83,6 +83,11 @@ bool grid_fits(const ColumnScan& cs, size_t rows, int grid);
 // unspecified (it may hold truncated or overflowed sums).
 ColumnScan scan_add_scaled(const float* x, size_t rows, size_t n, double* absmax, int grid, int64_t* t, bool& summed,
                            bool simd = true);
+// acc[i] += E(x[i]) for i < n: the a-posteriori bound of each element of a declared format's block
+// of scale s (and offset lo, for an offset format; FORMATS.md section 6), as PathChecker::add adds
+// it. simd: eight elements at a time with AVX-512 where the CPU has it (column_simd()), else one
+// at a time; the two give the same bits.
+void add_decl_bounds(const Decl& d, float s, float lo, const float* x, size_t n, double* acc, bool simd = true);
 }  // namespace detail
 
 class PathChecker {
