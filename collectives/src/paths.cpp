@@ -163,7 +163,7 @@ public:
                 }
                 v = r;
             }
-        clear_provenance(p.p, len);
+        clear_provenance(p.p);
         p.holder = rank;
         return p;
     }
@@ -171,51 +171,21 @@ public:
     // Q: encode the partial's values into a message, recording the event in the ledger.
     Message quantize(Partial&& p, int32_t stage, int64_t from, int64_t to, Contributors who,
                      int64_t column_offset = 0) {
-        const int64_t n = static_cast<int64_t>(p.v.size());
-        // End to end (D28) the values are rotated already: the stage format without its rotation.
-        const FormatSpec& f = rot_ ? c_.format_of_stage(stage).rotation_twin() : c_.format_of_stage(stage);
-        Message m;
-        m.len = n;
-        m.quantized = true;
-        if (!c_.stage_formats.empty() || rot_) m.format = &f;
-        Site site;
-        site.tensor = "partial sum";
-        site.rank = from;
-        site.index_base = first_ - column_offset;  // the block's first element (FORMATS.md section 4)
-        m.sign_first = site.index_base;
-        kernels::CodecOptions opt;
-        opt.site = site;
-        opt.seed = c_.seed;
-        opt.hop = static_cast<uint32_t>(stage);
-        if (c_.codec) {  // a user's codec: it reads its own element type, so the ledger records what it read
+        // A user's codec reads its own element type, so the ledger records what it read.
+        if (c_.codec)
             for (float& v : p.v) v = kernels::round_to(c_.codec->input_type(), v);
-            m.codes.resize(static_cast<size_t>(c_.format.code_bytes(n)));
-            if (auto st = c_.codec->encode_block(p.v.data(), n, c_.block, m.codes.data(), &m.scale, &m.offset, opt); !st)
-                throw ColumnFailure{st.error()};
-        } else if (dev_) {  // encoded in `from`'s device buffer; codes and metadata copied back for the ledger
-            if (auto st = dev_->encode(from, p.v.data(), n, opt, m); !st) throw ColumnFailure{st.error()};
-        } else {
-            m.codes.resize(static_cast<size_t>(f.code_bytes(n)));
-            if (auto st = kernels::encode_block(f, p.v.data(), n, m.codes.data(), &m.scale, &m.offset, opt); !st)
-                throw ColumnFailure{st.error()};
-        }
-        QuantEvent& e = new_event();
-        e.stage = stage;
-        e.format_stage = c_.format_stage_of(stage);
-        e.from_rank = from;
-        e.to_rank = to;
-        e.scale = m.scale;
-        e.offset = f.has_offset() ? m.offset : 0.0f;
-        e.contributors = std::move(who);
-        e.x.assign(p.v.begin(), p.v.end());
-        e.codes.resize(static_cast<size_t>(n));
-        kernels::unpack_block_codes(f, m.codes.data(), n, e.codes.data());
-        e.column_offset = column_offset;
-        p.p.ids.push_back(static_cast<int32_t>(n_events_ - 1));
-        m.provenance = keep(std::move(p.p));
-        return m;
+        return encode(p.v.data(), static_cast<int64_t>(p.v.size()), std::move(p.p), stage, from, to, std::move(who),
+                      column_offset);
     }
 
+    // quantize(Partial(p), ...) without the copy of p's values, on the CPU kernels (which only read
+    // them); a user's codec (which reads them rounded) and a device take the copy.
+    Message quantize_copy(const Partial& p, int32_t stage, int64_t from, int64_t to, Contributors who) {
+        if (c_.codec || dev_) return quantize(Partial(p), stage, from, to, std::move(who));
+        return encode(p.v.data(), static_cast<int64_t>(p.v.size()), Provenance(p.p), stage, from, to, std::move(who), 0);
+    }
+
+    // An unquantized message (fp32-ring-rs, hpz's full-precision secondary shard).
     // An unquantized message (fp32-ring-rs, hpz's full-precision secondary shard).
     Message raw(Partial&& p) {
         Message m;
@@ -242,6 +212,25 @@ public:
         return p;
     }
 
+    // p = decode(m) for a message that nobody else decodes (a reduce's hop, sent once and received
+    // once): p's buffer reused, m's ledger taken rather than copied, an unquantized message's values
+    // moved. The same values and ledger as decode(m).
+    void decode_into(Partial& p, Message&& m) {
+        if (!dev_ && !m.quantized) {
+            p.v = std::move(m.raw);
+        } else {
+            p.v.resize(static_cast<size_t>(m.len));
+            decode_to(m, p.v.data());
+        }
+        p.holder = dev_ && !(c_.codec && m.quantized) ? m.dev_rank : -1;
+        p.p = std::move(provenance_[static_cast<size_t>(m.provenance)]);
+    }
+    Partial decode_take(Message&& m) {
+        Partial p;
+        decode_into(p, std::move(m));
+        return p;
+    }
+
     // The message's values into out[0, m.len).
     void decode_to(const Message& m, float* out) {
         if (c_.codec && m.quantized) {
@@ -265,6 +254,7 @@ public:
             device_start_sum(acc);
             return;
         }
+        own_ledger(acc);
         for (size_t i = 0; i < acc.v.size(); ++i) acc.v[i] = round_term(acc, i, acc.v[i]);
     }
 
@@ -291,17 +281,25 @@ public:
     // acc = fl(acc + t) on the CPU, t's ledger `tp` merged: add's arithmetic for a term held in a
     // Partial (add_cpu) or decoded into a scratch buffer (add_decoded).
     void add_values(Partial& acc, const float* tv, const Provenance& tp) {
+        own_ledger(acc);
         if (!low_) {  // binary32: the sums, then their ledger (each element on its own: the same values as one loop)
             const size_t n = acc.v.size();
             float* av = acc.v.data();
             for (size_t i = 0; i < n; ++i) av[i] = av[i] + tv[i];
             double* aa = acc.p.add_abs.data();
-            const double* ta = tp.add_abs.data();
             int32_t* an = acc.p.add_n.data();
-            const int32_t* tn = tp.add_n.data();
-            for (size_t i = 0; i < n; ++i) {
-                aa[i] += ta[i] + std::abs(static_cast<double>(av[i]));
-                an[i] += tn[i] + 1;
+            if (tp.add_abs.empty()) {  // a term without adds (an input): its zeros
+                for (size_t i = 0; i < n; ++i) {
+                    aa[i] += 0.0 + std::abs(static_cast<double>(av[i]));
+                    an[i] += 0 + 1;
+                }
+            } else {
+                const double* ta = tp.add_abs.data();
+                const int32_t* tn = tp.add_n.data();
+                for (size_t i = 0; i < n; ++i) {
+                    aa[i] += ta[i] + std::abs(static_cast<double>(av[i]));
+                    an[i] += tn[i] + 1;
+                }
             }
         } else {
             for (size_t i = 0; i < acc.v.size(); ++i) {
@@ -400,9 +398,19 @@ public:
         }
         row.event_ids.assign(prov.ids.begin(), prov.ids.end());
         row.rounding_ids.assign(prov.rids.begin(), prov.rids.end());
-        row.add_abs_sum.assign(prov.add_abs.begin(), prov.add_abs.end());
-        row.add_count.assign(prov.add_n.begin(), prov.add_n.end());
-        if (low_) {
+        // An empty per-element ledger (no add reached the value) is zeros.
+        const size_t n = row.values.size();
+        if (prov.add_abs.empty()) {
+            row.add_abs_sum.assign(n, 0.0);
+            row.add_count.assign(n, 0);
+        } else {
+            row.add_abs_sum.assign(prov.add_abs.begin(), prov.add_abs.end());
+            row.add_count.assign(prov.add_n.begin(), prov.add_n.end());
+        }
+        if (low_ && prov.tr_abs.empty()) {
+            row.term_round_abs_sum.assign(n, 0.0);
+            row.term_round_count.assign(n, 0);
+        } else if (low_) {
             row.term_round_abs_sum.assign(prov.tr_abs.begin(), prov.tr_abs.end());
             row.term_round_count.assign(prov.tr_n.begin(), prov.tr_n.end());
         } else {
@@ -431,12 +439,58 @@ public:
 private:
     int64_t holder_of(const Partial& p) const { return p.holder >= 0 ? p.holder : 0; }
 
+    // Q of the n values v (already rounded to a codec's type), their ledger `prov`: the message,
+    // and the event recorded.
+    Message encode(const float* v, int64_t n, Provenance&& prov, int32_t stage, int64_t from, int64_t to, Contributors who,
+                   int64_t column_offset) {
+        // End to end (D28) the values are rotated already: the stage format without its rotation.
+        const FormatSpec& f = rot_ ? c_.format_of_stage(stage).rotation_twin() : c_.format_of_stage(stage);
+        Message m;
+        m.len = n;
+        m.quantized = true;
+        if (!c_.stage_formats.empty() || rot_) m.format = &f;
+        kernels::CodecOptions opt;
+        opt.site.tensor = "partial sum";
+        opt.site.rank = from;
+        opt.site.index_base = first_ - column_offset;  // the block's first element (FORMATS.md section 4)
+        m.sign_first = opt.site.index_base;
+        opt.seed = c_.seed;
+        opt.hop = static_cast<uint32_t>(stage);
+        if (c_.codec) {
+            m.codes.resize(static_cast<size_t>(c_.format.code_bytes(n)));
+            if (auto st = c_.codec->encode_block(v, n, c_.block, m.codes.data(), &m.scale, &m.offset, opt); !st)
+                throw ColumnFailure{st.error()};
+        } else if (dev_) {  // encoded in `from`'s device buffer; codes and metadata copied back for the ledger
+            if (auto st = dev_->encode(from, v, n, opt, m); !st) throw ColumnFailure{st.error()};
+        } else {
+            m.codes.resize(static_cast<size_t>(f.code_bytes(n)));
+            if (auto st = kernels::encode_block(f, v, n, m.codes.data(), &m.scale, &m.offset, opt); !st)
+                throw ColumnFailure{st.error()};
+        }
+        QuantEvent& e = new_event();
+        e.stage = stage;
+        e.format_stage = c_.format_stage_of(stage);
+        e.from_rank = from;
+        e.to_rank = to;
+        e.scale = m.scale;
+        e.offset = f.has_offset() ? m.offset : 0.0f;
+        e.contributors = std::move(who);
+        e.x.assign(v, v + n);
+        e.codes.resize(static_cast<size_t>(n));
+        kernels::unpack_block_codes(f, m.codes.data(), n, e.codes.data());
+        e.column_offset = column_offset;
+        prov.ids.push_back(static_cast<int32_t>(n_events_ - 1));
+        m.provenance = keep(std::move(prov));
+        return m;
+    }
+
     // start_sum on the device: the rounded values come back, and a rounding that moved a value is
     // recorded as round_term records it.
     void device_start_sum(Partial& acc) {
         const std::vector<float> before = acc.v;
         if (auto st = dev_->round_first(holder_of(acc), acc.v.data(), static_cast<int64_t>(acc.v.size()), accum_); !st)
             throw ColumnFailure{st.error()};
+        own_ledger(acc);
         for (size_t i = 0; i < acc.v.size(); ++i) record_rounding(acc, i, before[i], acc.v[i]);
     }
 
@@ -448,6 +502,7 @@ private:
         if (low_) term_in = term.v;
         if (auto st = dev_->add(holder_of(acc), acc.v.data(), term.v.data(), static_cast<int64_t>(n), accum_); !st)
             throw ColumnFailure{st.error()};
+        own_ledger(acc);
         for (size_t i = 0; i < n; ++i) {
             if (low_) record_rounding(acc, i, term_in[i], term.v[i]);
             merge_add(acc, term.p, i);
@@ -460,12 +515,14 @@ private:
     }
     // The ledger of element i after acc[i] became the sum of acc[i] and term[i]: the term's adds
     // and roundings join the accumulator's, plus this add and its |result|.
+    // acc's ledger is owned (own_ledger); the term's may be empty (zeros).
     void merge_add(Partial& acc, const Provenance& tp, size_t i) {
-        acc.p.add_abs[i] += tp.add_abs[i] + std::abs(static_cast<double>(acc.v[i]));
-        acc.p.add_n[i] += tp.add_n[i] + 1;
+        const bool adds = !tp.add_abs.empty(), rounds = !tp.tr_abs.empty();
+        acc.p.add_abs[i] += (adds ? tp.add_abs[i] : 0.0) + std::abs(static_cast<double>(acc.v[i]));
+        acc.p.add_n[i] += (adds ? tp.add_n[i] : 0) + 1;
         if (low_) {
-            acc.p.tr_abs[i] += tp.tr_abs[i];
-            acc.p.tr_n[i] += tp.tr_n[i];
+            acc.p.tr_abs[i] += rounds ? tp.tr_abs[i] : 0.0;
+            acc.p.tr_n[i] += rounds ? tp.tr_n[i] : 0;
         }
     }
 
@@ -477,14 +534,28 @@ private:
         }
     }
 
-    void clear_provenance(Provenance& p, int64_t len) {
+    // An input's ledger: no events, no roundings, and per element no adds (sums and counts of 0).
+    // Those per-element zeros are kept empty, as every input's are (no allocation per input and
+    // hop), until a sum first writes them (own_ledger); an empty one reads as zeros.
+    void clear_provenance(Provenance& p) {
         p.ids.clear();
         p.rids.clear();
-        p.add_abs.assign(static_cast<size_t>(len), 0.0);
-        p.add_n.assign(static_cast<size_t>(len), 0);
-        if (low_) {
-            p.tr_abs.assign(static_cast<size_t>(len), 0.0);
-            p.tr_n.assign(static_cast<size_t>(len), 0);
+        p.add_abs.clear();
+        p.add_n.clear();
+        p.tr_abs.clear();
+        p.tr_n.clear();
+    }
+    // The accumulator's per-element ledger made explicit (zeros where it was empty) before an add or
+    // a rounding writes it.
+    void own_ledger(Partial& acc) {
+        const size_t n = acc.v.size();
+        if (acc.p.add_abs.size() != n) {
+            acc.p.add_abs.assign(n, 0.0);
+            acc.p.add_n.assign(n, 0);
+        }
+        if (low_ && acc.p.tr_abs.size() != n) {
+            acc.p.tr_abs.assign(n, 0.0);
+            acc.p.tr_n.assign(n, 0);
         }
     }
     // A rounding that leaves the value unchanged (a partial that is already of the type) has no
@@ -579,7 +650,7 @@ Partial ring_reduce(Column& col, const std::vector<Partial>& x, int64_t c, bool 
         Message m = quantized ? col.quantize(std::move(p), static_cast<int32_t>(h - 1), from, to, ring_range(c + 1, h))
                               : col.raw(std::move(p));
         t.send(from, to, std::move(m));
-        p = col.decode(t.recv(to, from));
+        col.decode_into(p, t.recv(to, from));
         col.start_sum(p);  // D(Q(P)) is the left term of this hop's sum
         col.add_copy(p, x[static_cast<size_t>(to)]);
     }
@@ -597,7 +668,7 @@ Partial ring_reduce_typed(Column& col, const std::vector<Partial>& x, int64_t c)
     for (int64_t h = 1; h < n; ++h) {
         const int64_t from = mod(c + h, n), to = mod(c + h + 1, n);
         t.send(from, to, col.raw(std::move(p)));
-        p = col.decode(t.recv(to, from));
+        col.decode_into(p, t.recv(to, from));
         col.add_copy(p, x[static_cast<size_t>(to)]);
         col.rounded(p, ring_range(mod(c + 1, n), h + 1));
     }
@@ -610,8 +681,8 @@ Partial a2a_reduce(Column& col, const std::vector<Partial>& x, int64_t c) {
     const int64_t n = col.config().ranks;
     Transport& t = col.transport();
     for (int64_t j = 0; j < n; ++j)
-        t.send(j, c, col.quantize(Partial(x[static_cast<size_t>(j)]), 0, j, c, ring_range(j, 1)));
-    Partial acc = col.decode(t.recv(c, 0));
+        t.send(j, c, col.quantize_copy(x[static_cast<size_t>(j)], 0, j, c, ring_range(j, 1)));
+    Partial acc = col.decode_take(t.recv(c, 0));
     col.start_sum(acc);
     for (int64_t j = 1; j < n; ++j) col.add_decoded(acc, t.recv(c, j));
     return acc;
@@ -627,13 +698,13 @@ Partial a2a_hier_reduce(Column& col, const std::vector<Partial>& x, int64_t p) {
         const std::vector<int64_t> members = t.node_group(node);
         const int64_t peer = t.rank_of(node, local);
         for (int64_t src : members)
-            t.send(src, peer, col.quantize(Partial(x[static_cast<size_t>(src)]), 0, src, peer, ring_range(src, 1)));
-        Partial u = col.decode(t.recv(peer, members[0]));
+            t.send(src, peer, col.quantize_copy(x[static_cast<size_t>(src)], 0, src, peer, ring_range(src, 1)));
+        Partial u = col.decode_take(t.recv(peer, members[0]));
         col.start_sum(u);
         for (size_t j = 1; j < members.size(); ++j) col.add_decoded(u, t.recv(peer, members[j]));
         t.send(peer, p, col.quantize(std::move(u), 1, peer, p, ring_range(members[0], g)));
     }
-    Partial acc = col.decode(t.recv(p, t.rank_of(0, local)));
+    Partial acc = col.decode_take(t.recv(p, t.rank_of(0, local)));
     col.start_sum(acc);
     for (int64_t node = 1; node < t.nodes(); ++node) col.add_decoded(acc, t.recv(p, t.rank_of(node, local)));
     return acc;
