@@ -117,7 +117,9 @@ public:
         rec_.roundings.clear();
         n_rows_ = 0;
         n_events_ = 0;
-        provenance_.clear();
+        // About one kept ledger per rank and stage (a2a: N, a ring: N - 1, two-shot: N + 1): room
+        // for them at once, not a doubling and a move of every ledger so far each time it fills.
+        provenance_.reserve(static_cast<size_t>(2 * std::max<int64_t>(c.ranks, 1) + 2));
     }
 
     ~Column() {
@@ -353,11 +355,10 @@ public:
     }
 
     // An output row: what `rank` holds for this column (end to end, D28: rotated back once).
-    void emit(int64_t rank, const Partial& p) {
-        OutputRow& row = new_row();
-        row.values.assign(p.v.begin(), p.v.end());
-        finish_row(row, rank, p.p);
-    }
+    void emit(int64_t rank, const Partial& p) { fill_row(new_row(), rank, p); }
+
+    // emit(rank, p) into the reserved row `index` (reserve_rows).
+    void emit_at(size_t index, int64_t rank, const Partial& p) { fill_row(rec_.outputs[index], rank, p); }
 
     // Rows [first, first + count) of the record, made now and filled later in any order by
     // emit_decoded: a gather's rows are in rank order, its ring visits the ranks from the owner on.
@@ -385,6 +386,11 @@ public:
         OutputRow& row = rec_.outputs[index];
         row = rec_.outputs[from];
         row.rank = rank;
+    }
+
+    void fill_row(OutputRow& row, int64_t rank, const Partial& p) {
+        row.values.assign(p.v.begin(), p.v.end());
+        finish_row(row, rank, p.p);
     }
 
     void finish_row(OutputRow& row, int64_t rank, const Provenance& prov) {
@@ -762,7 +768,7 @@ void ring_broadcast_emit(Column& col, Message&& m, int64_t owner) {
     Message cur = std::move(m);
     for (int64_t h = 1; h < n; ++h) {
         const int64_t from = mod(owner + h - 1, n), to = mod(owner + h, n);
-        t.send(from, to, Column::forward(cur));
+        t.send(from, to, std::move(cur));  // what it received, passed on
         cur = t.recv(to, from);
         if (copy && same_payload(cur, sent)) col.emit_copy(rows + static_cast<size_t>(to), to, rows + static_cast<size_t>(owner));
         else col.emit_decoded(rows + static_cast<size_t>(to), to, cur);
@@ -776,7 +782,7 @@ void ring_forward(Column& col, const Message& m, int64_t owner) {
     Message cur = Column::forward(m);
     for (int64_t h = 1; h < n; ++h) {
         const int64_t from = mod(owner + h - 1, n), to = mod(owner + h, n);
-        t.send(from, to, Column::forward(cur));  // each rank passes on what it received
+        t.send(from, to, std::move(cur));  // each rank passes on what it received
         cur = t.recv(to, from);
     }
 }
@@ -877,7 +883,7 @@ void tree_down(Column& col, int64_t v, Message&& m, std::vector<Partial>& held) 
     Message cur = Column::forward(m);
     for (int64_t l = 1; l < g; ++l) {
         const int64_t from = t.rank_of(v, l - 1), to = t.rank_of(v, l);
-        t.send(from, to, Column::forward(cur));
+        t.send(from, to, std::move(cur));  // what it received, passed on
         cur = t.recv(to, from);
         held[static_cast<size_t>(to)] = col.decode(cur);
     }
@@ -912,18 +918,18 @@ void run_all_gather(Column& col, bool requant) {
         ring_broadcast_emit(col, std::move(m), owner);
         return;
     }
-    std::vector<Partial> held(static_cast<size_t>(n));
-    {
-        held[static_cast<size_t>(owner)] = col.decode(m);
-        for (int64_t h = 1; h < n; ++h) {
-            const int64_t from = mod(owner + h - 1, n), to = mod(owner + h, n);
-            t.send(from, to, std::move(m));
-            Partial v = col.decode(t.recv(to, from));
-            held[static_cast<size_t>(to)] = v;
-            if (h + 1 < n) m = col.quantize(std::move(v), static_cast<int32_t>(h), to, mod(to + 1, n), ring_range(owner, 1));
-        }
+    // Rows in rank order, each emitted as the ring reaches its rank; the hop's message is received
+    // once, so its partial is decoded into one buffer that then goes on, requantized.
+    const size_t rows = col.reserve_rows(n);
+    Partial v = col.decode(m);
+    col.emit_at(rows + static_cast<size_t>(owner), owner, v);
+    for (int64_t h = 1; h < n; ++h) {
+        const int64_t from = mod(owner + h - 1, n), to = mod(owner + h, n);
+        t.send(from, to, std::move(m));
+        col.decode_into(v, t.recv(to, from));
+        col.emit_at(rows + static_cast<size_t>(to), to, v);
+        if (h + 1 < n) m = col.quantize(std::move(v), static_cast<int32_t>(h), to, mod(to + 1, n), ring_range(owner, 1));
     }
-    for (int64_t r = 0; r < n; ++r) col.emit(r, held[static_cast<size_t>(r)]);
 }
 
 // hpz-ag: the forward ring-ag's blocks that overlap this secondary block give F over it; mode fp
@@ -989,7 +995,7 @@ void run_hpz(Column& col, bool requant) {
         Message cur = std::move(m);
         for (int64_t h = 1; h < g; ++h) {
             const int64_t from = t.rank_of(node, (l + h - 1) % g), to = t.rank_of(node, (l + h) % g);
-            t.send(from, to, Column::forward(cur));
+            t.send(from, to, std::move(cur));  // what it received, passed on
             cur = t.recv(to, from);
             col.emit_decoded(rows + static_cast<size_t>(to), to, cur);
         }
