@@ -169,14 +169,16 @@ Status validate(const PathConfig& c) {
 namespace {
 
 // k of each contributor from a set of events (or roundings) that all cover the same elements;
-// who(id) is the contributors of one.
+// who(id) is the contributors of one. A listed rank outside [0, ranks) counts nothing (a ledger a
+// caller built by hand may hold one; the checker reports its event as malformed).
 template <class Who>
 void count_contributors(const std::vector<int32_t>& ids, int64_t ranks, std::vector<int32_t>& k, Who who) {
     std::vector<int32_t> diff(static_cast<size_t>(ranks) + 1, 0);  // ring ranges, O(1) each
     for (int32_t id : ids) {
         const Contributors& c = who(id);
         if (!c.list.empty()) {
-            for (int32_t r : c.list) ++k[static_cast<size_t>(r)];
+            for (int32_t r : c.list)
+                if (r >= 0 && r < ranks) ++k[static_cast<size_t>(r)];
             continue;
         }
         add_ring_range(c.first, c.count, ranks, k.data(), diff.data());

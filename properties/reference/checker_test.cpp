@@ -504,12 +504,14 @@ TEST(PathChecker, TamperedLedgerIsAViolation) {
     EXPECT_FALSE(b.stats().bound_holds);
     EXPECT_NE(b.stats().first_violation.find("a_posteriori > a_priori"), std::string::npos) << b.stats().first_violation;
     EXPECT_EQ(b.stats().k_max, 2);
-    // An event whose codes and x differ in length, or an id past the events: a malformed ledger,
-    // whatever else the event's fields say (its contributors a ring range over the whole column).
-    for (int how = 0; how < 2; ++how) {
+    // An event whose codes and x differ in length, an id past the events, or a contributor list
+    // naming a rank the path does not have (past N, or negative: counting it would write past k):
+    // a malformed ledger, whatever else the event's fields say.
+    for (int how = 0; how < 4; ++how) {
         ColumnRecord bad = ring2_column();
         if (how == 0) bad.events[0].codes.push_back(0);
-        else bad.outputs[0].event_ids[0] = 1;
+        else if (how == 1) bad.outputs[0].event_ids[0] = 1;
+        else bad.events[0].contributors.list = {1, how == 2 ? 1000000 : -3};
         PathChecker c(ring2());
         c.add(bad);
         EXPECT_FALSE(c.stats().bound_holds) << how;

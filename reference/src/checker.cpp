@@ -899,7 +899,7 @@ void PathChecker::record_violation(int64_t first, int64_t rank, int64_t element,
 namespace {
 
 // add()'s first pass over a column's events: per event, flags (kEvOk: its codes and x have one
-// length; kEvCompact: an int<b> block, not poisoned, whose bound is sym[e] for every element, and
+// length, and its contributor list, if any, names ranks of the path only; kEvCompact: an int<b> block, not poisoned, whose bound is sym[e] for every element, and
 // whose EventBound is not written; kEvWhole: such a block over every element of the column) and
 // sym[e], or, for every other well-formed event, evb[e]. An int<b> event so takes 9 bytes, not a
 // 104-byte EventBound's cache line.
@@ -918,6 +918,14 @@ inline uint8_t ledger_flags(const QuantEvent& ev, int64_t len, EvRange& range) {
                                 (ev.column_offset == 0 && static_cast<int64_t>(ev.x.size()) == len ? kEvCovers : 0));
 }
 
+// Whether every listed contributor is a rank of the path (a ring range always is: its ranks are
+// taken mod N).
+inline bool listed_in_range(const Contributors& c, int64_t ranks) {
+    for (int32_t r : c.list)
+        if (r < 0 || r >= ranks) return false;
+    return true;
+}
+
 [[gnu::noinline]] void prepare_events(const ColumnRecord& col, const PathConfig& cfg, EventBound* evb, uint8_t* flags,
                                       double* sym, EvRange* range) {
     const QuantEvent* evs = col.events.data();
@@ -927,7 +935,7 @@ inline uint8_t ledger_flags(const QuantEvent& ev, int64_t len, EvRange& range) {
     for (size_t e = 0; e < nev; ++e) {
         const QuantEvent& ev = evs[e];
         const uint8_t lf = ledger_flags(ev, col.len, range[e]);
-        if (ev.codes.size() != ev.x.size()) {
+        if (ev.codes.size() != ev.x.size() || !listed_in_range(ev.contributors, cfg.ranks)) {
             flags[e] = lf;  // not kEvOk
             sym[e] = 0;
             continue;
@@ -1244,8 +1252,8 @@ void PathChecker::add(const ColumnRecord& col) {
         }
         if (malformed) {
             record_violation(col.first, row.rank, 0,
-                             "malformed ledger: an event id is out of range, or an event's codes and x differ in "
-                             "length");
+                             "malformed ledger: an event id is out of range, an event's codes and x differ in "
+                             "length, or an event lists a contributor that is not a rank of the path");
             prev_ids = nullptr;
             continue;
         }
