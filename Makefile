@@ -21,8 +21,10 @@ PACKAGES := g++ cmake ninja-build libgtest-dev libgmock-dev librapidcheck-dev li
             libbenchmark-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libmimalloc-dev \
             openmpi-bin libopenmpi-dev python3 python3-dev python3-venv python3-pip
 # What only `make test` needs: Chromium renders report.html in properties/reports; clang and its
-# runtime (libFuzzer, the sanitizers) build and run the fuzz targets of properties/fuzz.
-TEST_PACKAGES := chromium clang libclang-rt-14-dev python3-numpy
+# runtime (libFuzzer, the sanitizers) build and run the fuzz targets of properties/fuzz. ccache: the
+# GPU bundle's build (test gpu_pack_bundle) takes the Release build's objects from its cache
+# (scripts/compile-cache); without it every build still works, compiling everything itself.
+TEST_PACKAGES := chromium clang libclang-rt-14-dev python3-numpy ccache
 
 .PHONY: help deps deps-test print-packages build build-asan run test python-test fuzz bench clean
 
