@@ -57,6 +57,18 @@ Result<RefOut> reference_sharded(const FormatSpec& f, std::span<const float> x, 
     return r;
 }
 
+}  // namespace
+
+kernels::CodecOptions shard_options(const Site& site, uint64_t seed, int64_t s, int64_t shard) {
+    kernels::CodecOptions opt;
+    opt.seed = seed;
+    opt.site = site;
+    opt.site.index_base = site.index_base + s * shard;
+    return opt;
+}
+
+namespace {
+
 // qtransit's own CPU kernel over every shard.
 Status builtin_sharded(const FormatSpec& f, std::span<const float> x, int64_t block, int64_t shard, const Site& site,
                        uint64_t seed, kernels::EncodedTensor& enc, std::vector<float>& decoded) {
@@ -64,11 +76,8 @@ Status builtin_sharded(const FormatSpec& f, std::span<const float> x, int64_t bl
     const int64_t shards = static_cast<int64_t>(x.size()) / shard;
     decoded.assign(x.size(), 0.0f);
     for (int64_t s = 0; s < shards; ++s) {
-        kernels::CodecOptions opt;
-        opt.seed = seed;
+        kernels::CodecOptions opt = shard_options(site, seed, s, shard);
         opt.threads = 1;
-        opt.site = site;
-        opt.site.index_base = site.index_base + s * shard;
         auto codes = std::span<uint8_t>(enc.codes).subspan(static_cast<size_t>(s * one.code_bytes), static_cast<size_t>(one.code_bytes));
         auto scales = std::span<float>(enc.scales).subspan(static_cast<size_t>(s * one.blocks), static_cast<size_t>(one.blocks));
         auto offs = std::span<float>(enc.offsets).subspan(static_cast<size_t>(s * one.offsets), static_cast<size_t>(one.offsets));

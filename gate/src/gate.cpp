@@ -65,20 +65,42 @@ GateRun to_run(const RunRow& r, const std::string& dist, uint64_t seed) {
 }
 
 // GPU encode/decode of x against the CPU kernel's (already checked against the reference).
-std::string gpu_compare(const FormatSpec& f, std::span<const float> x, int64_t block, const CodecCheck& cpu) {
-    auto enc = kernels::gpu::encode(f, x, block);
-    if (!enc) return "differ: GPU encode failed: " + enc.error().message;
+// Where a kernel check's input lies: rank 0's tensor of that name (its seed is the gate's).
+Site kernel_site(const std::string& tensor) {
+    Site site;
+    site.tensor = tensor;
+    site.rank = 0;
+    return site;
+}
+
+// The GPU kernel on the CPU check's shards, with the same keys (shard_options: stochastic rounding
+// and random signs draw from the seed, the site and each element's index), against that check's
+// codes, scales, offsets and decoded values, bit for bit.
+std::string gpu_compare(const FormatSpec& f, std::span<const float> x, int64_t block, const Site& site, uint64_t seed,
+                        const CodecCheck& cpu) {
+    const int64_t n = static_cast<int64_t>(x.size()), shard = cpu.shard > 0 ? cpu.shard : n;
+    std::vector<uint8_t> codes;
+    std::vector<float> scales, offsets, decoded;
+    for (int64_t s = 0; s * shard < n; ++s) {
+        auto enc = kernels::gpu::encode(f, x.subspan(static_cast<size_t>(s * shard), static_cast<size_t>(shard)), block,
+                                        shard_options(site, seed, s, shard));
+        if (!enc) return "differ: GPU encode failed: " + enc.error().message;
+        auto dec = kernels::gpu::decode(*enc);
+        if (!dec) return "differ: GPU decode failed: " + dec.error().message;
+        codes.insert(codes.end(), enc->codes.begin(), enc->codes.end());
+        scales.insert(scales.end(), enc->scales.begin(), enc->scales.end());
+        offsets.insert(offsets.end(), enc->offsets.begin(), enc->offsets.end());
+        decoded.insert(decoded.end(), dec->begin(), dec->end());
+    }
     auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
         return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](float p, float q) {
                    return std::bit_cast<uint32_t>(p) == std::bit_cast<uint32_t>(q);
                });
     };
-    if (enc->codes != cpu.encoded.codes) return "differ: packed codes";
-    if (!same_bits(enc->scales, cpu.encoded.scales)) return "differ: scales";
-    if (!same_bits(enc->offsets, cpu.encoded.offsets)) return "differ: offsets";
-    auto dec = kernels::gpu::decode(*enc);
-    if (!dec) return "differ: GPU decode failed: " + dec.error().message;
-    if (!same_bits(*dec, cpu.decoded)) return "differ: decoded values";
+    if (codes != cpu.encoded.codes) return "differ: packed codes";
+    if (!same_bits(scales, cpu.encoded.scales)) return "differ: scales";
+    if (!same_bits(offsets, cpu.encoded.offsets)) return "differ: offsets";
+    if (!same_bits(decoded, cpu.decoded)) return "differ: decoded values";
     return "match";
 }
 
@@ -93,10 +115,7 @@ reports::FormatCheck kernel_check(const GateConfig& cfg, const FormatSpec& f, co
     fc.dist = label;
     fc.elements = static_cast<int64_t>(x.size());
     fc.block = cfg.block;
-    Site site;
-    site.tensor = tensor;
-    site.rank = 0;
-    auto c = codec_check(codec, f, x, cfg.block, shard, site, cfg.seed, cfg.conformance);
+    auto c = codec_check(codec, f, x, cfg.block, shard, kernel_site(tensor), cfg.seed, cfg.conformance);
     if (!c) {
         fc.refused = c.error().message;
         return fc;
@@ -266,11 +285,12 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
             // The kernels on rank 0's input.
             kernels::generate_span(d, cfg.seed, 0, 0, x);
             std::optional<CodecCheck> cc;
-            auto fc = kernel_check(cfg, f, codec, dist, dist + " input", x, cfg.elements, &cc);
+            const std::string tensor = dist + " input";
+            auto fc = kernel_check(cfg, f, codec, dist, tensor, x, cfg.elements, &cc);
             if (cc)
                 fc.gpu = codec ? "not run: the codec is the kernel under test"
                          : !cfg.gpu ? "not run: gate.gpu = false"
-                         : res.gpu_available ? gpu_compare(f, x, cfg.block, *cc)
+                         : res.gpu_available ? gpu_compare(f, x, cfg.block, kernel_site(tensor), cfg.seed, *cc)
                                              : "not run: no GPU answered";
             res.format_checks.push_back(fc);
 

@@ -65,6 +65,11 @@ struct RunQuantization {
 Result<CodecCheck> run_check(const FormatSpec& format, std::span<const float> x, int64_t block, int64_t shard,
                              const RunQuantization& run, kernels::Conformance conformance);
 
+// What a kernel check encodes shard s (of `shard` elements) with: the check's seed, and its site
+// with the index of the shard's first element (stochastic rounding's and random signs' key).
+// codec_check's own kernel run and the gate's GPU comparison take the same.
+kernels::CodecOptions shard_options(const Site& site, uint64_t seed, int64_t s, int64_t shard);
+
 // `codec` null: qtransit's own CPU kernels. x is cast to the codec's input type first (the
 // reference quantizes the cast values); decoded values are compared with the reference's rounded to
 // the codec's output type. An Error only when kernel and reference both refuse the input (then it
