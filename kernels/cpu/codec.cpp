@@ -864,6 +864,8 @@ QT_AVX512_WIDE bool encode_fused(const EncodeJob& job, const fast::EncodePlan& f
     __m512i mk[8];
     alignas(64) float y[kRot ? 8 * block : 1];
     alignas(64) uint32_t rw[R == Rounding::kStochastic ? 8 * block : 1];
+    fast::RoundKeys512 rk;  // stochastic rounding's keys, made once for every batch of words
+    if constexpr (R == Rounding::kStochastic) rk = fast::round_keys512(job.key);
     alignas(64) int32_t q[fast::kStep];
     alignas(64) uint8_t c[fast::kStep];
     uint32_t amax[8];
@@ -910,11 +912,8 @@ QT_AVX512_WIDE bool encode_fused(const EncodeJob& job, const fast::EncodePlan& f
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(amax), _mm512_castsi512_si256(c1));
         if (!fast::chunk_scales(d, amax, count, scale)) return false;
         std::memcpy(job.scales + j0, scale, static_cast<size_t>(count) * sizeof(float));
-        if constexpr (R == Rounding::kStochastic) {  // the words of the eight blocks' elements
-            RoundKey key = job.key;
-            key.index_base += first0;
-            fast::round_words(key, count * block, rw);
-        }
+        if constexpr (R == Rounding::kStochastic)  // the words of the eight blocks' elements
+            fast::round_words_keyed(rk, job.key.index_base + first0, count * block, rw);
         for (int k = 0; k < count; ++k) {
             // as encode_decl_fast: s == 0 (an all-zero block) makes v the value itself
             const float s = scale[k];

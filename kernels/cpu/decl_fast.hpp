@@ -735,9 +735,9 @@ QT_AVX512 inline void round_counters_avx512(const RoundKeys512& rk, uint64_t c0,
         _mm512_storeu_si512(w + 32 * v + 16, _mm512_permutex2var_epi64(ab, hi, cd));
     }
 }
-// Up to 32 counters (128 words) per batch, in four registers for the multiplier's latency; a short
-// call (the 32 words of one step) takes only the registers it needs.
-QT_AVX512 inline void round_words_avx512(const RoundKey& k, int64_t n, uint32_t* out) {
+// The round keys and the counters' constant words of k, broadcast: what every batch of k's words
+// shares (a caller drawing words for many batches of elements makes them once).
+QT_AVX512 inline RoundKeys512 round_keys512(const RoundKey& k) {
     RoundKeys512 rk;
     uint32_t key0 = static_cast<uint32_t>(k.seed), key1 = static_cast<uint32_t>(k.seed >> 32);
     for (int r = 0; r < 10; ++r) {
@@ -750,7 +750,13 @@ QT_AVX512 inline void round_words_avx512(const RoundKey& k, int64_t n, uint32_t*
     }
     rk.p1_first = _mm512_mul_epu32(_mm512_set1_epi64(k.rank_word), _mm512_set1_epi64(qtransit::detail::kPhiloxM1));
     rk.c3 = _mm512_set1_epi64(kTagRound | (k.hop << 8));
-    const uint64_t g0 = static_cast<uint64_t>(k.index_base);
+    return rk;
+}
+// The words of elements index_base + [0, n) under the keys rk: round_words' words for a key with
+// that index_base. Up to 32 counters (128 words) per batch, in four registers for the
+// multiplier's latency; a short call (the 32 words of one step) takes only the registers it needs.
+QT_AVX512 inline void round_words_keyed(const RoundKeys512& rk, int64_t index_base, int64_t n, uint32_t* out) {
+    const uint64_t g0 = static_cast<uint64_t>(index_base);
     uint64_t c = g0 >> 2;
     int64_t skip = static_cast<int64_t>(g0 & 3u);  // the first counter's words before element 0
     alignas(64) uint32_t w[128];
@@ -770,6 +776,9 @@ QT_AVX512 inline void round_words_avx512(const RoundKey& k, int64_t n, uint32_t*
         c += 8u * static_cast<uint64_t>(regs);
         skip = 0;
     }
+}
+QT_AVX512 inline void round_words_avx512(const RoundKey& k, int64_t n, uint32_t* out) {
+    round_words_keyed(round_keys512(k), k.index_base, n, out);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
