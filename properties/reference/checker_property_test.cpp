@@ -2,6 +2,8 @@
 //  * SuperAcc against reference::Exact (Boost) on random binary32 sequences with specials
 //    (subnormals, FLT_MAX, exact cancellations): the sum, its sign, its correctly rounded double,
 //    exact comparisons with arbitrary doubles, merge/sub/negate;
+//  * DoubleAcc against Exact on doubles of every binade: correctly rounded, and the same bits in
+//    any order and any split into merged accumulators;
 //  * the checker's per-event bound (double) against reference::element_bound (exact), and e(a)
 //    against every element's exact bound;
 //  * bound_holds on columns built by a minimal correct a2a-rs / ring-rs simulation
@@ -15,6 +17,8 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <random>
 #include <vector>
 
 #include "generators.hpp"
@@ -110,6 +114,84 @@ RC_GTEST_PROP(SuperAccProps, GridDoublesAddExactly, ()) {
     a.add(f);
     RC_ASSERT(a.add(d));
     RC_ASSERT(a.to_exact() == Exact(f) + Exact(d));
+}
+
+// ---- DoubleAcc ---------------------------------------------------------------------------------
+
+// A finite double of any binade (subnormals included) below 2^1000, so that sums of a few hundred
+// stay finite; a third of them squares of floats, the checker's own terms.
+rc::Gen<double> acc_term() {
+    return rc::gen::map(rc::gen::pair(rc::gen::arbitrary<uint64_t>(), rc::gen::inRange(0, 3)), [](std::pair<uint64_t, int> p) {
+        if (p.second == 0) {
+            const double f = static_cast<double>(from_bits(static_cast<uint32_t>(p.first) & 0x7f7fffffu));
+            return (p.first >> 63) ? -f * f : f * f;
+        }
+        uint64_t b = p.first;
+        const uint64_t ef = (b >> 52) & 0x7FF;
+        if (ef >= 2023) b = (b & ~(uint64_t{0x7FF} << 52)) | ((ef % 2023) << 52);  // below 2^1000
+        return std::bit_cast<double>(b);
+    });
+}
+
+RC_GTEST_PROP(DoubleAccProps, ExactInAnyOrderAndAnySplit, ()) {
+    auto xs = *rc::gen::container<std::vector<double>>(acc_term());
+    // Exact cancellations: some terms again, negated, half of the time.
+    if (*rc::gen::arbitrary<bool>() && !xs.empty()) {
+        const size_t k = *rc::gen::inRange<size_t>(0, xs.size());
+        for (size_t i = 0; i < k; ++i) xs.push_back(-xs[i]);
+    }
+    DoubleAcc a;
+    Exact e;
+    for (double v : xs) {
+        a.add(v);
+        e += Exact(v);
+    }
+    RC_ASSERT(a.to_double() == e.to_double());  // both correctly rounded
+    // The same terms shuffled and split between two accumulators, merged: the same bits.
+    auto ys = xs;
+    std::mt19937_64 rng(*rc::gen::arbitrary<uint64_t>());
+    std::shuffle(ys.begin(), ys.end(), rng);
+    const size_t k = *rc::gen::inRange<size_t>(0, ys.size() + 1);
+    DoubleAcc p, q;
+    for (size_t i = 0; i < ys.size(); ++i) (i < k ? p : q).add(ys[i]);
+    if (*rc::gen::arbitrary<bool>()) {
+        p.add(q);
+        RC_ASSERT(std::bit_cast<uint64_t>(p.to_double()) == std::bit_cast<uint64_t>(a.to_double()));
+    } else {
+        q.add(p);
+        RC_ASSERT(std::bit_cast<uint64_t>(q.to_double()) == std::bit_cast<uint64_t>(a.to_double()));
+    }
+}
+
+TEST(DoubleAcc, RoundsAndKeepsTheSpecials) {
+    const auto sum = [](std::initializer_list<double> xs) {
+        DoubleAcc a;
+        for (double v : xs) a.add(v);
+        return a.to_double();
+    };
+    const double inf = std::numeric_limits<double>::infinity(), tiny = std::numeric_limits<double>::denorm_min();
+    EXPECT_EQ(sum({}), 0.0);
+    EXPECT_EQ(sum({1e300, 1.0, -1e300}), 1.0);  // a naive sum gives 0
+    EXPECT_EQ(sum({1.0, 0x1p-53}), 1.0);                       // a tie: to even
+    EXPECT_EQ(sum({1.0, 0x1p-53, tiny}), 1.0 + 0x1p-52);       // just above the tie (sticky)
+    EXPECT_EQ(sum({1.0 + 0x1p-52, 0x1p-53}), 1.0 + 0x1p-51);   // a tie: to even, up
+    EXPECT_EQ(sum({tiny, tiny, tiny}), 3 * tiny);              // subnormal, exact
+    EXPECT_EQ(sum({0x1p-1022, -tiny}), 0x1p-1022 - tiny);     // the largest subnormal
+    EXPECT_EQ(sum({-0x1p-1060, 0x1p-1074}), -0x1p-1060 + 0x1p-1074);
+    EXPECT_EQ(sum({DBL_MAX, DBL_MAX, -DBL_MAX}), DBL_MAX);    // no overflow in between
+    EXPECT_EQ(sum({DBL_MAX, DBL_MAX}), inf);                   // past DBL_MAX: round to nearest is inf
+    EXPECT_EQ(sum({-DBL_MAX, -DBL_MAX}), -inf);
+    EXPECT_EQ(sum({DBL_MAX, 0x1p969}), DBL_MAX);               // below half an ulp of DBL_MAX
+    EXPECT_EQ(sum({DBL_MAX, 0x1p970}), inf);                   // the tie with 2^1024 goes to even: inf
+    EXPECT_EQ(sum({1.0, inf, -5.0}), inf);
+    EXPECT_EQ(sum({1.0, -inf}), -inf);
+    EXPECT_TRUE(std::isnan(sum({inf, -inf})));
+    EXPECT_TRUE(std::isnan(sum({1.0, std::numeric_limits<double>::quiet_NaN()})));
+    DoubleAcc a, b;
+    a.add(inf);
+    b.add(std::numeric_limits<double>::quiet_NaN());
+    a.add(b);
+    EXPECT_TRUE(std::isnan(a.to_double()));
 }
 
 // ---- the checker's bounds against the exact reference --------------------------------------------

@@ -284,6 +284,64 @@ TEST(PathChecker, SameResultsWhateverTheColumnBefore) {
     }
 }
 
+// The gate shares a path's columns among its threads (column i to thread i mod T) and merges their
+// checkers: the sums of squares, and so rms_error and rel_rms_error, must have the same bits for
+// any T (D34). Columns of magnitudes 2^-40 to 2^40, whose plain double sums depend on the order.
+TEST(PathChecker, SumsHaveTheSameBitsHoweverTheColumnsAreShared) {
+    PathConfig c;
+    c.path = PathKind::kRingRs;
+    c.format = FormatSpec{FormatKind::kSym, 4};
+    c.block = 8;
+    c.ranks = 16;
+    c.ranks_per_node = 8;
+    c.elements = 16 * 8;
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<ColumnRecord> cols;
+    std::vector<double> col_sse;  // each column's own sum, from a checker of its own
+    for (int i = 0; i < 24; ++i) {
+        const int shift = (i * 37) % 81 - 40;
+        std::vector<std::vector<float>> x(16, std::vector<float>(8));
+        for (auto& row : x)
+            for (auto& v : row) v = std::ldexp(nd(rng), shift);
+        auto col = testing::simulate_column(c, 0, x);
+        ASSERT_TRUE(col.has_value());
+        cols.push_back(*col);
+        PathChecker one(c);
+        one.add(*col);
+        col_sse.push_back(one.stats().sum_sq_error);
+    }
+    PathChecker seq(c);
+    for (const auto& col : cols) seq.add(col);
+    const PathStats want = seq.stats();
+    ASSERT_TRUE(want.bound_holds) << want.first_violation;
+    ASSERT_GT(want.sum_sq_error, 0.0);
+    bool naive_differs = false;
+    for (int threads : {2, 3, 5, 7}) {
+        std::vector<PathChecker> part(static_cast<size_t>(threads), PathChecker(c));
+        std::vector<double> naive(static_cast<size_t>(threads), 0.0);
+        for (size_t i = 0; i < cols.size(); ++i) {
+            part[i % static_cast<size_t>(threads)].add(cols[i]);
+            naive[i % static_cast<size_t>(threads)] += col_sse[i];
+        }
+        PathChecker all(c);  // as the gate merges: a fresh checker, then every thread's in turn
+        for (auto it = part.rbegin(); it != part.rend(); ++it) all.merge(*it);
+        const PathStats got = all.stats();
+        EXPECT_EQ(std::bit_cast<uint64_t>(got.sum_sq_error), std::bit_cast<uint64_t>(want.sum_sq_error)) << threads;
+        EXPECT_EQ(std::bit_cast<uint64_t>(got.sum_sq_target), std::bit_cast<uint64_t>(want.sum_sq_target)) << threads;
+        EXPECT_EQ(got.rel_rms_error(), want.rel_rms_error()) << threads;
+        EXPECT_EQ(got.outputs_checked, want.outputs_checked);
+        EXPECT_EQ(got.max_abs_error, want.max_abs_error);
+        EXPECT_EQ(got.max_a_posteriori, want.max_a_posteriori);
+        double sum = 0, seq_sum = 0;
+        for (double v : naive) sum += v;
+        for (double v : col_sse) seq_sum += v;
+        naive_differs = naive_differs || sum != seq_sum;
+    }
+    // The columns are such that plain double sums do depend on the sharing: the test tests something.
+    EXPECT_TRUE(naive_differs);
+}
+
 // ---- SuperAcc -----------------------------------------------------------------------------------
 
 TEST(SuperAcc, SmallSums) {

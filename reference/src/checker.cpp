@@ -993,6 +993,14 @@ inline bool listed_in_range(const Contributors& c, int64_t ranks) {
 }  // namespace
 
 void PathChecker::add(const ColumnRecord& col) {
+    st_.sum_sq_error = 0;
+    st_.sum_sq_target = 0;
+    add_column(col);
+    sum_sq_error_.add(st_.sum_sq_error);
+    sum_sq_target_.add(st_.sum_sq_target);
+}
+
+void PathChecker::add_column(const ColumnRecord& col) {
     const int64_t len = col.len;
     const int64_t n = cfg_.ranks;
     const bool gather = is_gather(cfg_.path);
@@ -1496,8 +1504,8 @@ void PathChecker::merge(const PathChecker& o) {
     const PathStats& b = o.st_;
     st_.outputs_checked += b.outputs_checked;
     st_.max_abs_error = std::max(st_.max_abs_error, b.max_abs_error);
-    st_.sum_sq_error += b.sum_sq_error;
-    st_.sum_sq_target += b.sum_sq_target;
+    sum_sq_error_.add(o.sum_sq_error_);
+    sum_sq_target_.add(o.sum_sq_target_);
     st_.max_a_posteriori = std::max(st_.max_a_posteriori, b.max_a_posteriori);
     st_.max_a_priori = std::max(st_.max_a_priori, b.max_a_priori);
     st_.max_error_to_a_posteriori = std::max(st_.max_error_to_a_posteriori, b.max_error_to_a_posteriori);
@@ -1522,7 +1530,12 @@ void PathChecker::merge(const PathChecker& o) {
     }
 }
 
-PathStats PathChecker::stats() const { return st_; }
+PathStats PathChecker::stats() const {
+    PathStats s = st_;
+    s.sum_sq_error = sum_sq_error_.to_double();
+    s.sum_sq_target = sum_sq_target_.to_double();
+    return s;
+}
 
 double fit_exponent(std::span<const double> n, std::span<const double> rel_rms) {
     const size_t m = std::min(n.size(), rel_rms.size());

@@ -1,6 +1,7 @@
 // Neal's small superaccumulator (see superacc.hpp): the parts off the hot path.
 #include "qtransit/reference/superacc.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -176,6 +177,95 @@ Exact SuperAcc::to_exact() const {
     for (int i = 0; i < kChunks; ++i)
         if (c_[i] != 0) r += Exact::from_int(c_[i]) * Exact::pow2(32 * i + kLsbExp);
     return r;
+}
+
+void DoubleAcc::normalize() const {
+    for (int i = 0; i + 1 < kChunks; ++i) {
+        const int64_t carry = c_[i] >> 32;
+        c_[i] &= kLow32;
+        c_[i + 1] += carry;
+    }
+    pending_ = 0;
+}
+
+void DoubleAcc::add(double v) {
+    const uint64_t b = std::bit_cast<uint64_t>(v);
+    const int ef = static_cast<int>((b >> 52) & 0x7FF);
+    uint64_t m = b & ((uint64_t{1} << 52) - 1);
+    if (ef == 0x7FF) {
+        if (m != 0) nan_ = true;
+        else if (b >> 63) neg_inf_ = true;
+        else pos_inf_ = true;
+        return;
+    }
+    if (ef != 0) m |= uint64_t{1} << 52;
+    if (m == 0) return;
+    // the LSB of a subnormal is at 2^-1074 (position 0), of a normal at 2^(ef - 1075), position ef - 1
+    const int p = ef != 0 ? ef - 1 : 0;
+    const int idx = p >> 5;  // <= 63: the top piece lands in chunk 65 at most
+    const u128 full = static_cast<u128>(m) << (p & 31);  // < 2^84
+    const int64_t pieces[3] = {static_cast<int64_t>(full & kLow32), static_cast<int64_t>((full >> 32) & kLow32),
+                               static_cast<int64_t>(full >> 64)};
+    const bool neg = (b >> 63) != 0;
+    for (int k = 0; k < 3; ++k) c_[idx + k] += neg ? -pieces[k] : pieces[k];
+    if (++pending_ >= kMaxPending) normalize();
+}
+
+void DoubleAcc::add(const DoubleAcc& o) {
+    normalize();
+    o.normalize();
+    for (int i = 0; i < kChunks; ++i) c_[i] += o.c_[i];
+    pending_ = 2;  // every chunk below the top is now < 2 * 2^32
+    pos_inf_ = pos_inf_ || o.pos_inf_;
+    neg_inf_ = neg_inf_ || o.neg_inf_;
+    nan_ = nan_ || o.nan_;
+}
+
+double DoubleAcc::to_double() const {
+    if (nan_ || (pos_inf_ && neg_inf_)) return std::numeric_limits<double>::quiet_NaN();
+    if (pos_inf_) return std::numeric_limits<double>::infinity();
+    if (neg_inf_) return -std::numeric_limits<double>::infinity();
+    normalize();
+    // The sign: the top chunk's, or + when only the lower (now non-negative) chunks are non-zero.
+    int t = kChunks - 1;
+    while (t >= 0 && c_[t] == 0) --t;
+    if (t < 0) return 0.0;
+    const bool neg = c_[kChunks - 1] < 0;
+    std::array<int64_t, kChunks> c = c_;
+    if (neg) {
+        for (auto& x : c) x = -x;
+        for (int i = 0; i + 1 < kChunks; ++i) {
+            const int64_t carry = c[i] >> 32;
+            c[i] &= kLow32;
+            c[i + 1] += carry;
+        }
+        t = kChunks - 1;
+        while (c[t] == 0) --t;
+    }
+    // Every chunk is in [0, 2^32) now: fewer than 2^30 terms below 2^1024 stay below chunk 67.
+    // m = the top (up to) three chunks, with weight 2^base; sticky = anything below them.
+    u128 m = 0;
+    for (int k = t; k >= t - 2 && k >= 0; --k) m = (m << 32) | static_cast<u128>(c[k]);
+    const int low = t - 2 >= 0 ? t - 2 : 0;
+    const int base = 32 * low + kLsbExp;
+    bool sticky = false;
+    for (int k = 0; k < low; ++k) sticky = sticky || c[k] != 0;
+    const uint64_t hi64 = static_cast<uint64_t>(m >> 64);
+    const int nbits = hi64 != 0 ? 128 - std::countl_zero(hi64) : 64 - std::countl_zero(static_cast<uint64_t>(m));
+    // The result's LSB: 53 bits below the top, or 2^-1074 for a subnormal result.
+    const int lsb = std::max(base + nbits - 53, kLsbExp);
+    const int shift = lsb - base;
+    double r = 0;
+    if (shift <= 0) {
+        r = std::ldexp(static_cast<double>(static_cast<uint64_t>(m)), base);  // <= 53 bits (t < 2), no sticky: exact
+    } else {
+        uint64_t kept = static_cast<uint64_t>(m >> shift);
+        const u128 rest = m & ((static_cast<u128>(1) << shift) - 1);
+        const u128 half = static_cast<u128>(1) << (shift - 1);
+        if (rest > half || (rest == half && (sticky || (kept & 1u)))) ++kept;  // <= 2^53: exact as a double
+        r = std::ldexp(static_cast<double>(kept), lsb);  // exact, or inf past DBL_MAX (round to nearest)
+    }
+    return neg ? -r : r;
 }
 
 }  // namespace qtransit::reference

@@ -98,10 +98,15 @@ public:
     PathStats stats() const;
 
 private:
+    void add_column(const ColumnRecord& column);  // add()'s work, with st_'s two sums the column's own
     void record_violation(int64_t first, int64_t rank, int64_t element, const std::string& what);
 
     PathConfig cfg_;
     PathStats st_;
+    // The sums of squared errors and targets over every column: each column's own sums (in its
+    // order, the same in any run) added exactly, so that stats() gives the same bits however the
+    // columns were shared among threads and merged (D34).
+    DoubleAcc sum_sq_error_, sum_sq_target_;
     bool have_k_ = false;
     // Position of the first violation (column start + element, then row rank): merge() keeps the
     // lowest, so that a sharded check reports the same first violation as a sequential one.

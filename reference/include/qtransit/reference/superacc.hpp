@@ -88,4 +88,28 @@ private:
     bool nonfinite_ = false;
 };
 
+// An exact accumulator of doubles, for sums whose bits must not depend on the order of their terms:
+// the checker's sums of squared errors and targets, which it adds per column and merges across
+// threads (D34). The same construction as SuperAcc over binary64's whole range: 32-bit chunks in
+// signed 64-bit words from 2^-1074 (the smallest subnormal) up, carries deferred, 68 chunks
+// (2^-1074 .. 2^1102) so that 2^30 terms of any finite magnitude fit. Off the hot path: a few adds
+// per column, one rounding when a caller reads the sum.
+class DoubleAcc {
+public:
+    // Exact for a finite v; an infinity or NaN is remembered and decides to_double() as an IEEE sum
+    // of the terms would (inf, -inf, or NaN for a NaN or both infinities).
+    void add(double v);
+    void add(const DoubleAcc& o);
+    double to_double() const;  // the exact sum, correctly rounded (ties to even); +-inf past DBL_MAX
+
+private:
+    static constexpr int kChunks = 68;
+    static constexpr int kLsbExp = -1074;
+    static constexpr int32_t kMaxPending = 1 << 30;
+    void normalize() const;  // as SuperAcc's
+    mutable std::array<int64_t, kChunks> c_{};
+    mutable int32_t pending_ = 0;
+    bool pos_inf_ = false, neg_inf_ = false, nan_ = false;
+};
+
 }  // namespace qtransit::reference
