@@ -242,14 +242,20 @@ TEST(CheckerDecl, BlockBoundsHaveTheScalarBits) {
     EXPECT_GT(differ_from_zero, elements / 2);
 }
 
-TEST(PathChecker, SameResultsWhateverTheColumnBefore) {
+// One column of `ranks` blocks of `block` int4 values on `path`, eight ranks a node.
+PathConfig one_column(PathKind path, int64_t ranks, int64_t block) {
     PathConfig c;
-    c.path = PathKind::kA2aRs;
+    c.path = path;
     c.format = FormatSpec{FormatKind::kSym, 4};
-    c.block = 32;
-    c.ranks = 64;
+    c.block = block;
+    c.ranks = ranks;
     c.ranks_per_node = 8;
-    c.elements = 64 * 32;
+    c.elements = ranks * block;
+    return c;
+}
+
+TEST(PathChecker, SameResultsWhateverTheColumnBefore) {
+    const PathConfig c = one_column(PathKind::kA2aRs, 64, 32);
     std::mt19937 rng(5);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     auto column = [&](int shift) {
@@ -288,13 +294,7 @@ TEST(PathChecker, SameResultsWhateverTheColumnBefore) {
 // checkers: the sums of squares, and so rms_error and rel_rms_error, must have the same bits for
 // any T (D34). Columns of magnitudes 2^-40 to 2^40, whose plain double sums depend on the order.
 TEST(PathChecker, SumsHaveTheSameBitsHoweverTheColumnsAreShared) {
-    PathConfig c;
-    c.path = PathKind::kRingRs;
-    c.format = FormatSpec{FormatKind::kSym, 4};
-    c.block = 8;
-    c.ranks = 16;
-    c.ranks_per_node = 8;
-    c.elements = 16 * 8;
+    const PathConfig c = one_column(PathKind::kRingRs, 16, 8);
     std::mt19937 rng(11);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     std::vector<ColumnRecord> cols;

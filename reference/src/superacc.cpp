@@ -137,6 +137,36 @@ int SuperAcc::compare_abs(double d) const {
     return t.compare(d);
 }
 
+namespace {
+// The magnitude of non-negative 32-bit chunks c[0..t] (c[t] != 0, chunk i of weight 2^(32 i + lsb_exp)),
+// rounded to the nearest double, ties to even: the top three chunks hold the 53 bits and the
+// rounding bit, anything below is sticky. Below 2^-1022 the result has binary64's subnormal
+// spacing; at or past 2^1024 after rounding it is inf.
+double round_chunks(const int64_t* c, int t, int lsb_exp) {
+    u128 m = 0;
+    for (int k = t; k >= t - 2 && k >= 0; --k) m = (m << 32) | static_cast<u128>(c[k]);
+    const int low = t - 2 >= 0 ? t - 2 : 0;
+    const int base = 32 * low + lsb_exp;
+    bool sticky = false;
+    for (int k = 0; k < low; ++k) sticky = sticky || c[k] != 0;
+    const uint64_t hi64 = static_cast<uint64_t>(m >> 64);
+    const int nbits = hi64 != 0 ? 128 - std::countl_zero(hi64) : 64 - std::countl_zero(static_cast<uint64_t>(m));
+    const int lsb = std::max(base + nbits - 53, -1074);  // the result's last bit
+    const int shift = lsb - base;
+    if (shift <= 0) {  // <= 53 bits and nothing below them (t < 2): exact
+        const double k = static_cast<double>(static_cast<uint64_t>(m));
+        return base >= -1022 ? k * pow2_double(base) : std::ldexp(k, base);
+    }
+    uint64_t kept = static_cast<uint64_t>(m >> shift);
+    const u128 rest = m & ((static_cast<u128>(1) << shift) - 1);
+    const u128 half = static_cast<u128>(1) << (shift - 1);
+    if (rest > half || (rest == half && (sticky || (kept & 1u)))) ++kept;  // <= 2^53: exact as a double
+    // an exact power-of-two scaling, inf past DBL_MAX (the rounded value is 2^1024 or more)
+    return lsb >= -1022 && lsb <= 1023 ? static_cast<double>(kept) * pow2_double(lsb)
+                                       : std::ldexp(static_cast<double>(kept), lsb);
+}
+}  // namespace
+
 double SuperAcc::to_double() const {
     if (nonfinite_) return std::numeric_limits<double>::quiet_NaN();
     const int s = sign();  // normalizes
@@ -149,26 +179,7 @@ double SuperAcc::to_double() const {
     const auto& c = mag.c_;  // every chunk non-negative now, the lower ones below 2^32
     int t = kChunks - 1;
     while (c[t] == 0) --t;
-    // m = the top (up to) three chunks, as an integer with weight 2^base; sticky = anything below.
-    u128 m = 0;
-    for (int k = t; k >= t - 2 && k >= 0; --k) m = (m << 32) | static_cast<u128>(c[k]);
-    const int low = t - 2 >= 0 ? t - 2 : 0;
-    const int base = 32 * low + kLsbExp;
-    bool sticky = false;
-    for (int k = 0; k < low; ++k) sticky = sticky || c[k] != 0;
-    const uint64_t hi64 = static_cast<uint64_t>(m >> 64);
-    const int nbits = hi64 != 0 ? 128 - std::countl_zero(hi64) : 64 - std::countl_zero(static_cast<uint64_t>(m));
-    const int shift = nbits - 53;
-    double r = 0;
-    if (shift <= 0) {
-        r = static_cast<double>(static_cast<uint64_t>(m)) * pow2_double(base);  // exact: <= 53 bits, no sticky; base >= -149
-    } else {
-        uint64_t kept = static_cast<uint64_t>(m >> shift);
-        const u128 rest = m & ((static_cast<u128>(1) << shift) - 1);
-        const u128 half = static_cast<u128>(1) << (shift - 1);
-        if (rest > half || (rest == half && (sticky || (kept & 1u)))) ++kept;  // <= 2^53: exact
-        r = static_cast<double>(kept) * pow2_double(base + shift);  // exact: a power-of-two scaling within the normal range
-    }
+    const double r = round_chunks(c.data(), t, kLsbExp);  // base >= -149: a normal double
     return s < 0 ? -r : r;
 }
 
@@ -243,28 +254,7 @@ double DoubleAcc::to_double() const {
         while (c[t] == 0) --t;
     }
     // Every chunk is in [0, 2^32) now: fewer than 2^30 terms below 2^1024 stay below chunk 67.
-    // m = the top (up to) three chunks, with weight 2^base; sticky = anything below them.
-    u128 m = 0;
-    for (int k = t; k >= t - 2 && k >= 0; --k) m = (m << 32) | static_cast<u128>(c[k]);
-    const int low = t - 2 >= 0 ? t - 2 : 0;
-    const int base = 32 * low + kLsbExp;
-    bool sticky = false;
-    for (int k = 0; k < low; ++k) sticky = sticky || c[k] != 0;
-    const uint64_t hi64 = static_cast<uint64_t>(m >> 64);
-    const int nbits = hi64 != 0 ? 128 - std::countl_zero(hi64) : 64 - std::countl_zero(static_cast<uint64_t>(m));
-    // The result's LSB: 53 bits below the top, or 2^-1074 for a subnormal result.
-    const int lsb = std::max(base + nbits - 53, kLsbExp);
-    const int shift = lsb - base;
-    double r = 0;
-    if (shift <= 0) {
-        r = std::ldexp(static_cast<double>(static_cast<uint64_t>(m)), base);  // <= 53 bits (t < 2), no sticky: exact
-    } else {
-        uint64_t kept = static_cast<uint64_t>(m >> shift);
-        const u128 rest = m & ((static_cast<u128>(1) << shift) - 1);
-        const u128 half = static_cast<u128>(1) << (shift - 1);
-        if (rest > half || (rest == half && (sticky || (kept & 1u)))) ++kept;  // <= 2^53: exact as a double
-        r = std::ldexp(static_cast<double>(kept), lsb);  // exact, or inf past DBL_MAX (round to nearest)
-    }
+    const double r = round_chunks(c.data(), t, kLsbExp);
     return neg ? -r : r;
 }
 
