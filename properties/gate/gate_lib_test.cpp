@@ -213,6 +213,33 @@ TEST(Gate, RunsInProcessWithProgressAndNamedVerdicts) {
     EXPECT_TRUE(seen.back().holds);
 }
 
+// D34: a gate's report has the same bits whatever the number of threads that shared its columns
+// (before, the RMS sums, the fits and the verdict values computed from them moved in their last
+// bits). report.json compared whole, but for the times and the config's own thread count.
+TEST(Gate, ReportHasTheSameBitsOnAnyThreadCount) {
+    const std::string base = "[gate]\nformats = [\"int4\", \"int8\", \"fp8-e4m3\", \"int4-sr\"]\n"
+                             "paths = [\"a2a-rs\", \"ring-rs\", \"two-shot-ar\", \"ring-ag\"]\n"
+                             "distributions = [\"normal\", \"heavy\"]\nranks = [8, 16]\nelements = 2048\nblock = 32\n";
+    const std::string scaling = "[[scaling]]\npath = \"ring-rs\"\ndistributions = [\"normal\"]\nmin = 0.0\nmax = 2.0\n";
+    nlohmann::json want;
+    for (int threads : {1, 2, 3, 5}) {
+        auto cfg = qt::gate::parse_gate_config(base + "threads = " + std::to_string(threads) + "\n" + scaling, "threads.toml");
+        ASSERT_TRUE(cfg) << cfg.error().message;
+        auto res = qt::gate::run_gate(*cfg, {});
+        ASSERT_TRUE(res) << res.error().message;
+        ASSERT_GT(res->runs.size(), 50u);
+        nlohmann::json j = qt::reports::to_json(*res);
+        j.erase("started_at");
+        j.erase("wall_seconds");
+        j.erase("config");
+        if (threads == 1) {
+            want = j;
+            continue;
+        }
+        EXPECT_EQ(j.dump(), want.dump()) << threads << " threads: " << nlohmann::json::diff(want, j).dump().substr(0, 600);
+    }
+}
+
 // gate.accum (D24) reaches every run: the same gate in bf16 gives other errors, its bounds hold,
 // and the report says which; a type the gate does not know is refused with the known ones.
 TEST(Gate, AccumKeyReachesEveryRun) {
