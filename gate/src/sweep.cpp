@@ -24,15 +24,22 @@ double max_of(const std::vector<int64_t>& v) {
 }
 
 // --backend mpi: this process's stats combined with every other rank's (each checked only the rows
-// it holds), the same way PathChecker::merge combines threads; the first violation is the lowest
-// rank's. Only the verdicts travel, never the tensors. An Error is the mpi job's failure.
-Result<reference::PathStats> combine_ranks(const reference::PathStats& s) {
+// it holds), the same way PathChecker::merge combines threads, the sums of squares exactly (D34:
+// the same bits as one process); the first violation is the lowest rank's. Only the verdicts
+// travel, never the tensors. An Error is the mpi job's failure.
+Result<reference::PathStats> combine_ranks(const reference::PathChecker& checker) {
     namespace mpi = collectives::mpi;
-    const std::vector<double> mine{static_cast<double>(s.outputs_checked), s.max_abs_error, s.sum_sq_error,
-                                   s.sum_sq_target, s.max_a_posteriori, s.max_a_priori, s.max_error_to_a_posteriori,
-                                   s.bound_holds ? 1.0 : 0.0, static_cast<double>(s.violations),
-                                   static_cast<double>(s.k_min), static_cast<double>(s.k_max),
-                                   static_cast<double>(s.nonfinite_outputs)};
+    const reference::PathStats s = checker.stats();
+    std::vector<double> mine{static_cast<double>(s.outputs_checked), s.max_abs_error, s.sum_sq_error,
+                             s.sum_sq_target, s.max_a_posteriori, s.max_a_priori, s.max_error_to_a_posteriori,
+                             s.bound_holds ? 1.0 : 0.0, static_cast<double>(s.violations),
+                             static_cast<double>(s.k_min), static_cast<double>(s.k_max),
+                             static_cast<double>(s.nonfinite_outputs)};
+    const size_t sums_at = mine.size();
+    for (const reference::DoubleAcc* acc : {&checker.exact_sum_sq_error(), &checker.exact_sum_sq_target()}) {
+        const std::vector<double> words = acc->to_words();
+        mine.insert(mine.end(), words.begin(), words.end());
+    }
     const size_t w = mine.size();
     const auto gathered = mpi::allgather(mine);
     if (!gathered) return gathered.error();
@@ -41,13 +48,14 @@ Result<reference::PathStats> combine_ranks(const reference::PathStats& s) {
     const std::vector<double>& all = *gathered;
     const std::vector<std::string>& firsts = *gathered_firsts;
     reference::PathStats out;
+    reference::DoubleAcc sse, sst;
     bool have_k = false;
     for (int r = 0; r < mpi::size(); ++r) {
         const double* v = all.data() + static_cast<size_t>(r) * w;
         out.outputs_checked += static_cast<int64_t>(v[0]);
         out.max_abs_error = std::max(out.max_abs_error, v[1]);
-        out.sum_sq_error += v[2];
-        out.sum_sq_target += v[3];
+        sse.add(reference::DoubleAcc::from_words(v + sums_at));
+        sst.add(reference::DoubleAcc::from_words(v + sums_at + reference::DoubleAcc::kWords));
         out.max_a_posteriori = std::max(out.max_a_posteriori, v[4]);
         out.max_a_priori = std::max(out.max_a_priori, v[5]);
         out.max_error_to_a_posteriori = std::max(out.max_error_to_a_posteriori, v[6]);
@@ -62,6 +70,8 @@ Result<reference::PathStats> combine_ranks(const reference::PathStats& s) {
         out.nonfinite_outputs += static_cast<int64_t>(v[11]);
         if (out.first_violation.empty()) out.first_violation = firsts[static_cast<size_t>(r)];
     }
+    out.sum_sq_error = sse.to_double();
+    out.sum_sq_target = sst.to_double();
     return out;
 }
 
@@ -388,7 +398,7 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
             reference::PathChecker all(g[k]);
             for (auto& c : checkers[k]) all.merge(c);
             if (on_mpi) {
-                auto combined = combine_ranks(all.stats());
+                auto combined = combine_ranks(all);
                 if (!combined) return combined.error();
                 r.stats = std::move(*combined);
             } else {

@@ -993,14 +993,6 @@ inline bool listed_in_range(const Contributors& c, int64_t ranks) {
 }  // namespace
 
 void PathChecker::add(const ColumnRecord& col) {
-    st_.sum_sq_error = 0;
-    st_.sum_sq_target = 0;
-    add_column(col);
-    sum_sq_error_.add(st_.sum_sq_error);
-    sum_sq_target_.add(st_.sum_sq_target);
-}
-
-void PathChecker::add_column(const ColumnRecord& col) {
     const int64_t len = col.len;
     const int64_t n = cfg_.ranks;
     const bool gather = is_gather(cfg_.path);
@@ -1184,6 +1176,7 @@ void PathChecker::add_column(const ColumnRecord& col) {
     last_err_.assign(ulen, 0.0);
     have_last_.assign(ulen, 0);
     bool clean_prev = false;  // the previous row was checked element by element and found nothing wrong
+    double prev_sse = 0, prev_sst = 0;  // that row's sums of squared errors and targets
     std::vector<float>& prev_values = s_.prev_values;
     std::vector<double>& prev_apost = s_.prev_apost;
     for (const OutputRow& row : col.outputs) {
@@ -1358,18 +1351,10 @@ void PathChecker::add_column(const ColumnRecord& col) {
         // (not ring-ag-requant, whose a-priori bound depends on the holder).
         if (clean_prev && cfg_.path != PathKind::kRingAgRequant && row.values == prev_values && apost_ == prev_apost) {
             st_.outputs_checked += len;
-            // (the sums in locals, added in the same order: st_'s members would be stored and
-            // reloaded at every element, a chain through memory)
-            double sse = st_.sum_sq_error, sst = st_.sum_sq_target;
-            const double* le = last_err_.data();
-            const double* tg = target.data();
-            for (size_t i = 0; i < ulen; ++i) {
-                const double errd = le[i], tsc = tg[i] / sc;
-                sse += errd * errd;
-                sst += tsc * tsc;
-            }
-            st_.sum_sq_error = sse;
-            st_.sum_sq_target = sst;
+            // The row's sums are the previous row's: the same errors and targets, summed from zero
+            // in the same order (D34).
+            sum_sq_error_.add(prev_sse);
+            sum_sq_target_.add(prev_sst);
             continue;
         }
         const int64_t violations_before = st_.violations, nonfinite_before = st_.nonfinite_outputs;
@@ -1377,7 +1362,7 @@ void PathChecker::add_column(const ColumnRecord& col) {
         // the loop: through st_ every element stored and reloaded them (have_last_'s byte stores
         // may alias anything), a chain through memory per sum.
         int64_t checked = st_.outputs_checked;
-        double max_err = st_.max_abs_error, sse = st_.sum_sq_error, sst = st_.sum_sq_target;
+        double max_err = st_.max_abs_error, sse = 0, sst = 0;  // the row's own sums (D34)
         double max_post = st_.max_a_posteriori, max_prio = st_.max_a_priori, max_ratio = st_.max_error_to_a_posteriori;
         for (size_t i = 0; i < ulen; ++i) {
             double post = apost_[i] * kPostInflation;
@@ -1487,8 +1472,8 @@ void PathChecker::add_column(const ColumnRecord& col) {
         }
         st_.outputs_checked = checked;
         st_.max_abs_error = max_err;
-        st_.sum_sq_error = sse;
-        st_.sum_sq_target = sst;
+        sum_sq_error_.add(sse);
+        sum_sq_target_.add(sst);
         st_.max_a_posteriori = max_post;
         st_.max_a_priori = max_prio;
         st_.max_error_to_a_posteriori = max_ratio;
@@ -1496,6 +1481,8 @@ void PathChecker::add_column(const ColumnRecord& col) {
         if (clean_prev) {
             prev_values.assign(row.values.begin(), row.values.end());
             prev_apost.assign(apost_.begin(), apost_.end());
+            prev_sse = sse;
+            prev_sst = sst;
         }
     }
 }

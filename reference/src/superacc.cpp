@@ -258,4 +258,24 @@ double DoubleAcc::to_double() const {
     return neg ? -r : r;
 }
 
+std::vector<double> DoubleAcc::to_words() const {
+    normalize();
+    std::vector<double> w(kWords);
+    for (int i = 0; i < kChunks; ++i) w[static_cast<size_t>(i)] = static_cast<double>(c_[i]);  // |c| < 2^53: exact
+    w[kChunks] = pos_inf_ ? 1 : 0;
+    w[kChunks + 1] = neg_inf_ ? 1 : 0;
+    w[kChunks + 2] = nan_ ? 1 : 0;
+    return w;
+}
+
+DoubleAcc DoubleAcc::from_words(const double* w) {
+    DoubleAcc a;
+    for (int i = 0; i < kChunks; ++i) a.c_[i] = static_cast<int64_t>(w[i]);
+    a.pending_ = 1;
+    a.pos_inf_ = w[kChunks] != 0;
+    a.neg_inf_ = w[kChunks + 1] != 0;
+    a.nan_ = w[kChunks + 2] != 0;
+    return a;
+}
+
 }  // namespace qtransit::reference

@@ -96,16 +96,19 @@ public:
     void add(const ColumnRecord& column);
     void merge(const PathChecker& other);
     PathStats stats() const;
+    // The exact sums behind stats()'s sum_sq_error and sum_sq_target, for a caller that combines
+    // checkers of other processes (--backend mpi) as merge() does.
+    const DoubleAcc& exact_sum_sq_error() const { return sum_sq_error_; }
+    const DoubleAcc& exact_sum_sq_target() const { return sum_sq_target_; }
 
 private:
-    void add_column(const ColumnRecord& column);  // add()'s work, with st_'s two sums the column's own
     void record_violation(int64_t first, int64_t rank, int64_t element, const std::string& what);
 
     PathConfig cfg_;
     PathStats st_;
-    // The sums of squared errors and targets over every column: each column's own sums (in its
-    // order, the same in any run) added exactly, so that stats() gives the same bits however the
-    // columns were shared among threads and merged (D34).
+    // The sums of squared errors and targets: each output row's own sums (in element order, the
+    // same in any run) added exactly, so that stats() gives the same bits however the columns were
+    // shared among threads, or the rows among processes, and merged (D34).
     DoubleAcc sum_sq_error_, sum_sq_target_;
     bool have_k_ = false;
     // Position of the first violation (column start + element, then row rank): merge() keeps the

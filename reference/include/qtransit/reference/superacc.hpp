@@ -19,7 +19,9 @@
 #include <array>
 #include <bit>
 #include <cassert>
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "qtransit/reference/exact.hpp"
 
@@ -89,21 +91,29 @@ private:
 };
 
 // An exact accumulator of doubles, for sums whose bits must not depend on the order of their terms:
-// the checker's sums of squared errors and targets, which it adds per column and merges across
-// threads (D34). The same construction as SuperAcc over binary64's whole range: 32-bit chunks in
-// signed 64-bit words from 2^-1074 (the smallest subnormal) up, carries deferred, 68 chunks
-// (2^-1074 .. 2^1102) so that 2^30 terms of any finite magnitude fit. Off the hot path: a few adds
-// per column, one rounding when a caller reads the sum.
+// the checker's sums of squared errors and targets, which it adds per output row and merges across
+// threads and processes (D34). SuperAcc's construction over binary64's whole range: 32-bit chunks
+// in signed 64-bit words from 2^-1074 (the smallest subnormal) up, carries deferred, 68 chunks
+// (2^-1074 .. 2^1102) so that 2^30 terms of any finite magnitude fit. Off the hot path: two adds
+// per output row, one rounding when a caller reads the sum.
 class DoubleAcc {
 public:
+    static constexpr int kChunks = 68;
+    static constexpr size_t kWords = kChunks + 3;  // to_words()'s length
+
     // Exact for a finite v; an infinity or NaN is remembered and decides to_double() as an IEEE sum
     // of the terms would (inf, -inf, or NaN for a NaN or both infinities).
     void add(double v);
     void add(const DoubleAcc& o);
     double to_double() const;  // the exact sum, correctly rounded (ties to even); +-inf past DBL_MAX
 
+    // The accumulator as kWords doubles, each exact (the normalized chunks: below 2^32 but the top
+    // one, which stays far below 2^53; then the three flags as 0 or 1), and back: how the sums of
+    // other processes travel (--backend mpi).
+    std::vector<double> to_words() const;
+    static DoubleAcc from_words(const double* w);
+
 private:
-    static constexpr int kChunks = 68;
     static constexpr int kLsbExp = -1074;
     static constexpr int32_t kMaxPending = 1 << 30;
     void normalize() const;  // as SuperAcc's
