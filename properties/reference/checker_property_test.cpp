@@ -3,7 +3,7 @@
 //    (subnormals, FLT_MAX, exact cancellations): the sum, its sign, its correctly rounded double,
 //    exact comparisons with arbitrary doubles, merge/sub/negate;
 //  * DoubleAcc against Exact on doubles of every binade: correctly rounded, and the same bits in
-//    any order and any split into merged accumulators;
+//    any order and any split into merged accumulators, one of them through its words;
 //  * the checker's per-event bound (double) against reference::element_bound (exact), and e(a)
 //    against every element's exact bound;
 //  * bound_holds on columns built by a minimal correct a2a-rs / ring-rs simulation
@@ -154,6 +154,8 @@ RC_GTEST_PROP(DoubleAccProps, ExactInAnyOrderAndAnySplit, ()) {
     const size_t k = *rc::gen::inRange<size_t>(0, ys.size() + 1);
     DoubleAcc p, q;
     for (size_t i = 0; i < ys.size(); ++i) (i < k ? p : q).add(ys[i]);
+    // One side through its words, as another process's sums arrive (--backend mpi).
+    if (*rc::gen::arbitrary<bool>()) q = DoubleAcc::from_words(q.to_words().data());
     if (*rc::gen::arbitrary<bool>()) {
         p.add(q);
         RC_ASSERT(std::bit_cast<uint64_t>(p.to_double()) == std::bit_cast<uint64_t>(a.to_double()));
@@ -161,6 +163,8 @@ RC_GTEST_PROP(DoubleAccProps, ExactInAnyOrderAndAnySplit, ()) {
         q.add(p);
         RC_ASSERT(std::bit_cast<uint64_t>(q.to_double()) == std::bit_cast<uint64_t>(a.to_double()));
     }
+    // The words are exact doubles: integers below 2^53.
+    for (double w : a.to_words()) RC_ASSERT(w == std::trunc(w) && std::fabs(w) < 0x1p53);
 }
 
 TEST(DoubleAcc, RoundsAndKeepsTheSpecials) {
@@ -192,6 +196,11 @@ TEST(DoubleAcc, RoundsAndKeepsTheSpecials) {
     b.add(std::numeric_limits<double>::quiet_NaN());
     a.add(b);
     EXPECT_TRUE(std::isnan(a.to_double()));
+    DoubleAcc c;
+    c.add(-inf);
+    c.add(2.5);
+    EXPECT_EQ(DoubleAcc::from_words(c.to_words().data()).to_double(), -inf);  // the flags travel too
+    EXPECT_TRUE(std::isnan(DoubleAcc::from_words(a.to_words().data()).to_double()));
 }
 
 // ---- the checker's bounds against the exact reference --------------------------------------------
