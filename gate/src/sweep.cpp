@@ -30,11 +30,11 @@ double max_of(const std::vector<int64_t>& v) {
 Result<reference::PathStats> combine_ranks(const reference::PathChecker& checker) {
     namespace mpi = collectives::mpi;
     const reference::PathStats s = checker.stats();
-    std::vector<double> mine{static_cast<double>(s.outputs_checked), s.max_abs_error, s.sum_sq_error,
-                             s.sum_sq_target, s.max_a_posteriori, s.max_a_priori, s.max_error_to_a_posteriori,
-                             s.bound_holds ? 1.0 : 0.0, static_cast<double>(s.violations),
-                             static_cast<double>(s.k_min), static_cast<double>(s.k_max),
-                             static_cast<double>(s.nonfinite_outputs)};
+    // (the sums of squares travel as the accumulators' words below, not as rounded doubles)
+    std::vector<double> mine{static_cast<double>(s.outputs_checked), s.max_abs_error, s.max_a_posteriori,
+                             s.max_a_priori, s.max_error_to_a_posteriori, s.bound_holds ? 1.0 : 0.0,
+                             static_cast<double>(s.violations), static_cast<double>(s.k_min),
+                             static_cast<double>(s.k_max), static_cast<double>(s.nonfinite_outputs)};
     const size_t sums_at = mine.size();
     for (const reference::DoubleAcc* acc : {&checker.exact_sum_sq_error(), &checker.exact_sum_sq_target()}) {
         const std::vector<double> words = acc->to_words();
@@ -56,18 +56,18 @@ Result<reference::PathStats> combine_ranks(const reference::PathChecker& checker
         out.max_abs_error = std::max(out.max_abs_error, v[1]);
         sse.add(reference::DoubleAcc::from_words(v + sums_at));
         sst.add(reference::DoubleAcc::from_words(v + sums_at + reference::DoubleAcc::kWords));
-        out.max_a_posteriori = std::max(out.max_a_posteriori, v[4]);
-        out.max_a_priori = std::max(out.max_a_priori, v[5]);
-        out.max_error_to_a_posteriori = std::max(out.max_error_to_a_posteriori, v[6]);
-        out.bound_holds = out.bound_holds && v[7] != 0;
-        out.violations += static_cast<int64_t>(v[8]);
+        out.max_a_posteriori = std::max(out.max_a_posteriori, v[2]);
+        out.max_a_priori = std::max(out.max_a_priori, v[3]);
+        out.max_error_to_a_posteriori = std::max(out.max_error_to_a_posteriori, v[4]);
+        out.bound_holds = out.bound_holds && v[5] != 0;
+        out.violations += static_cast<int64_t>(v[6]);
         if (v[0] > 0) {
-            const auto kmin = static_cast<int32_t>(v[9]), kmax = static_cast<int32_t>(v[10]);
+            const auto kmin = static_cast<int32_t>(v[7]), kmax = static_cast<int32_t>(v[8]);
             out.k_min = have_k ? std::min(out.k_min, kmin) : kmin;
             out.k_max = have_k ? std::max(out.k_max, kmax) : kmax;
             have_k = true;
         }
-        out.nonfinite_outputs += static_cast<int64_t>(v[11]);
+        out.nonfinite_outputs += static_cast<int64_t>(v[9]);
         if (out.first_violation.empty()) out.first_violation = firsts[static_cast<size_t>(r)];
     }
     out.sum_sq_error = sse.to_double();

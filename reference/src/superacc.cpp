@@ -11,14 +11,20 @@ namespace qtransit::reference {
 namespace {
 using u128 = unsigned __int128;
 constexpr int64_t kLow32 = 0xFFFFFFFFLL;
+
+// Every chunk of c[0..n) but the top one into [0, 2^32), its excess carried up: the normalized
+// form of SuperAcc and DoubleAcc (the top chunk holds the sign).
+void propagate_carries(int64_t* c, int n) {
+    for (int i = 0; i + 1 < n; ++i) {
+        const int64_t carry = c[i] >> 32;  // floor division by 2^32
+        c[i] &= kLow32;                    // c[i] - carry * 2^32, in [0, 2^32)
+        c[i + 1] += carry;
+    }
+}
 }  // namespace
 
 void SuperAcc::normalize() const {
-    for (int i = 0; i + 1 < kChunks; ++i) {
-        const int64_t carry = c_[i] >> 32;  // floor division by 2^32
-        c_[i] &= kLow32;                    // c_[i] - carry * 2^32, in [0, 2^32)
-        c_[i + 1] += carry;
-    }
+    propagate_carries(c_.data(), kChunks);
     pending_ = 0;
 }
 
@@ -191,11 +197,7 @@ Exact SuperAcc::to_exact() const {
 }
 
 void DoubleAcc::normalize() const {
-    for (int i = 0; i + 1 < kChunks; ++i) {
-        const int64_t carry = c_[i] >> 32;
-        c_[i] &= kLow32;
-        c_[i + 1] += carry;
-    }
+    propagate_carries(c_.data(), kChunks);
     pending_ = 0;
 }
 
@@ -243,13 +245,9 @@ double DoubleAcc::to_double() const {
     if (t < 0) return 0.0;
     const bool neg = c_[kChunks - 1] < 0;
     std::array<int64_t, kChunks> c = c_;
-    if (neg) {
+    if (neg) {  // the magnitude, normalized
         for (auto& x : c) x = -x;
-        for (int i = 0; i + 1 < kChunks; ++i) {
-            const int64_t carry = c[i] >> 32;
-            c[i] &= kLow32;
-            c[i + 1] += carry;
-        }
+        propagate_carries(c.data(), kChunks);
         t = kChunks - 1;
         while (c[t] == 0) --t;
     }
