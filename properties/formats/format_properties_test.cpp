@@ -11,6 +11,7 @@
 
 #include "fused_encode_check.hpp"
 #include "generators.hpp"
+#include "qtransit/common/decl_toml.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/reference/formats.hpp"
 
@@ -263,6 +264,37 @@ RC_GTEST_PROP(Kernels, FusedDeclaredEncodeEqualsUnfusedAndReference, ()) {
     int64_t n = block * *rc::gen::inRange<int64_t>(1, 3 * 4096 / block + 3);
     if (*rc::gen::arbitrary<bool>()) n += *rc::gen::inRange<int64_t>(1, block);
     check_fused_encode(f, block, n, 3e38f, true);
+}
+
+// A user's declaration: an int or float element of any width, every rounding mode, every scale type
+// and packing order. Blocks of 32 take encode_fused's codes in registers (int_codes16_avx512,
+// float_codes16_avx512, pack_regs_avx512), the others its staged steps; fused, unfused and the
+// reference agree as above, also on values of 2, 3 or 5 significant bits (ties of the rounding under
+// power-of-two scales). The built-ins alone round to nearest-even or stochastically: the other modes
+// (ties away, ties down on the signed value, toward zero) are only declared.
+RC_GTEST_PROP(Kernels, FusedEncodeOfAnyDeclaredIntOrFloatEqualsTheReference, ()) {
+    std::string text = "name = \"prop-decl\"\n";
+    text += "scale = \"" + *rc::gen::element<std::string>("fp32-absmax", "fp16-absmax", "e8m0-floor", "e8m0-rceil", "none") + "\"\n";
+    text += "rounding = \"" +
+            *rc::gen::element<std::string>("nearest-even", "nearest-away", "nearest-down", "toward-zero", "stochastic") + "\"\n";
+    text += "packing = \"" + *rc::gen::element<std::string>("lsb-first", "msb-first") + "\"\n[element]\n";
+    if (*rc::gen::arbitrary<bool>()) {
+        text += "type = \"int\"\nbits = " + std::to_string(*rc::gen::inRange(2, 9)) + "\n";
+        text += "range = \"" + *rc::gen::element<std::string>("restricted", "full") + "\"\n";
+        text += "fraction_bits = " + std::to_string(*rc::gen::element(0, 0, 1, 3)) + "\n";
+    } else {
+        const int e = *rc::gen::inRange(1, 6);
+        text += "type = \"float\"\nexponent_bits = " + std::to_string(e) + "\n";
+        text += "mantissa_bits = " + std::to_string(*rc::gen::inRange(0, 8 - e)) + "\n";
+        text += "special = \"" + *rc::gen::element<std::string>("ieee", "nan-only", "none") + "\"\n";
+    }
+    const auto f = qt::parse_declaration(text, "prop-decl.toml");
+    RC_PRE(f.ok());  // (a float too narrow for its specials)
+    RC_LOG() << text;
+    const int64_t block = *rc::gen::element<int64_t>(32, 32, 32, 16, 64);
+    int64_t n = block * *rc::gen::inRange<int64_t>(1, 2 * 4096 / block + 3);
+    if (*rc::gen::arbitrary<bool>()) n += *rc::gen::inRange<int64_t>(1, block);
+    check_fused_encode(*f, block, n, 3e38f, true, qt::kernels::set_fused_encode, *rc::gen::element(24, 24, 2, 3, 5));
 }
 
 // int2, int3, int5, int6 and int7 are encoded and decoded, with AVX-512, as their declared twins

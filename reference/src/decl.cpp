@@ -348,7 +348,7 @@ Result<Quantized> quantize_decl(const FormatSpec& f, std::span<const float> x, i
         if (bs[k].problem == Problem::kNone) continue;
         if (policy == Nonfinite::kError) return block_error(f, bs[k], xb, start, site);
         if (d.scale == ScaleType::kNone && !has_nan_code(d))
-            return make_error(ErrorCode::kInvalidArgument,
+            return make_error(ErrorCode::kNonFinite,  // as the kernels' refusal of the same block
                               describe(site, start + std::max<int64_t>(bs[k].index, 0)) + ": " + f.name() +
                                   " cannot poison a block under policy 'propagate': its scale is 'none' and its " +
                                   "element type has no NaN code (FORMATS.md section 3); use --nonfinite error");
