@@ -142,8 +142,7 @@ struct LsbGroups {
 // groups of eight (8B bits = B bytes per 64-bit lane); then each lane's two groups side by side
 // (vpshufb) and two masked stores of 2B bytes.
 template <int B>
-QT_AVX512 inline void pack_lsb_avx512(const int32_t* q, uint8_t* out) {
-    const __m512i a = _mm512_loadu_si512(q), b = _mm512_loadu_si512(q + 16);
+QT_AVX512 inline void pack_lsb_avx512(__m512i a, __m512i b, uint8_t* out) {
     const __m512i m1 = _mm512_set1_epi64((1ll << B) - 1), m1h = _mm512_set1_epi64(((1ll << B) - 1) << B);
     const __m512i pa = _mm512_or_si512(_mm512_and_si512(a, m1), _mm512_and_si512(_mm512_srli_epi64(a, 32 - B), m1h));
     const __m512i pb = _mm512_or_si512(_mm512_and_si512(b, m1), _mm512_and_si512(_mm512_srli_epi64(b, 32 - B), m1h));
@@ -162,11 +161,14 @@ QT_AVX512 inline void pack_lsb_avx512(const int32_t* q, uint8_t* out) {
     _mm_mask_storeu_epi8(out + 2 * B, k, _mm256_extracti128_si256(bytes, 1));
 }
 
-// Packs 32 int32 codes q (the low `bits` bits of each) into out, for 8, 4 and any lsb-first width;
-// false for 2, 3, 5, 6 and 7 bits msb-first (the caller narrows to bytes and uses pack_step). For
-// 4 bits each 64-bit lane holds a pair (element 2k low, 2k + 1 high) and becomes one byte (vpmovqb).
-QT_AVX512 inline bool pack_q_avx512(int bits, bool lsb, const int32_t* q, uint8_t* out) {
-    const __m512i a = _mm512_loadu_si512(q), b = _mm512_loadu_si512(q + 16);
+// Whether pack_regs_avx512 packs codes of this width and order.
+inline bool packs_in_registers(int bits, bool lsb) { return bits == 8 || bits == 4 || (lsb && bits >= 2 && bits < 8); }
+
+// Packs 32 int32 codes, a (codes 0..15) and b (16..31), the low `bits` bits of each, into out, for
+// 8, 4 and any lsb-first width; false for 2, 3, 5, 6 and 7 bits msb-first (the caller narrows to
+// bytes and uses pack_step). For 4 bits each 64-bit lane holds a pair (element 2k low, 2k + 1 high)
+// and becomes one byte (vpmovqb).
+QT_AVX512 inline __attribute__((always_inline)) bool pack_regs_avx512(int bits, bool lsb, __m512i a, __m512i b, uint8_t* out) {
     if (bits == 8) {
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtepi32_epi8(a));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm512_cvtepi32_epi8(b));
@@ -205,12 +207,92 @@ QT_AVX512 inline bool pack_q_avx512(int bits, bool lsb, const int32_t* q, uint8_
     }
     if (!lsb) return false;
     switch (bits) {
-        case 2: pack_lsb_avx512<2>(q, out); return true;
-        case 3: pack_lsb_avx512<3>(q, out); return true;
-        case 5: pack_lsb_avx512<5>(q, out); return true;
-        case 7: pack_lsb_avx512<7>(q, out); return true;
+        case 2: pack_lsb_avx512<2>(a, b, out); return true;
+        case 3: pack_lsb_avx512<3>(a, b, out); return true;
+        case 5: pack_lsb_avx512<5>(a, b, out); return true;
+        case 7: pack_lsb_avx512<7>(a, b, out); return true;
         default: return false;
     }
+}
+// The same from 32 codes in memory.
+QT_AVX512 inline bool pack_q_avx512(int bits, bool lsb, const int32_t* q, uint8_t* out) {
+    return pack_regs_avx512(bits, lsb, _mm512_loadu_si512(q), _mm512_loadu_si512(q + 16), out);
+}
+
+// round_mag_t<R> (decl_math.hpp) of 16 magnitudes t >= 0, lane for lane: the bits capped at 2^30's,
+// then nearest-even by the conversion's own rounding (named, not MXCSR's), the other modes from the
+// truncation and t - fl (exact). neg: the lanes whose value is negative (nearest-down's ties); rb:
+// stochastic rounding's 16 words (else unused).
+template <Rounding R>
+QT_AVX512 inline __attribute__((always_inline)) __m512i round_mag16_avx512(__m512 t, __mmask16 neg, const uint32_t* rb) {
+    t = _mm512_castsi512_ps(_mm512_min_epu32(_mm512_castps_si512(t), _mm512_set1_epi32(0x4e800000)));
+    if constexpr (R == Rounding::kNearestEven) {
+        (void)neg;
+        (void)rb;
+        return _mm512_cvt_roundps_epi32(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else {
+        const __m512i i = _mm512_cvttps_epi32(t);
+        const __m512 fr = _mm512_sub_ps(t, _mm512_cvtepi32_ps(i));
+        __mmask16 up = 0;
+        if constexpr (R == Rounding::kNearestAway) up = _mm512_cmp_ps_mask(fr, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+        if constexpr (R == Rounding::kNearestDown)
+            up = _mm512_cmp_ps_mask(fr, _mm512_set1_ps(0.5f), _CMP_GT_OQ) |
+                 (_mm512_cmp_ps_mask(fr, _mm512_set1_ps(0.5f), _CMP_EQ_OQ) & neg);
+        if constexpr (R == Rounding::kStochastic) {
+            const __m512i w = _mm512_srli_epi32(_mm512_loadu_si512(rb), 8);
+            up = _mm512_cmp_ps_mask(_mm512_mul_ps(_mm512_cvtepi32_ps(w), _mm512_set1_ps(pow2f(-24))), fr, _CMP_LT_OQ);
+        } else {
+            (void)rb;
+        }
+        if constexpr (R != Rounding::kNearestDown) (void)neg;
+        return _mm512_mask_add_epi32(i, up, i, _mm512_set1_epi32(1));
+    }
+}
+
+// An int element's grid (IntGrid) broadcast, once per call.
+struct IntRegs {
+    __m512 scale;  // 2^fraction_bits
+    __m512i qmin, qmax;
+};
+QT_AVX512 inline IntRegs int_regs(const IntGrid& g) {
+    return {_mm512_set1_ps(pow2f(g.fraction_bits)), _mm512_set1_epi32(g.qmin), _mm512_set1_epi32(g.qmax)};
+}
+// int_code<R> of 16 quotients v, lane for lane: the magnitude scaled by 2^fraction_bits and rounded,
+// the sign restored (a -0's too, as int_code's test), clamped to [qmin, qmax].
+template <Rounding R>
+QT_AVX512 inline __attribute__((always_inline)) __m512i int_codes16_avx512(const IntRegs& g, __m512 v, const uint32_t* rb) {
+    const __m512i vb = _mm512_castps_si512(v);
+    const __mmask16 neg = _mm512_movepi32_mask(vb);
+    const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(vb, _mm512_set1_epi32(0x7fffffff)));
+    __m512i r = round_mag16_avx512<R>(_mm512_mul_ps(a, g.scale), neg, rb);
+    r = _mm512_mask_sub_epi32(r, neg, _mm512_setzero_si512(), r);
+    return _mm512_min_epi32(_mm512_max_epi32(r, g.qmin), g.qmax);
+}
+
+// A float element's grid (FloatGrid) broadcast, once per call.
+struct FloatRegs {
+    __m512i emin, man, sign_bit, top;
+};
+QT_AVX512 inline FloatRegs float_regs(const FloatGrid& g) {
+    return {_mm512_set1_epi32(g.emin), _mm512_set1_epi32(g.man), _mm512_set1_epi32(g.sign_bit), _mm512_set1_epi32(g.top)};
+}
+// float_code<R> of 16 quotients v, lane for lane: the binade eb = max(exponent field - 127, emin),
+// |v| 2^-(eb - man) (scalef: the correctly rounded product, as mul_rn by the exact power of two;
+// emin - man >= -126 (decl.cpp), so the power is a binary32), rounded, the binade's codes added,
+// saturated at top, the sign bit set for a negative v.
+template <Rounding R>
+QT_AVX512 inline __attribute__((always_inline)) __m512i float_codes16_avx512(const FloatRegs& g, __m512 v, const uint32_t* rb) {
+    const __m512i vb = _mm512_castps_si512(v);
+    const __mmask16 neg = _mm512_movepi32_mask(vb);
+    const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(vb, _mm512_set1_epi32(0x7fffffff)));
+    const __m512i e = _mm512_sub_epi32(_mm512_srli_epi32(_mm512_castps_si512(a), 23), _mm512_set1_epi32(127));
+    const __m512i eb = _mm512_max_epi32(e, g.emin);
+    const __m512i k = _mm512_sub_epi32(eb, g.man);
+    const __m512 t = _mm512_scalef_ps(a, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_setzero_si512(), k)));
+    const __m512i r = round_mag16_avx512<R>(t, neg, rb);
+    __m512i mag = _mm512_add_epi32(_mm512_sllv_epi32(_mm512_sub_epi32(eb, g.emin), g.man), r);
+    mag = _mm512_min_epi32(mag, g.top);
+    return _mm512_mask_or_epi32(mag, neg, mag, g.sign_bit);
 }
 
 // Unpacks one full step (32 codes) straight from the wire bytes into int32 lanes idx[0] (codes

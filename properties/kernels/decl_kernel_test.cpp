@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "../generators.hpp"
+#include "qtransit/common/decl_toml.hpp"
 #include "qtransit/common/philox.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/decl_math.hpp"
+#include "qtransit/reference/formats.hpp"
 // The CPU backend's batched words (round_words_scalar, round_words_avx512): a header of the backend's
 // own, tested here directly.
 #include "../../kernels/cpu/decl_fast.hpp"
@@ -399,6 +401,41 @@ TEST(DeclStochasticWords, EncodeFromAnyIndexBase) {
             }
             EXPECT_GT(ups, 100);  // the test sees both outcomes
         }
+}
+
+// "fl + 1 if U < fr": a draw U equal to the fraction rounds down. Scale `none` makes v = x, so
+// x = j 2^-24 with j = w >> 8 (element i's own draw) puts fr exactly on U; x one 2^-24 above it
+// rounds up. 4,096 elements of each kind (and their negatives), in blocks of 32 and of 5 (the fused
+// encode's codes in registers, and its staged steps), against the reference too. A draw of 24 bits
+// equals a given fraction once in 2^24 elements: random tensors never test the comparison's
+// strictness.
+TEST(DeclStochastic, ADrawEqualToTheFractionRoundsDown) {
+    const auto f = qt::parse_declaration(
+        "name = \"int8-none-sr\"\nscale = \"none\"\nrounding = \"stochastic\"\n[element]\ntype = \"int\"\nbits = 8\n"
+        "range = \"full\"\n",
+        "test");
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    const int64_t n = 4 * 4096;
+    std::vector<float> x(static_cast<size_t>(n));
+    std::vector<int32_t> want(x.size());
+    for (int64_t i = 0; i < n; ++i) {
+        const uint32_t j = spec_word(5, 2, 0, static_cast<uint64_t>(i)) >> 8;
+        const int kind = static_cast<int>(i % 4);  // equal, equal and negative, above, above and negative
+        const uint32_t m = kind < 2 ? j : std::min<uint32_t>(j + 1, (1u << 24) - 1);
+        x[static_cast<size_t>(i)] = std::ldexp(static_cast<float>(m), -24) * (kind % 2 ? -1.0f : 1.0f);
+        const bool up = kind >= 2 && j + 1 < (1u << 24);
+        want[static_cast<size_t>(i)] = (up ? 1 : 0) * (kind % 2 ? -1 : 1);
+    }
+    for (const int64_t block : {int64_t{32}, int64_t{5}}) {
+        qt::kernels::CodecOptions o;
+        o.seed = 5;
+        o.site.rank = 2;
+        const auto t = enc(*f, x, block, o);
+        EXPECT_EQ(qt::kernels::unpack_codes(t), want) << block;
+        const auto r = qt::reference::quantize(*f, x, block, qt::Nonfinite::kError, o.site, {o.seed, 0});
+        ASSERT_TRUE(r.ok());
+        EXPECT_EQ(r->codes, want) << block;
+    }
 }
 
 // The declarations of int<b> and int<b>-asym, run by the generic kernel, give the hand-written
