@@ -268,6 +268,14 @@ bool CollectiveVerification::holds() const {
     return t.holds && t.checked > 0 && (!same_bits_applies || same_bits);
 }
 
+void CollectiveVerification::round_sums() {
+    sum_sq_error = exact_sum_sq_error.to_double();
+    sum_error = exact_sum_error.to_double();
+    sum_sq_target = exact_sum_sq_target.to_double();
+    sim_sum_sq_error = exact_sim_sum_sq_error.to_double();
+    sim_sum_error = exact_sim_sum_error.to_double();
+}
+
 void CollectiveVerification::merge(const CollectiveVerification& o) {
     for (size_t k = 0; k < tiers.size(); ++k) {
         TierOutcome& a = tiers[k];
@@ -290,12 +298,13 @@ void CollectiveVerification::merge(const CollectiveVerification& o) {
     }
     outputs += o.outputs;
     max_abs_error = std::max(max_abs_error, o.max_abs_error);
-    sum_sq_error += o.sum_sq_error;
-    sum_error += o.sum_error;
-    sum_sq_target += o.sum_sq_target;
+    exact_sum_sq_error.add(o.exact_sum_sq_error);
+    exact_sum_error.add(o.exact_sum_error);
+    exact_sum_sq_target.add(o.exact_sum_sq_target);
     sim_max_abs_error = std::max(sim_max_abs_error, o.sim_max_abs_error);
-    sim_sum_sq_error += o.sim_sum_sq_error;
-    sim_sum_error += o.sim_sum_error;
+    exact_sim_sum_sq_error.add(o.exact_sim_sum_sq_error);
+    exact_sim_sum_error.add(o.exact_sim_sum_error);
+    round_sums();
     differing_from_schedule += o.differing_from_schedule;
     if (o.have_k) {
         k_min = have_k ? std::min(k_min, o.k_min) : o.k_min;
@@ -502,18 +511,18 @@ Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, co
                 const SuperAcc dev = deviation(target[i], got, scale);
                 const SuperAcc sdev = deviation(target[i], sim, scale);
                 const double tgt = target_d[i] / scale;
-                v.sum_sq_target += tgt * tgt;
+                v.exact_sum_sq_target.add(tgt * tgt);
                 if (std::isfinite(got)) {
                     const double e = dev.to_double() / scale;
                     v.max_abs_error = std::max(v.max_abs_error, std::fabs(e));
-                    v.sum_sq_error += e * e;
-                    v.sum_error += e;
+                    v.exact_sum_sq_error.add(e * e);
+                    v.exact_sum_error.add(e);
                 }
                 if (std::isfinite(sim)) {
                     const double e = sdev.to_double() / scale;
                     v.sim_max_abs_error = std::max(v.sim_max_abs_error, std::fabs(e));
-                    v.sim_sum_sq_error += e * e;
-                    v.sim_sum_error += e;
+                    v.exact_sim_sum_sq_error.add(e * e);
+                    v.exact_sim_sum_error.add(e);
                 }
                 const bool finite = std::isfinite(got);
                 const std::string value = "value " + shortest(got);
@@ -596,6 +605,7 @@ Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, co
             }
         }
     }
+    v.round_sums();
     return v;
 }
 
@@ -643,7 +653,16 @@ Result<CollectiveVerification> verify_arrays(const CollectiveVerifySpec& spec, s
     return verify_chunks(spec, chunks);
 }
 
-nlohmann::json to_json(const CollectiveVerification& v) {
+namespace {
+// The five exact sums, in this order, as exact_sums' arrays of words (V: const or not).
+template <class V>
+auto exact_sums(V& v) {
+    return std::array{&v.exact_sum_sq_error, &v.exact_sum_error, &v.exact_sum_sq_target, &v.exact_sim_sum_sq_error,
+                      &v.exact_sim_sum_error};
+}
+}  // namespace
+
+nlohmann::json to_json(const CollectiveVerification& v, bool partial) {
     nlohmann::json tiers = nlohmann::json::array();
     for (const auto& t : v.tiers) {
         nlohmann::json j{{"tier", to_string(t.tier)}, {"applicable", t.not_applicable.empty()}};
@@ -661,7 +680,7 @@ nlohmann::json to_json(const CollectiveVerification& v) {
     const auto& c = v.spec.config;
     nlohmann::json ring = nlohmann::json::array();
     for (int64_t r : v.spec.ring_order) ring.push_back(r);
-    return nlohmann::json{
+    nlohmann::json out{
         {"path", path_info(c.path).name},
         {"format", c.format.name()},
         {"ranks", c.ranks},
@@ -688,6 +707,12 @@ nlohmann::json to_json(const CollectiveVerification& v) {
                         {"sum_sq_error", v.sim_sum_sq_error}, {"sum_error", v.sim_sum_error}}},
         {"sum_sq_target", v.sum_sq_target},
     };
+    if (partial) {
+        nlohmann::json sums = nlohmann::json::array();
+        for (const reference::DoubleAcc* a : exact_sums(v)) sums.push_back(a->to_words());
+        out["exact_sums"] = sums;
+    }
+    return out;
 }
 
 Result<CollectiveVerification> verification_from_json(const nlohmann::json& j, const CollectiveVerifySpec& spec) {
@@ -716,12 +741,21 @@ Result<CollectiveVerification> verification_from_json(const nlohmann::json& j, c
         v.k_max = j.at("k_max").get<int32_t>();
         v.have_k = j.at("have_k").get<bool>();
         v.max_abs_error = j.at("run").at("max_abs_error").get<double>();
-        v.sum_sq_error = j.at("run").at("sum_sq_error").get<double>();
-        v.sum_error = j.at("run").at("sum_error").get<double>();
         v.sim_max_abs_error = j.at("simulation").at("max_abs_error").get<double>();
-        v.sim_sum_sq_error = j.at("simulation").at("sum_sq_error").get<double>();
-        v.sim_sum_error = j.at("simulation").at("sum_error").get<double>();
-        v.sum_sq_target = j.at("sum_sq_target").get<double>();
+        const auto& sums = j.at("exact_sums");
+        const auto accs = exact_sums(v);
+        if (sums.size() != accs.size())
+            return make_error(ErrorCode::kInternal, "verify: a rank's partial result has " + std::to_string(sums.size()) +
+                                                        " exact sums, want " + std::to_string(accs.size()));
+        for (size_t k = 0; k < accs.size(); ++k) {
+            const auto words = sums.at(k).get<std::vector<double>>();
+            if (words.size() != reference::DoubleAcc::kWords)
+                return make_error(ErrorCode::kInternal, "verify: a rank's partial result has an exact sum of " +
+                                                            std::to_string(words.size()) + " words, want " +
+                                                            std::to_string(reference::DoubleAcc::kWords));
+            *accs[k] = reference::DoubleAcc::from_words(words.data());
+        }
+        v.round_sums();
         return v;
     } catch (const nlohmann::json::exception& e) {
         return make_error(ErrorCode::kInternal, std::string("verify: a rank's partial result is malformed: ") + e.what());
@@ -730,7 +764,7 @@ Result<CollectiveVerification> verification_from_json(const nlohmann::json& j, c
 
 Result<CollectiveVerification> combine_over_ranks(const CollectiveVerification& mine) {
     namespace mpi = collectives::mpi;
-    auto all = mpi::allgather_strings(to_json(mine).dump());
+    auto all = mpi::allgather_strings(to_json(mine, true).dump());
     if (!all) return all.error();
     CollectiveVerification total = empty_verification(mine.spec);
     for (const auto& text : *all) {

@@ -26,6 +26,7 @@
 
 #include "qtransit/common/status.hpp"
 #include "qtransit/common/transit.hpp"
+#include "qtransit/reference/superacc.hpp"
 
 namespace qtransit::gate {
 
@@ -96,9 +97,16 @@ struct CollectiveVerification {
     std::string same_bits_first;
     int64_t same_bits_pos = -1;
     // Error against the exact target, of the run's outputs and of qtransit's schedule on the same inputs.
+    // The sums are the exact sums of their per-element terms (a binary64 square or error each),
+    // correctly rounded: the exact_* accumulators hold them, merge() adds those, and round_sums()
+    // sets the doubles. So they have the same bits however the chunks are shared among threads or
+    // mpi processes, and in whatever order the partial results are merged (as D34 for the gate).
     int64_t outputs = 0;
     double max_abs_error = 0, sum_sq_error = 0, sum_error = 0, sum_sq_target = 0;
     double sim_max_abs_error = 0, sim_sum_sq_error = 0, sim_sum_error = 0;
+    reference::DoubleAcc exact_sum_sq_error, exact_sum_error, exact_sum_sq_target, exact_sim_sum_sq_error,
+        exact_sim_sum_error;
+    void round_sums();
     int64_t differing_from_schedule = 0;
     int32_t k_min = 0, k_max = 0;  // of qtransit's schedule (its ledger)
     bool have_k = false;
@@ -129,8 +137,10 @@ Result<CollectiveVerification> verify_chunks(const CollectiveVerifySpec& spec, s
 Result<CollectiveVerification> verify_arrays(const CollectiveVerifySpec& spec, std::span<const float> inputs,
                                              std::span<const float> outputs);
 
-// The per-process partial results as JSON and back (what one process per rank exchanges).
-nlohmann::json to_json(const CollectiveVerification& v);
+// The per-process partial results as JSON and back (what one process per rank exchanges). With
+// `partial`, the JSON also carries the exact sums (key exact_sums: each accumulator's words,
+// DoubleAcc::to_words), which verification_from_json needs; the report's JSON has the rounded sums only.
+nlohmann::json to_json(const CollectiveVerification& v, bool partial = false);
 Result<CollectiveVerification> verification_from_json(const nlohmann::json& j, const CollectiveVerifySpec& spec);
 // Combined over the processes of an mpi job (every process gets the same result).
 Result<CollectiveVerification> combine_over_ranks(const CollectiveVerification& mine);
