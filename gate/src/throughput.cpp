@@ -53,7 +53,11 @@ Result<std::vector<ThroughputRow>> measure_throughput(const ThroughputSpec& spec
     std::fill(copy.begin(), copy.end(), 1.0f);
     std::fill(out.begin(), out.end(), 1.0f);
     std::vector<ThroughputRow> rows;
-    for (int threads : {1, all}) {
+    // One thread, then all of them: on one (--threads 1, or a one-core machine) the second pass would
+    // repeat the first's rows and double the time.
+    std::vector<int> passes{1};
+    if (all > 1) passes.push_back(all);
+    for (int threads : passes) {
         const double t_copy = median_seconds(spec.repeats, [&] { parallel_memcpy(copy.data(), x.data(), x.size() * 4, threads); });
         for (const FormatSpec& f : spec.formats) {
             const auto sz = kernels::encoded_sizes(f, n, spec.block);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "qtransit/gate/gate.hpp"
+#include "qtransit/gate/throughput.hpp"
 #include "qtransit/reports/gate_result.hpp"
 #include "qtransit/gate/verdicts.hpp"
 #include "qtransit/reports/files.hpp"
@@ -190,6 +191,30 @@ TEST(GateVerdicts, ScalingWithinAndOutsideTheRule) {
     res.fits.clear();
     v = qt::gate::scaling_verdicts(cfg, res);
     EXPECT_EQ(v[0].status, VerdictStatus::kSkip);
+}
+
+// qtransit bench: a row per format, op and thread count; on one thread no row twice.
+TEST(Throughput, OneThreadGivesEachRowOnce) {
+    qtransit::gate::ThroughputSpec spec;
+    spec.formats = {*qtransit::parse_format("int8"), *qtransit::parse_format("int4-sr")};
+    spec.mib = 1;
+    spec.repeats = 1;
+    for (const int threads : {1, 2}) {
+        spec.threads = threads;
+        int called = 0;
+        const auto rows = qtransit::gate::measure_throughput(spec, [&](const qtransit::gate::ThroughputRow&) { ++called; });
+        ASSERT_TRUE(rows.ok()) << rows.error().message;
+        ASSERT_EQ(rows->size(), threads == 1 ? 4u : 8u) << threads;
+        EXPECT_EQ(called, static_cast<int>(rows->size()));
+        for (size_t i = 0; i < rows->size(); ++i) {
+            const auto& r = (*rows)[i];
+            EXPECT_EQ(r.threads, i < 4 ? 1 : threads) << i;
+            EXPECT_EQ(r.format, i % 4 < 2 ? "int8" : "int4-sr") << i;
+            EXPECT_EQ(r.op, i % 2 == 0 ? "encode" : "decode") << i;
+            EXPECT_GT(r.seconds, 0.0);
+            EXPECT_GT(r.ratio_to_memcpy, 0.0);
+        }
+    }
 }
 
 TEST(Gate, RunsInProcessWithProgressAndNamedVerdicts) {
