@@ -871,7 +871,6 @@ QT_AVX512_WIDE bool encode_fused(const EncodeJob& job, const fast::EncodePlan& f
     const bool lsb = d.packing == Packing::kLsbFirst;
     const fast::IntRegs ig = fast::int_regs(fp.ig);
     const fast::FloatRegs fg = fast::float_regs(fp.fg);
-    const bool regs = fast::packs_in_registers(d.bits, lsb);
     uint32_t amax[8];
     float scale[8];
     for (int64_t j0 = c0; j0 < c1; j0 += 8) {
@@ -922,25 +921,29 @@ QT_AVX512_WIDE bool encode_fused(const EncodeJob& job, const fast::EncodePlan& f
             // A block of 32 int or float elements is one step: its codes computed and packed in registers
             // (int_codes16_avx512 or float_codes16_avx512, then pack_regs_avx512), never staged in
             // memory: in cache, 7-9% off the int -sr encodes, 13% off fp8-e4m3-sr, 22% off fp8-e4m3
-            // and the MX formats (bench/RESULTS.md, 2026-12-04).
-            if (regs) {
-                for (int k = 0; k < count; ++k) {
-                    const float s = scale[k];
-                    // as below: s == 0 makes v the value itself (x / 1)
-                    const __m512 f = _mm512_set1_ps(kMul ? div_rn(1.0f, s) : (s == 0.0f ? 1.0f : s));
-                    const float* yb = kRot ? y + k * block : job.x + first0 + k * block;
-                    __m512i qr[2];
-                    for (int r = 0; r < 2; ++r) {
-                        const __m512 xv = _mm512_loadu_ps(yb + 16 * r);
-                        const __m512 v = kMul ? _mm512_mul_ps(xv, f) : _mm512_div_ps(xv, f);
-                        const uint32_t* w = R == Rounding::kStochastic ? rw + k * block + 16 * r : nullptr;
-                        if constexpr (E == ElemType::kInt) qr[r] = fast::int_codes16_avx512<R>(ig, v, w);
-                        else qr[r] = fast::float_codes16_avx512<R>(fg, v, w);
-                    }
-                    fast::pack_regs_avx512(d.bits, lsb, qr[0], qr[1], job.codes + (j0 + k) * job.block_bytes);
+            // and the MX formats (bench/RESULTS.md, 2026-12-04). The msb-first widths the register
+            // packer does not take go through the byte packer, as code_step's.
+            for (int k = 0; k < count; ++k) {
+                const float s = scale[k];
+                // as below: s == 0 makes v the value itself (x / 1)
+                const __m512 f = _mm512_set1_ps(kMul ? div_rn(1.0f, s) : (s == 0.0f ? 1.0f : s));
+                const float* yb = kRot ? y + k * block : job.x + first0 + k * block;
+                uint8_t* out = job.codes + (j0 + k) * job.block_bytes;
+                __m512i qr[2];
+                for (int r = 0; r < 2; ++r) {
+                    const __m512 xv = _mm512_loadu_ps(yb + 16 * r);
+                    const __m512 v = kMul ? _mm512_mul_ps(xv, f) : _mm512_div_ps(xv, f);
+                    const uint32_t* w = R == Rounding::kStochastic ? rw + k * block + 16 * r : nullptr;
+                    if constexpr (E == ElemType::kInt) qr[r] = fast::int_codes16_avx512<R>(ig, v, w);
+                    else qr[r] = fast::float_codes16_avx512<R>(fg, v, w);
                 }
-                continue;
+                if (fast::pack_regs_avx512(d.bits, lsb, qr[0], qr[1], out)) continue;
+                _mm512_store_si512(q, qr[0]);
+                _mm512_store_si512(q + 16, qr[1]);
+                fast::narrow_step(q, c);
+                fast::pack_step<fast::kStep>(d, c, fast::kStep, out);
             }
+            continue;
         }
         for (int k = 0; k < count; ++k) {
             // as encode_decl_fast: s == 0 (an all-zero block) makes v the value itself

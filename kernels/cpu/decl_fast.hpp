@@ -161,9 +161,6 @@ QT_AVX512 inline void pack_lsb_avx512(__m512i a, __m512i b, uint8_t* out) {
     _mm_mask_storeu_epi8(out + 2 * B, k, _mm256_extracti128_si256(bytes, 1));
 }
 
-// Whether pack_regs_avx512 packs codes of this width and order.
-inline bool packs_in_registers(int bits, bool lsb) { return bits == 8 || bits == 4 || (lsb && bits >= 2 && bits < 8); }
-
 // Packs 32 int32 codes, a (codes 0..15) and b (16..31), the low `bits` bits of each, into out, for
 // 8, 4 and any lsb-first width; false for 2, 3, 5, 6 and 7 bits msb-first (the caller narrows to
 // bytes and uses pack_step). For 4 bits each 64-bit lane holds a pair (element 2k low, 2k + 1 high)
