@@ -19,6 +19,7 @@
 #include "qtransit/reference/checker.hpp"
 #include "qtransit/reference/exact.hpp"
 #include "qtransit/reference/formats.hpp"
+#include "qtransit/reference/paths.hpp"
 #include "qtransit/reference/superacc.hpp"
 #include "reference/checker_sim.hpp"
 
@@ -288,6 +289,54 @@ TEST(PathChecker, SameResultsWhateverTheColumnBefore) {
         EXPECT_EQ(got.max_error_to_a_posteriori, std::max(b.max_error_to_a_posteriori, want.max_error_to_a_posteriori)) << shift;
         EXPECT_EQ(got.outputs_checked, b.outputs_checked + want.outputs_checked) << shift;
     }
+}
+
+// PathChecker takes the a-priori bound of the paths whose bound is one fold over the ranks' absmax
+// (a2a-rs, two-shot-ar, ring-rs, fp32-ring-rs) a step at a time, inside its loop over the events
+// (PriorFold); the others as a_priori_bound does. Every column of every reduce path, for several N,
+// an int and a declared format, must carry a_priori_bound's bits, so that the step-wise fold is the
+// same arithmetic in the same order (the ring's fold starts at a different rank in each column).
+TEST(PathChecker, APrioriOfEveryReducePathHasTheBitsOfAPrioriBound) {
+    std::mt19937 rng(23);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::uniform_int_distribution<int> shift(-6, 6);
+    int compared = 0;
+    for (const char* fmt : {"int4", "fp8-e4m3"}) {
+        for (PathKind path : {PathKind::kA2aRs, PathKind::kTwoShotAr, PathKind::kRingRs, PathKind::kFp32RingRs,
+                              PathKind::kA2aHierRs, PathKind::kTreeRs}) {
+            for (int64_t n : {1, 2, 8, 16, 64}) {
+                if (path == PathKind::kA2aHierRs && n % 8 != 0) continue;
+                PathConfig c = one_column(path, n, 16);
+                c.ranks_per_node = std::min<int64_t>(n, 8);
+                c.format = *parse_format(fmt);
+                std::vector<float> x(static_cast<size_t>(n * c.elements));
+                for (int64_t r = 0; r < n; ++r) {  // each rank its own magnitude: the absmax differ
+                    const int sh = shift(rng);
+                    for (int64_t i = 0; i < c.elements; ++i) x[static_cast<size_t>(r * c.elements + i)] = std::ldexp(nd(rng), sh);
+                }
+                auto cols = reference::run_path_plain(c, x);
+                ASSERT_TRUE(cols.ok()) << cols.error().message << " " << path_info(path).name << " N = " << n;
+                for (const ColumnRecord& col : *cols) {
+                    std::vector<double> absmax(static_cast<size_t>(n), 0.0);
+                    for (int64_t r = 0; r < n; ++r)
+                        for (int64_t i = 0; i < col.len; ++i)
+                            absmax[static_cast<size_t>(r)] = std::max(
+                                absmax[static_cast<size_t>(r)],
+                                std::fabs(static_cast<double>(col.contributions[static_cast<size_t>(r * col.len + i)])));
+                    PathChecker ck(c);
+                    ck.add(col);
+                    const PathStats s = ck.stats();
+                    ASSERT_TRUE(s.bound_holds) << s.first_violation;
+                    const double want = a_priori_bound(c, col.first, 0, absmax);
+                    EXPECT_EQ(std::bit_cast<uint64_t>(s.max_a_priori), std::bit_cast<uint64_t>(want))
+                        << fmt << " " << path_info(path).name << " N = " << n << " column " << col.first << ": "
+                        << s.max_a_priori << " against " << want;
+                    ++compared;
+                }
+            }
+        }
+    }
+    EXPECT_GT(compared, 500);
 }
 
 // The gate shares a path's columns among its threads (column i to thread i mod T) and merges their

@@ -751,6 +751,68 @@ double typed_prior(const PathConfig& c, int64_t first, std::span<const double> a
     return (1 + at.u) / (1 - at.u) * sum;
 }
 
+// The a-priori bound of the paths where it is one fold over the ranks' absmax, a step at a time:
+// a2a-rs and two-shot-ar (a2a_bound over every rank, then two-shot-ar's second stage) and ring-rs and
+// fp32-ring-rs (the ring's hops from the owner's successor on). reduce_prior runs it to the end;
+// PathChecker::add steps it once per event in prepare_events' loop, so that the fold's latency (each
+// step is several dependent roundings, about ten cycles) runs under that loop's independent work
+// instead of after it. The same steps in the same order either way: the same bits.
+class PriorFold {
+public:
+    // Whether this path's bound is such a fold (ranks >= 1).
+    static bool applies(const PathConfig& c) {
+        if (c.ranks < 1) return false;
+        switch (c.path) {
+            case PathKind::kA2aRs:
+            case PathKind::kTwoShotAr:
+            case PathKind::kRingRs:
+            case PathKind::kFp32RingRs: return true;
+            default: return false;
+        }
+    }
+    // a: the N ranks' absmax (held until finish()).
+    PriorFold(const PathConfig& c, const Prior& p, const Prior& p1, int64_t first, const double* a)
+        : p_(&p), p1_(&p1), a_(a), n_(c.ranks) {
+        if (c.path == PathKind::kA2aRs || c.path == PathKind::kTwoShotAr) {
+            ring_ = false;
+            two_shot_ = c.path == PathKind::kTwoShotAr;
+            b_ = p_->t(p_->q({a_[0], 0}));
+        } else {
+            ring_ = true;
+            quant_ = c.path == PathKind::kRingRs;
+            const int64_t ch = chunk_of(c, first);  // (ch + 1 + h) mod n without a division per hop: ch < n
+            at_ = ch + 1 < n_ ? ch + 1 : ch + 1 - n_;
+            b_ = p_->t({a_[at_], 0});
+        }
+    }
+    void step() {
+        if (h_ >= n_) return;
+        if (!ring_) {
+            b_ = p_->add(b_, p_->t(p_->q({a_[h_], 0})));
+        } else {
+            const Bnd sent = quant_ ? p_->t(p_->q(b_)) : b_;
+            if (++at_ == n_) at_ = 0;
+            b_ = p_->add(sent, p_->t({a_[at_], 0}));
+        }
+        ++h_;
+    }
+    // The bound: the steps left, then two-shot-ar's second stage.
+    double finish() {
+        while (h_ < n_) step();
+        return two_shot_ ? p1_->q(b_).err : b_.err;
+    }
+
+    PriorFold() = default;  // no steps
+
+private:
+    const Prior* p_ = nullptr;
+    const Prior* p1_ = nullptr;
+    const double* a_ = nullptr;
+    int64_t n_ = 0, h_ = 1, at_ = 0;
+    bool ring_ = false, quant_ = false, two_shot_ = false;
+    Bnd b_;
+};
+
 // Reduce paths: the same bound for every element and every row of the column.
 // p: the first stage's format (every stage's, but for per-stage formats); p1: the second stage's.
 double reduce_prior(const PathConfig& c, const Prior& p, const Prior& p1, int64_t first, std::span<const double> a) {
@@ -758,19 +820,9 @@ double reduce_prior(const PathConfig& c, const Prior& p, const Prior& p1, int64_
     const int64_t ch = chunk_of(c, first);
     switch (c.path) {
         case PathKind::kRingRs:
-        case PathKind::kFp32RingRs: {
-            const bool quant = c.path == PathKind::kRingRs;
-            // (ch + 1 + h) mod n without a division per hop: ch < n, so it is below 2n.
-            int64_t at = ch + 1 < n ? ch + 1 : ch + 1 - n;
-            Bnd b = p.t({a[at], 0});
-            for (int64_t h = 1; h < n; ++h) {
-                const Bnd sent = quant ? p.t(p.q(b)) : b;
-                if (++at == n) at = 0;
-                b = p.add(sent, p.t({a[at], 0}));
-            }
-            return b.err;
-        }
-        case PathKind::kA2aRs: return a2a_bound(p, a, 0, n).err;
+        case PathKind::kFp32RingRs:
+        case PathKind::kA2aRs:
+        case PathKind::kTwoShotAr: return PriorFold(c, p, p1, first, a.data()).finish();
         case PathKind::kA2aHierRs: {
             const int64_t g = std::max<int64_t>(c.ranks_per_node, 1), nodes = n / g;
             Bnd total;
@@ -784,7 +836,6 @@ double reduce_prior(const PathConfig& c, const Prior& p, const Prior& p1, int64_
             const int levels = std::bit_width(static_cast<uint64_t>(n)) - 1;  // n is a power of two
             return tree_bound(p, a, n, ch, levels - 1).err;
         }
-        case PathKind::kTwoShotAr: return p1.q(a2a_bound(p, a, 0, n)).err;
         case PathKind::kBf16RingRs:
         case PathKind::kFp16RingRs:
         case PathKind::kBf16RingAr:
@@ -926,13 +977,18 @@ inline bool listed_in_range(const Contributors& c, int64_t ranks) {
     return true;
 }
 
+// fold: a PriorFold stepped once per event (or null).
 [[gnu::noinline]] void prepare_events(const ColumnRecord& col, const PathConfig& cfg, EventBound* evb, uint8_t* flags,
-                                      double* sym, EvRange* range) {
+                                      double* sym, EvRange* range, PriorFold* fold) {
     const QuantEvent* evs = col.events.data();
     const size_t nev = col.events.size();
     const FormatSpec* qmax_of = nullptr;
     int32_t qmax = 0;
+    // The fold in a local (its state in registers: through the pointer, every store below could
+    // alias it, and each step would reload it), written back after the loop.
+    PriorFold f = fold != nullptr ? *fold : PriorFold();
     for (size_t e = 0; e < nev; ++e) {
+        f.step();
         const QuantEvent& ev = evs[e];
         const uint8_t lf = ledger_flags(ev, col.len, range[e]);
         if (ev.codes.size() != ev.x.size() || !listed_in_range(ev.contributors, cfg.ranks)) {
@@ -940,23 +996,24 @@ inline bool listed_in_range(const Contributors& c, int64_t ranks) {
             sym[e] = 0;
             continue;
         }
-        const FormatSpec& f = cfg.format_of_stage(ev.stage);
-        if (f.kind == FormatKind::kSym && !std::isnan(ev.scale)) {
+        const FormatSpec& fs = cfg.format_of_stage(ev.stage);
+        if (fs.kind == FormatKind::kSym && !std::isnan(ev.scale)) {
             // prepare_event's int<b> case without building an EventBound (a rep stos and a copy of
             // 120 bytes per event were most of a column's cost): its bound, the same for every element.
-            if (qmax_of != &f) {
-                qmax_of = &f;
-                qmax = f.code_max();
+            if (qmax_of != &fs) {
+                qmax_of = &fs;
+                qmax = fs.code_max();
             }
             const bool whole = ev.column_offset == 0 && static_cast<int64_t>(ev.x.size()) >= col.len;
             flags[e] = static_cast<uint8_t>(kEvOk | kEvCompact | (whole ? kEvWhole : 0) | lf);
             sym[e] = sym_bound(qmax, ev.scale, ev.x);
         } else {
-            evb[e] = prepare_event(col.rotated_sum ? f.rotation_twin() : f, ev, cfg.seed, col.first - ev.column_offset);
+            evb[e] = prepare_event(col.rotated_sum ? fs.rotation_twin() : fs, ev, cfg.seed, col.first - ev.column_offset);
             flags[e] = static_cast<uint8_t>(kEvOk | lf);
             sym[e] = 0;
         }
     }
+    if (fold != nullptr) *fold = f;
 }
 
 // u += the bound of each event ids[pos], ids[pos + 1], ... before `stop`, in that order, while they
@@ -1094,7 +1151,11 @@ void PathChecker::add(const ColumnRecord& col) {
     const DivBound db(division_type(cfg_));
     double col_prior = kInf;
     pre_extra_.assign(dv == Divide::kPre ? ulen : 0, 0.0);
-    if (!gather && dv == Divide::kNone) {
+    // The folds' bound is taken under prepare_events below (PriorFold).
+    const bool fold_prior = !gather && dv == Divide::kNone && !col.rotated_sum && PriorFold::applies(cfg_);
+    if (fold_prior) {
+        // taken below
+    } else if (!gather && dv == Divide::kNone) {
         col_prior = reduce_prior(cfg_, prior, prior1, col.first, absmax_) * kPrioInflation;
         if (col.rotated_sum) {
             // End to end (D28): the rotated domain's a-priori bound, from each contribution's
@@ -1155,7 +1216,13 @@ void PathChecker::add(const ColumnRecord& col) {
     s_.ev_range.resize(nev);
     const double* ev_sym = s_.ev_sym.data();
     EvRange* ev_range = s_.ev_range.data();
-    prepare_events(col, cfg_, evb_.data(), ev_ok.data(), s_.ev_sym.data(), ev_range);
+    if (fold_prior) {
+        PriorFold fold(cfg_, prior, prior1, col.first, absmax_.data());
+        prepare_events(col, cfg_, evb_.data(), ev_ok.data(), s_.ev_sym.data(), ev_range, &fold);
+        col_prior = fold.finish() * kPrioInflation;
+    } else {
+        prepare_events(col, cfg_, evb_.data(), ev_ok.data(), s_.ev_sym.data(), ev_range, nullptr);
+    }
     const std::vector<int32_t>* prev_ids = nullptr;
     std::vector<double>&snap = s_.snap, &whole = s_.whole;  // whole: after every event of prev_ids
     size_t snap_len = 0;
