@@ -291,16 +291,19 @@ TEST(PathChecker, SameResultsWhateverTheColumnBefore) {
     }
 }
 
-// PathChecker takes the a-priori bound of the paths whose bound is one fold over the ranks' absmax
-// (a2a-rs, two-shot-ar, ring-rs, fp32-ring-rs) a step at a time, inside its loop over the events
-// (PriorFold); the others as a_priori_bound does. Every column of every reduce path, for several N,
-// an int and a declared format, must carry a_priori_bound's bits, so that the step-wise fold is the
-// same arithmetic in the same order (the ring's fold starts at a different rank in each column).
-TEST(PathChecker, APrioriOfEveryReducePathHasTheBitsOfAPrioriBound) {
+// PathChecker prepares a column's events, and takes the a-priori bound of the paths whose bound is
+// one fold over the ranks' absmax (a2a-rs, two-shot-ar, ring-rs, fp32-ring-rs) a step at a time,
+// beside other work: in the column scan's loop when the checker has a grid to guess from (any column
+// after its first), else after the scan (EventPrep, PriorFold). Every column of every reduce path,
+// for several N, an int and a declared format, checked first by a fresh checker and then after a
+// column 2^-30 as large (so that its maxima are the column's), must carry a_priori_bound's bits and
+// the same maxima both ways. With int4, rank 1's values are near 2^-140, so that its blocks' scales
+// are subnormal: the scan's loop leaves that event and the ones after it to prepare_events.
+TEST(PathChecker, EventsAndAPrioriAreTheSameInTheScansLoopAndAfterIt) {
     std::mt19937 rng(23);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     std::uniform_int_distribution<int> shift(-6, 6);
-    int compared = 0;
+    int compared = 0, subnormal = 0;
     for (const char* fmt : {"int4", "fp8-e4m3"}) {
         for (PathKind path : {PathKind::kA2aRs, PathKind::kTwoShotAr, PathKind::kRingRs, PathKind::kFp32RingRs,
                               PathKind::kA2aHierRs, PathKind::kTreeRs}) {
@@ -309,34 +312,51 @@ TEST(PathChecker, APrioriOfEveryReducePathHasTheBitsOfAPrioriBound) {
                 PathConfig c = one_column(path, n, 16);
                 c.ranks_per_node = std::min<int64_t>(n, 8);
                 c.format = *parse_format(fmt);
-                std::vector<float> x(static_cast<size_t>(n * c.elements));
+                std::vector<float> x(static_cast<size_t>(n * c.elements)), small(x.size());
                 for (int64_t r = 0; r < n; ++r) {  // each rank its own magnitude: the absmax differ
-                    const int sh = shift(rng);
+                    const int sh = std::string(fmt) == "int4" && r == 1 ? -140 : shift(rng);
                     for (int64_t i = 0; i < c.elements; ++i) x[static_cast<size_t>(r * c.elements + i)] = std::ldexp(nd(rng), sh);
                 }
+                for (size_t i = 0; i < x.size(); ++i) small[i] = std::ldexp(x[i], -30);
                 auto cols = reference::run_path_plain(c, x);
+                auto warm = reference::run_path_plain(c, small);
                 ASSERT_TRUE(cols.ok()) << cols.error().message << " " << path_info(path).name << " N = " << n;
-                for (const ColumnRecord& col : *cols) {
+                ASSERT_TRUE(warm.ok()) << warm.error().message << " " << path_info(path).name << " N = " << n;
+                for (size_t k = 0; k < cols->size(); ++k) {
+                    const ColumnRecord& col = (*cols)[k];
                     std::vector<double> absmax(static_cast<size_t>(n), 0.0);
                     for (int64_t r = 0; r < n; ++r)
                         for (int64_t i = 0; i < col.len; ++i)
                             absmax[static_cast<size_t>(r)] = std::max(
                                 absmax[static_cast<size_t>(r)],
                                 std::fabs(static_cast<double>(col.contributions[static_cast<size_t>(r * col.len + i)])));
-                    PathChecker ck(c);
-                    ck.add(col);
-                    const PathStats s = ck.stats();
-                    ASSERT_TRUE(s.bound_holds) << s.first_violation;
+                    if (n > 1 && absmax[1] > 0 && absmax[1] < 0x1p-120) ++subnormal;
+                    PathChecker after(c), in_loop(c);
+                    after.add(col);             // a first column: no grid to guess, the events after the scan
+                    in_loop.add((*warm)[k]);
+                    in_loop.add(col);           // in the scan's loop
+                    const PathStats a = after.stats(), b = in_loop.stats();
+                    ASSERT_TRUE(a.bound_holds) << a.first_violation;
+                    ASSERT_TRUE(b.bound_holds) << b.first_violation;
                     const double want = a_priori_bound(c, col.first, 0, absmax);
-                    EXPECT_EQ(std::bit_cast<uint64_t>(s.max_a_priori), std::bit_cast<uint64_t>(want))
-                        << fmt << " " << path_info(path).name << " N = " << n << " column " << col.first << ": "
-                        << s.max_a_priori << " against " << want;
+                    const std::string where = std::string(fmt) + " " + path_info(path).name + " N = " + std::to_string(n) +
+                                              " column " + std::to_string(col.first);
+                    EXPECT_EQ(std::bit_cast<uint64_t>(a.max_a_priori), std::bit_cast<uint64_t>(want))
+                        << where << ": " << a.max_a_priori << " against " << want;
+                    EXPECT_EQ(std::bit_cast<uint64_t>(b.max_a_priori), std::bit_cast<uint64_t>(want))
+                        << where << ": " << b.max_a_priori << " against " << want;
+                    EXPECT_EQ(a.max_a_posteriori, b.max_a_posteriori) << where;
+                    EXPECT_EQ(a.max_abs_error, b.max_abs_error) << where;
+                    EXPECT_EQ(a.max_error_to_a_posteriori, b.max_error_to_a_posteriori) << where;
+                    EXPECT_EQ(a.k_min, b.k_min) << where;
+                    EXPECT_EQ(a.k_max, b.k_max) << where;
                     ++compared;
                 }
             }
         }
     }
     EXPECT_GT(compared, 500);
+    EXPECT_GT(subnormal, 100);  // the scan's loop met events it leaves to prepare_events
 }
 
 // The gate shares a path's columns among its threads (column i to thread i mod T) and merges their

@@ -147,6 +147,7 @@
 
 #include "qtransit/reference/formats.hpp"
 #include "qtransit/reference/hadamard.hpp"
+#include "column_scan_avx512.hpp"
 #include "decl_at.hpp"
 
 namespace qtransit::reference {
@@ -495,10 +496,17 @@ namespace {
 // int<b>'s E for a block of scale s (not NaN), the same for each of its elements x.
 // D6: s (1/2 + 2^-22 qmax) + 2^-149, plus K = max(0, a - qmax s) when s is subnormal.
 // (1/2 + 2^-22 qmax has 22 significant bits and s 24: the product is exact.)
+// Its first part (all of it when s is not subnormal), inlined where it runs in the column scan's
+// AVX-512 loop (EventPrep).
+[[gnu::always_inline]] inline double sym_bound_normal(int32_t qmax, float s) {
+    return static_cast<double>(s) * (0.5 + 0x1p-22 * qmax) + 0x1p-149;
+}
+inline bool subnormal_scale(float s) { return s != 0 && s < 0x1p-126f; }
+
 inline double sym_bound(int32_t qmax, float s, std::span<const float> x) {
     const double ds = static_cast<double>(s);
-    double e = ds * (0.5 + 0x1p-22 * qmax) + 0x1p-149;
-    if (s != 0 && s < 0x1p-126f) {
+    double e = sym_bound_normal(qmax, s);
+    if (subnormal_scale(s)) {
         // a and qmax s are multiples of 2^-149 below 2^-118: their difference is exact.
         const double k = static_cast<double>(abs_max(x)) - qmax * ds;
         if (k > 0) e += k;
@@ -666,23 +674,25 @@ public:
         glow_ = at_.u * (1 + at_.u) / (1 - at_.u);
     }
 
-    double e(double a) const {
+    // Whether e() needs no call (PriorFold in the column scan's loop: see EventPrep).
+    bool inlines() const { return kind_ != FormatKind::kDecl; }
+    [[gnu::always_inline]] double e(double a) const {
         a = std::min(a, cap_);
         if (kind_ == FormatKind::kDecl) return decl_->rotated() ? rotated_e(*decl_, a, block_) : decl_e(*decl_, a);
         if (kind_ == FormatKind::kAsym && a > kFltMax * 0.5 * (1 - 0x1p-30)) return c2_ * a + d2_;
         return c1_ * a + d1_;
     }
-    Bnd q(Bnd b) const { return {b.mag, b.err + e(b.mag + b.err)}; }
+    [[gnu::always_inline]] Bnd q(Bnd b) const { return {b.mag, b.err + e(b.mag + b.err)}; }
     // A term rounded to the accumulation type (fp16 or bf16; D11, D24): |fl(v) - v| <= u |v| +
     // half its subnormal spacing, and an overflow is unbounded.
-    Bnd t(Bnd b) const {
+    [[gnu::always_inline]] Bnd t(Bnd b) const {
         if (!low_) return b;
         const double me = b.mag + b.err;
         if (!(me < at_.overflow)) return {b.mag, kInf};
         return {b.mag, b.err + at_.u * (me * (1 + at_.u) + at_.half_subnormal) + at_.half_subnormal};
     }
     // An add in the type (a sum of two values of the type that lands in the subnormal range is exact).
-    Bnd add(Bnd x, Bnd y) const {
+    [[gnu::always_inline]] Bnd add(Bnd x, Bnd y) const {
         const double m = x.mag + y.mag, e = x.err + y.err;
         if (!low_) return {m, e + g32_ * (m + e)};
         if (!(m + e < at_.overflow)) return {m, kInf};
@@ -770,31 +780,33 @@ public:
             default: return false;
         }
     }
-    // a: the N ranks' absmax (held until finish()).
+    PriorFold() = default;  // no steps
+    // a: the N ranks' absmax, read as the steps go (step_if says which are ready).
     PriorFold(const PathConfig& c, const Prior& p, const Prior& p1, int64_t first, const double* a)
         : p_(&p), p1_(&p1), a_(a), n_(c.ranks) {
-        if (c.path == PathKind::kA2aRs || c.path == PathKind::kTwoShotAr) {
-            ring_ = false;
-            two_shot_ = c.path == PathKind::kTwoShotAr;
-            b_ = p_->t(p_->q({a_[0], 0}));
-        } else {
-            ring_ = true;
-            quant_ = c.path == PathKind::kRingRs;
+        two_shot_ = c.path == PathKind::kTwoShotAr;
+        ring_ = c.path == PathKind::kRingRs || c.path == PathKind::kFp32RingRs;
+        quant_ = c.path == PathKind::kRingRs;
+        if (ring_) {
             const int64_t ch = chunk_of(c, first);  // (ch + 1 + h) mod n without a division per hop: ch < n
             at_ = ch + 1 < n_ ? ch + 1 : ch + 1 - n_;
-            b_ = p_->t({a_[at_], 0});
         }
     }
-    void step() {
+    // Step h reads a[at_]: a2a's rank h, the ring's (ch + 1 + h) mod N.
+    [[gnu::always_inline]] void step() {
         if (h_ >= n_) return;
+        const Bnd own = {a_[at_], 0};
         if (!ring_) {
-            b_ = p_->add(b_, p_->t(p_->q({a_[h_], 0})));
+            b_ = h_ == 0 ? p_->t(p_->q(own)) : p_->add(b_, p_->t(p_->q(own)));
         } else {
-            const Bnd sent = quant_ ? p_->t(p_->q(b_)) : b_;
-            if (++at_ == n_) at_ = 0;
-            b_ = p_->add(sent, p_->t({a_[at_], 0}));
+            b_ = h_ == 0 ? p_->t(own) : p_->add(quant_ ? p_->t(p_->q(b_)) : b_, p_->t(own));
         }
+        if (++at_ == n_) at_ = 0;
         ++h_;
+    }
+    // A step when the absmax it reads is one of the first `ready`.
+    [[gnu::always_inline]] void step_if(size_t ready) {
+        if (h_ < n_ && static_cast<size_t>(at_) < ready) step();
     }
     // The bound: the steps left, then two-shot-ar's second stage.
     double finish() {
@@ -802,13 +814,11 @@ public:
         return two_shot_ ? p1_->q(b_).err : b_.err;
     }
 
-    PriorFold() = default;  // no steps
-
 private:
     const Prior* p_ = nullptr;
     const Prior* p1_ = nullptr;
     const double* a_ = nullptr;
-    int64_t n_ = 0, h_ = 1, at_ = 0;
+    int64_t n_ = 0, h_ = 0, at_ = 0;
     bool ring_ = false, quant_ = false, two_shot_ = false;
     Bnd b_;
 };
@@ -958,7 +968,8 @@ namespace {
 // list), and kEvCovers, its block is the column's (column_offset 0, x of len values); range[e] =
 // {first, count}: what contribution_k reads of an event, so that add() counts k from these without
 // reading the events again (count_k).
-// A function of its own (not inlined into add()): its loop's state stays in registers.
+// EventPrep below does it, in the column scan's loop (the events it can take there) and then in
+// prepare_events, a function of its own (not inlined into add()): its loop's state stays in registers.
 constexpr uint8_t kEvOk = 1, kEvWhole = 2, kEvCompact = 4, kEvRange = 8, kEvCovers = 16;
 
 using detail::EvRange;
@@ -977,26 +988,65 @@ inline bool listed_in_range(const Contributors& c, int64_t ranks) {
     return true;
 }
 
-// fold: a PriorFold stepped once per event (or null).
-[[gnu::noinline]] void prepare_events(const ColumnRecord& col, const PathConfig& cfg, EventBound* evb, uint8_t* flags,
-                                      double* sym, EvRange* range, PriorFold* fold) {
-    const QuantEvent* evs = col.events.data();
-    const size_t nev = col.events.size();
-    const FormatSpec* qmax_of = nullptr;
+// The fewest contribution rows for which PathChecker::add prepares events in the scan's loop (measured
+// with check_bench: 6-8% slower at 8 and 64 rows, 8-13% faster at 384).
+constexpr int64_t kEventsInScanRows = 128;
+
+// prepare_events' state: the event to prepare next, and the PriorFold stepped beside it (a default
+// one, which takes no step, when the bound is not a fold). Held by value in the loop that runs it,
+// so that its state stays in registers: through a pointer, every store to flags or sym could alias
+// it and each step would reload it.
+// In the column scan's AVX-512 loop (operator(), one event per contribution row; ready: how many
+// rows' absmax are written) it takes only what it can without a call: a function not inlined there
+// is legacy-SSE code run with the scan's 512-bit registers live, and each such call cost more than
+// the whole event (measured: the check 10x slower). So there it prepares int<b> events of a normal
+// scale and ring-range contributors, of the format it was given (qmax), while they last, and steps
+// the fold when its Prior needs no call (not a declared format); prepare_events takes the rest.
+struct EventPrep {
+    const ColumnRecord* col = nullptr;
+    const PathConfig* cfg = nullptr;
+    EventBound* evb = nullptr;
+    uint8_t* flags = nullptr;
+    double* sym = nullptr;
+    EvRange* range = nullptr;
+    size_t e = 0, nev = 0;
+    const FormatSpec* qmax_of = nullptr;  // the format qmax is the code_max of
     int32_t qmax = 0;
-    // The fold in a local (its state in registers: through the pointer, every store below could
-    // alias it, and each step would reload it), written back after the loop.
-    PriorFold f = fold != nullptr ? *fold : PriorFold();
-    for (size_t e = 0; e < nev; ++e) {
-        f.step();
-        const QuantEvent& ev = evs[e];
-        const uint8_t lf = ledger_flags(ev, col.len, range[e]);
-        if (ev.codes.size() != ev.x.size() || !listed_in_range(ev.contributors, cfg.ranks)) {
+    bool in_scan = true;  // operator() still prepares events (until one needs the general path)
+    bool fold_in_scan = false;
+    PriorFold fold;
+
+    // In the scan's loop.
+    [[gnu::always_inline]] inline void operator()(size_t /*row*/, size_t ready) {
+        if (in_scan && e < nev) {
+            if (simple(e)) ++e;
+            else in_scan = false;
+        }
+        if (fold_in_scan) fold.step_if(ready);
+    }
+    // An int<b> event of format qmax_of with a normal (or zero) scale, codes and x of one length
+    // and a ring range of contributors: one()'s result without a call. False, and nothing written,
+    // for any other event.
+    [[gnu::always_inline]] inline bool simple(size_t e) {
+        const QuantEvent& ev = col->events[e];
+        if (ev.codes.size() != ev.x.size() || !ev.contributors.list.empty()) return false;
+        const FormatSpec& fs = cfg->format_of_stage(ev.stage);
+        if (&fs != qmax_of || fs.kind != FormatKind::kSym || std::isnan(ev.scale) || subnormal_scale(ev.scale)) return false;
+        const uint8_t lf = ledger_flags(ev, col->len, range[e]);
+        const bool whole = ev.column_offset == 0 && static_cast<int64_t>(ev.x.size()) >= col->len;
+        flags[e] = static_cast<uint8_t>(kEvOk | kEvCompact | (whole ? kEvWhole : 0) | lf);
+        sym[e] = sym_bound_normal(qmax, ev.scale);
+        return true;
+    }
+    void one(size_t e) {
+        const QuantEvent& ev = col->events[e];
+        const uint8_t lf = ledger_flags(ev, col->len, range[e]);
+        if (ev.codes.size() != ev.x.size() || !listed_in_range(ev.contributors, cfg->ranks)) {
             flags[e] = lf;  // not kEvOk
             sym[e] = 0;
-            continue;
+            return;
         }
-        const FormatSpec& fs = cfg.format_of_stage(ev.stage);
+        const FormatSpec& fs = cfg->format_of_stage(ev.stage);
         if (fs.kind == FormatKind::kSym && !std::isnan(ev.scale)) {
             // prepare_event's int<b> case without building an EventBound (a rep stos and a copy of
             // 120 bytes per event were most of a column's cost): its bound, the same for every element.
@@ -1004,16 +1054,25 @@ inline bool listed_in_range(const Contributors& c, int64_t ranks) {
                 qmax_of = &fs;
                 qmax = fs.code_max();
             }
-            const bool whole = ev.column_offset == 0 && static_cast<int64_t>(ev.x.size()) >= col.len;
+            const bool whole = ev.column_offset == 0 && static_cast<int64_t>(ev.x.size()) >= col->len;
             flags[e] = static_cast<uint8_t>(kEvOk | kEvCompact | (whole ? kEvWhole : 0) | lf);
             sym[e] = sym_bound(qmax, ev.scale, ev.x);
         } else {
-            evb[e] = prepare_event(col.rotated_sum ? fs.rotation_twin() : fs, ev, cfg.seed, col.first - ev.column_offset);
+            evb[e] = prepare_event(col->rotated_sum ? fs.rotation_twin() : fs, ev, cfg->seed, col->first - ev.column_offset);
             flags[e] = static_cast<uint8_t>(kEvOk | lf);
             sym[e] = 0;
         }
     }
-    if (fold != nullptr) *fold = f;
+};
+
+// The events left (all of them, when the scan did not take them), with the fold's steps beside them.
+[[gnu::noinline]] void prepare_events(EventPrep& state) {
+    EventPrep p = state;
+    for (; p.e < p.nev; ++p.e) {
+        p.fold.step();
+        p.one(p.e);
+    }
+    state = p;
 }
 
 // u += the bound of each event ids[pos], ids[pos + 1], ... before `stop`, in that order, while they
@@ -1086,13 +1145,54 @@ void PathChecker::add(const ColumnRecord& col) {
     // else they are taken again on this column's own. The grid is only a scale: an exact integer sum
     // on a finer grid converts to the same double, and the errors on it are as exact (on_grid below).
     absmax_.resize(static_cast<size_t>(col.contribution_rows));
+
+    // Every event's block statistics, once per column (rows share events), taken by EventPrep in the
+    // scan's loop where it can (one event per contribution row), else after it; and the a-priori
+    // fold (PriorFold) beside them, where the path's bound is one.
+    const Prior prior(cfg_), prior1(second_stage(cfg_));
+    // --divide (D27): the target is the exact mean T / N. Errors are then compared as N v - T,
+    // exactly, against N times the bound; the division's own rounding joins the bounds (DivBound).
+    const Divide dv = gather ? Divide::kNone : cfg_.divide;
+    const bool fold_prior = !gather && dv == Divide::kNone && !col.rotated_sum && PriorFold::applies(cfg_);
+    const size_t nev = col.events.size();
+    evb_.resize(nev);
+    std::vector<uint8_t>& ev_ok = s_.ev_ok;  // kEvOk, kEvWhole, kEvCompact
+    ev_ok.resize(nev);
+    s_.ev_sym.resize(nev);
+    s_.ev_range.resize(nev);
+    const double* ev_sym = s_.ev_sym.data();
+    EvRange* ev_range = s_.ev_range.data();
+    EventPrep prep;
+    prep.col = &col;
+    prep.cfg = &cfg_;
+    prep.evb = evb_.data();
+    prep.flags = ev_ok.data();
+    prep.sym = s_.ev_sym.data();
+    prep.range = ev_range;
+    prep.nev = nev;
+    prep.qmax_of = &cfg_.format;
+    prep.qmax = cfg_.format.kind == FormatKind::kSym ? cfg_.format.code_max() : 0;
+    if (fold_prior) {
+        prep.fold = PriorFold(cfg_, prior, prior1, col.first, absmax_.data());
+        prep.fold_in_scan = prior.inlines() && prior1.inlines();
+    }
+
     bool summed = false;
     detail::ColumnScan cs;
     const int used_grid = guess_grid_;
     if (used_grid != kNoGrid) {
         tint_.assign(ulen, 0);
-        cs = detail::scan_add_scaled(col.contributions.data(), absmax_.size(), ulen, absmax_.data(), used_grid,
-                                     tint_.data(), summed);
+#if defined(__x86_64__)
+        // Below 128 rows the fold, which trails the scan by 16 rows (its absmax are written 16 rows
+        // at a time), would do too many of its steps after the loop, one after the other: the events
+        // and the fold go after the scan, where they hide the fold's latency among themselves.
+        if (detail::column_simd() && ulen <= 32 && col.contribution_rows >= kEventsInScanRows)
+            cs = detail::scan_impl::scan_add_scaled_each(col.contributions.data(), absmax_.size(), ulen, absmax_.data(),
+                                                         used_grid, tint_.data(), summed, prep);
+        else
+#endif
+            cs = detail::scan_add_scaled(col.contributions.data(), absmax_.size(), ulen, absmax_.data(), used_grid,
+                                         tint_.data(), summed);
     } else {
         cs = detail::scan_column(col.contributions.data(), absmax_.size(), ulen, absmax_.data());
     }
@@ -1143,18 +1243,12 @@ void PathChecker::add(const ColumnRecord& col) {
     };
 
     // A priori, per column (reduce paths) or per element (gather paths; see a_priori_bound).
-    const Prior prior(cfg_), prior1(second_stage(cfg_));
-    // --divide (D27): the target is the exact mean T / N. Errors are then compared as N v - T,
-    // exactly, against N times the bound; the division's own rounding joins the bounds (DivBound).
-    const Divide dv = gather ? Divide::kNone : cfg_.divide;
     const double sc = dv == Divide::kNone ? 1.0 : static_cast<double>(n);
     const DivBound db(division_type(cfg_));
     double col_prior = kInf;
     pre_extra_.assign(dv == Divide::kPre ? ulen : 0, 0.0);
-    // The folds' bound is taken under prepare_events below (PriorFold).
-    const bool fold_prior = !gather && dv == Divide::kNone && !col.rotated_sum && PriorFold::applies(cfg_);
     if (fold_prior) {
-        // taken below
+        // the fold's, below
     } else if (!gather && dv == Divide::kNone) {
         col_prior = reduce_prior(cfg_, prior, prior1, col.first, absmax_) * kPrioInflation;
         if (col.rotated_sum) {
@@ -1207,22 +1301,9 @@ void PathChecker::add(const ColumnRecord& col) {
     std::vector<double> table;
     double prio_ai = -1, prio_cached = 0;  // the other gathers: the last ai's bound
 
-    // Every event's block statistics, once per column (rows share events).
-    const size_t nev = col.events.size();
-    evb_.resize(nev);
-    std::vector<uint8_t>& ev_ok = s_.ev_ok;  // kEvOk, kEvWhole, kEvCompact
-    ev_ok.resize(nev);
-    s_.ev_sym.resize(nev);
-    s_.ev_range.resize(nev);
-    const double* ev_sym = s_.ev_sym.data();
-    EvRange* ev_range = s_.ev_range.data();
-    if (fold_prior) {
-        PriorFold fold(cfg_, prior, prior1, col.first, absmax_.data());
-        prepare_events(col, cfg_, evb_.data(), ev_ok.data(), s_.ev_sym.data(), ev_range, &fold);
-        col_prior = fold.finish() * kPrioInflation;
-    } else {
-        prepare_events(col, cfg_, evb_.data(), ev_ok.data(), s_.ev_sym.data(), ev_range, nullptr);
-    }
+    // The events left, if the scan did not take them all, and the fold's steps left.
+    prepare_events(prep);
+    if (fold_prior) col_prior = prep.fold.finish() * kPrioInflation;
     const std::vector<int32_t>* prev_ids = nullptr;
     std::vector<double>&snap = s_.snap, &whole = s_.whole;  // whole: after every event of prev_ids
     size_t snap_len = 0;
