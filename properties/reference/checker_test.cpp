@@ -359,6 +359,57 @@ TEST(PathChecker, EventsAndAPrioriAreTheSameInTheScansLoopAndAfterIt) {
     EXPECT_GT(subnormal, 100);  // the scan's loop met events it leaves to prepare_events
 }
 
+// PathChecker counts k from its own copy of the events' ranges (count_k) when every event of a row is
+// a ring range over the whole column, and with contribution_k otherwise (a listed contributor, as
+// a2a-hier-rs's second hop has). Its k_min and k_max over a column must be contribution_k's, on every
+// reduce path, read as a first column and in the scan's loop.
+TEST(PathChecker, KOfEveryReducePathIsContributionK) {
+    std::mt19937 rng(29);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    int compared = 0;
+    for (PathKind path : {PathKind::kA2aRs, PathKind::kTwoShotAr, PathKind::kRingRs, PathKind::kFp32RingRs,
+                          PathKind::kA2aHierRs, PathKind::kTreeRs}) {
+        for (int64_t n : {2, 8, 16, 128}) {
+            if (path == PathKind::kA2aHierRs && n % 8 != 0) continue;
+            PathConfig c = one_column(path, n, 16);
+            c.ranks_per_node = std::min<int64_t>(n, 8);
+            std::vector<float> x(static_cast<size_t>(n * c.elements));
+            for (float& v : x) v = nd(rng);
+            auto cols = reference::run_path_plain(c, x);
+            ASSERT_TRUE(cols.ok()) << cols.error().message;
+            PathChecker in_loop(c);
+            for (const ColumnRecord& col : *cols) {
+                int32_t kmin = std::numeric_limits<int32_t>::max(), kmax = std::numeric_limits<int32_t>::min();
+                for (const OutputRow& row : col.outputs)
+                    for (int32_t k : contribution_k(col, row, n)) {
+                        kmin = std::min(kmin, k);
+                        kmax = std::max(kmax, k);
+                    }
+                PathChecker first(c);
+                first.add(col);
+                in_loop.add(col);  // after the previous columns: in the scan's loop from the second on
+                const std::string where = std::string(path_info(path).name) + " N = " + std::to_string(n) + " column " +
+                                          std::to_string(col.first);
+                EXPECT_EQ(first.stats().k_min, kmin) << where;
+                EXPECT_EQ(first.stats().k_max, kmax) << where;
+                ++compared;
+            }
+            // Over the columns, the checker's extremes are the extremes of theirs.
+            int32_t kmin = std::numeric_limits<int32_t>::max(), kmax = std::numeric_limits<int32_t>::min();
+            for (const ColumnRecord& col : *cols)
+                for (const OutputRow& row : col.outputs)
+                    for (int32_t k : contribution_k(col, row, n)) {
+                        kmin = std::min(kmin, k);
+                        kmax = std::max(kmax, k);
+                    }
+            EXPECT_EQ(in_loop.stats().k_min, kmin) << path_info(path).name << " N = " << n;
+            EXPECT_EQ(in_loop.stats().k_max, kmax) << path_info(path).name << " N = " << n;
+            EXPECT_TRUE(in_loop.stats().bound_holds) << in_loop.stats().first_violation;
+        }
+    }
+    EXPECT_GT(compared, 100);
+}
+
 // The gate shares a path's columns among its threads (column i to thread i mod T) and merges their
 // checkers: the sums of squares, and so rms_error and rel_rms_error, must have the same bits for
 // any T (D34). Columns of magnitudes 2^-40 to 2^40, whose plain double sums depend on the order.

@@ -1090,15 +1090,33 @@ struct EventPrep {
     return pos;
 }
 
+// What add() asks of a row's event ids, in one pass over them (it was three): whether every id
+// names an event (in_range: what event_ids_in_range says), every one's event is well-formed (ok:
+// kEvOk, and in range), and every one's has kEvRange and kEvCovers (ranges, count_k's condition;
+// meaningful when in_range).
+struct IdsSummary {
+    bool in_range = true, ok = true, ranges = true;
+};
+[[gnu::noinline]] IdsSummary summarize_ids(const std::vector<int32_t>& ids, const uint8_t* flags, size_t nev) {
+    if (nev == 0) return {ids.empty(), ids.empty(), true};
+    bool in = true;
+    uint8_t all = 0xFF;  // the flags every event has (an id out of range reads event 0's: in is false then)
+    for (int32_t id : ids) {
+        const bool i = static_cast<uint64_t>(static_cast<int64_t>(id)) < nev;
+        in &= i;
+        all &= flags[i ? static_cast<size_t>(id) : 0];
+    }
+    constexpr uint8_t kRangeCovers = kEvRange | kEvCovers;
+    return {in, in && (all & kEvOk) != 0, (all & kRangeCovers) == kRangeCovers};
+}
+
 // contribution_k of a row from prepare_events' copy of its events' ranges, when every event of the
-// row has kEvRange and kEvCovers (and the row has no roundings): then contribution_k would count
-// exactly these ranges, in this order. Returns false otherwise (the caller calls contribution_k).
-// The row's ids are in range (event_ids_in_range).
-[[gnu::noinline]] bool count_k(const OutputRow& row, const uint8_t* flags, const EvRange* range, int64_t ranks,
+// row has kEvRange and kEvCovers (`ranges`, from summarize_ids) and the row has no roundings: then
+// contribution_k would count exactly these ranges, in this order. Returns false otherwise (the
+// caller calls contribution_k). The row's ids are in range.
+[[gnu::noinline]] bool count_k(const OutputRow& row, bool ranges, const EvRange* range, int64_t ranks,
                                std::vector<int32_t>& k, std::vector<int32_t>& diff) {
-    if (!row.rounding_ids.empty() || ranks < 1) return false;
-    for (int32_t id : row.event_ids)
-        if ((flags[id] & (kEvRange | kEvCovers)) != (kEvRange | kEvCovers)) return false;
+    if (!row.rounding_ids.empty() || ranks < 1 || !ranges) return false;
     k.assign(static_cast<size_t>(ranks), 0);
     diff.assign(static_cast<size_t>(ranks) + 1, 0);
     for (int32_t id : row.event_ids) add_ring_range(range[id].first, range[id].count, ranks, k.data(), diff.data());
@@ -1328,6 +1346,16 @@ void PathChecker::add(const ColumnRecord& col) {
     std::vector<float>& prev_values = s_.prev_values;
     std::vector<double>& prev_apost = s_.prev_apost;
     for (const OutputRow& row : col.outputs) {
+        // The row's ids summarized once, when first asked.
+        IdsSummary ids_sum;
+        bool have_ids_sum = false;
+        auto ids_summary = [&]() -> const IdsSummary& {
+            if (!have_ids_sum) {
+                ids_sum = summarize_ids(row.event_ids, ev_ok.data(), nev);
+                have_ids_sum = true;
+            }
+            return ids_sum;
+        };
         // k from the ledger.
         if (n >= 1) {
             int64_t lo = 0, hi = n - 1;
@@ -1353,8 +1381,8 @@ void PathChecker::add(const ColumnRecord& col) {
                     ks_base_ = lo;
                     kof_row = &row;
                     kof_others = others;
-                } else if (event_ids_in_range(row.event_ids, nev)) {
-                    if (!count_k(row, ev_ok.data(), ev_range, n, ks, s_.diff)) ks = contribution_k(col, row, n);
+                } else if (ids_summary().in_range) {
+                    if (!count_k(row, ids_summary().ranges, ev_range, n, ks, s_.diff)) ks = contribution_k(col, row, n);
                     ks_base_ = 0;
                     kof_row = nullptr;
                 } else {
@@ -1390,16 +1418,8 @@ void PathChecker::add(const ColumnRecord& col) {
         // rows of ring-ag-requant extend a chain), so that N rows do not cost N^2 events.
         const std::vector<int32_t>& ids = row.event_ids;
         const bool same_ids = prev_ids != nullptr && ids == *prev_ids;  // checked already, with that row
-        bool malformed = false;
         const uint8_t* okp = ev_ok.data();
-        for (size_t p = 0; !same_ids && p < ids.size(); ++p) {
-            const int32_t id = ids[p];
-            if (id < 0 || static_cast<size_t>(id) >= nev || !(okp[static_cast<size_t>(id)] & kEvOk)) {
-                malformed = true;
-                break;
-            }
-        }
-        if (malformed) {
+        if (!same_ids && !ids_summary().ok) {
             record_violation(col.first, row.rank, 0,
                              "malformed ledger: an event id is out of range, an event's codes and x differ in "
                              "length, or an event lists a contributor that is not a rank of the path");
