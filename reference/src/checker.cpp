@@ -764,9 +764,10 @@ double typed_prior(const PathConfig& c, int64_t first, std::span<const double> a
 // The a-priori bound of the paths where it is one fold over the ranks' absmax, a step at a time:
 // a2a-rs and two-shot-ar (a2a_bound over every rank, then two-shot-ar's second stage) and ring-rs and
 // fp32-ring-rs (the ring's hops from the owner's successor on). reduce_prior runs it to the end;
-// PathChecker::add steps it once per event in prepare_events' loop, so that the fold's latency (each
-// step is several dependent roundings, about ten cycles) runs under that loop's independent work
-// instead of after it. The same steps in the same order either way: the same bits.
+// PathChecker::add steps it beside its events' preparation (EventPrep: in the column scan's loop,
+// then in prepare_events'), so that the fold's latency (each step is several dependent roundings,
+// about ten cycles) runs under that work instead of after it. The same steps in the same order
+// either way: the same bits.
 class PriorFold {
 public:
     // Whether this path's bound is such a fold (ranks >= 1).
@@ -1192,7 +1193,7 @@ void PathChecker::add(const ColumnRecord& col) {
     prep.qmax = cfg_.format.kind == FormatKind::kSym ? cfg_.format.code_max() : 0;
     if (fold_prior) {
         prep.fold = PriorFold(cfg_, prior, prior1, col.first, absmax_.data());
-        prep.fold_in_scan = prior.inlines() && prior1.inlines();
+        prep.fold_in_scan = prior.inlines();  // (its steps use the first stage's Prior only)
     }
 
     bool summed = false;
@@ -1201,9 +1202,10 @@ void PathChecker::add(const ColumnRecord& col) {
     if (used_grid != kNoGrid) {
         tint_.assign(ulen, 0);
 #if defined(__x86_64__)
-        // Below 128 rows the fold, which trails the scan by 16 rows (its absmax are written 16 rows
-        // at a time), would do too many of its steps after the loop, one after the other: the events
-        // and the fold go after the scan, where they hide the fold's latency among themselves.
+        // Below kEventsInScanRows rows the fold, which trails the scan by 16 rows (its absmax are
+        // written 16 rows at a time), would do too many of its steps after the loop, one after the
+        // other: the events and the fold go after the scan, where they hide the fold's latency among
+        // themselves.
         if (detail::column_simd() && ulen <= 32 && col.contribution_rows >= kEventsInScanRows)
             cs = detail::scan_impl::scan_add_scaled_each(col.contributions.data(), absmax_.size(), ulen, absmax_.data(),
                                                          used_grid, tint_.data(), summed, prep);

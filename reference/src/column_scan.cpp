@@ -33,7 +33,8 @@ namespace {
 #define QT_REF_MULTIVERSION
 #endif
 
-constexpr uint32_t kAbs = 0x7FFFFFFFu, kInfBits = 0x7F800000u;
+using scan_impl::kAbs;
+using scan_impl::kInfBits;
 #if defined(__x86_64__)
 using scan_impl::scaled;
 #endif

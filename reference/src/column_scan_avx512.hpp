@@ -1,7 +1,15 @@
 // The AVX-512 loop of the column scan with the exact int64 sums (column_scan.cpp), as a template
 // whose loop takes a caller's per-row work (internal to qt_reference: column_scan.cpp and
-// checker.cpp include it). x86-64 only; the caller checks column_simd() before calling.
+// checker.cpp include it). The loop is x86-64 only, and the caller checks column_simd() before
+// calling it; the bit constants below are every build's.
 #pragma once
+
+#include <cstdint>
+
+namespace qtransit::reference::detail::scan_impl {
+// |x| as bits, and the bits of +inf (every loop of column_scan.cpp, portable or not).
+constexpr uint32_t kAbs = 0x7FFFFFFFu, kInfBits = 0x7F800000u;
+}  // namespace qtransit::reference::detail::scan_impl
 
 #if defined(__x86_64__)
 
@@ -17,8 +25,6 @@
 #define QT_REF_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
 
 namespace qtransit::reference::detail::scan_impl {
-
-constexpr uint32_t kAbs = 0x7FFFFFFFu, kInfBits = 0x7F800000u;
 
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_epi32's self-initialisation,
