@@ -173,7 +173,8 @@ namespace {
 // caller built by hand may hold one; the checker reports its event as malformed).
 template <class Who>
 void count_contributors(const std::vector<int32_t>& ids, int64_t ranks, std::vector<int32_t>& k, Who who) {
-    std::vector<int32_t> diff(static_cast<size_t>(ranks) + 1, 0);  // ring ranges, O(1) each
+    std::vector<int32_t> diff;
+    RingRangeCounter ring(ranks, k.data(), diff);
     for (int32_t id : ids) {
         const Contributors& c = who(id);
         if (!c.list.empty()) {
@@ -181,9 +182,9 @@ void count_contributors(const std::vector<int32_t>& ids, int64_t ranks, std::vec
                 if (r >= 0 && r < ranks) ++k[static_cast<size_t>(r)];
             continue;
         }
-        add_ring_range(c.first, c.count, ranks, k.data(), diff.data());
+        ring.add(c.first, c.count);
     }
-    add_ring_ranges_done(diff.data(), ranks, k.data());
+    ring.finish();
 }
 
 void count_events(const ColumnRecord& column, const std::vector<int32_t>& ids, int64_t ranks, std::vector<int32_t>& k) {

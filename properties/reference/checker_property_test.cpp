@@ -7,7 +7,9 @@
 //  * the checker's per-event bound (double) against reference::element_bound (exact), and e(a)
 //    against every element's exact bound;
 //  * bound_holds on columns built by a minimal correct a2a-rs / ring-rs simulation
-//    (checker_sim.hpp) for int4, int8, int4-asym, ds-int4 and ds-int4-fm, N = 1..16, fp32 and fp16 accumulation.
+//    (checker_sim.hpp) for int4, int8, int4-asym, ds-int4 and ds-int4-fm, N = 1..16, fp32 and fp16 accumulation;
+//  * RingRangeCounter (contribution_k's and the checker's count of ring ranges) against a walk of
+//    every range, rank by rank.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "generators.hpp"
+#include "qtransit/common/transit.hpp"
 #include "qtransit/reference/checker.hpp"
 #include "qtransit/reference/exact.hpp"
 #include "qtransit/reference/formats.hpp"
@@ -290,6 +293,40 @@ void check_simulated(Accum accum) {
     RC_ASSERT(s.max_a_posteriori <= s.max_a_priori);
     RC_CLASSIFY(s.max_abs_error > 0, "non-zero error");
     RC_CLASSIFY(s.max_error_to_a_posteriori > 0.25, "error > a_post / 4");
+}
+
+// Ranges of every kind, mixed: one rank (the fast case), runs of ranges from one first (a ring's
+// hops, whose ++ the counter defers), wrapping ones, N or more (whole turns), a first outside
+// 0..N-1 (taken mod N, negative too) and a negative count (counts nothing); k starts non-zero (the
+// counter adds to it) and the diff vector holds garbage from an earlier count.
+RC_GTEST_PROP(RingRangeCounterProps, CountsWhatAWalkOfEveryRangeCounts, ()) {
+    const int64_t n = *rc::gen::inRange<int64_t>(1, 40);
+    const auto first = rc::gen::weightedOneOf<int64_t>({{6, rc::gen::inRange<int64_t>(0, n)},
+                                                        {1, rc::gen::inRange<int64_t>(-3 * n, 3 * n + 1)}});
+    const auto count = rc::gen::weightedOneOf<int64_t>({{3, rc::gen::just<int64_t>(1)},
+                                                        {4, rc::gen::inRange<int64_t>(0, n + 1)},
+                                                        {1, rc::gen::inRange<int64_t>(n, 3 * n + 1)},
+                                                        {1, rc::gen::inRange<int64_t>(-3, 0)}});
+    const auto run = rc::gen::mapcat(rc::gen::pair(first, rc::gen::inRange(1, 6)), [count](std::pair<int64_t, int> fr) {
+        return rc::gen::map(rc::gen::container<std::vector<int64_t>>(static_cast<size_t>(fr.second), count),
+                            [f = fr.first](std::vector<int64_t> cs) {
+                                std::vector<std::pair<int64_t, int64_t>> v;
+                                for (int64_t c : cs) v.emplace_back(f, c);
+                                return v;
+                            });
+    });
+    const auto runs = *rc::gen::container<std::vector<std::vector<std::pair<int64_t, int64_t>>>>(run);
+    std::vector<int32_t> k(static_cast<size_t>(n)), want(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; ++r) k[static_cast<size_t>(r)] = want[static_cast<size_t>(r)] = static_cast<int32_t>(r % 3);
+    std::vector<int32_t> diff(static_cast<size_t>(n) + 1, 7);
+    RingRangeCounter ring(n, k.data(), diff);
+    for (const auto& rs : runs)
+        for (const auto& [f, c] : rs) {
+            ring.add(f, c);
+            for (int64_t i = 0; i < c; ++i) ++want[static_cast<size_t>(((f + i) % n + n) % n)];
+        }
+    ring.finish();
+    RC_ASSERT(k == want);
 }
 
 RC_GTEST_PROP(CheckerOnSimulatedPaths, BoundHoldsFp32, ()) { check_simulated(Accum::kFp32); }

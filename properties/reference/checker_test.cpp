@@ -695,6 +695,26 @@ TEST(PathChecker, TamperedLedgerIsAViolation) {
         EXPECT_FALSE(c.stats().bound_holds) << how;
         EXPECT_NE(c.stats().first_violation.find("malformed ledger"), std::string::npos) << how << ": " << c.stats().first_violation;
     }
+    // A ring range of a negative count names no rank: malformed too (counting it wrote before k's
+    // first entry). Its first is taken mod N, negative or past N: -1 and 3 are rank 1 of 2, as 1 is.
+    ColumnRecord neg = ring2_column();
+    neg.events[0].contributors.count = -1;
+    PathChecker c(ring2());
+    c.add(neg);
+    EXPECT_FALSE(c.stats().bound_holds);
+    EXPECT_NE(c.stats().first_violation.find("malformed ledger"), std::string::npos) << c.stats().first_violation;
+    PathChecker one(ring2());
+    one.add(ring2_column());
+    for (int64_t first : {-1, 3, -3}) {
+        ColumnRecord wrapped = ring2_column();
+        wrapped.events[0].contributors.first = first;
+        PathChecker w(ring2());
+        w.add(wrapped);
+        EXPECT_TRUE(w.stats().bound_holds) << first << ": " << w.stats().first_violation;
+        EXPECT_EQ(w.stats().k_min, one.stats().k_min) << first;
+        EXPECT_EQ(w.stats().k_max, one.stats().k_max) << first;
+        EXPECT_EQ(w.stats().max_a_posteriori, one.stats().max_a_posteriori) << first;
+    }
 }
 
 TEST(PathChecker, NonFiniteOutputs) {

@@ -961,7 +961,7 @@ void PathChecker::record_violation(int64_t first, int64_t rank, int64_t element,
 namespace {
 
 // add()'s first pass over a column's events: per event, flags (kEvOk: its codes and x have one
-// length, and its contributor list, if any, names ranks of the path only; kEvCompact: an int<b> block, not poisoned, whose bound is sym[e] for every element, and
+// length, and its contributors are ranks of the path (listed_in_range); kEvCompact: an int<b> block, not poisoned, whose bound is sym[e] for every element, and
 // whose EventBound is not written; kEvWhole: such a block over every element of the column) and
 // sym[e], or, for every other well-formed event, evb[e]. An int<b> event so takes 9 bytes, not a
 // 104-byte EventBound's cache line.
@@ -981,9 +981,10 @@ inline uint8_t ledger_flags(const QuantEvent& ev, int64_t len, EvRange& range) {
                                 (ev.column_offset == 0 && static_cast<int64_t>(ev.x.size()) == len ? kEvCovers : 0));
 }
 
-// Whether every listed contributor is a rank of the path (a ring range always is: its ranks are
-// taken mod N).
+// Whether the contributors are ranks of the path: every listed one, or a ring range of a count of
+// zero or more (its ranks are taken mod N; a negative count names none).
 inline bool listed_in_range(const Contributors& c, int64_t ranks) {
+    if (c.list.empty()) return c.count >= 0;
     for (int32_t r : c.list)
         if (r < 0 || r >= ranks) return false;
     return true;
@@ -1030,7 +1031,7 @@ struct EventPrep {
     // for any other event.
     [[gnu::always_inline]] inline bool simple(size_t e) {
         const QuantEvent& ev = col->events[e];
-        if (ev.codes.size() != ev.x.size() || !ev.contributors.list.empty()) return false;
+        if (ev.codes.size() != ev.x.size() || !ev.contributors.list.empty() || ev.contributors.count < 0) return false;
         const FormatSpec& fs = cfg->format_of_stage(ev.stage);
         if (&fs != qmax_of || fs.kind != FormatKind::kSym || std::isnan(ev.scale) || subnormal_scale(ev.scale)) return false;
         const uint8_t lf = ledger_flags(ev, col->len, range[e]);
@@ -1098,8 +1099,23 @@ struct EventPrep {
 struct IdsSummary {
     bool in_range = true, ok = true, ranges = true;
 };
+// Whether ids are 0, 1, ..., nev - 1: every event of the column, in order (the output rows of
+// a2a-rs, ring-rs and two-shot-ar). Branch-free: it vectorizes, where a walk through flags[id] does not.
+inline bool ids_are_every_event(const std::vector<int32_t>& ids, size_t nev) {
+    if (ids.size() != nev || nev > static_cast<size_t>(std::numeric_limits<int32_t>::max())) return false;
+    const int32_t* p = ids.data();
+    int32_t bad = 0;
+    for (size_t i = 0; i < nev; ++i) bad |= p[i] ^ static_cast<int32_t>(i);
+    return bad == 0;
+}
 [[gnu::noinline]] IdsSummary summarize_ids(const std::vector<int32_t>& ids, const uint8_t* flags, size_t nev) {
     if (nev == 0) return {ids.empty(), ids.empty(), true};
+    constexpr uint8_t kRangeCovers = kEvRange | kEvCovers;
+    if (ids_are_every_event(ids, nev)) {  // in range; the flags every event has, without the ids
+        uint8_t every = 0xFF;
+        for (size_t e = 0; e < nev; ++e) every &= flags[e];
+        return {true, (every & kEvOk) != 0, (every & kRangeCovers) == kRangeCovers};
+    }
     bool in = true;
     uint8_t all = 0xFF;  // the flags every event has (an id out of range reads event 0's: in is false then)
     for (int32_t id : ids) {
@@ -1107,7 +1123,6 @@ struct IdsSummary {
         in &= i;
         all &= flags[i ? static_cast<size_t>(id) : 0];
     }
-    constexpr uint8_t kRangeCovers = kEvRange | kEvCovers;
     return {in, in && (all & kEvOk) != 0, (all & kRangeCovers) == kRangeCovers};
 }
 
@@ -1119,9 +1134,9 @@ struct IdsSummary {
                                std::vector<int32_t>& k, std::vector<int32_t>& diff) {
     if (!row.rounding_ids.empty() || ranks < 1 || !ranges) return false;
     k.assign(static_cast<size_t>(ranks), 0);
-    diff.assign(static_cast<size_t>(ranks) + 1, 0);
-    for (int32_t id : row.event_ids) add_ring_range(range[id].first, range[id].count, ranks, k.data(), diff.data());
-    add_ring_ranges_done(diff.data(), ranks, k.data());
+    RingRangeCounter ring(ranks, k.data(), diff);
+    for (int32_t id : row.event_ids) ring.add(range[id].first, range[id].count);
+    ring.finish();
     return true;
 }
 
@@ -1424,7 +1439,8 @@ void PathChecker::add(const ColumnRecord& col) {
         if (!same_ids && !ids_summary().ok) {
             record_violation(col.first, row.rank, 0,
                              "malformed ledger: an event id is out of range, an event's codes and x differ in "
-                             "length, or an event lists a contributor that is not a rank of the path");
+                             "length, or an event's contributors are not ranks of the path (a listed rank past N or "
+                             "negative, or a negative count)");
             prev_ids = nullptr;
             continue;
         }

@@ -246,40 +246,78 @@ inline bool event_ids_in_range(const std::vector<int32_t>& ids, size_t events) {
     return !bad;
 }
 
-// contribution_k's count of one ring range (Contributors without a list: ranks first, first + 1, ...,
-// count of them, mod N) into k (N entries) and diff (N + 1, zero before the first range), O(1) but
-// for a range of N or more; after the last, add_ring_ranges_done(diff) adds diff's prefix sums to
-// k. PathChecker counts from its own copy of the events' ranges with it.
-inline void add_ring_range(int64_t first, int64_t count, int64_t ranks, int32_t* k, int32_t* diff) {
-    // (% only when needed: a 64-bit division per event was a tenth of a 384-rank column's check)
-    if (first < 0 || first >= ranks) first %= ranks;
-    if (count >= ranks) {  // the whole ring, possibly more than once
-        for (int64_t r = 0; r < ranks; ++r) k[r] += static_cast<int32_t>(count / ranks);
-        count %= ranks;
+// contribution_k's count of ring ranges (Contributors without a list: ranks first, first + 1, ...,
+// count of them, mod N) into k (N entries, which it adds to), O(1) a range but for one of N or more:
+// a range of one rank is counted where it lands, the others through diff (N + 1 entries, zeroed
+// when a range first needs it), whose prefix sums finish() adds to k. A first outside 0..N-1 is
+// taken mod N; a negative count counts nothing (PathChecker reports such an event as malformed).
+// PathChecker counts from its own copy of the events' ranges with it.
+class RingRangeCounter {
+public:
+    RingRangeCounter(int64_t ranks, int32_t* k, std::vector<int32_t>& diff) : ranks_(ranks), k_(k), diff_(diff) {}
+    void add(int64_t first, int64_t count) {
+        // One rank (every event of a2a-rs and the first hop of a ring), counted where it lands.
+        if (count == 1 && static_cast<uint64_t>(first) < static_cast<uint64_t>(ranks_)) {
+            ++k_[first];
+            return;
+        }
+        add_other(first, count);
     }
-    const int64_t end = first + count;
-    if (count == 1) {
-        // One contributor (every event of a2a-rs and the first hop of a ring): counted where it
-        // lands, not through diff, whose ++ and -- of neighbouring entries make a chain of stores
-        // and reloads from one event to the next.
-        ++k[first];
-    } else if (end <= ranks) {
-        ++diff[first];
-        --diff[end];
-    } else {
-        ++diff[first];
-        --diff[ranks];
-        ++diff[0];
-        --diff[end - ranks];
+    // The diff's prefix sums into k, after the last range.
+    void finish() {
+        if (dp_ == nullptr) return;
+        if (at_ >= 0) dp_[at_] += same_;
+        at_ = -1;
+        int32_t run = 0;
+        for (int64_t r = 0; r < ranks_; ++r) {
+            run += dp_[r];
+            k_[r] += run;
+        }
+        dp_ = nullptr;
     }
-}
-inline void add_ring_ranges_done(const int32_t* diff, int64_t ranks, int32_t* k) {
-    int32_t run = 0;
-    for (int64_t r = 0; r < ranks; ++r) {
-        run += diff[r];
-        k[r] += run;
+
+private:
+    void add_other(int64_t first, int64_t count) {
+        if (ranks_ < 1 || count < 0) return;
+        // (% only when needed: a 64-bit division per event was a tenth of a 384-rank column's check)
+        if (first < 0 || first >= ranks_) first = (first % ranks_ + ranks_) % ranks_;
+        if (count >= ranks_) {  // the whole ring, possibly more than once
+            for (int64_t r = 0; r < ranks_; ++r) k_[r] += static_cast<int32_t>(count / ranks_);
+            count %= ranks_;
+        }
+        if (count == 1) {  // (after whole turns, or a first taken mod N)
+            ++k_[first];
+            return;
+        }
+        if (count == 0) return;
+        if (dp_ == nullptr) {
+            diff_.assign(static_cast<size_t>(ranks_) + 1, 0);
+            dp_ = diff_.data();
+        }
+        // ++diff[first], counted in same_ while first repeats (a ring's hops all start at one rank:
+        // a ++ of one entry, event after event, is a chain of stores and reloads), stored when it changes.
+        if (first != at_) {
+            if (at_ >= 0) dp_[at_] += same_;
+            at_ = first;
+            same_ = 0;
+        }
+        ++same_;
+        const int64_t end = first + count;
+        if (end <= ranks_) {
+            --dp_[end];
+        } else {  // it wraps: first..N-1, then 0..end-N-1
+            --dp_[ranks_];
+            ++dp_[0];
+            --dp_[end - ranks_];
+        }
     }
-}
+    int64_t ranks_;
+    int32_t* k_;
+    std::vector<int32_t>& diff_;
+    int32_t* dp_ = nullptr;  // diff's entries, once zeroed
+    int64_t at_ = -1;        // the first whose ++ are pending
+    int32_t same_ = 0;       // how many
+};
 
 // k of each contributor (0..N-1) for one output row: how many quantization events carried it (and,
 // on the 16-bit paths, how many roundings: their rows have rounding_ids and no events).
