@@ -307,7 +307,7 @@ TEST(PathChecker, EventsAndAPrioriAreTheSameInTheScansLoopAndAfterIt) {
     for (const char* fmt : {"int4", "fp8-e4m3"}) {
         for (PathKind path : {PathKind::kA2aRs, PathKind::kTwoShotAr, PathKind::kRingRs, PathKind::kFp32RingRs,
                               PathKind::kA2aHierRs, PathKind::kTreeRs}) {
-            for (int64_t n : {1, 2, 8, 16, 64}) {
+            for (int64_t n : {1, 2, 8, 16, 64, 128}) {  // (the loop takes events from 128 rows: kEventsInScanRows)
                 if (path == PathKind::kA2aHierRs && n % 8 != 0) continue;
                 PathConfig c = one_column(path, n, 16);
                 c.ranks_per_node = std::min<int64_t>(n, 8);
@@ -357,6 +357,55 @@ TEST(PathChecker, EventsAndAPrioriAreTheSameInTheScansLoopAndAfterIt) {
     }
     EXPECT_GT(compared, 500);
     EXPECT_GT(subnormal, 100);  // the scan's loop met events it leaves to prepare_events
+}
+
+// The scan's loop takes an event only when it can do what prepare_events does without a call; any
+// other must stop it there. An event of a2a-rs at N = 128 (in the loop) is changed, one at a time,
+// into each kind the loop must leave: a scale that is negative, subnormal, NaN, or an infinity's
+// neighbour left as is; contributors listed, or of a negative count; codes of another length; a
+// block that starts elsewhere. The checker must say the same, in the loop or after it.
+TEST(PathChecker, EventsTheScansLoopCannotTakeAreLeftToPrepareEvents) {
+    PathConfig c = one_column(PathKind::kA2aRs, 128, 16);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(c.ranks * c.elements)), small(x.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = nd(rng), small[i] = std::ldexp(x[i], -30);
+    auto cols = reference::run_path_plain(c, x);
+    auto warm = reference::run_path_plain(c, small);
+    ASSERT_TRUE(cols.ok() && warm.ok());
+    int checked_clean = 0;
+    for (int how = 0; how < 9; ++how) {
+        ColumnRecord col = (*cols)[0];
+        QuantEvent& ev = col.events[7];
+        switch (how) {
+            case 0: ev.scale = -ev.scale; break;
+            case 1: ev.scale = 0x1p-130f; break;
+            case 2: ev.scale = std::numeric_limits<float>::quiet_NaN(); break;
+            case 3: ev.scale = 0; break;                  // the loop takes it: the same as after
+            case 4: ev.contributors.list = {7}; break;
+            case 5: ev.contributors.count = -1; break;
+            case 6: ev.codes.push_back(0); break;
+            case 7: ev.column_offset = 1; break;
+            default: ev.scale = std::nextafter(0x1p-126f, 0.0f); break;
+        }
+        PathChecker after(c), in_loop(c);
+        after.add(col);
+        in_loop.add((*warm)[0]);
+        in_loop.add(col);
+        const PathStats a = after.stats(), b = in_loop.stats();
+        EXPECT_EQ(a.bound_holds, b.bound_holds) << how;
+        EXPECT_EQ(a.violations, b.violations) << how;
+        EXPECT_EQ(a.first_violation, b.first_violation) << how;
+        // (a malformed ledger adds nothing of the column: b's maxima are then the warm column's)
+        const bool malformed = a.first_violation.find("malformed") != std::string::npos;
+        if (!malformed) {
+            EXPECT_EQ(std::bit_cast<uint64_t>(a.max_a_posteriori), std::bit_cast<uint64_t>(b.max_a_posteriori)) << how;
+            EXPECT_EQ(a.k_min, b.k_min) << how;
+            EXPECT_EQ(a.k_max, b.k_max) << how;
+        }
+        checked_clean += malformed ? 0 : 1;
+    }
+    EXPECT_EQ(checked_clean, 7);
 }
 
 // PathChecker counts k from its own copy of the events' ranges (count_k) when every event of a row is
