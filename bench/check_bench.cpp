@@ -6,6 +6,7 @@
 // counters (outputs per second) within one run: the ratio naive / checker is the cost of exactness.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -74,6 +75,42 @@ void BM_Check(benchmark::State& st, qt::PathKind path) {
     st.SetItemsProcessed(st.iterations() * c.outputs);
 }
 
+// Two parts of the check, each alone, against the same naive sum: what it cannot go below.
+// BM_Scan: the column's scan with its exact int64 sums (each row's absmax, the extremes, the sums
+// on the column's own grid: detail::scan_add_scaled, the loop PathChecker::add runs with its events
+// inside). BM_APriori: the a-priori bound from the rows' absmax (a_priori_bound); for a2a-rs,
+// two-shot-ar and the rings a fold of dependent roundings over the N ranks, whose order, and so
+// whose bits, the report fixes.
+void BM_Scan(benchmark::State& st, qt::PathKind path) {
+    const Column c = make(path, st.range(0));
+    const size_t rows = static_cast<size_t>(c.rec.contribution_rows), len = static_cast<size_t>(c.rec.len);
+    std::vector<double> absmax(rows);
+    const auto cs = qt::reference::detail::scan_column(c.rec.contributions.data(), rows, len, absmax.data());
+    const int grid = cs.lo < 0x7F800000u ? std::max(static_cast<int>(cs.lo >> 23), 1) - 150 : 0;  // the smallest ulp
+    std::vector<int64_t> t(len);
+    bool summed = false;
+    for (auto _ : st) {
+        std::fill(t.begin(), t.end(), 0);
+        benchmark::DoNotOptimize(qt::reference::detail::scan_add_scaled(c.rec.contributions.data(), rows, len,
+                                                                        absmax.data(), grid, t.data(), summed));
+        benchmark::ClobberMemory();
+    }
+    if (!summed) st.SkipWithError("the column's sums are not exact on its grid");
+    st.SetItemsProcessed(st.iterations() * c.outputs);
+}
+
+void BM_APriori(benchmark::State& st, qt::PathKind path) {
+    const Column c = make(path, st.range(0));
+    const size_t rows = static_cast<size_t>(c.rec.contribution_rows), len = static_cast<size_t>(c.rec.len);
+    std::vector<double> absmax(rows);
+    qt::reference::detail::scan_column(c.rec.contributions.data(), rows, len, absmax.data());
+    for (auto _ : st) {
+        benchmark::DoNotOptimize(qt::reference::a_priori_bound(c.cfg, c.rec.first, 0, absmax));
+        benchmark::ClobberMemory();
+    }
+    st.SetItemsProcessed(st.iterations() * c.outputs);
+}
+
 // The simulation of the same column (the schedule on the in-process transport, its ledger
 // recorded), from inputs generated once as the gate reads them (GeneratedTable): what the gate
 // spends next to the check, per output, against the same naive sum.
@@ -102,6 +139,10 @@ BENCHMARK_CAPTURE(BM_NaiveSum, ring_rs, qt::PathKind::kRingRs)->Arg(8)->Arg(64)-
 BENCHMARK_CAPTURE(BM_Check, ring_rs, qt::PathKind::kRingRs)->Arg(8)->Arg(64)->Arg(384);
 BENCHMARK_CAPTURE(BM_NaiveSum, two_shot_ar, qt::PathKind::kTwoShotAr)->Arg(8)->Arg(64)->Arg(384);
 BENCHMARK_CAPTURE(BM_Check, two_shot_ar, qt::PathKind::kTwoShotAr)->Arg(8)->Arg(64)->Arg(384);
+BENCHMARK_CAPTURE(BM_Scan, a2a_rs, qt::PathKind::kA2aRs)->Arg(384);
+BENCHMARK_CAPTURE(BM_APriori, a2a_rs, qt::PathKind::kA2aRs)->Arg(384);
+BENCHMARK_CAPTURE(BM_Scan, ring_rs, qt::PathKind::kRingRs)->Arg(384);
+BENCHMARK_CAPTURE(BM_APriori, ring_rs, qt::PathKind::kRingRs)->Arg(384);
 BENCHMARK_CAPTURE(BM_NaiveSum, ring_ag, qt::PathKind::kRingAg)->Arg(8)->Arg(64)->Arg(384);
 BENCHMARK_CAPTURE(BM_Check, ring_ag, qt::PathKind::kRingAg)->Arg(8)->Arg(64)->Arg(384);
 

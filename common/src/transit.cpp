@@ -173,8 +173,8 @@ namespace {
 // caller built by hand may hold one; the checker reports its event as malformed).
 template <class Who>
 void count_contributors(const std::vector<int32_t>& ids, int64_t ranks, std::vector<int32_t>& k, Who who) {
-    std::vector<int32_t> diff;
-    RingRangeCounter ring(ranks, k.data(), diff);
+    std::vector<int32_t> diff(static_cast<size_t>(ranks) + 1, 0);
+    RingRangeCounter ring(ranks, k.data(), diff.data());
     for (int32_t id : ids) {
         const Contributors& c = who(id);
         if (!c.list.empty()) {

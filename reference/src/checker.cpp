@@ -1152,7 +1152,8 @@ inline bool ids_are_every_event(const std::vector<int32_t>& ids, size_t nev) {
                                std::vector<int32_t>& k, std::vector<int32_t>& diff) {
     if (!row.rounding_ids.empty() || ranks < 1 || !ranges) return false;
     k.assign(static_cast<size_t>(ranks), 0);
-    RingRangeCounter ring(ranks, k.data(), diff);
+    diff.assign(static_cast<size_t>(ranks) + 1, 0);
+    RingRangeCounter ring(ranks, k.data(), diff.data());
     for (int32_t id : row.event_ids) ring.add(range[id].first, range[id].count);
     ring.finish();
     return true;

@@ -248,36 +248,21 @@ inline bool event_ids_in_range(const std::vector<int32_t>& ids, size_t events) {
 
 // contribution_k's count of ring ranges (Contributors without a list: ranks first, first + 1, ...,
 // count of them, mod N) into k (N entries, which it adds to), O(1) a range but for one of N or more:
-// a range of one rank is counted where it lands, the others through diff (N + 1 entries, zeroed
-// when a range first needs it), whose prefix sums finish() adds to k. A first outside 0..N-1 is
-// taken mod N; a negative count counts nothing (PathChecker reports such an event as malformed).
-// PathChecker counts from its own copy of the events' ranges with it.
+// a range of one rank is counted where it lands, the others through diff (N + 1 entries, zeros,
+// the caller's), whose prefix sums finish() adds to k. A first outside 0..N-1 is taken mod N; a
+// negative count counts nothing (PathChecker reports such an event as malformed). PathChecker
+// counts from its own copy of the events' ranges with it.
 class RingRangeCounter {
 public:
-    RingRangeCounter(int64_t ranks, int32_t* k, std::vector<int32_t>& diff) : ranks_(ranks), k_(k), diff_(diff) {}
-    void add(int64_t first, int64_t count) {
+    RingRangeCounter(int64_t ranks, int32_t* k, int32_t* diff) : ranks_(ranks), k_(k), dp_(diff) {}
+    // (inlined, and no call in it: the counter's state then stays in registers; through memory
+    // each ++same_ was a store and a reload, 7 cycles an event in ring-rs's count)
+    [[gnu::always_inline]] void add(int64_t first, int64_t count) {
         // One rank (every event of a2a-rs and the first hop of a ring), counted where it lands.
         if (count == 1 && static_cast<uint64_t>(first) < static_cast<uint64_t>(ranks_)) {
             ++k_[first];
             return;
         }
-        add_other(first, count);
-    }
-    // The diff's prefix sums into k, after the last range.
-    void finish() {
-        if (dp_ == nullptr) return;
-        if (at_ >= 0) dp_[at_] += same_;
-        at_ = -1;
-        int32_t run = 0;
-        for (int64_t r = 0; r < ranks_; ++r) {
-            run += dp_[r];
-            k_[r] += run;
-        }
-        dp_ = nullptr;
-    }
-
-private:
-    void add_other(int64_t first, int64_t count) {
         if (ranks_ < 1 || count < 0) return;
         // (% only when needed: a 64-bit division per event was a tenth of a 384-rank column's check)
         if (first < 0 || first >= ranks_) first = (first % ranks_ + ranks_) % ranks_;
@@ -290,10 +275,6 @@ private:
             return;
         }
         if (count == 0) return;
-        if (dp_ == nullptr) {
-            diff_.assign(static_cast<size_t>(ranks_) + 1, 0);
-            dp_ = diff_.data();
-        }
         // ++diff[first], counted in same_ while first repeats (a ring's hops all start at one rank:
         // a ++ of one entry, event after event, is a chain of stores and reloads), stored when it changes.
         if (first != at_) {
@@ -311,12 +292,24 @@ private:
             --dp_[end - ranks_];
         }
     }
+    // diff's prefix sums into k, after the last range (none when no range needed diff).
+    void finish() {
+        if (at_ < 0) return;
+        dp_[at_] += same_;
+        at_ = -1;
+        int32_t run = 0;
+        for (int64_t r = 0; r < ranks_; ++r) {
+            run += dp_[r];
+            k_[r] += run;
+        }
+    }
+
+private:
     int64_t ranks_;
     int32_t* k_;
-    std::vector<int32_t>& diff_;
-    int32_t* dp_ = nullptr;  // diff's entries, once zeroed
-    int64_t at_ = -1;        // the first whose ++ are pending
-    int32_t same_ = 0;       // how many
+    int32_t* dp_;
+    int64_t at_ = -1;   // the first whose ++ are pending (-1: diff untouched, or its sums added)
+    int32_t same_ = 0;  // how many
 };
 
 // k of each contributor (0..N-1) for one output row: how many quantization events carried it (and,
