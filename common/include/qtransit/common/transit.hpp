@@ -263,6 +263,13 @@ public:
             ++k_[first];
             return;
         }
+        // The next hop of a ring from the same first (at_, when it is one: not -1), within the ring:
+        // what the general case below does, with its tests taken in one.
+        if (first == at_ && first >= 0 && count > 1 && count < ranks_ - first) {
+            ++same_;
+            --dp_[first + count];
+            return;
+        }
         if (ranks_ < 1 || count < 0) return;
         // (% only when needed: a 64-bit division per event was a tenth of a 384-rank column's check)
         if (first < 0 || first >= ranks_) first = (first % ranks_ + ranks_) % ranks_;
