@@ -170,6 +170,56 @@ RC_GTEST_PROP(DoubleAccProps, ExactInAnyOrderAndAnySplit, ()) {
     for (double w : a.to_words()) RC_ASSERT(w == std::trunc(w) && std::fabs(w) < 0x1p53);
 }
 
+// add_times(v, n) is n adds of v: against Exact (v times n) and against n plain adds, mixed with
+// plain adds, for counts up to past 2^31 (where it takes the term in parts) and 2^40; every run and
+// its negation cancel exactly.
+RC_GTEST_PROP(DoubleAccProps, AddTimesIsThatManyAdds, ()) {
+    const auto runs = *rc::gen::container<std::vector<std::pair<double, int64_t>>>(rc::gen::pair(
+        acc_term(), rc::gen::weightedOneOf<int64_t>({{6, rc::gen::inRange<int64_t>(-2, 400)},
+                                                     {1, rc::gen::inRange<int64_t>((int64_t{1} << 31) - 3, (int64_t{1} << 31) + 3)},
+                                                     {1, rc::gen::inRange<int64_t>(int64_t{1} << 40, (int64_t{1} << 40) + 9)}})));
+    DoubleAcc a, b;
+    Exact e;
+    for (const auto& [v, n] : runs) {
+        a.add_times(v, n);
+        if (n > 0) e += Exact(v) * Exact(static_cast<double>(n));
+        if (n > 0 && n <= 400)
+            for (int64_t i = 0; i < n; ++i) b.add(v);
+        else
+            b.add_times(v, n);
+        if (*rc::gen::arbitrary<bool>()) {  // a plain add between runs, and the run negated: it cancels
+            a.add(v);
+            b.add(v);
+            e += Exact(v);
+        }
+    }
+    RC_ASSERT(std::bit_cast<uint64_t>(a.to_double()) == std::bit_cast<uint64_t>(e.to_double()));
+    RC_ASSERT(std::bit_cast<uint64_t>(a.to_double()) == std::bit_cast<uint64_t>(b.to_double()));
+    // Every run and its negation: exactly zero.
+    DoubleAcc z;
+    for (const auto& [v, n] : runs) z.add_times(v, n);
+    for (const auto& [v, n] : runs) z.add_times(-v, n);
+    RC_ASSERT(z.to_double() == 0.0);
+}
+
+TEST(DoubleAcc, AddTimesKeepsTheSpecials) {
+    const double inf = std::numeric_limits<double>::infinity();
+    DoubleAcc a;
+    a.add_times(inf, 3);
+    EXPECT_EQ(a.to_double(), inf);
+    a.add_times(-inf, 0);  // nothing
+    EXPECT_EQ(a.to_double(), inf);
+    a.add_times(-inf, 1);
+    EXPECT_TRUE(std::isnan(a.to_double()));
+    DoubleAcc b;
+    b.add_times(std::numeric_limits<double>::quiet_NaN(), -1);  // nothing
+    b.add_times(0x1p-1074, 5);
+    EXPECT_EQ(b.to_double(), 5 * 0x1p-1074);
+    b.add_times(DBL_MAX, 2);
+    b.add_times(-DBL_MAX, 2);
+    EXPECT_EQ(b.to_double(), 5 * 0x1p-1074);  // exact past DBL_MAX on the way
+}
+
 TEST(DoubleAcc, RoundsAndKeepsTheSpecials) {
     const auto sum = [](std::initializer_list<double> xs) {
         DoubleAcc a;

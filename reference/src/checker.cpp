@@ -142,6 +142,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -1144,6 +1145,12 @@ inline bool ids_are_every_event(const std::vector<int32_t>& ids, size_t nev) {
     return {in, in && (all & kEvOk) != 0, (all & kRangeCovers) == kRangeCovers};
 }
 
+// Whether a and b hold the same bits (memcmp).
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
 // contribution_k of a row from prepare_events' copy of its events' ranges, when every event of the
 // row has kEvRange and kEvCovers (`ranges`, from summarize_ids) and the row has no roundings: then
 // contribution_k would count exactly these ranges, in this order. Returns false otherwise (the
@@ -1380,6 +1387,12 @@ void PathChecker::add(const ColumnRecord& col) {
     have_last_.assign(ulen, 0);
     bool clean_prev = false;  // the previous row was checked element by element and found nothing wrong
     double prev_sse = 0, prev_sst = 0;  // that row's sums of squared errors and targets
+    int64_t repeats = 0;                 // rows since, equal to it, whose sums are not added yet
+    auto add_repeats = [&] {
+        sum_sq_error_.add_times(prev_sse, repeats);
+        sum_sq_target_.add_times(prev_sst, repeats);
+        repeats = 0;
+    };
     std::vector<float>& prev_values = s_.prev_values;
     std::vector<double>& prev_apost = s_.prev_apost;
     for (const OutputRow& row : col.outputs) {
@@ -1555,12 +1568,17 @@ void PathChecker::add(const ColumnRecord& col) {
         // gather or an all-reduce), after a row that found nothing wrong: every error, bound and
         // verdict is the previous row's, so only the counts and the in-order sums take it again
         // (not ring-ag-requant, whose a-priori bound depends on the holder).
-        if (clean_prev && cfg_.path != PathKind::kRingAgRequant && row.values == prev_values && apost_ == prev_apost) {
+        // The same bits (same_bits), not ==: a float == is a compare and two branches per element,
+        // and these two tests were about half of a gather's check. The previous row's values are
+        // finite (clean_prev), so the same bits are ==, but for a -0 against a +0 (that row is then
+        // checked element by element, as any other).
+        if (clean_prev && cfg_.path != PathKind::kRingAgRequant && same_bits(row.values, prev_values) &&
+            same_bits(apost_, prev_apost)) {
             st_.outputs_checked += len;
             // The row's sums are the previous row's: the same errors and targets, summed from zero
-            // in the same order (D34).
-            sum_sq_error_.add(prev_sse);
-            sum_sq_target_.add(prev_sst);
+            // in the same order (D34). Counted, and added as one term when the run of such rows
+            // ends: the accumulators are exact, so n adds of a value and one of n times it are the same.
+            ++repeats;
             continue;
         }
         const int64_t violations_before = st_.violations, nonfinite_before = st_.nonfinite_outputs;
@@ -1678,6 +1696,7 @@ void PathChecker::add(const ColumnRecord& col) {
         }
         st_.outputs_checked = checked;
         st_.max_abs_error = max_err;
+        add_repeats();  // (before prev_sse and prev_sst are this row's)
         sum_sq_error_.add(sse);
         sum_sq_target_.add(sst);
         st_.max_a_posteriori = max_post;
@@ -1691,6 +1710,7 @@ void PathChecker::add(const ColumnRecord& col) {
             prev_sst = sst;
         }
     }
+    add_repeats();
 }
 
 void PathChecker::merge(const PathChecker& o) {

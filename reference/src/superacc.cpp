@@ -224,6 +224,31 @@ void DoubleAcc::add(double v) {
     if (++pending_ >= kMaxPending) normalize();
 }
 
+void DoubleAcc::add_times(double v, int64_t n) {
+    constexpr int64_t kMaxTimes = (int64_t{1} << 31) - 1;  // m * n < 2^84, shifted below 2^115: four chunks
+    for (; n > kMaxTimes; n -= kMaxTimes) add_times(v, kMaxTimes);
+    if (n <= 0) return;
+    const uint64_t b = std::bit_cast<uint64_t>(v);
+    const int ef = static_cast<int>((b >> 52) & 0x7FF);
+    uint64_t m = b & ((uint64_t{1} << 52) - 1);
+    if (ef == 0x7FF) {  // as add: n infinities are one, n NaNs one
+        if (m != 0) nan_ = true;
+        else if (b >> 63) neg_inf_ = true;
+        else pos_inf_ = true;
+        return;
+    }
+    if (ef != 0) m |= uint64_t{1} << 52;
+    if (m == 0) return;
+    const int p = ef != 0 ? ef - 1 : 0;  // as add
+    const int idx = p >> 5;              // <= 63: the top piece lands in chunk 66 at most
+    const u128 full = (static_cast<u128>(m) * static_cast<uint64_t>(n)) << (p & 31);
+    const int64_t pieces[4] = {static_cast<int64_t>(full & kLow32), static_cast<int64_t>((full >> 32) & kLow32),
+                               static_cast<int64_t>((full >> 64) & kLow32), static_cast<int64_t>(full >> 96)};
+    const bool neg = (b >> 63) != 0;
+    for (int k = 0; k < 4; ++k) c_[idx + k] += neg ? -pieces[k] : pieces[k];
+    if (++pending_ >= kMaxPending) normalize();  // each piece below 2^32, as add's
+}
+
 void DoubleAcc::add(const DoubleAcc& o) {
     normalize();
     o.normalize();

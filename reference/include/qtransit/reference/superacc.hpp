@@ -94,7 +94,8 @@ private:
 // the checker's sums of squared errors and targets, which it adds per output row and merges across
 // threads and processes (D34). SuperAcc's construction over binary64's whole range: 32-bit chunks
 // in signed 64-bit words from 2^-1074 (the smallest subnormal) up, carries deferred, 68 chunks
-// (2^-1074 .. 2^1102) so that 2^30 terms of any finite magnitude fit. Off the hot path: two adds
+// (2^-1074 .. 2^1102) so that 2^30 terms of any finite magnitude fit (an add_times term is at most
+// 2^31 times one: 2^1055 at most, and 2^30 of them still fit). Off the hot path: two adds
 // per output row, one rounding when a caller reads the sum.
 class DoubleAcc {
 public:
@@ -104,6 +105,9 @@ public:
     // Exact for a finite v; an infinity or NaN is remembered and decides to_double() as an IEEE sum
     // of the terms would (inf, -inf, or NaN for a NaN or both infinities).
     void add(double v);
+    // add(v), n times (n <= 0: nothing), as one term: v's significand times n, exactly. The checker
+    // adds a gather's identical rows so (every rank holds the same value against the same target).
+    void add_times(double v, int64_t n);
     void add(const DoubleAcc& o);
     double to_double() const;  // the exact sum, correctly rounded (ties to even); +-inf past DBL_MAX
 
