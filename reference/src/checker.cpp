@@ -1395,6 +1395,14 @@ void PathChecker::add(const ColumnRecord& col) {
     };
     std::vector<float>& prev_values = s_.prev_values;
     std::vector<double>& prev_apost = s_.prev_apost;
+    // The contributors whose k a row's check reads: a gather's owners of the column (its first
+    // and last element's chunks), else every rank. Once per column (two divisions, per row a tenth
+    // of a gather's check).
+    int64_t owners_lo = 0, owners_hi = n - 1;
+    if (gather && shard > 0 && len > 0 && n >= 1) {
+        owners_lo = std::clamp<int64_t>(col.first / shard, 0, n - 1);
+        owners_hi = std::clamp<int64_t>((col.first + len - 1) / shard, 0, n - 1);
+    }
     for (const OutputRow& row : col.outputs) {
         // The row's ids summarized once, when first asked.
         IdsSummary ids_sum;
@@ -1408,11 +1416,7 @@ void PathChecker::add(const ColumnRecord& col) {
         };
         // k from the ledger.
         if (n >= 1) {
-            int64_t lo = 0, hi = n - 1;
-            if (gather && shard > 0 && len > 0) {
-                lo = std::clamp<int64_t>(col.first / shard, 0, n - 1);
-                hi = std::clamp<int64_t>((col.first + len - 1) / shard, 0, n - 1);
-            }
+            const int64_t lo = owners_lo, hi = owners_hi;
             // A gather's k matters for its owners only: counted for them alone when the ledger
             // allows (O(events), not O(N) per row); else every contributor's.
             bool others = false;
@@ -1488,10 +1492,11 @@ void PathChecker::add(const ColumnRecord& col) {
             if (uniform) apost_.assign(ulen, uni);
             uniform = false;
         };
+        // The same events as the previous row (every rank of a gather decodes the same block):
+        // the same sum, taken as it is (below, with the row's add terms when it has them).
+        bool from_whole = false;
         if (same_ids) {
-            // The same events as the previous row (every rank of a gather decodes the same block):
-            // the same sum, taken as it is.
-            apost_ = whole;
+            from_whole = true;
             pos = ids.size() + 1;
         } else if (prev_ids != nullptr && snap_len <= ids.size() &&
             std::equal(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(snap_len), prev_ids->begin())) {
@@ -1550,8 +1555,16 @@ void PathChecker::add(const ColumnRecord& col) {
         spread();
         if (pos <= ids.size()) whole = apost_;
         prev_ids = &ids;
-        if (row.add_abs_sum.size() == ulen)
-            for (size_t i = 0; i < ulen; ++i) apost_[i] += gamma * row.add_abs_sum[i];
+        if (from_whole && row.add_abs_sum.size() == ulen && whole.size() == ulen) {
+            // whole's sums and the add terms in one pass (a copy, then loads of what it just stored,
+            // waited on the copy's stores)
+            apost_.resize(ulen);
+            for (size_t i = 0; i < ulen; ++i) apost_[i] = whole[i] + gamma * row.add_abs_sum[i];
+        } else {
+            if (from_whole) apost_ = whole;
+            if (row.add_abs_sum.size() == ulen)
+                for (size_t i = 0; i < ulen; ++i) apost_[i] += gamma * row.add_abs_sum[i];
+        }
         if (row.term_round_abs_sum.size() == ulen)
             for (size_t i = 0; i < ulen; ++i) apost_[i] += at.u * row.term_round_abs_sum[i];
         if (row.term_round_count.size() == ulen)
