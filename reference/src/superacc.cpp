@@ -201,25 +201,40 @@ void DoubleAcc::normalize() const {
     pending_ = 0;
 }
 
-void DoubleAcc::add(double v) {
+namespace {
+
+// A double as DoubleAcc adds it: its significand m, its least bit's position p (2^-1074 is position
+// 0: a subnormal's; a normal's, at 2^(ef - 1075), is ef - 1) and its sign; or what else it is.
+enum class Term { kFinite, kZero, kNaN, kPosInf, kNegInf };
+Term decode(double v, uint64_t& m, int& p, bool& neg) {
     const uint64_t b = std::bit_cast<uint64_t>(v);
     const int ef = static_cast<int>((b >> 52) & 0x7FF);
-    uint64_t m = b & ((uint64_t{1} << 52) - 1);
-    if (ef == 0x7FF) {
-        if (m != 0) nan_ = true;
-        else if (b >> 63) neg_inf_ = true;
-        else pos_inf_ = true;
+    m = b & ((uint64_t{1} << 52) - 1);
+    neg = (b >> 63) != 0;
+    p = 0;
+    if (ef == 0x7FF) return m != 0 ? Term::kNaN : neg ? Term::kNegInf : Term::kPosInf;
+    if (ef != 0) m |= uint64_t{1} << 52;
+    p = ef != 0 ? ef - 1 : 0;
+    return m != 0 ? Term::kFinite : Term::kZero;
+}
+
+}  // namespace
+
+void DoubleAcc::add(double v) {
+    uint64_t m;
+    int p;
+    bool neg;
+    const Term t = decode(v, m, p, neg);
+    if (t != Term::kFinite) {
+        nan_ = nan_ || t == Term::kNaN;
+        pos_inf_ = pos_inf_ || t == Term::kPosInf;
+        neg_inf_ = neg_inf_ || t == Term::kNegInf;
         return;
     }
-    if (ef != 0) m |= uint64_t{1} << 52;
-    if (m == 0) return;
-    // the LSB of a subnormal is at 2^-1074 (position 0), of a normal at 2^(ef - 1075), position ef - 1
-    const int p = ef != 0 ? ef - 1 : 0;
     const int idx = p >> 5;  // <= 63: the top piece lands in chunk 65 at most
     const u128 full = static_cast<u128>(m) << (p & 31);  // < 2^84
     const int64_t pieces[3] = {static_cast<int64_t>(full & kLow32), static_cast<int64_t>((full >> 32) & kLow32),
                                static_cast<int64_t>(full >> 64)};
-    const bool neg = (b >> 63) != 0;
     for (int k = 0; k < 3; ++k) c_[idx + k] += neg ? -pieces[k] : pieces[k];
     if (++pending_ >= kMaxPending) normalize();
 }
@@ -228,23 +243,17 @@ void DoubleAcc::add_times(double v, int64_t n) {
     constexpr int64_t kMaxTimes = (int64_t{1} << 31) - 1;  // m * n < 2^84, shifted below 2^115: four chunks
     for (; n > kMaxTimes; n -= kMaxTimes) add_times(v, kMaxTimes);
     if (n <= 0) return;
-    const uint64_t b = std::bit_cast<uint64_t>(v);
-    const int ef = static_cast<int>((b >> 52) & 0x7FF);
-    uint64_t m = b & ((uint64_t{1} << 52) - 1);
-    if (ef == 0x7FF) {  // as add: n infinities are one, n NaNs one
-        if (m != 0) nan_ = true;
-        else if (b >> 63) neg_inf_ = true;
-        else pos_inf_ = true;
+    uint64_t m;
+    int p;
+    bool neg;
+    if (decode(v, m, p, neg) != Term::kFinite) {  // add's flags: n infinities are one, n NaNs one
+        add(v);
         return;
     }
-    if (ef != 0) m |= uint64_t{1} << 52;
-    if (m == 0) return;
-    const int p = ef != 0 ? ef - 1 : 0;  // as add
-    const int idx = p >> 5;              // <= 63: the top piece lands in chunk 66 at most
+    const int idx = p >> 5;  // <= 63: the top piece lands in chunk 66 at most
     const u128 full = (static_cast<u128>(m) * static_cast<uint64_t>(n)) << (p & 31);
     const int64_t pieces[4] = {static_cast<int64_t>(full & kLow32), static_cast<int64_t>((full >> 32) & kLow32),
                                static_cast<int64_t>((full >> 64) & kLow32), static_cast<int64_t>(full >> 96)};
-    const bool neg = (b >> 63) != 0;
     for (int k = 0; k < 4; ++k) c_[idx + k] += neg ? -pieces[k] : pieces[k];
     if (++pending_ >= kMaxPending) normalize();  // each piece below 2^32, as add's
 }
