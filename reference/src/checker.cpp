@@ -1027,10 +1027,7 @@ struct EventPrep {
         }
         if (fold_in_scan) fold.step_if(ready);
     }
-    // An int<b> event of format qmax_of with a normal (or zero) scale, codes and x of one length
-    // and a ring range of contributors: one()'s result without a call. False, and nothing written,
-    // for any other event.
-    // What it reads of col and cfg for every event, read once (in_scan_setup): its stores to
+    // What simple() reads of col and cfg for every event, read once (in_scan_setup): its stores to
     // flags, as uint8_t, may alias anything, and every read through col or cfg would be done again
     // after each.
     const QuantEvent* events = nullptr;
@@ -1043,20 +1040,20 @@ struct EventPrep {
         one_format = cfg->stage_formats.empty();
         sym_fs = qmax_of != nullptr && qmax_of->kind == FormatKind::kSym ? qmax_of : nullptr;
     }
+    // An int<b> event of format qmax_of with a normal (or zero) scale, codes and x of one length
+    // and a ring range of contributors: one()'s result without a call. False, and nothing written,
+    // for any other event.
     [[gnu::always_inline]] inline bool simple(size_t e) {
         const QuantEvent& ev = events[e];
-        const size_t xs = ev.x.size();
-        if (ev.codes.size() != xs || !ev.contributors.list.empty() || ev.contributors.count < 0 || sym_fs == nullptr)
+        if (ev.codes.size() != ev.x.size() || !ev.contributors.list.empty() || ev.contributors.count < 0 ||
+            sym_fs == nullptr)
             return false;
         if (!one_format && &cfg->format_of_stage(ev.stage) != sym_fs) return false;
-        const float s = ev.scale;
-        if (!(s == 0 || s >= 0x1p-126f)) return false;  // a NaN, negative or subnormal scale (subnormal_scale)
-        range[e] = {ev.contributors.first, ev.contributors.count};
-        const bool at0 = ev.column_offset == 0;
-        // ledger_flags' (kEvRange: no list), and whole
-        const uint8_t lf = static_cast<uint8_t>(kEvRange | (at0 && static_cast<int64_t>(xs) == len ? kEvCovers : 0));
-        flags[e] = static_cast<uint8_t>(kEvOk | kEvCompact | (at0 && static_cast<int64_t>(xs) >= len ? kEvWhole : 0) | lf);
-        sym[e] = sym_bound_normal(qmax, s);
+        if (std::isnan(ev.scale) || subnormal_scale(ev.scale)) return false;
+        const uint8_t lf = ledger_flags(ev, len, range[e]);
+        const bool whole = ev.column_offset == 0 && static_cast<int64_t>(ev.x.size()) >= len;
+        flags[e] = static_cast<uint8_t>(kEvOk | kEvCompact | (whole ? kEvWhole : 0) | lf);
+        sym[e] = sym_bound_normal(qmax, ev.scale);
         return true;
     }
     void one(size_t e) {
