@@ -290,6 +290,15 @@ std::vector<Verdict> baseline_verdicts(const GateConfig& cfg, const std::vector<
             }
         }
     }
+    // A baseline that matches no run at all compared nothing: that is a failure, not a row of skips
+    // (a --quick report given as the baseline of a full gate, or one of another seed or M).
+    if (!out.empty() && std::none_of(out.begin(), out.end(), [](const Verdict& v) { return v.status != VerdictStatus::kSkip; }))
+        for (auto& v : out) {
+            v.status = VerdictStatus::kFail;
+            v.message = "the baseline (" + std::to_string(baseline.size()) +
+                        " runs) matches no run of this gate by (path, format, dist, N, G, M, block, seed): it compared nothing; "
+                        "give a baseline written by the same gate configuration (a --quick report for --quick)";
+        }
     return out;
 }
 
