@@ -32,9 +32,11 @@ uint64_t fnv1a(const std::string& s) {
 // problem found before the runs (a config, a baseline, a rank count, a GPU) is compared across the
 // ranks first, so that all of them exit 2 with the same message rather than some waiting for others.
 Result<gate::GateConfig> check_config(const CheckArgs& a, std::shared_ptr<const kernels::PluginCodec> codec) {
-    auto cfg = !a.config_text.empty() ? gate::parse_gate_config(a.config_text, a.config.empty() ? "config" : a.config)
-               : a.config.empty()     ? gate::parse_gate_config("", "default")
-                                      : gate::load_gate_config(a.config);
+    // A codec given here replaces the config's gate.codec, which is then not loaded at all.
+    const bool config_codec = !codec && a.codec.empty();
+    auto cfg = !a.config_text.empty() ? gate::parse_gate_config(a.config_text, a.config.empty() ? "config" : a.config, config_codec)
+               : a.config.empty()     ? gate::parse_gate_config("", "default", config_codec)
+                                      : gate::load_gate_config(a.config, config_codec);
     if (!cfg) return cfg.error();
     if (!a.conformance.empty()) {
         auto k = kernels::parse_conformance(a.conformance);
@@ -88,11 +90,8 @@ int run_check(const CheckArgs& a) {
     if (problem.empty() && speaker && a.update_baseline)
         if (auto st = check_writable_file(a.baseline, "baseline"); !st) problem = st.error().message;
     if (problem.empty()) problem = gate::backend_problem(*cfg, *backend, a.backend);
-    if (problem.empty() && speaker) {
-        std::error_code ec;
-        fs::create_directories(a.report_dir, ec);
-        if (ec) problem = a.report_dir + ": cannot create directory: " + ec.message();
-    }
+    if (problem.empty() && speaker)
+        if (auto st = reports::check_report_dir(a.report_dir, reports::report_file_names()); !st) problem = st.error().message;
     if (per_rank) {
         problem = mpi::first_error(problem);
         if (problem.empty() && !a.config.empty()) {

@@ -583,18 +583,49 @@ Status validate(GateConfig& cfg) {
     return validate_keys(Ctx{src}, cfg, none);
 }
 
-Result<GateConfig> parse_gate_config(const std::string& toml, const std::string& source) {
+namespace {
+// The user's [[scaling]] rules (when the file has any) must name what the gate runs, as budgets must:
+// a rule on a path, format or distribution the gate never runs would check nothing, silently.
+Status check_user_scaling(const Ctx& user, const GateConfig& cfg, const Lines& lines) {
+    for (size_t i = 0; i < cfg.scaling.size(); ++i) {
+        const auto& r = cfg.scaling[i];
+        const std::string k = "scaling[" + std::to_string(i) + "]";
+        auto err = [&](const std::string& what) {
+            auto it = lines.at.find(k);
+            return it != lines.at.end() ? user.err(it->second, k, what) : make_error(ErrorCode::kInvalidArgument, user.source + ": " + k + ": " + what);
+        };
+        if (std::find(cfg.paths.begin(), cfg.paths.end(), r.path) == cfg.paths.end())
+            return err(std::string("path ") + path_info(r.path).name + " is not in gate.paths");
+        for (const auto& f : r.formats)
+            if (std::find(cfg.formats.begin(), cfg.formats.end(), f) == cfg.formats.end())
+                return err("format " + f.name() + " is not in gate.formats");
+        for (const auto& l : r.staged) {
+            bool found = false;
+            for (const auto& g : cfg.staged) found = found || stages_name(g) == stages_name(l);
+            if (!found) return err("format " + stages_name(l) + " is not in gate.formats");
+        }
+        for (auto d : r.dists)
+            if (std::find(cfg.dists.begin(), cfg.dists.end(), d) == cfg.dists.end())
+                return err(std::string("distribution ") + kernels::to_string(d) + " is not in gate.distributions");
+    }
+    return {};
+}
+}  // namespace
+
+Result<GateConfig> parse_gate_config(const std::string& toml, const std::string& source, bool load_codec) {
     GateConfig cfg;
     Lines none, lines;
     const Ctx def{"default gate"}, user{source};
     auto d = parse_doc(default_gate_toml(), "default gate");
     if (!d) return d.error();
     if (auto st = apply(def, *d, cfg, none); !st) return st.error();
+    bool u_has_scaling = false;
     if (source != "default") {
         auto u = parse_doc(toml, source);
         if (!u) return u.error();
         if (auto st = apply(user, *u, cfg, lines); !st) return st.error();
         cfg.source = source;
+        u_has_scaling = u->contains("scaling");
         // The default gate's budgets bound what the default gate runs: where the user's gate runs
         // another path, format or distribution, they do not apply (and are no error of the user's).
         if (!u->contains("budget"))
@@ -607,7 +638,11 @@ Result<GateConfig> parse_gate_config(const std::string& toml, const std::string&
             });
     }
     if (auto st = validate_keys(user, cfg, lines); !st) return st.error();
-    if (!cfg.codec_path.empty()) {
+    if (source != "default" && u_has_scaling)
+        if (auto st = check_user_scaling(user, cfg, lines); !st) return st.error();
+    if (!load_codec) {
+        cfg.codec_path.clear();
+    } else if (!cfg.codec_path.empty()) {
         const std::string lib = cfg.codec_path;
         if (auto st = attach_codec(cfg, lib); !st) {
             auto it = lines.at.find("gate.codec");
@@ -634,6 +669,12 @@ Result<GateConfig> quick_tier(const GateConfig& full) {
         for (int64_t n : *v) l = std::lcm(l, n);
     q.elements = l * full.block;
     if (q.dists.size() > 2) q.dists.resize(2);
+    // A budget on a distribution or an N the quick tier does not run has nothing to bound there.
+    std::erase_if(q.budgets, [&](const Budget& b) {
+        const bool dist = b.dist.empty() || std::any_of(q.dists.begin(), q.dists.end(), [&](auto d) { return b.dist == kernels::to_string(d); });
+        const auto& ns = b.path == PathKind::kTreeRs ? q.tree_ranks : q.ranks;
+        return !dist || (b.ranks != 0 && std::find(ns.begin(), ns.end(), b.ranks) == ns.end());
+    });
     q.source = full.source + " (quick tier)";
     if (auto st = validate(q); !st) return make_error(st.error().code, "--quick: " + st.error().message);
     return q;
@@ -657,10 +698,10 @@ Status attach_codec(GateConfig& cfg, std::shared_ptr<const kernels::PluginCodec>
     return Status::Ok();
 }
 
-Result<GateConfig> load_gate_config(const std::string& path) {
+Result<GateConfig> load_gate_config(const std::string& path, bool load_codec) {
     auto text = read_text_file(path, kMaxConfigBytes, "config file");
     if (!text) return text.error();
-    return parse_gate_config(*text, path);
+    return parse_gate_config(*text, path, load_codec);
 }
 
 }  // namespace qtransit::gate

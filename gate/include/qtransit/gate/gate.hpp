@@ -98,10 +98,12 @@ Status attach_codec(GateConfig& cfg, std::shared_ptr<const kernels::PluginCodec>
 // The embedded default gate (`qtransit check` with no --config), as TOML.
 const char* default_gate_toml();
 // The default gate with `toml` (the file's text) applied on top: keys given replace the default's;
-// [[scaling]] and [[budget]] replace the default's lists when present. An Error says
-// "<source>:<line>: <key>: <what>".
-Result<GateConfig> parse_gate_config(const std::string& toml, const std::string& source);
-Result<GateConfig> load_gate_config(const std::string& path);
+// [[scaling]] and [[budget]] replace the default's lists when present, and each of the user's must
+// name a path, format and distribution the gate runs. An Error says
+// "<source>:<line>: <key>: <what>". load_codec false: gate.codec is not loaded (a codec given on the
+// command line replaces it; the caller attaches that one).
+Result<GateConfig> parse_gate_config(const std::string& toml, const std::string& source, bool load_codec = true);
+Result<GateConfig> load_gate_config(const std::string& path, bool load_codec = true);
 // The checks parse_gate_config makes, for a config built in code: every field in range, M divisible
 // by every N, G dividing every N, tree-rs at powers of two, budgets and rules naming what the gate
 // runs. Derives tree_ranks from ranks when tree_ranks_derived. An Error names the field
@@ -111,8 +113,9 @@ Status validate(GateConfig& cfg);
 // The quick tier (`qtransit check --quick`, issue 16): the same formats, paths, rules and budgets on
 // smaller runs, for every pull request: N = the config's two smallest (tree-rs: its two smallest),
 // M = their least common multiple times the block (one block per shard at the largest N), the
-// config's first two distributions. The default gate's quick tier runs N = 8, 64 and M = 2,048 on
-// normal and heavy inputs. An Error when the smaller config is not valid (validate()).
+// config's first two distributions. Budgets on a distribution or an N the quick tier does not run
+// are left out of it. The default gate's quick tier runs N = 8, 64 and M = 2,048 on normal and heavy
+// inputs. An Error when the smaller config is not valid (validate()).
 Result<GateConfig> quick_tier(const GateConfig& cfg);
 
 // One step of the gate's progress: a group (one format on one distribution) starting a sweep at
