@@ -36,9 +36,7 @@ int run_survey(const SurveyArgs& a) {
     }
     if (auto st = kernels::validate_block(a.block); !st) return fail(st.error());
     namespace fs = std::filesystem;
-    std::error_code ec;
-    fs::create_directories(a.report_dir, ec);
-    if (ec) return fail(a.report_dir + ": cannot create directory: " + ec.message());
+    if (auto st = reports::check_report_dir(a.report_dir, {"survey.json", "survey.md"}); !st) return fail(st.error());
 
     const bool tty = isatty(fileno(stderr));
     if (!a.json)

@@ -32,9 +32,8 @@ int run_formats_validate(const ValidateArgs& a) {
             return fail("--codec: the codec " + codec->name() + " implements " + codec->format().name() + ", not " + f->name() + " (" + a.file + ")");
     }
     const std::string file = a.file.empty() ? "codec " + codec->name() : a.file;
-    std::error_code ec;
-    fs::create_directories(a.report_dir, ec);
-    if (ec) return fail(a.report_dir + ": cannot create directory: " + ec.message());
+    if (auto st = reports::check_report_dir(a.report_dir, {"report.json", "report.md", "junit.xml", "report.html", "declaration.toml"}); !st)
+        return fail(st.error());
 
     std::fprintf(stderr, "qtransit formats validate: %s (%s): generic properties ...\n", f->name().c_str(), file.c_str());
     gate::ValidateOptions o;

@@ -30,6 +30,9 @@ Status check_writable_file(const std::string& path, const std::string& what) {
         return make_error(ErrorCode::kBadFile, path + ": cannot write the " + what + ": the folder " + dir + " does not exist");
     if (::access(dir.c_str(), W_OK) != 0)
         return make_error(ErrorCode::kBadFile, path + ": cannot write the " + what + " in " + dir + " (" + std::strerror(errno) + ")");
+    // An existing file is rewritten in place: it must itself be writable.
+    if (::stat(path.c_str(), &st) == 0 && ::access(path.c_str(), W_OK) != 0)
+        return make_error(ErrorCode::kBadFile, path + ": cannot write the " + what + " (" + std::strerror(errno) + ")");
     return {};
 }
 

@@ -135,6 +135,61 @@ TEST(GateConfig, QuickTierShrinksTheRunsNotTheChecks) {
     EXPECT_EQ(qo->dists.size(), 1u);
 }
 
+// A user's [[scaling]] rule on a path, format or distribution the gate does not run would check
+// nothing: refused with its line, as a budget's is. The default gate's own rules are not the user's.
+TEST(GateConfig, UserScalingRuleMustNameWhatTheGateRuns) {
+    const std::string gate = "[gate]\nformats = [\"int8\"]\npaths = [\"ring-rs\"]\ndistributions = [\"normal\"]\nranks = [4, 8]\n"
+                             "elements = 256\nranks_per_node = 0\n";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"path = \"a2a-rs\"\n", "s.toml:9: scaling[0]: path a2a-rs is not in gate.paths"},
+        {"path = \"ring-rs\"\nformats = [\"int4\"]\n", "scaling[0]: format int4 is not in gate.formats"},
+        {"path = \"ring-rs\"\ndistributions = [\"heavy\"]\n", "scaling[0]: distribution heavy is not in gate.distributions"},
+    };
+    for (const auto& [rule, want] : cases) {
+        auto c = qt::gate::parse_gate_config(gate + "\n[[scaling]]\n" + rule + "min = 0\nmax = 1\n", "s.toml");
+        ASSERT_FALSE(c) << rule;
+        EXPECT_NE(c.error().message.find(want), std::string::npos) << c.error().message;
+    }
+    auto ok = qt::gate::parse_gate_config(gate + "\n[[scaling]]\npath = \"ring-rs\"\nformats = [\"int8\"]\ndistributions = [\"normal\"]\n", "s.toml");
+    EXPECT_TRUE(ok) << ok.error().message;
+    EXPECT_TRUE(qt::gate::parse_gate_config(gate, "s.toml"));  // the default rules on paths it does not run: not the user's
+}
+
+// The quick tier of a config whose budgets name a distribution it drops (rotation_gate.toml inherits
+// the default's budget on normal, and its first two distributions are outliers and heavy) runs, and
+// leaves those budgets out; budgets at an N it does not run too.
+TEST(GateConfig, QuickTierLeavesOutBudgetsOnWhatItDoesNotRun) {
+    auto cfg = qt::gate::load_gate_config(QT_SOURCE_DIR "/gate/rotation_gate.toml");
+    ASSERT_TRUE(cfg) << cfg.error().message;
+    auto q = qt::gate::quick_tier(*cfg);
+    ASSERT_TRUE(q) << q.error().message;
+    for (const auto& b : q->budgets)
+        EXPECT_TRUE(b.dist.empty() || std::any_of(q->dists.begin(), q->dists.end(), [&](auto d) { return b.dist == qt::kernels::to_string(d); }))
+            << b.name;
+    auto at_n = qt::gate::parse_gate_config("[gate]\nformats = [\"int4\"]\npaths = [\"a2a-rs\"]\nranks = [8, 16, 32]\nelements = 1024\n"
+                                            "[[budget]]\nname = \"big\"\npath = \"a2a-rs\"\nformat = \"int4\"\nranks = 32\nmax = 1\n"
+                                            "[[budget]]\nname = \"all\"\npath = \"a2a-rs\"\nformat = \"int4\"\nmax = 1\n",
+                                            "n.toml");
+    ASSERT_TRUE(at_n) << at_n.error().message;
+    auto qn = qt::gate::quick_tier(*at_n);
+    ASSERT_TRUE(qn) << qn.error().message;
+    ASSERT_EQ(qn->budgets.size(), 1u);
+    EXPECT_EQ(qn->budgets[0].name, "all");
+}
+
+// A codec given on the command line replaces gate.codec: with load_codec false, the config's codec
+// file is not even looked for.
+TEST(GateConfig, GateCodecIsNotLoadedWhenTheCallerGivesOne) {
+    const std::string text = "[gate]\ncodec = \"no-such-codec.so\"\n";
+    auto with = qt::gate::parse_gate_config(text, "c.toml");
+    ASSERT_FALSE(with);
+    EXPECT_NE(with.error().message.find("gate.codec"), std::string::npos) << with.error().message;
+    auto without = qt::gate::parse_gate_config(text, "c.toml", false);
+    ASSERT_TRUE(without) << without.error().message;
+    EXPECT_TRUE(without->codec_path.empty());
+    EXPECT_EQ(without->codec, nullptr);
+}
+
 TEST(GateVerdicts, BudgetsPassFailAndSayWhenNothingMatched) {
     auto cfg = small_config();
     qt::gate::Budget b;
@@ -174,6 +229,20 @@ TEST(GateVerdicts, BaselineComparesEachRunWithItsTwin) {
     ASSERT_NE(a2a, nullptr);
     EXPECT_EQ(a2a->status, VerdictStatus::kFail);
     EXPECT_NE(a2a->message.find("normal N=16: rel_rms_error 0.12 against 0.1 in the baseline"), std::string::npos) << a2a->message;
+}
+
+// A baseline that matches no run (another M, seed or N: a --quick report under a full gate) compared
+// nothing: every baseline verdict fails, none is a skip the gate passes over.
+TEST(GateVerdicts, BaselineThatMatchesNoRunFails) {
+    auto cfg = small_config();
+    cfg.baseline_metrics = {qt::gate::Metric::kRelRmsError};
+    const std::vector<GateRun> base{run("a2a-rs", "int4", 32, 0.10)};
+    const auto v = qt::gate::baseline_verdicts(cfg, {run("a2a-rs", "int4", 8, 0.10), run("a2a-rs", "int4", 16, 0.10)}, base);
+    ASSERT_FALSE(v.empty());
+    for (const auto& x : v) {
+        EXPECT_EQ(x.status, VerdictStatus::kFail) << x.name;
+        EXPECT_NE(x.message.find("matches no run of this gate"), std::string::npos) << x.message;
+    }
 }
 
 TEST(GateVerdicts, ScalingWithinAndOutsideTheRule) {
@@ -338,8 +407,36 @@ TEST(Reports, WrittenTogetherOrNotAtAll) {
     ASSERT_FALSE(st);
     EXPECT_NE(st.error().message.find("no/such/folder.txt: cannot write"), std::string::npos) << st.error().message;
     EXPECT_EQ(slurp(dir / "report.md"), before);
-    for (const auto& e : fs::directory_iterator(dir.parent_path()))
-        EXPECT_EQ(e.path().filename().string().find("." + dir.filename().string() + ".tmp-"), std::string::npos) << e.path();
+    auto no_temp_left = [&] {
+        for (const auto& e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().filename().string().find(".qtransit-tmp-"), std::string::npos) << e.path();
+        for (const auto& e : fs::directory_iterator(dir.parent_path()))
+            EXPECT_EQ(e.path().filename().string().find("." + dir.filename().string() + ".tmp-"), std::string::npos) << e.path();
+    };
+    no_temp_left();
+    // A directory where a report file goes: refused before anything is written or renamed (it was
+    // found only after report.json and report.md had been replaced, leaving a mixed set).
+    fs::remove(dir / "junit.xml");
+    fs::create_directory(dir / "junit.xml");
+    const std::string json_before = slurp(dir / "report.json");
+    r.version = "second";
+    auto dirst = qt::reports::write_reports(r, dir);
+    ASSERT_FALSE(dirst);
+    EXPECT_NE(dirst.error().message.find("junit.xml: is a directory, not a report file"), std::string::npos) << dirst.error().message;
+    EXPECT_EQ(slurp(dir / "report.json"), json_before);
+    EXPECT_TRUE(fs::is_directory(dir / "junit.xml"));
+    no_temp_left();
+    auto pre = qt::reports::check_report_dir(dir, qt::reports::report_file_names());
+    ASSERT_FALSE(pre);
+    EXPECT_NE(pre.error().message.find("junit.xml: is a directory"), std::string::npos) << pre.error().message;
+    // The report directory a file, or under one; a new one under a directory is fine.
+    auto on_file = qt::reports::check_report_dir(dir / "report.json", {"report.json"});
+    ASSERT_FALSE(on_file);
+    EXPECT_NE(on_file.error().message.find("report.json: is not a directory"), std::string::npos) << on_file.error().message;
+    auto under_file = qt::reports::check_report_dir(dir / "report.md" / "sub", {"report.json"});
+    ASSERT_FALSE(under_file);
+    EXPECT_NE(under_file.error().message.find("is not a directory"), std::string::npos) << under_file.error().message;
+    EXPECT_TRUE(qt::reports::check_report_dir(dir / "new" / "deeper", {"report.json"}));
+    EXPECT_FALSE(fs::exists(dir / "new"));  // checked, not created
     fs::remove_all(dir);
 }
 

@@ -15,15 +15,23 @@ using ReportFiles = std::vector<std::pair<std::string, std::string>>;  // file n
 
 // One file (truncated and rewritten); an Error naming it if it cannot be written.
 Status write_file(const std::filesystem::path& p, const std::string& text);
-// Writes every file into `dir` (created if missing) together: all of them into a temporary
-// directory beside it first, then each renamed into place, so a failed write leaves the previous
-// report whole. An Error names the file that could not be written.
+// Whether write_files(dir, files named `names`) can be expected to work, without writing anything:
+// dir is a directory we can write into (or can be created under one), and none of the names is a
+// directory or another non-file there. For the commands to call before any work (issue 15: nothing
+// found wrong after minutes of it).
+Status check_report_dir(const std::filesystem::path& dir, const std::vector<std::string>& names);
+// Writes every file into `dir` (created if missing) together, all or none: all of them into a
+// temporary directory inside it first, then each renamed into place, and on a failed rename the
+// previous files put back, so a failed write leaves the previous report whole. An Error names the
+// file that could not be written.
 Status write_files(const std::filesystem::path& dir, const ReportFiles& files);
 // A new empty directory beside `dir` (same file system, so renames out of it cannot copy), for a
 // set of files written together; an Error when none could be made.
 Result<std::filesystem::path> make_sibling_temp_dir(const std::filesystem::path& dir);
 // The gate's four reports: report.json, report.md, junit.xml, report.html.
 ReportFiles report_files(const GateResult& r);
+// Their names, in that order (for check_report_dir before the work).
+std::vector<std::string> report_file_names();
 Status write_reports(const GateResult& r, const std::filesystem::path& dir);
 // The runs of a previous report.json. An Error names the file and says what is wrong with it.
 Result<std::vector<GateRun>> load_baseline(const std::filesystem::path& file);
