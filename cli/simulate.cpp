@@ -92,6 +92,15 @@ Result<std::unique_ptr<SimulateOutcome>> simulate(const SimulateArgs& a, const k
         if (!p) return refusal(p.error());
         spec.paths.push_back(*p);
     }
+    // A path or an N twice would run twice, and a fit over the same N twice divides by zero.
+    for (size_t i = 0; i < spec.paths.size(); ++i)
+        for (size_t j = 0; j < i; ++j)
+            if (spec.paths[i] == spec.paths[j])
+                return refusal(std::string("--path ") + path_info(spec.paths[i]).name + " is named twice" +
+                               (std::find(a.paths.begin(), a.paths.end(), "all") != a.paths.end() ? " (all already has it)" : ""));
+    for (size_t i = 0; i < a.ranks.size(); ++i)
+        for (size_t j = 0; j < i; ++j)
+            if (a.ranks[i] == a.ranks[j]) return refusal("--ranks " + std::to_string(a.ranks[i]) + " is given twice");
     // --format A,B: one format per stage (issue 17) for a2a-hier-rs, two-shot-ar and hpz-ag-requant.
     std::vector<FormatSpec> stage_formats;
     if (a.format.find(',') != std::string::npos) {
@@ -109,6 +118,10 @@ Result<std::unique_ptr<SimulateOutcome>> simulate(const SimulateArgs& a, const k
     CodecAndFormat cf;
     // The 16-bit paths quantize nothing: with only those, --format may be left out (D26).
     const bool only_typed = !spec.paths.empty() && std::all_of(spec.paths.begin(), spec.paths.end(), [](PathKind p) { return typed_path(p); });
+    if (!a.codec.empty() && !spec.paths.empty() &&
+        std::none_of(spec.paths.begin(), spec.paths.end(), [](PathKind p) { return path_info(p).quantized; }))
+        return refusal("--codec: no --path given quantizes (fp32-ring-rs and the bf16-/fp16- paths sum unquantized values): "
+                       "the codec would never run; name a quantized path");
     if (only_typed && a.format.empty() && a.codec.empty()) {
         cf.format = FormatSpec{FormatKind::kSym, 8};  // unused by those paths; their rows say bf16 or fp16
     } else if (stage_formats.empty()) {
@@ -129,17 +142,19 @@ Result<std::unique_ptr<SimulateOutcome>> simulate(const SimulateArgs& a, const k
     if (!accum) return refusal(accum.error());
     // A 16-bit path sums in its own type (D26); --accum applies to the others, and contradicting a
     // path named on the command line is a mistake said before any work.
+    // (Over the paths as run: --path all names every one.)
     if (*accum != Accum::kFp32)
-        for (const auto& name : a.paths)
-            if (auto p = parse_path(name); p && typed_path(*p) && path_info(*p).element != *accum)
-                return refusal("--accum " + a.accum + " contradicts --path " + name + ", which sums in " +
-                            to_string(path_info(*p).element) + ", its element type (leave --accum out)");
+        for (PathKind p : spec.paths)
+            if (typed_path(p) && path_info(p).element != *accum)
+                return refusal("--accum " + a.accum + " contradicts --path " + path_info(p).name + ", which sums in " +
+                            to_string(path_info(p).element) + ", its element type (leave --accum out)");
     auto divide = parse_divide(a.divide);
     if (!divide) return refusal(divide.error());
     if (*divide != Divide::kNone)
-        for (const auto& name : a.paths)
-            if (auto p = parse_path(name); p && path_info(*p).shape == PathShape::kAllGather)
-                return refusal("--divide " + a.divide + ": --path " + name + " gathers shards and sums nothing (--divide is for the reduce paths)");
+        for (PathKind p : spec.paths)
+            if (path_info(p).shape == PathShape::kAllGather)
+                return refusal("--divide " + a.divide + ": --path " + path_info(p).name +
+                               " gathers shards and sums nothing (--divide is for the reduce paths; name them instead of all)");
     spec.divide = *divide;
     auto rotation = parse_rotation(a.rotation);
     if (!rotation) return refusal(rotation.error());

@@ -1,5 +1,6 @@
 // `qtransit survey`: gate::run_survey over the formats and distributions asked for; a table on
 // stdout (or the JSON), survey.json and survey.md in --report-dir.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <unistd.h>
@@ -26,12 +27,16 @@ int run_survey(const SurveyArgs& a) {
         auto f = resolve_format(name);
         if (!f) return fail(f.error());
         if (auto st = f->check_block(a.block); !st) return fail("--block: " + st.error().message);
+        if (std::find(spec.formats.begin(), spec.formats.end(), *f) != spec.formats.end())
+            return fail("--format " + f->name() + " is named twice");
         spec.formats.push_back(*f);
     }
     if (a.distributions.empty()) spec.dists = kernels::all_distributions();
     for (const auto& name : a.distributions) {
         auto d = kernels::parse_distribution(name);
         if (!d) return fail(d.error());
+        if (std::find(spec.dists.begin(), spec.dists.end(), *d) != spec.dists.end())
+            return fail("--dist " + name + " is named twice");
         spec.dists.push_back(*d);
     }
     if (auto st = kernels::validate_block(a.block); !st) return fail(st.error());

@@ -203,3 +203,32 @@ TEST_F(BadInput, RunsPastTheMachinesMemoryAreRefused) {
     refused("simulate --path a2a-rs --ranks 65536 --ranks-per-node 8 --elements 1073741824 --block 16384 --format int4",
             "this run needs about");
 }
+
+// Session 44's audit: lists that name a thing twice, and options that would run nothing.
+TEST_F(BadInput, ListsNamedTwiceAndOptionsThatRunNothing) {
+    // A fit over N = 4 twice printed N^nan; a path twice ran twice and counted its points twice.
+    refused("simulate --path ring-rs --ranks 4,4 --elements 256 --format int8", "--ranks 4 is given twice");
+    refused("simulate --path all,ring-rs --ranks 4 --elements 256 --format int8", "--path ring-rs is named twice (all already has it)");
+    refused("survey --format int8,int8 --elements 256 --report-dir " + (dir_ / "s").string(), "--format int8 is named twice");
+    refused("survey --dist normal,normal --elements 256 --report-dir " + (dir_ / "s").string(), "--dist normal is named twice");
+    // --path all was not held to what a named path is.
+    refused("simulate --path all --divide pre --ranks 4 --elements 256 --format int8", "--path ring-ag gathers shards and sums nothing");
+    refused("simulate --path all --accum bf16 --ranks 4 --elements 256 --format int8", "contradicts --path fp16-");
+    // A codec on paths that quantize nothing said it had run.
+    refused("simulate --codec " QT_CODEC_DIR "/libqt_codec_example-int4.so --path fp32-ring-rs,bf16-ring-ar --ranks 4 --elements 256",
+            "--codec: no --path given quantizes");
+    EXPECT_FALSE(fs::exists(dir_ / "s"));
+}
+
+// A report directory that cannot take the reports is refused before the gate runs, and nothing is
+// created for a refused run.
+TEST_F(BadInput, ReportDirectoryCheckedFirst) {
+    fs::create_directories(dir_ / "r" / "junit.xml");
+    refused("check --quick --report-dir " + (dir_ / "r").string(), "junit.xml: is a directory, not a report file");
+    EXPECT_FALSE(fs::exists(dir_ / "r" / "report.json"));
+    const std::string file = write("f", "x");
+    refused("check --quick --report-dir " + file + "/sub", "is not a directory");
+    refused("survey --elements 256 --report-dir " + file, "is not a directory");
+    refused("check --config " + write("g.toml", "[gate]\nranks = [4, 4]\n") + " --report-dir " + (dir_ / "new").string(), "listed twice");
+    EXPECT_FALSE(fs::exists(dir_ / "new"));
+}
