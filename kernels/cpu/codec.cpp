@@ -547,7 +547,7 @@ Error describe_block_error(const FormatSpec& f, const float* x, int64_t len, int
             return make_error(ErrorCode::kNonFinite,
                               describe(site, first + i) + ": value " + shortest(x[i]) +
                                   " is not finite (policy 'error' refuses NaN and inf; "
-                                  "use --nonfinite propagate to poison the block instead)");
+                                  "policy 'propagate' poisons the block instead: qtransit quantize --nonfinite propagate)");
         }
     }
     if (f.kind == FormatKind::kDs) {

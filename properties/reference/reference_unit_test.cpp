@@ -401,7 +401,7 @@ TEST(Errors, NonFiniteNamesIndexAndValue) {
         EXPECT_EQ(r.error().code, ErrorCode::kNonFinite);
         EXPECT_EQ(r.error().message,
                   "tensor 'input' rank 2 element 17: value nan is not finite (policy 'error' refuses NaN and "
-                  "inf; use --nonfinite propagate to poison the block instead)")
+                  "inf; policy 'propagate' poisons the block instead: qtransit quantize --nonfinite propagate)")
             << f.name();
     }
     // index_base shifts the index; the lowest offending index is named; inf is printed as such.

@@ -292,7 +292,7 @@ BlockScale block_scale(const Decl& d, std::span<const float> x) {
 
 Error block_error(const FormatSpec& f, const BlockScale& b, std::span<const float> xb, int64_t start,
                   const Site& site) {
-    const std::string advice = "use --nonfinite propagate to poison the block instead";
+    const std::string advice = "policy 'propagate' poisons the block instead: qtransit quantize --nonfinite propagate";
     const int64_t first = site.index_base + start;
     const int64_t last = first + static_cast<int64_t>(xb.size()) - 1;
     switch (b.problem) {

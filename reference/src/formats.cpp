@@ -114,7 +114,7 @@ BlockProblem find_problem(const FormatSpec& f, std::span<const float> x) {
 
 Error problem_error(const FormatSpec& f, const BlockProblem& p, std::span<const float> block_x,
                     int64_t block_start, const Site& site) {
-    const std::string advice = "use --nonfinite propagate to poison the block instead";
+    const std::string advice = "policy 'propagate' poisons the block instead: qtransit quantize --nonfinite propagate";
     const int64_t i = block_start + p.index;
     switch (p.kind) {
         case Problem::kNonFinite:
