@@ -371,6 +371,13 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                         if (s == "name") {
                             auto x = get_str(c, sv, name);
                             if (!x) return x.error();
+                            // A name is printed on the summary's lines and in every report: a control
+                            // character could forge a line ("\nPASS") or drive the terminal.
+                            for (unsigned char ch : *x)
+                                if (ch < 0x20 || ch == 0x7F)
+                                    return c.err(sv.source(), name, "has a control character (code " + std::to_string(ch) +
+                                                                        "): a budget's name is printed in the reports");
+                            if (x->empty()) return c.err(sv.source(), name, "is empty");
                             b.name = *x;
                             have_name = true;
                         } else if (s == "path") {
@@ -488,6 +495,10 @@ Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
     for (size_t i = 0; i < cfg.budgets.size(); ++i) {
         const auto& b = cfg.budgets[i];
         const std::string k = "budget[" + std::to_string(i) + "]";
+        for (size_t j = 0; j < i; ++j)
+            if (cfg.budgets[j].name == b.name)
+                return err(k, "its name '" + b.name + "' is budget[" + std::to_string(j) + "]'s too: each verdict needs a name of its own "
+                              "(give one with name = \"...\")");
         if (std::find(cfg.paths.begin(), cfg.paths.end(), b.path) == cfg.paths.end())
             return err(k, std::string("path ") + path_info(b.path).name + " is not in gate.paths");
         if (b.stages.empty() && std::find(cfg.formats.begin(), cfg.formats.end(), b.format) == cfg.formats.end())

@@ -232,3 +232,15 @@ TEST_F(BadInput, ReportDirectoryCheckedFirst) {
     refused("check --config " + write("g.toml", "[gate]\nranks = [4, 4]\n") + " --report-dir " + (dir_ / "new").string(), "listed twice");
     EXPECT_FALSE(fs::exists(dir_ / "new"));
 }
+
+// A budget's name is printed in the summary and the reports: a control character could forge a
+// "PASS" line; two budgets of one name gave two JUnit test cases of that name.
+TEST_F(BadInput, BudgetNamesArePrintableAndUnique) {
+    const std::string gate = "[gate]\nformats = [\"int8\"]\npaths = [\"ring-rs\"]\ndistributions = [\"normal\"]\nranks = [4, 8]\n"
+                             "elements = 256\nranks_per_node = 0\n";
+    const std::string budget = "[[budget]]\npath = \"ring-rs\"\nformat = \"int8\"\nmax = 1\n";
+    refused("check --config " + write("g.toml", gate + budget + "name = \"x\\u001b[31mgreen\\nPASS\"\n"),
+            "g.toml:12: budget[0].name: has a control character (code 27)");
+    refused("check --config " + write("g.toml", gate + budget + "name = \"dup\"\n" + budget + "name = \"dup\"\n"),
+            "budget[1]: its name 'dup' is budget[0]'s too");
+}
