@@ -1,4 +1,5 @@
 // `qtransit`: thin; it parses and calls the library (cli/*.cpp hold one subcommand each).
+#include <algorithm>
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -41,9 +42,48 @@ int main(int argc, char** argv) {
 }
 
 namespace {
-// Counts and seeds: a negative value is refused (CLI11's own range check prints DBL_MAX).
+// Whether the decimal digits of v (after an optional '+') are at most `limit`, itself a decimal:
+// CLI11 converts with strtoll/strtoull and keeps their saturated result, so 2^64 became 2^64 - 1 (a
+// seed the user never typed) and 10^20 elements became 2^63 - 1. Anything else (hex, a word) is
+// left to CLI11's own conversion.
+bool decimal_past(const std::string& v, const std::string& limit) {
+    std::string d = v.starts_with('+') ? v.substr(1) : v;
+    if (d.empty() || !std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+    d.erase(0, std::min(d.find_first_not_of('0'), d.size() - 1));
+    return d.size() > limit.size() || (d.size() == limit.size() && d > limit);
+}
+// Counts: a negative value is refused (CLI11's own range check prints DBL_MAX), and one past 2^63 - 1.
 const CLI::Validator non_negative(
-    [](std::string& v) { return v.starts_with('-') ? "must be >= 0, got " + v : std::string(); }, "NON-NEGATIVE");
+    [](std::string& v) {
+        if (v.starts_with('-')) return "must be >= 0, got " + v;
+        if (decimal_past(v, "9223372036854775807")) return v + " is past the largest count, 2^63 - 1";
+        return std::string();
+    },
+    "NON-NEGATIVE");
+// Seeds: 0 to 2^64 - 1.
+const CLI::Validator seed_value(
+    [](std::string& v) {
+        if (v.starts_with('-')) return "must be >= 0, got " + v;
+        if (decimal_past(v, "18446744073709551615")) return v + " is past the largest seed, 2^64 - 1";
+        return std::string();
+    },
+    "SEED");
+// Signed counts that other checks bound (--elements, --ranks): only what int64 cannot hold.
+const CLI::Validator fits_int64(
+    [](std::string& v) {
+        if (decimal_past(v.starts_with('-') ? v.substr(1) : v, "9223372036854775807")) return v + " is past what a 64-bit count holds";
+        return std::string();
+    },
+    "INT64");
+// Threads: at most this many (bench started 100,000 threads when asked).
+constexpr int kMaxThreads = 4096;
+const CLI::Validator thread_count(
+    [](std::string& v) {
+        if (v.starts_with('-')) return "must be >= 0, got " + v;
+        if (decimal_past(v, std::to_string(kMaxThreads))) return v + " threads is past the limit of " + std::to_string(kMaxThreads);
+        return std::string();
+    },
+    "THREADS");
 
 int dispatch(int argc, char** argv) {
     using namespace qtransit::cli;
@@ -58,7 +98,7 @@ int dispatch(int argc, char** argv) {
 
     FormatsArgs fa;
     auto* formats = app.add_subcommand("formats", "List the formats: bits per element, metadata and wire bytes");
-    formats->add_option("--block", fa.block, "Block size for the wire-byte column")->capture_default_str();
+    formats->add_option("--block", fa.block, "Block size for the wire-byte column")->check(fits_int64)->capture_default_str();
     formats->add_flag("--json", fa.json, "Print JSON");
     std::string show_target;
     auto* formats_show = formats->add_subcommand(
@@ -71,7 +111,7 @@ int dispatch(int argc, char** argv) {
     formats_validate->add_option("file", va.file, "The declaration, FILE.toml (with --codec: may be left out)");
     formats_validate->add_option("--codec", va.codec, "A codec plugin (.so, docs/PLUGIN.md) of the format: every property and path runs it");
     formats_validate->add_option("--report-dir", va.report_dir, "Where the reports go")->capture_default_str();
-    formats_validate->add_option("--seed", va.seed, "Inputs' seed (and stochastic rounding's keys)")->check(non_negative)->capture_default_str();
+    formats_validate->add_option("--seed", va.seed, "Inputs' seed (and stochastic rounding's keys)")->check(seed_value)->capture_default_str();
     formats_validate->add_flag("--quick", va.quick, "Fewer blocks, ranks and elements (a few seconds)");
 
     QuantizeArgs qa;
@@ -86,7 +126,7 @@ int dispatch(int argc, char** argv) {
         ->check(non_negative)->capture_default_str();
     quantize->add_option("--rounding", qa.rounding, "nearest (the format's own) or stochastic (its -sr twin)")
         ->capture_default_str();
-    quantize->add_option("--seed", qa.seed, "Stochastic rounding's key (replays exactly)")->check(non_negative)->capture_default_str();
+    quantize->add_option("--seed", qa.seed, "Stochastic rounding's key (replays exactly)")->check(seed_value)->capture_default_str();
     quantize->add_option("--block", qa.block, "Elements per quantization block (last block may be short)")
         ->capture_default_str();
     quantize->add_option("--in", qa.in, "Input .npy (binary32 or binary16, any shape, C order)")->required();
@@ -102,8 +142,8 @@ int dispatch(int argc, char** argv) {
     bench->add_option("--mib", ba.mib, "Input size in MiB of binary32")->capture_default_str()->check(CLI::Range(1, 4096));
     bench->add_option("--repeats", ba.repeats, "Timed repetitions (the median is reported)")
         ->capture_default_str()->check(CLI::Range(1, 1000));
-    bench->add_option("--threads", ba.threads, "Threads for the multi-thread rows (0: all)")->check(non_negative)->capture_default_str();
-    bench->add_option("--block", ba.block, "Block size")->capture_default_str();
+    bench->add_option("--threads", ba.threads, "Threads for the multi-thread rows (0: all)")->check(thread_count)->capture_default_str();
+    bench->add_option("--block", ba.block, "Block size")->check(fits_int64)->capture_default_str();
     bench->add_option("--format", ba.formats, "Formats, comma-separated (names or .toml declarations)")
         ->delimiter(',')
         ->capture_default_str();
@@ -116,8 +156,8 @@ int dispatch(int argc, char** argv) {
     survey->add_option("--format", sa.formats, "Formats or declaration FILE.toml (default: every built-in)")->delimiter(',');
     survey->add_option("--dist", sa.distributions, "Distributions (default: all)")->delimiter(',');
     survey->add_option("--elements", sa.elements, "Elements per case")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-    survey->add_option("--block", sa.block, "Block size")->capture_default_str();
-    survey->add_option("--seed", sa.seed, "Generator seed")->check(non_negative)->capture_default_str();
+    survey->add_option("--block", sa.block, "Block size")->check(fits_int64)->capture_default_str();
+    survey->add_option("--seed", sa.seed, "Generator seed")->check(seed_value)->capture_default_str();
     survey->add_option("--report-dir", sa.report_dir, "Where survey.json and survey.md go")->capture_default_str();
     survey->add_flag("--json", sa.json, "Print the JSON report on stdout instead of the table");
 
@@ -127,17 +167,17 @@ int dispatch(int argc, char** argv) {
                     "a-posteriori and a-priori bounds exactly; fit the error's growth with N");
     simulate->add_option("--path", ma.paths, "Paths, comma-separated, or all: " + qtransit::known_path_names())
         ->required()->delimiter(',');
-    simulate->add_option("--ranks", ma.ranks, "N, comma-separated for a sweep (e.g. 4,8,16)")->delimiter(',');
+    simulate->add_option("--ranks", ma.ranks, "N, comma-separated for a sweep (e.g. 4,8,16)")->delimiter(',')->check(fits_int64);
     simulate->add_option("--ranks-per-node", ma.ranks_per_node, "G (default: 8 when it divides N, else N)")->check(non_negative);
-    simulate->add_option("--elements", ma.elements, "M, elements per rank (M % N == 0)");
+    simulate->add_option("--elements", ma.elements, "M, elements per rank (M % N == 0)")->check(fits_int64);
     simulate->add_option("--format", ma.format, "Format name (see `qtransit formats`) or a declaration FILE.toml (with --codec, or with "
                                                 "only the unquantized bf16-/fp16- paths: may be left out)");
     simulate->add_option("--codec", ma.codec, "A codec plugin (.so, docs/PLUGIN.md) running every quantization and decode of the paths");
     simulate->add_option("--rounding", ma.rounding, "nearest (the format's own) or stochastic (its -sr twin, keyed by --seed)")
         ->capture_default_str();
-    simulate->add_option("--block", ma.block, "Quantization block size")->capture_default_str();
+    simulate->add_option("--block", ma.block, "Quantization block size")->check(fits_int64)->capture_default_str();
     simulate->add_option("--dist", ma.dist, "Input distribution")->capture_default_str();
-    simulate->add_option("--seed", ma.seed, "Generator seed, and stochastic rounding's key")->check(non_negative)->capture_default_str();
+    simulate->add_option("--seed", ma.seed, "Generator seed, and stochastic rounding's key")->check(seed_value)->capture_default_str();
     simulate->add_option("--accum", ma.accum, "Accumulation: every add rounded to fp32, fp16 or bf16 (D11, D24); the bf16-/fp16- paths "
                                               "sum in their own type (D26)")->capture_default_str();
     simulate->add_option("--divide", ma.divide, "Where a mean's 1/N goes on the reduce paths: none (the sum), pre (every input "
@@ -151,7 +191,7 @@ int dispatch(int argc, char** argv) {
                          "Inputs from a file of shape [N, M], one row per rank (.npy float32/float16/bfloat16, or .safetensors), "
                          "or one [M] file per rank named with {rank} (in.{rank}.npy; under --backend mpi each process reads its own)");
     simulate->add_option("--dump", ma.dump, "Write the result (one path, one N) as .npy: [N, S] or [N, M]");
-    simulate->add_option("--threads", ma.threads, "Worker threads (0: all)")->check(non_negative)->capture_default_str();
+    simulate->add_option("--threads", ma.threads, "Worker threads (0: all)")->check(thread_count)->capture_default_str();
     const std::string backend_help =
         "Where the values are computed and the messages travel: cpu (in process), device (every rank on one GPU), "
         "nccl (one rank per GPU: one process for every visible GPU, or under mpirun/srun one process per rank and "
@@ -191,7 +231,7 @@ int dispatch(int argc, char** argv) {
     verify_quantize->add_option("--codes", vq.codes, "Its codes: packed wire bytes (.bin, `quantize --out`'s codes.bin) or one integer per element (.npy)");
     verify_quantize->add_option("--scales", vq.scales, "Its per-block scales (.npy)");
     verify_quantize->add_option("--offsets", vq.offsets, "Its per-block offsets (.npy; asym formats)");
-    verify_quantize->add_option("--block", vq.block, "Elements per quantization block")->capture_default_str();
+    verify_quantize->add_option("--block", vq.block, "Elements per quantization block")->check(fits_int64)->capture_default_str();
     verify_quantize->add_option("--shard", vq.shard, "Blocks restart every SHARD elements (0: the whole tensor)")->check(non_negative)->capture_default_str();
     verify_quantize->add_option("--conformance", vq.conformance, "exact (every bit) or bounded (every element within the format's bound)")
         ->capture_default_str();
@@ -217,7 +257,7 @@ int dispatch(int argc, char** argv) {
                                   "What each rank held after: one file, [N, S] for a reduce-scatter (row c: chunk c on rank c) or [N, M], "
                                   "or one file per rank with {rank}")
         ->required();
-    verify_collective->add_option("--block", vc.block, "Quantization block size")->capture_default_str();
+    verify_collective->add_option("--block", vc.block, "Quantization block size")->check(fits_int64)->capture_default_str();
     verify_collective->add_option("--accum", vc.accum, "The run's accumulation: fp32, fp16 or bf16")->capture_default_str();
     verify_collective->add_option("--target", vc.target, "sum, or mean (the sum times 1/N; one division allowed at any stage)")->capture_default_str();
     verify_collective->add_option("--ring-order", vc.ring_order, "A ring path's order, as data flows (each rank sends to the next); default: the worst")

@@ -253,6 +253,7 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                     if (*i < lo) return c.err(gv.source(), name, "must be >= " + std::to_string(lo) + ", got " + std::to_string(*i));
                     if (g == "elements" && *i > kMaxElements) return c.err(gv.source(), name, "at most 2^30 elements per rank");
                     if (g == "block" && *i > kMaxBlock) return c.err(gv.source(), name, "at most 2^30 elements per block");
+                    if (g == "threads" && *i > 4096) return c.err(gv.source(), name, "at most 4096 threads, got " + std::to_string(*i));
                     if (g == "ranks_per_node") cfg.ranks_per_node = *i;
                     else if (g == "elements") cfg.elements = *i;
                     else if (g == "block") cfg.block = *i;
