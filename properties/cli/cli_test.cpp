@@ -52,6 +52,9 @@ TEST_F(Cli, InfoSaysWhatWasBuilt) {
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_TRUE(j.contains("cuda"));
     EXPECT_TRUE(j["gpus"].is_array());
+    ASSERT_TRUE(j["formats"].is_array());
+    EXPECT_EQ(j["formats"].size(), qtransit::all_builtin_formats().size());
+    EXPECT_EQ(j["formats"][0], qtransit::all_builtin_formats()[0].name());
     if (j["gpus"].empty()) {
         EXPECT_FALSE(j["gpu_note"].get<std::string>().empty());
     }
