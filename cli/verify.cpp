@@ -73,6 +73,17 @@ Result<std::vector<uint8_t>> read_file_bytes(const std::string& path) {
     return out;
 }
 
+// "" when `file` can be opened by path; otherwise what is wrong with it, naming it. The error_code
+// overload: a path too long or a symlink loop is a bad file, never an uncaught filesystem_error.
+std::string unreadable(const std::string& file) {
+    std::error_code ec;
+    const auto st = std::filesystem::status(file, ec);
+    if (st.type() == std::filesystem::file_type::not_found) return file + ": no such file";
+    if (ec) return file + ": cannot read it (" + ec.message() + ")";
+    if (std::filesystem::is_directory(st)) return file + ": cannot read it (it is a directory)";
+    return "";
+}
+
 gate::OutputDtype dtype_of(kernels::NpyDtype d) {
     switch (d) {
         case kernels::NpyDtype::kFloat16: return gate::OutputDtype::kFp16;
@@ -147,7 +158,7 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
     {
         std::string missing;
         auto need = [&](const std::string& f) {
-            if (missing.empty() && !std::filesystem::exists(f)) missing = f + ": no such file";
+            if (missing.empty()) missing = unreadable(f);
         };
         if (in_split)
             for (int64_t r = 0; r < n; ++r) need(rank_file(a.inputs, r));
@@ -380,6 +391,7 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
 namespace qtransit::cli {
 namespace {
 Result<std::vector<uint8_t>> read_file_bytes(const std::string& path);
+std::string unreadable(const std::string& file);
 std::string shape_text(const std::vector<int64_t>& s);
 }
 
@@ -401,7 +413,8 @@ int run_verify_quantize(const VerifyQuantizeArgs& a) {
     const FormatSpec* format = &setup->format;
     const kernels::Conformance* conf = &setup->conformance;
     for (const std::string* f : {&a.in, &a.decoded, &a.codes, &a.scales, &a.offsets})
-        if (!f->empty() && !std::filesystem::exists(*f)) return fail(*f + ": no such file");
+        if (!f->empty())
+            if (const std::string why = unreadable(*f); !why.empty()) return fail(why);
 
     auto x = kernels::read_tensor(a.in, {a.tensor, a.dtype, true});
     if (!x) return fail(x.error());

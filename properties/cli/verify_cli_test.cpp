@@ -280,5 +280,22 @@ TEST_F(VerifyCollectiveCli, BadInvocationsAreRefusedBeforeAnyWork) {
     refused(verify("a2a-rs", "odd.npy", "rs.npy"), "250");  // M % N
 }
 
+// A path too long for the system or a symlink loop is a file that cannot be read (exit 2, named with
+// the reason), never an uncaught std::filesystem::filesystem_error.
+TEST_F(VerifyCollectiveCli, UnreadablePathsAreBadFilesNotAborts) {
+    ASSERT_EQ(simulate("a2a-rs", "sum.npy").code, 0);
+    const std::string longname(300, 'a');
+    std::filesystem::create_symlink(dir_ / "loop_b", dir_ / "loop_a");
+    std::filesystem::create_symlink(dir_ / "loop_a", dir_ / "loop_b");
+    refused(verify("a2a-rs", longname + ".npy", "sum.npy"), ".npy: cannot read it (");
+    refused(verify("a2a-rs", "loop_a", "sum.npy"), "loop_a: cannot read it (");
+    refused(verify("a2a-rs", "in.npy", "out.{rank}" + longname), ": cannot read it (");
+    save("x.npy", tensor(64), {64});
+    ASSERT_EQ(run("quantize --format int8 --in " + path("x.npy") + " --out " + path("q")).code, 0);
+    const std::string q = "verify quantize --format int8 --in " + path("x.npy") + " --decoded " + path("q/decoded.npy") + " --report-dir ''";
+    refused(q + " --codes " + path(longname + ".bin"), ".bin: cannot read it (");
+    refused(q + " --scales " + path("loop_a"), "loop_a: cannot read it (");
+}
+
 }  // namespace
 }  // namespace qtransit::testing
