@@ -199,6 +199,12 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
                (one ? shape_text({cols}) + " per rank (the " + what + ")"
                     : shape_text({n, cols}) + " (row c: the " + what + ")");
     };
+    std::string first_file;  // the first outputs file read, and its dtype (every rank's must have it)
+    kernels::NpyDtype first_dtype = kernels::NpyDtype::kFloat32;
+    auto mixed_dtypes = [](const std::string& file, kernels::NpyDtype d, const std::string& first, kernels::NpyDtype d0) {
+        return make_error(ErrorCode::kBadFile, file + ": " + kernels::npy_dtype_name(d) + ", but " + first + " is " +
+                                                   kernels::npy_dtype_name(d0) + ": every rank's outputs must have one dtype");
+    };
     auto setup = [&]() -> Status {
         auto start_chunks = [&]() -> Status {
             spec.config.elements = m;
@@ -289,7 +295,6 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
             if (!y) return y.error();
             whole_out = std::move(*y);
         }
-        bool first_file = true;
         for (int64_t r = 0; r < n; ++r) {
             auto out_range = [r](const Held& h) {
                 for (int64_t k : h.t.out_ranks)
@@ -311,13 +316,40 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
                                  : gather(a.outputs, opts(a.outputs, out_tensor), n, r, cols, outputs_expect(false), out_range, put,
                                           whole_out ? &*whole_out : nullptr);
             if (!got) return got.error();
-            if (first_file) out_dtype = dtype_of(*got);
-            first_file = false;
+            // One dtype for every rank's outputs: the tolerance is that dtype's, so a float32 file
+            // judged with a bfloat16 file's rounding would pass what float32 does not allow.
+            const std::string file = out_split ? rank_file(a.outputs, r) : a.outputs;
+            if (first_file.empty()) {
+                first_file = file;
+                first_dtype = *got;
+                out_dtype = dtype_of(*got);
+            } else if (*got != first_dtype) {
+                return mixed_dtypes(file, *got, first_file, first_dtype);
+            }
         }
         spec.output_dtype = out_dtype;
         return Status::Ok();
     };
     if (auto st = setup(); !st) problem = st.error().message;
+    // Under mpi each process read only its own ranks' files: their dtypes are compared across processes.
+    if (on_mpi && out_split) {
+        const std::string mine_first = problem.empty() && !first_file.empty() ? std::string(1, static_cast<char>('0' + static_cast<int>(first_dtype))) + first_file : "";
+        auto all = mpi::allgather_strings(mine_first);
+        if (!all) {
+            if (problem.empty()) problem = all.error().message;
+        } else if (problem.empty()) {
+            const std::string* ref = nullptr;
+            for (const std::string& e : *all) {
+                if (e.empty()) continue;
+                if (!ref) ref = &e;
+                else if (e[0] != (*ref)[0]) {
+                    auto dt = [](const std::string& x) { return static_cast<kernels::NpyDtype>(x[0] - '0'); };
+                    problem = mixed_dtypes(e.substr(1), dt(e), ref->substr(1), dt(*ref)).message;
+                    break;
+                }
+            }
+        }
+    }
     // A run's inputs are finite (a NaN or inf in what a rank contributed is a bad dump, not a
     // finding): the first one met, chunk by chunk and rank by rank, is named.
     if (problem.empty())

@@ -297,5 +297,22 @@ TEST_F(VerifyCollectiveCli, UnreadablePathsAreBadFilesNotAborts) {
     refused(q + " --scales " + path("loop_a"), "loop_a: cannot read it (");
 }
 
+// Per-rank outputs of different dtypes are refused: the tolerance is the outputs' dtype's, so judging
+// every file by the first one's (bfloat16) let a float32 file off by 2^-10 pass.
+TEST_F(VerifyCollectiveCli, PerRankOutputsOfMixedDtypesAreRefused) {
+    ASSERT_EQ(simulate("a2a-rs", "sum.npy").code, 0);
+    const auto sum = load("sum.npy");  // [8, 32]
+    auto row = [&](int r) { return std::vector<float>(sum.begin() + r * 32, sum.begin() + (r + 1) * 32); };
+    for (int r = 0; r < 8; ++r) save("out." + std::to_string(r) + ".npy", row(r), {32});
+    auto o = run(verify("a2a-rs", "in.npy", "out.{rank}.npy"));
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    save("out.0.npy", row(0), {32}, kernels::NpyDtype::kBfloat16);
+    auto off = row(1);
+    for (float& v : off) v *= 1.0f + 1.0f / 1024;
+    save("out.1.npy", off, {32});
+    refused(verify("a2a-rs", "in.npy", "out.{rank}.npy"),
+            path("out.1.npy") + ": float32, but " + path("out.0.npy") + " is bfloat16: every rank's outputs must have one dtype");
+}
+
 }  // namespace
 }  // namespace qtransit::testing
