@@ -266,6 +266,16 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
                                std::pair<int64_t, int64_t>{0, 0});
             if (!x) return x.error();
             m = x->shape.back();
+            // M is the inputs' row length: what is wrong with it is said of that file (not of an
+            // --elements option verify does not have), before any data is read.
+            const std::string bad_m = f0 + ": shape " + shape_text(x->shape) + ": ";
+            if (m < 1) return make_error(ErrorCode::kBadFile, bad_m + "each rank's inputs hold no elements (M = 0); M must be at least 1");
+            if (m > kMaxElements)
+                return make_error(ErrorCode::kBadFile, bad_m + "M = " + std::to_string(m) +
+                                                           " elements per rank is past the limit of 2^30 = 1073741824");
+            if (m % n != 0)
+                return make_error(ErrorCode::kBadFile, bad_m + "M = " + std::to_string(m) + " elements per rank is not divisible by N = " +
+                                                           std::to_string(n) + " ranks (each rank's shard is M / N elements)");
             if (auto st = start_chunks(); !st) return st;
         }
         auto in_range = [](const Held& h) { return std::pair{h.t.in_lo, h.t.in_hi}; };

@@ -314,5 +314,18 @@ TEST_F(VerifyCollectiveCli, PerRankOutputsOfMixedDtypesAreRefused) {
             path("out.1.npy") + ": float32, but " + path("out.0.npy") + " is bfloat16: every rank's outputs must have one dtype");
 }
 
+// M comes from the inputs' shape: an empty or badly sized inputs file is named with its shape and the
+// real constraint, not blamed on an --elements option verify does not have.
+TEST_F(VerifyCollectiveCli, InputsOfABadSizeAreNamedByTheirShape) {
+    ASSERT_EQ(simulate("a2a-rs", "sum.npy").code, 0);
+    save("empty.npy", {}, {8, 0});
+    refused(verify("a2a-rs", "empty.npy", "sum.npy"), path("empty.npy") + ": shape [8, 0]: each rank's inputs hold no elements (M = 0)");
+    save("odd.npy", tensor(8 * 250), {8, 250});
+    refused(verify("a2a-rs", "odd.npy", "sum.npy"),
+            path("odd.npy") + ": shape [8, 250]: M = 250 elements per rank is not divisible by N = 8 ranks");
+    for (int r = 0; r < 8; ++r) save("e." + std::to_string(r) + ".npy", {}, {0});
+    refused(verify("a2a-rs", "e.{rank}.npy", "sum.npy"), path("e.0.npy") + ": shape [0]: each rank's inputs hold no elements");
+}
+
 }  // namespace
 }  // namespace qtransit::testing
