@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <thread>
 #include <filesystem>
@@ -82,6 +84,24 @@ std::string unreadable(const std::string& file) {
     if (ec) return file + ": cannot read it (" + ec.message() + ")";
     if (std::filesystem::is_directory(st)) return file + ": cannot read it (it is a directory)";
     return "";
+}
+
+// Whether --codes is a .npy of integer codes (else: the packed wire bytes): its extension, in any
+// case, or numpy's magic string \x93NUMPY at its start (a regular file only: a pipe's bytes are not
+// sniffed, they could not be read again).
+bool is_npy_file(const std::string& file) {
+    const std::string ext = std::filesystem::path(file).extension().string();
+    if (ext.size() == 4 && ext[0] == '.' && std::tolower(static_cast<unsigned char>(ext[1])) == 'n' &&
+        std::tolower(static_cast<unsigned char>(ext[2])) == 'p' && std::tolower(static_cast<unsigned char>(ext[3])) == 'y')
+        return true;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(file, ec)) return false;
+    FILE* f = std::fopen(file.c_str(), "rb");
+    if (!f) return false;
+    char magic[6] = {};
+    const size_t got = std::fread(magic, 1, sizeof magic, f);
+    std::fclose(f);
+    return got == sizeof magic && std::memcmp(magic, "\x93NUMPY", sizeof magic) == 0;
 }
 
 gate::OutputDtype dtype_of(kernels::NpyDtype d) {
@@ -434,6 +454,7 @@ namespace qtransit::cli {
 namespace {
 Result<std::vector<uint8_t>> read_file_bytes(const std::string& path);
 std::string unreadable(const std::string& file);
+bool is_npy_file(const std::string& file);
 std::string shape_text(const std::vector<int64_t>& s);
 }
 
@@ -468,7 +489,7 @@ int run_verify_quantize(const VerifyQuantizeArgs& a) {
     gate::RunQuantization run;
     run.decoded = y->data;
     if (!a.codes.empty()) {
-        if (a.codes.ends_with(".npy")) {
+        if (is_npy_file(a.codes)) {
             auto c = kernels::read_npy_integers(a.codes);
             if (!c) return fail(c.error());
             if (c->elements() != x->elements())

@@ -141,6 +141,27 @@ TEST_F(VerifyCli, QuantizeReadsBfloat16AndSafetensors) {
     refused("verify quantize --format int8 --in " + path("x.safetensors") + " --decoded " + path("q/decoded.npy"), "grad");
 }
 
+// --codes is an integer .npy by its extension in any case, or by numpy's magic string: codes.NPY or a
+// .npy under another name was read as packed wire bytes and refused for its byte count.
+TEST_F(VerifyCli, QuantizeCodesNpyIsKnownByMagicAndAnyCase) {
+    const auto x = tensor(64, 0.5f);
+    save("x.npy", x, {64});
+    const auto q = run("quantize --format int4 --block 16 --in " + path("x.npy") + " --out " + path("q") + " --json");
+    ASSERT_EQ(q.code, 0) << q.err;
+    const std::vector<int32_t> codes = nlohmann::json::parse(q.out)["codes"].get<std::vector<int32_t>>();
+    const std::string base = "verify quantize --format int4 --block 16 --in " + path("x.npy") + " --decoded " + path("q/decoded.npy") +
+                             " --report-dir '' --codes ";
+    for (const char* name : {"codes.NPY", "codes.Npy", "codes.dump", "codes"}) {
+        save_ints(name, codes, "|i1");
+        auto o = run(base + path(name));
+        EXPECT_EQ(o.code, 0) << name << "\n" << o.out << o.err;
+        EXPECT_NE(o.out.find("codes"), std::string::npos) << o.out;
+    }
+    // The packed wire bytes are still read as such.
+    auto o = run(base + path("q/codes.bin"));
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+}
+
 // ---- verify collective ------------------------------------------------------------------------------
 
 class VerifyCollectiveCli : public VerifyCli {
