@@ -506,7 +506,7 @@ int run_verify_quantize(const VerifyQuantizeArgs& a) {
     }
     auto floats = [&](const std::string& f, std::vector<float>& into, bool& flag) -> Status {
         if (f.empty()) return Status::Ok();
-        auto s = kernels::read_tensor(f, {});
+        auto s = kernels::read_tensor(f, {"", a.dtype, true});  // --dtype: what raw uint16 bits are, as for --in and --decoded
         if (!s) return s.error();
         into = std::move(s->data);
         flag = true;

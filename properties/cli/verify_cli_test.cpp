@@ -162,6 +162,25 @@ TEST_F(VerifyCli, QuantizeCodesNpyIsKnownByMagicAndAnyCase) {
     EXPECT_EQ(o.code, 0) << o.out << o.err;
 }
 
+// --dtype says what raw uint16 bits are in every file verify quantize reads, --scales and --offsets too.
+TEST_F(VerifyCli, QuantizeScalesAsRawUint16TakeDtype) {
+    auto x = tensor(64, 0.5f);
+    x[5] = 127;  // each block's scale amax / 127 a power of two: bfloat16 holds it exactly
+    x[40] = -254;
+    save("x.npy", x, {64});
+    ASSERT_EQ(run("quantize --format int8 --block 32 --in " + path("x.npy") + " --out " + path("q")).code, 0);
+    std::vector<int32_t> bits;
+    for (float v : load("q/scales.npy")) bits.push_back(static_cast<int32_t>(std::bit_cast<uint32_t>(kernels::round_bf16(v)) >> 16));
+    save_ints("s_u2.npy", bits, "<u2");
+    const std::string base = "verify quantize --format int8 --block 32 --in " + path("x.npy") + " --decoded " + path("q/decoded.npy") +
+                             " --report-dir '' --scales " + path("s_u2.npy");
+    refused(base, "s_u2.npy: a uint16 array: say what its bits are (--dtype bf16 or --dtype fp16)");
+    auto o = run(base + " --dtype bf16 --json");
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    ASSERT_FALSE(o.out.empty()) << o.err;
+    EXPECT_TRUE(nlohmann::json::parse(o.out)["compared"]["scales"].get<bool>()) << o.out;
+}
+
 // ---- verify collective ------------------------------------------------------------------------------
 
 class VerifyCollectiveCli : public VerifyCli {
