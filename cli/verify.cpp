@@ -279,16 +279,23 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
             }
             return d;
         };
-        // M: from the inputs' shape (a header read when slicing).
+        // M: from the inputs' shape (a header read when slicing). A pipe or FIFO (--inputs <(...)) can
+        // be read only once: in one process it is read whole here and that array is kept.
+        std::optional<kernels::NpyArray> first_in;  // the inputs (rank 0's under {rank}) when read whole here
         {
             const std::string f0 = in_split ? rank_file(a.inputs, 0) : a.inputs;
-            auto x = read_rows(f0, opts(a.inputs, a.tensor), in_split ? 1 : n, -1, inputs_expect(in_split),
-                               std::pair<int64_t, int64_t>{0, 0});
+            std::error_code ec;
+            const bool once = !sliced && !std::filesystem::is_regular_file(f0, ec);
+            auto x = once ? read_rows(f0, opts(a.inputs, a.tensor), in_split ? 1 : n, -1, inputs_expect(in_split))
+                          : read_rows(f0, opts(a.inputs, a.tensor), in_split ? 1 : n, -1, inputs_expect(in_split),
+                                      std::pair<int64_t, int64_t>{0, 0});
             if (!x) return x.error();
-            m = x->shape.back();
+            if (once) first_in = std::move(*x);
+            const kernels::NpyArray* header = once ? &*first_in : &*x;
+            m = header->shape.back();
             // M is the inputs' row length: what is wrong with it is said of that file (not of an
             // --elements option verify does not have), before any data is read.
-            const std::string bad_m = f0 + ": shape " + shape_text(x->shape) + ": ";
+            const std::string bad_m = f0 + ": shape " + shape_text(header->shape) + ": ";
             if (m < 1) return make_error(ErrorCode::kBadFile, bad_m + "each rank's inputs hold no elements (M = 0); M must be at least 1");
             if (m > kMaxElements)
                 return make_error(ErrorCode::kBadFile, bad_m + "M = " + std::to_string(m) +
@@ -301,9 +308,13 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
         auto in_range = [](const Held& h) { return std::pair{h.t.in_lo, h.t.in_hi}; };
         std::optional<kernels::NpyArray> whole_in;
         if (!in_split && !sliced) {
-            auto x = read_rows(a.inputs, opts(a.inputs, a.tensor), n, m, inputs_expect(false));
-            if (!x) return x.error();
-            whole_in = std::move(*x);
+            if (first_in) {
+                whole_in = std::move(first_in);
+            } else {
+                auto x = read_rows(a.inputs, opts(a.inputs, a.tensor), n, m, inputs_expect(false));
+                if (!x) return x.error();
+                whole_in = std::move(*x);
+            }
         }
         for (int64_t r = 0; r < n; ++r) {
             auto put = [&, r](Held& h, const float* src) {
@@ -311,12 +322,14 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
                 std::copy(src, src + w, h.in.begin() + r * w);
             };
             auto got = in_split ? gather(rank_file(a.inputs, r), opts(a.inputs, a.tensor), 1, 0, m,
-                                         inputs_expect(true) + ", and rank 0's has M = " + std::to_string(m), in_range, put, nullptr)
+                                         inputs_expect(true) + ", and rank 0's has M = " + std::to_string(m), in_range, put,
+                                         r == 0 && first_in ? &*first_in : nullptr)
                                 : gather(a.inputs, opts(a.inputs, a.tensor), n, r, m, inputs_expect(false), in_range, put,
                                          whole_in ? &*whole_in : nullptr);
             if (!got) return got.error();
         }
         whole_in.reset();
+        first_in.reset();
         // Outputs: what each rank holds over each held chunk's output range.
         const int64_t cols = rs ? m / n : m;
         std::optional<kernels::NpyArray> whole_out;

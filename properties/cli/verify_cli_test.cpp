@@ -367,5 +367,28 @@ TEST_F(VerifyCollectiveCli, InputsOfABadSizeAreNamedByTheirShape) {
     refused(verify("a2a-rs", "e.{rank}.npy", "sum.npy"), path("e.0.npy") + ": shape [0]: each rank's inputs hold no elements");
 }
 
+// A pipe (--inputs <(cat inputs.npy), or /dev/stdin) can be read only once: the inputs, or rank 0's
+// inputs file, were read for their header and then again whole, and the second read found nothing.
+TEST_F(VerifyCollectiveCli, InputsFromAPipeAreReadOnce) {
+    ASSERT_EQ(simulate("a2a-rs", "sum.npy").code, 0);
+    auto piped = [&](const std::string& file, const std::string& args) {  // `file` on qtransit's stdin, through a pipe
+        const std::string cmd = "cat " + file + " | " + std::string(QTRANSIT_EXE) + " " + args + " >" + path("stdout") + " 2>" + path("stderr");
+        const int status = std::system(cmd.c_str());
+        return Outcome{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "stdout"), slurp(dir_ / "stderr")};
+    };
+    const std::string v = "verify collective --path a2a-rs --format int8 --ranks 8 --report-dir '' ";
+    auto o = piped(path("in.npy"), v + "--inputs /dev/stdin --outputs " + path("sum.npy"));
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    EXPECT_NE(o.out.find("strongest tier met: exact"), std::string::npos) << o.out;
+    o = piped(path("sum.npy"), v + "--inputs " + path("in.npy") + " --outputs /dev/stdin");
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    // Rank 0's per-rank inputs file a pipe: read once, for M and for its values.
+    for (int r = 1; r < 8; ++r) std::filesystem::copy_file(path("in." + std::to_string(r) + ".npy"), path("p." + std::to_string(r) + ".npy"));
+    std::filesystem::create_symlink("/dev/stdin", dir_ / "p.0.npy");
+    o = piped(path("in.0.npy"), v + "--inputs " + path("p.{rank}.npy") + " --outputs " + path("sum.npy"));
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    EXPECT_NE(o.out.find("strongest tier met: exact"), std::string::npos) << o.out;
+}
+
 }  // namespace
 }  // namespace qtransit::testing
