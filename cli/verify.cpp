@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <thread>
 #include <filesystem>
@@ -71,6 +73,35 @@ Result<std::vector<uint8_t>> read_file_bytes(const std::string& path) {
     std::fclose(f);
     if (got != out.size()) return make_error(ErrorCode::kBadFile, path + ": read " + std::to_string(got) + " of its " + std::to_string(size) + " bytes");
     return out;
+}
+
+// "" when `file` can be opened by path; otherwise what is wrong with it, naming it. The error_code
+// overload: a path too long or a symlink loop is a bad file, never an uncaught filesystem_error.
+std::string unreadable(const std::string& file) {
+    std::error_code ec;
+    const auto st = std::filesystem::status(file, ec);
+    if (st.type() == std::filesystem::file_type::not_found) return file + ": no such file";
+    if (ec) return file + ": cannot read it (" + ec.message() + ")";
+    if (std::filesystem::is_directory(st)) return file + ": cannot read it (it is a directory)";
+    return "";
+}
+
+// Whether --codes is a .npy of integer codes (else: the packed wire bytes): its extension, in any
+// case, or numpy's magic string \x93NUMPY at its start (a regular file only: a pipe's bytes are not
+// sniffed, they could not be read again).
+bool is_npy_file(const std::string& file) {
+    const std::string ext = std::filesystem::path(file).extension().string();
+    if (ext.size() == 4 && ext[0] == '.' && std::tolower(static_cast<unsigned char>(ext[1])) == 'n' &&
+        std::tolower(static_cast<unsigned char>(ext[2])) == 'p' && std::tolower(static_cast<unsigned char>(ext[3])) == 'y')
+        return true;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(file, ec)) return false;
+    FILE* f = std::fopen(file.c_str(), "rb");
+    if (!f) return false;
+    char magic[6] = {};
+    const size_t got = std::fread(magic, 1, sizeof magic, f);
+    std::fclose(f);
+    return got == sizeof magic && std::memcmp(magic, "\x93NUMPY", sizeof magic) == 0;
 }
 
 gate::OutputDtype dtype_of(kernels::NpyDtype d) {
@@ -147,7 +178,7 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
     {
         std::string missing;
         auto need = [&](const std::string& f) {
-            if (missing.empty() && !std::filesystem::exists(f)) missing = f + ": no such file";
+            if (missing.empty()) missing = unreadable(f);
         };
         if (in_split)
             for (int64_t r = 0; r < n; ++r) need(rank_file(a.inputs, r));
@@ -187,6 +218,12 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
         return pname + " with N = " + std::to_string(n) + " and M = " + std::to_string(m) + " leaves " +
                (one ? shape_text({cols}) + " per rank (the " + what + ")"
                     : shape_text({n, cols}) + " (row c: the " + what + ")");
+    };
+    std::string first_file;  // the first outputs file read, and its dtype (every rank's must have it)
+    kernels::NpyDtype first_dtype = kernels::NpyDtype::kFloat32;
+    auto mixed_dtypes = [](const std::string& file, kernels::NpyDtype d, const std::string& first, kernels::NpyDtype d0) {
+        return make_error(ErrorCode::kBadFile, file + ": " + kernels::npy_dtype_name(d) + ", but " + first + " is " +
+                                                   kernels::npy_dtype_name(d0) + ": every rank's outputs must have one dtype");
     };
     auto setup = [&]() -> Status {
         auto start_chunks = [&]() -> Status {
@@ -242,21 +279,42 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
             }
             return d;
         };
-        // M: from the inputs' shape (a header read when slicing).
+        // M: from the inputs' shape (a header read when slicing). A pipe or FIFO (--inputs <(...)) can
+        // be read only once: in one process it is read whole here and that array is kept.
+        std::optional<kernels::NpyArray> first_in;  // the inputs (rank 0's under {rank}) when read whole here
         {
             const std::string f0 = in_split ? rank_file(a.inputs, 0) : a.inputs;
-            auto x = read_rows(f0, opts(a.inputs, a.tensor), in_split ? 1 : n, -1, inputs_expect(in_split),
-                               std::pair<int64_t, int64_t>{0, 0});
+            std::error_code ec;
+            const bool once = !sliced && !std::filesystem::is_regular_file(f0, ec);
+            auto x = once ? read_rows(f0, opts(a.inputs, a.tensor), in_split ? 1 : n, -1, inputs_expect(in_split))
+                          : read_rows(f0, opts(a.inputs, a.tensor), in_split ? 1 : n, -1, inputs_expect(in_split),
+                                      std::pair<int64_t, int64_t>{0, 0});
             if (!x) return x.error();
-            m = x->shape.back();
+            if (once) first_in = std::move(*x);
+            const kernels::NpyArray* header = once ? &*first_in : &*x;
+            m = header->shape.back();
+            // M is the inputs' row length: what is wrong with it is said of that file (not of an
+            // --elements option verify does not have), before any data is read.
+            const std::string bad_m = f0 + ": shape " + shape_text(header->shape) + ": ";
+            if (m < 1) return make_error(ErrorCode::kBadFile, bad_m + "each rank's inputs hold no elements (M = 0); M must be at least 1");
+            if (m > kMaxElements)
+                return make_error(ErrorCode::kBadFile, bad_m + "M = " + std::to_string(m) +
+                                                           " elements per rank is past the limit of 2^30 = 1073741824");
+            if (m % n != 0)
+                return make_error(ErrorCode::kBadFile, bad_m + "M = " + std::to_string(m) + " elements per rank is not divisible by N = " +
+                                                           std::to_string(n) + " ranks (each rank's shard is M / N elements)");
             if (auto st = start_chunks(); !st) return st;
         }
         auto in_range = [](const Held& h) { return std::pair{h.t.in_lo, h.t.in_hi}; };
         std::optional<kernels::NpyArray> whole_in;
         if (!in_split && !sliced) {
-            auto x = read_rows(a.inputs, opts(a.inputs, a.tensor), n, m, inputs_expect(false));
-            if (!x) return x.error();
-            whole_in = std::move(*x);
+            if (first_in) {
+                whole_in = std::move(first_in);
+            } else {
+                auto x = read_rows(a.inputs, opts(a.inputs, a.tensor), n, m, inputs_expect(false));
+                if (!x) return x.error();
+                whole_in = std::move(*x);
+            }
         }
         for (int64_t r = 0; r < n; ++r) {
             auto put = [&, r](Held& h, const float* src) {
@@ -264,12 +322,14 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
                 std::copy(src, src + w, h.in.begin() + r * w);
             };
             auto got = in_split ? gather(rank_file(a.inputs, r), opts(a.inputs, a.tensor), 1, 0, m,
-                                         inputs_expect(true) + ", and rank 0's has M = " + std::to_string(m), in_range, put, nullptr)
+                                         inputs_expect(true) + ", and rank 0's has M = " + std::to_string(m), in_range, put,
+                                         r == 0 && first_in ? &*first_in : nullptr)
                                 : gather(a.inputs, opts(a.inputs, a.tensor), n, r, m, inputs_expect(false), in_range, put,
                                          whole_in ? &*whole_in : nullptr);
             if (!got) return got.error();
         }
         whole_in.reset();
+        first_in.reset();
         // Outputs: what each rank holds over each held chunk's output range.
         const int64_t cols = rs ? m / n : m;
         std::optional<kernels::NpyArray> whole_out;
@@ -278,7 +338,6 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
             if (!y) return y.error();
             whole_out = std::move(*y);
         }
-        bool first_file = true;
         for (int64_t r = 0; r < n; ++r) {
             auto out_range = [r](const Held& h) {
                 for (int64_t k : h.t.out_ranks)
@@ -300,13 +359,40 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
                                  : gather(a.outputs, opts(a.outputs, out_tensor), n, r, cols, outputs_expect(false), out_range, put,
                                           whole_out ? &*whole_out : nullptr);
             if (!got) return got.error();
-            if (first_file) out_dtype = dtype_of(*got);
-            first_file = false;
+            // One dtype for every rank's outputs: the tolerance is that dtype's, so a float32 file
+            // judged with a bfloat16 file's rounding would pass what float32 does not allow.
+            const std::string file = out_split ? rank_file(a.outputs, r) : a.outputs;
+            if (first_file.empty()) {
+                first_file = file;
+                first_dtype = *got;
+                out_dtype = dtype_of(*got);
+            } else if (*got != first_dtype) {
+                return mixed_dtypes(file, *got, first_file, first_dtype);
+            }
         }
         spec.output_dtype = out_dtype;
         return Status::Ok();
     };
     if (auto st = setup(); !st) problem = st.error().message;
+    // Under mpi each process read only its own ranks' files: their dtypes are compared across processes.
+    if (on_mpi && out_split) {
+        const std::string mine_first = problem.empty() && !first_file.empty() ? std::string(1, static_cast<char>('0' + static_cast<int>(first_dtype))) + first_file : "";
+        auto all = mpi::allgather_strings(mine_first);
+        if (!all) {
+            if (problem.empty()) problem = all.error().message;
+        } else if (problem.empty()) {
+            const std::string* ref = nullptr;
+            for (const std::string& e : *all) {
+                if (e.empty()) continue;
+                if (!ref) ref = &e;
+                else if (e[0] != (*ref)[0]) {
+                    auto dt = [](const std::string& x) { return static_cast<kernels::NpyDtype>(x[0] - '0'); };
+                    problem = mixed_dtypes(e.substr(1), dt(e), ref->substr(1), dt(*ref)).message;
+                    break;
+                }
+            }
+        }
+    }
     // A run's inputs are finite (a NaN or inf in what a rank contributed is a bad dump, not a
     // finding): the first one met, chunk by chunk and rank by rank, is named.
     if (problem.empty())
@@ -380,6 +466,8 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
 namespace qtransit::cli {
 namespace {
 Result<std::vector<uint8_t>> read_file_bytes(const std::string& path);
+std::string unreadable(const std::string& file);
+bool is_npy_file(const std::string& file);
 std::string shape_text(const std::vector<int64_t>& s);
 }
 
@@ -401,7 +489,8 @@ int run_verify_quantize(const VerifyQuantizeArgs& a) {
     const FormatSpec* format = &setup->format;
     const kernels::Conformance* conf = &setup->conformance;
     for (const std::string* f : {&a.in, &a.decoded, &a.codes, &a.scales, &a.offsets})
-        if (!f->empty() && !std::filesystem::exists(*f)) return fail(*f + ": no such file");
+        if (!f->empty())
+            if (const std::string why = unreadable(*f); !why.empty()) return fail(why);
 
     auto x = kernels::read_tensor(a.in, {a.tensor, a.dtype, true});
     if (!x) return fail(x.error());
@@ -413,7 +502,7 @@ int run_verify_quantize(const VerifyQuantizeArgs& a) {
     gate::RunQuantization run;
     run.decoded = y->data;
     if (!a.codes.empty()) {
-        if (a.codes.ends_with(".npy")) {
+        if (is_npy_file(a.codes)) {
             auto c = kernels::read_npy_integers(a.codes);
             if (!c) return fail(c.error());
             if (c->elements() != x->elements())
@@ -430,7 +519,7 @@ int run_verify_quantize(const VerifyQuantizeArgs& a) {
     }
     auto floats = [&](const std::string& f, std::vector<float>& into, bool& flag) -> Status {
         if (f.empty()) return Status::Ok();
-        auto s = kernels::read_tensor(f, {});
+        auto s = kernels::read_tensor(f, {"", a.dtype, true});  // --dtype: what raw uint16 bits are, as for --in and --decoded
         if (!s) return s.error();
         into = std::move(s->data);
         flag = true;

@@ -556,11 +556,15 @@ Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, co
                         const bool ok = finite && d.compare_abs(tol) <= 0;
                         const double dd = std::fabs(d.to_double());
                         if (finite) v.tiers[1].max_ratio = std::max(v.tiers[1].max_ratio, tol > 0 ? dd / tol : (dd > 0 ? kInf : 0.0));
+                        // The exact target is what the run was asked for: the sum, or the mean (sum / N).
+                        const std::string exact_is = std::string(", but the exact ") + (spec.mean ? "mean" : "sum") +
+                                                     " of the same decoded contributions is " + show(ev_sum[i].to_double() / scale);
                         if (!ok)
                             same.fail(pos, rank,
-                                      at + ": " + value + ", but the exact sum of the same decoded contributions is " +
-                                          show(ev_sum[i].to_double() / scale) + ": |difference| " + show(dd / scale) +
-                                          " > tolerance " + show(tol / scale) + (finite ? "" : " (non-finite output)"));
+                                      at + ": " + value + exact_is +
+                                          (finite ? ": |difference| " + show(dd / scale) + " > tolerance " + show(tol / scale)
+                                                  : ": a non-finite output (" + shortest(got) + ") is never within tolerance " +
+                                                        show(tol / scale)));
                     }
                 }
                 // Tier 3: bounded.
@@ -580,8 +584,10 @@ Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, co
                     if (finite) v.tiers[2].max_ratio = std::max(v.tiers[2].max_ratio, b > 0 ? dd / b : (dd > 0 ? kInf : 0.0));
                     if (!ok)
                         bounded.fail(pos, rank,
-                                     at + ": " + value + ", target " + show(tgt) + ": |error| " + show(dd / scale) +
-                                         " > the path's a-priori bound " + show(b / scale) + (finite ? "" : " (non-finite output)"));
+                                     at + ": " + value + ", target " + show(tgt) +
+                                         (finite ? ": |error| " + show(dd / scale) + " > the path's a-priori bound " + show(b / scale)
+                                                 : ": a non-finite output (" + shortest(got) + ") is never within the path's a-priori bound " +
+                                                       show(b / scale)));
                 }
             }
         }

@@ -141,6 +141,46 @@ TEST_F(VerifyCli, QuantizeReadsBfloat16AndSafetensors) {
     refused("verify quantize --format int8 --in " + path("x.safetensors") + " --decoded " + path("q/decoded.npy"), "grad");
 }
 
+// --codes is an integer .npy by its extension in any case, or by numpy's magic string: codes.NPY or a
+// .npy under another name was read as packed wire bytes and refused for its byte count.
+TEST_F(VerifyCli, QuantizeCodesNpyIsKnownByMagicAndAnyCase) {
+    const auto x = tensor(64, 0.5f);
+    save("x.npy", x, {64});
+    const auto q = run("quantize --format int4 --block 16 --in " + path("x.npy") + " --out " + path("q") + " --json");
+    ASSERT_EQ(q.code, 0) << q.err;
+    const std::vector<int32_t> codes = nlohmann::json::parse(q.out)["codes"].get<std::vector<int32_t>>();
+    const std::string base = "verify quantize --format int4 --block 16 --in " + path("x.npy") + " --decoded " + path("q/decoded.npy") +
+                             " --report-dir '' --codes ";
+    for (const char* name : {"codes.NPY", "codes.Npy", "codes.dump", "codes"}) {
+        save_ints(name, codes, "|i1");
+        auto o = run(base + path(name));
+        EXPECT_EQ(o.code, 0) << name << "\n" << o.out << o.err;
+        EXPECT_NE(o.out.find("codes"), std::string::npos) << o.out;
+    }
+    // The packed wire bytes are still read as such.
+    auto o = run(base + path("q/codes.bin"));
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+}
+
+// --dtype says what raw uint16 bits are in every file verify quantize reads, --scales and --offsets too.
+TEST_F(VerifyCli, QuantizeScalesAsRawUint16TakeDtype) {
+    auto x = tensor(64, 0.5f);
+    x[5] = 127;  // each block's scale amax / 127 a power of two: bfloat16 holds it exactly
+    x[40] = -254;
+    save("x.npy", x, {64});
+    ASSERT_EQ(run("quantize --format int8 --block 32 --in " + path("x.npy") + " --out " + path("q")).code, 0);
+    std::vector<int32_t> bits;
+    for (float v : load("q/scales.npy")) bits.push_back(static_cast<int32_t>(std::bit_cast<uint32_t>(kernels::round_bf16(v)) >> 16));
+    save_ints("s_u2.npy", bits, "<u2");
+    const std::string base = "verify quantize --format int8 --block 32 --in " + path("x.npy") + " --decoded " + path("q/decoded.npy") +
+                             " --report-dir '' --scales " + path("s_u2.npy");
+    refused(base, "s_u2.npy: a uint16 array: say what its bits are (--dtype bf16 or --dtype fp16)");
+    auto o = run(base + " --dtype bf16 --json");
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    ASSERT_FALSE(o.out.empty()) << o.err;
+    EXPECT_TRUE(nlohmann::json::parse(o.out)["compared"]["scales"].get<bool>()) << o.out;
+}
+
 // ---- verify collective ------------------------------------------------------------------------------
 
 class VerifyCollectiveCli : public VerifyCli {
@@ -278,6 +318,76 @@ TEST_F(VerifyCollectiveCli, BadInvocationsAreRefusedBeforeAnyWork) {
     refused(verify("ring-rs", "nan.npy", "rs.npy"), "nan.npy: rank 5, element 77 is nan: a run's inputs must be finite");
     save("odd.npy", tensor(8 * 250), {8, 250});
     refused(verify("a2a-rs", "odd.npy", "rs.npy"), "250");  // M % N
+}
+
+// A path too long for the system or a symlink loop is a file that cannot be read (exit 2, named with
+// the reason), never an uncaught std::filesystem::filesystem_error.
+TEST_F(VerifyCollectiveCli, UnreadablePathsAreBadFilesNotAborts) {
+    ASSERT_EQ(simulate("a2a-rs", "sum.npy").code, 0);
+    const std::string longname(300, 'a');
+    std::filesystem::create_symlink(dir_ / "loop_b", dir_ / "loop_a");
+    std::filesystem::create_symlink(dir_ / "loop_a", dir_ / "loop_b");
+    refused(verify("a2a-rs", longname + ".npy", "sum.npy"), ".npy: cannot read it (");
+    refused(verify("a2a-rs", "loop_a", "sum.npy"), "loop_a: cannot read it (");
+    refused(verify("a2a-rs", "in.npy", "out.{rank}" + longname), ": cannot read it (");
+    save("x.npy", tensor(64), {64});
+    ASSERT_EQ(run("quantize --format int8 --in " + path("x.npy") + " --out " + path("q")).code, 0);
+    const std::string q = "verify quantize --format int8 --in " + path("x.npy") + " --decoded " + path("q/decoded.npy") + " --report-dir ''";
+    refused(q + " --codes " + path(longname + ".bin"), ".bin: cannot read it (");
+    refused(q + " --scales " + path("loop_a"), "loop_a: cannot read it (");
+}
+
+// Per-rank outputs of different dtypes are refused: the tolerance is the outputs' dtype's, so judging
+// every file by the first one's (bfloat16) let a float32 file off by 2^-10 pass.
+TEST_F(VerifyCollectiveCli, PerRankOutputsOfMixedDtypesAreRefused) {
+    ASSERT_EQ(simulate("a2a-rs", "sum.npy").code, 0);
+    const auto sum = load("sum.npy");  // [8, 32]
+    auto row = [&](int r) { return std::vector<float>(sum.begin() + r * 32, sum.begin() + (r + 1) * 32); };
+    for (int r = 0; r < 8; ++r) save("out." + std::to_string(r) + ".npy", row(r), {32});
+    auto o = run(verify("a2a-rs", "in.npy", "out.{rank}.npy"));
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    save("out.0.npy", row(0), {32}, kernels::NpyDtype::kBfloat16);
+    auto off = row(1);
+    for (float& v : off) v *= 1.0f + 1.0f / 1024;
+    save("out.1.npy", off, {32});
+    refused(verify("a2a-rs", "in.npy", "out.{rank}.npy"),
+            path("out.1.npy") + ": float32, but " + path("out.0.npy") + " is bfloat16: every rank's outputs must have one dtype");
+}
+
+// M comes from the inputs' shape: an empty or badly sized inputs file is named with its shape and the
+// real constraint, not blamed on an --elements option verify does not have.
+TEST_F(VerifyCollectiveCli, InputsOfABadSizeAreNamedByTheirShape) {
+    ASSERT_EQ(simulate("a2a-rs", "sum.npy").code, 0);
+    save("empty.npy", {}, {8, 0});
+    refused(verify("a2a-rs", "empty.npy", "sum.npy"), path("empty.npy") + ": shape [8, 0]: each rank's inputs hold no elements (M = 0)");
+    save("odd.npy", tensor(8 * 250), {8, 250});
+    refused(verify("a2a-rs", "odd.npy", "sum.npy"),
+            path("odd.npy") + ": shape [8, 250]: M = 250 elements per rank is not divisible by N = 8 ranks");
+    for (int r = 0; r < 8; ++r) save("e." + std::to_string(r) + ".npy", {}, {0});
+    refused(verify("a2a-rs", "e.{rank}.npy", "sum.npy"), path("e.0.npy") + ": shape [0]: each rank's inputs hold no elements");
+}
+
+// A pipe (--inputs <(cat inputs.npy), or /dev/stdin) can be read only once: the inputs, or rank 0's
+// inputs file, were read for their header and then again whole, and the second read found nothing.
+TEST_F(VerifyCollectiveCli, InputsFromAPipeAreReadOnce) {
+    ASSERT_EQ(simulate("a2a-rs", "sum.npy").code, 0);
+    auto piped = [&](const std::string& file, const std::string& args) {  // `file` on qtransit's stdin, through a pipe
+        const std::string cmd = "cat " + file + " | " + std::string(QTRANSIT_EXE) + " " + args + " >" + path("stdout") + " 2>" + path("stderr");
+        const int status = std::system(cmd.c_str());
+        return Outcome{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "stdout"), slurp(dir_ / "stderr")};
+    };
+    const std::string v = "verify collective --path a2a-rs --format int8 --ranks 8 --report-dir '' ";
+    auto o = piped(path("in.npy"), v + "--inputs /dev/stdin --outputs " + path("sum.npy"));
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    EXPECT_NE(o.out.find("strongest tier met: exact"), std::string::npos) << o.out;
+    o = piped(path("sum.npy"), v + "--inputs " + path("in.npy") + " --outputs /dev/stdin");
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    // Rank 0's per-rank inputs file a pipe: read once, for M and for its values.
+    for (int r = 1; r < 8; ++r) std::filesystem::copy_file(path("in." + std::to_string(r) + ".npy"), path("p." + std::to_string(r) + ".npy"));
+    std::filesystem::create_symlink("/dev/stdin", dir_ / "p.0.npy");
+    o = piped(path("in.0.npy"), v + "--inputs " + path("p.{rank}.npy") + " --outputs " + path("sum.npy"));
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    EXPECT_NE(o.out.find("strongest tier met: exact"), std::string::npos) << o.out;
 }
 
 }  // namespace

@@ -281,6 +281,33 @@ TEST(VerifyRun, MeanTargetAllowsTheDivisionAtTheEnd) {
     EXPECT_FALSE(tier(wrong, Tier::kBounded).holds);
 }
 
+// The verdict says what was wrong: a non-finite output is named as such (not as a difference of nan),
+// and a mean is compared with the exact mean, called that.
+TEST(VerifyRun, VerdictsNameANonFiniteOutputAndTheExactMean) {
+    const int64_t n = 8, m = 8 * 64, sh = m / n;
+    auto s = spec_of(PathKind::kA2aRs, "int8", n, 8, m, 32);
+    const auto x = inputs(n, m, 5);
+    auto out = schedule(s.config, x);
+    out[static_cast<size_t>(6 * sh + 7)] = -std::numeric_limits<float>::infinity();
+    const auto v = verify(s, x, out);
+    for (Tier t : {Tier::kSameEvents, Tier::kBounded}) {
+        const std::string& first = tier(v, t).first;
+        EXPECT_NE(first.find("shard 6 (rank 6), element 7"), std::string::npos) << first;
+        EXPECT_NE(first.find("a non-finite output (-inf) is never within"), std::string::npos) << first;
+        EXPECT_EQ(first.find("nan"), std::string::npos) << first;
+    }
+    EXPECT_NE(tier(v, Tier::kSameEvents).first.find("the exact sum of the same decoded contributions"), std::string::npos);
+
+    s.mean = true;
+    auto mean = schedule(s.config, x);
+    for (float& e : mean) e *= static_cast<float>(1.0 / n);
+    mean[static_cast<size_t>(2 * sh + 3)] += 1.0f;
+    const auto w = verify(s, x, mean);
+    const std::string& first = tier(w, Tier::kSameEvents).first;
+    EXPECT_NE(first.find("the exact mean of the same decoded contributions is"), std::string::npos) << first;
+    EXPECT_EQ(first.find("exact sum"), std::string::npos) << first;
+}
+
 TEST(VerifyRun, Bf16OutputsAreJudgedWithTheirRounding) {
     const int64_t n = 8, m = 8 * 64;
     auto s = spec_of(PathKind::kA2aRs, "int8", n, 8, m, 32);
