@@ -184,7 +184,7 @@ struct VerifyQuantizeArgs {
     std::string format, in, decoded, codes, scales, offsets;
     int64_t block = 32, shard = 0;
     std::string conformance = "exact";
-    std::string dtype, tensor;
+    std::string dtype, tensor, decoded_tensor;  // tensor: --in's; decoded_tensor: --decoded's ("" : the file's only one)
     std::string report_dir = "qtransit-verify";
     bool json = false;
 };

@@ -237,6 +237,8 @@ int dispatch(int argc, char** argv) {
         ->capture_default_str();
     verify_quantize->add_option("--dtype", vq.dtype, "What a raw uint16 array holds: fp16 or bf16 (typed files say it themselves)");
     verify_quantize->add_option("--tensor", vq.tensor, "The input's tensor name in a .safetensors file");
+    verify_quantize->add_option("--decoded-tensor", vq.decoded_tensor,
+                                "The decoded values' tensor name in a .safetensors file (default: its only tensor)");
     verify_quantize->add_option("--report-dir", vq.report_dir, "Where the reports go (\"\": none)")->capture_default_str();
     verify_quantize->add_flag("--json", vq.json, "Print one JSON object");
 

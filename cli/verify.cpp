@@ -159,6 +159,14 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
 
     auto spec_or = verify_collective_spec(a);
     if (!spec_or) return refuse(spec_or.error().message);
+    // Where the reports go, before any file is read: rank 0 writes them, and every rank learns its verdict.
+    {
+        std::string bad_dir;
+        if (speaker && !a.report_dir.empty())
+            if (auto st = reports::check_report_dir(a.report_dir, reports::report_file_names()); !st) bad_dir = st.error().message;
+        if (on_mpi) bad_dir = mpi::first_error(bad_dir);
+        if (!bad_dir.empty()) return refuse(bad_dir);
+    }
     gate::CollectiveVerifySpec spec = std::move(*spec_or);
     const auto path = &spec.config.path;
     const int64_t n = a.ranks;
@@ -488,13 +496,15 @@ int run_verify_quantize(const VerifyQuantizeArgs& a) {
     if (!setup) return fail(setup.error());
     const FormatSpec* format = &setup->format;
     const kernels::Conformance* conf = &setup->conformance;
+    if (!a.report_dir.empty())
+        if (auto st = reports::check_report_dir(a.report_dir, reports::report_file_names()); !st) return fail(st.error());
     for (const std::string* f : {&a.in, &a.decoded, &a.codes, &a.scales, &a.offsets})
         if (!f->empty())
             if (const std::string why = unreadable(*f); !why.empty()) return fail(why);
 
     auto x = kernels::read_tensor(a.in, {a.tensor, a.dtype, true});
     if (!x) return fail(x.error());
-    auto y = kernels::read_tensor(a.decoded, {"", a.dtype, true});
+    auto y = kernels::read_tensor(a.decoded, {a.decoded_tensor, a.dtype, true});
     if (!y) return fail(y.error());
     if (y->shape != x->shape)
         return fail(a.decoded + ": shape " + shape_text(y->shape) + ", but the input " + a.in + " is " + shape_text(x->shape) +

@@ -139,6 +139,18 @@ TEST_F(VerifyCli, QuantizeReadsBfloat16AndSafetensors) {
                  " --report-dir ''");
     EXPECT_EQ(o.code, 0) << o.out << o.err;
     refused("verify quantize --format int8 --in " + path("x.safetensors") + " --decoded " + path("q/decoded.npy"), "grad");
+    // The decoded values from a .safetensors file of several tensors: --decoded-tensor picks one.
+    kernels::NpyArray dec;
+    dec.shape = {128};
+    dec.data = kernels::read_npy(path("q/decoded.npy"))->data;
+    ASSERT_TRUE(kernels::write_safetensors(path("run.safetensors"), {{"decoded", dec}, {"input", a}}).ok());
+    const std::string v = "verify quantize --format int8 --in " + path("x.safetensors") + " --tensor grad --decoded " +
+                          path("run.safetensors") + " --report-dir ''";
+    refused(v, "decoded");  // two tensors: which one is to be said
+    o = run(v + " --decoded-tensor decoded");
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    o = run(v + " --decoded-tensor input");  // the input itself is not what int8 decodes
+    EXPECT_EQ(o.code, 1) << o.out << o.err;
 }
 
 // --codes is an integer .npy by its extension in any case, or by numpy's magic string: codes.NPY or a
@@ -318,6 +330,16 @@ TEST_F(VerifyCollectiveCli, BadInvocationsAreRefusedBeforeAnyWork) {
     refused(verify("ring-rs", "nan.npy", "rs.npy"), "nan.npy: rank 5, element 77 is nan: a run's inputs must be finite");
     save("odd.npy", tensor(8 * 250), {8, 250});
     refused(verify("a2a-rs", "odd.npy", "rs.npy"), "250");  // M % N
+}
+
+// A report directory that cannot take the reports is refused before any file is read; it was found
+// after the verification, and the verdict was never printed.
+TEST_F(VerifyCollectiveCli, ReportDirectoryIsCheckedBeforeTheWork) {
+    ASSERT_EQ(simulate("a2a-rs", "rs.npy").code, 0);
+    std::filesystem::create_directories(dir_ / "rep" / "junit.xml");
+    refused(verify("a2a-rs", "in.npy", "rs.npy"), "junit.xml: is a directory, not a report file");
+    refused(verify("a2a-rs", "no-such.npy", "rs.npy"), "junit.xml: is a directory");  // before the files are looked at
+    EXPECT_FALSE(std::filesystem::exists(dir_ / "rep" / "report.json"));
 }
 
 // A path too long for the system or a symlink loop is a file that cannot be read (exit 2, named with
