@@ -14,6 +14,7 @@
 
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/collectives/paths.hpp"
+#include "qtransit/common/text_file.hpp"
 #include "qtransit/kernels/gpu.hpp"
 #include "qtransit/gate/codec_check.hpp"
 #include "qtransit/gate/sweep.hpp"
@@ -167,6 +168,14 @@ std::string now_utc() {
 }
 
 Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& opt) {
+    // The kernel check holds one rank's M inputs and what is derived from them: measured at about
+    // 58 bytes an element (M = 2^24: 0.97 GB resident), taken as 64. Said before anything runs; a
+    // gate of M = 2^30 was killed by the kernel's out-of-memory killer instead. (Each sweep checks
+    // its own columns' need before its first run.)
+    if (auto st = check_memory(cfg.elements > (int64_t{1} << 56) ? INT64_MAX : cfg.elements * 64,
+                               "the kernel check of M = " + std::to_string(cfg.elements) + " elements (gate.elements)");
+        !st)
+        return st.error();
     const auto t0 = std::chrono::steady_clock::now();
     reports::GateResult res;
     res.version = QTRANSIT_VERSION;
