@@ -132,3 +132,42 @@ TEST_F(CodecCli, FormatsValidateRunsTheCodec) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string mutated(const std::string& slug) { return std::string(QT_BAD_CODEC_DIR) + "/libqt_mutated_" + slug + ".so"; }
+
+// The verdict `name` of the report in `d`, or null.
+nlohmann::json verdict_of(const fs::path& d, const std::string& name) {
+    std::ifstream f(d / "report.json");
+    const auto rep = nlohmann::json::parse(f);
+    for (const auto& v : rep["verdicts"])
+        if (v["name"] == name) return v;
+    return nullptr;
+}
+
+class CodecAudit : public qtransit::testing::CliTest {};
+
+// A codec that encodes NaN, inf or a range overflow does not conform (NUMERICS section 4): the edge
+// cases' refusal probe catches it in check and in formats validate, naming the element.
+TEST_F(CodecAudit, ACodecThatNeverRefusesFailsTheKernelCheck) {
+    const auto o = run("check --quick --codec " + mutated("nonfinite") + " --report-dir " + (dir_ / "n").string());
+    EXPECT_EQ(o.code, 1) << o.out << o.err;
+    const auto v = verdict_of(dir_ / "n", "kernel-vs-reference/example-int4");
+    ASSERT_FALSE(v.is_null());
+    EXPECT_EQ(v["status"], "fail");
+    EXPECT_NE(v["message"].get<std::string>().find("NaN probe, one block of 32 elements with element 16 = NaN"), std::string::npos)
+        << v["message"];
+    const auto a = run("check --quick --codec " + mutated("overflow") + " --report-dir " + (dir_ / "a").string());
+    EXPECT_EQ(a.code, 1) << a.out << a.err;
+    const auto va = verdict_of(dir_ / "a", "kernel-vs-reference/example-int4-asym");
+    ASSERT_FALSE(va.is_null());
+    EXPECT_NE(va["message"].get<std::string>().find("range-overflow probe"), std::string::npos) << va["message"];
+    const auto fv = run("formats validate --quick --codec " + mutated("nonfinite") + " --report-dir " + (dir_ / "v").string());
+    EXPECT_EQ(fv.code, 1) << fv.out << fv.err;
+    EXPECT_NE((fv.out + fv.err).find("NaN probe"), std::string::npos) << fv.out << fv.err;
+    // The correct codec refuses every probe.
+    EXPECT_EQ(run("check --quick --codec " + lib("example-int4-asym") + " --report-dir " + (dir_ / "ok").string()).code, 0);
+}
+
+}  // namespace
