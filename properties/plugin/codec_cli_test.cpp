@@ -170,4 +170,20 @@ TEST_F(CodecAudit, ACodecThatNeverRefusesFailsTheKernelCheck) {
     EXPECT_EQ(run("check --quick --codec " + lib("example-int4-asym") + " --report-dir " + (dir_ / "ok").string()).code, 0);
 }
 
+// A codec that calls exit() inside encode or decode ends qtransit with exit 2 and one line, never
+// with its own status (exit(0) would read as a pass).
+TEST_F(CodecAudit, ACodecThatCallsExitIsNeverAPass) {
+    const std::string npy = write("x.npy", "");
+    ASSERT_EQ(run("simulate --path a2a-rs --ranks 4 --elements 256 --format int4 --dump " + npy).code, 0);
+    for (const std::string& cmd : {"check --quick --report-dir " + (dir_ / "r").string() + " --codec " + mutated("exit-encode"),
+                                   "quantize --in " + npy + " --codec " + mutated("exit-encode")}) {
+        const auto o = run(cmd);
+        EXPECT_EQ(o.code, 2) << cmd << "\n" << o.out << o.err;
+        EXPECT_EQ(o.err, "qtransit: codec 'example-int4' called exit() during encode: nothing it ran is a result\n") << cmd;
+    }
+    const auto d = run("quantize --in " + npy + " --codec " + mutated("exit-decode"));
+    EXPECT_EQ(d.code, 2) << d.out << d.err;
+    EXPECT_EQ(d.err, "qtransit: codec 'example-int8' called exit() during decode: nothing it ran is a result\n");
+}
+
 }  // namespace
