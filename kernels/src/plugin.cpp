@@ -25,6 +25,7 @@ namespace {
 // A scale slot the codec was given and did not write still holds this NaN (not the poison NaN).
 constexpr uint32_t kUnwritten = 0x7fc5a5a5u;
 constexpr size_t kErrLen = 512;
+constexpr size_t kMessageMax = 300;  // the most of a codec's own message that a message quotes
 
 // ---- a codec that calls exit() --------------------------------------------------------------------
 // exit() inside a codec call would end qtransit with the codec's status (0: a silent pass) and
@@ -251,7 +252,7 @@ Result<std::shared_ptr<const PluginCodec>> PluginCodec::load(const std::string& 
     arm_exit_guard();
     const qtransit_codec_v1_t* c = marked_call(path, QTRANSIT_CODEC_ENTRY, [&] { return entry(err, sizeof err); });
     err[kErrLen - 1] = 0;
-    if (!c) return bad(std::string(QTRANSIT_CODEC_ENTRY " returned NULL: ") + (err[0] ? err : "no reason given"));
+    if (!c) return bad(std::string(QTRANSIT_CODEC_ENTRY " returned NULL: ") + (err[0] ? printable(err, kMessageMax) : "no reason given"));
     return from_descriptor(c, path);
 }
 
@@ -379,7 +380,10 @@ int64_t PluginCodec::scale_slot(int64_t j) const {
 }
 
 Error PluginCodec::codec_error(const std::string& what, const char* msg) const {
-    return make_error(ErrorCode::kCodec, "codec '" + name_ + "' " + what + " failed: " + (msg && msg[0] ? msg : "no message"));
+    // The codec's text goes into one-line messages and reports: control characters escaped (a newline,
+    // an ESC sequence), and cut at kMessageMax bytes with the count of what was cut.
+    return make_error(ErrorCode::kCodec, "codec '" + name_ + "' " + what + " failed: " +
+                                             (msg && msg[0] ? printable(msg, kMessageMax) : std::string("no message")));
 }
 
 Status PluginCodec::call_encode(const void* x, int64_t elements, int64_t block, int64_t shard, uint8_t* codes,

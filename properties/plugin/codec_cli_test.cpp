@@ -186,4 +186,24 @@ TEST_F(CodecAudit, ACodecThatCallsExitIsNeverAPass) {
     EXPECT_EQ(d.err, "qtransit: codec 'example-int8' called exit() during decode: nothing it ran is a result\n");
 }
 
+// A codec's own error text reaches messages and reports escaped (no raw newline or ESC) and capped,
+// with the count of what was cut.
+TEST_F(CodecAudit, ACodecsMessageIsEscapedAndCapped) {
+    const std::string npy = write("x.npy", "");
+    ASSERT_EQ(run("simulate --path a2a-rs --ranks 4 --elements 256 --format int4 --dump " + npy).code, 0);
+    const auto q = run("quantize --in " + npy + " --codec " + mutated("ctrl-message"));
+    EXPECT_EQ(q.code, 1) << q.out << q.err;
+    EXPECT_EQ(std::count(q.err.begin(), q.err.end(), '\n'), 1) << q.err;
+    EXPECT_EQ(q.err.find('\x1b'), std::string::npos) << q.err;
+    EXPECT_NE(q.err.find("encode failed: line one\\nline two\\x1b[31mred xxx"), std::string::npos) << q.err;
+    EXPECT_NE(q.err.find(" more bytes)"), std::string::npos) << q.err;
+    EXPECT_LT(q.err.size(), 600u) << q.err;
+    const auto c = run("check --quick --report-dir " + (dir_ / "r").string() + " --codec " + mutated("ctrl-message"));
+    EXPECT_EQ(c.code, 1) << c.out << c.err;
+    const std::string md = slurp(dir_ / "r" / "report.md");
+    EXPECT_NE(md.find("line one\\nline two"), std::string::npos);
+    EXPECT_EQ(md.find('\x1b'), std::string::npos);
+    EXPECT_EQ((c.out + c.err).find('\x1b'), std::string::npos);
+}
+
 }  // namespace
