@@ -288,6 +288,15 @@ Result<std::shared_ptr<const PluginCodec>> PluginCodec::from_descriptor(const qt
         p->format_ = *f;
     }
     const FormatSpec& f = p->format_;
+    // The codec's name names its verdicts (kernel-vs-reference/<name>) next to the formats' own: a
+    // format's name would give two verdicts of one name for different kernels.
+    for (const auto& b : all_builtin_formats())
+        if (b.name() == p->name_)
+            return refuse("codec name '" + p->name_ + "' is a built-in format's name: name the codec something else");
+    if (p->name_ != f.name())
+        if (auto other = parse_format(p->name_); other)
+            return refuse("codec name '" + p->name_ + "' is the name of the declared format " + other->name() + ", not of its own format " +
+                          f.name() + ": name the codec something else");
     if (c->device != QTRANSIT_DEVICE_CPU && c->device != QTRANSIT_DEVICE_CUDA)
         return refuse("device " + std::to_string(c->device) + " is not QTRANSIT_DEVICE_CPU (0) or QTRANSIT_DEVICE_CUDA (1)");
     p->cuda_ = c->device == QTRANSIT_DEVICE_CUDA;

@@ -206,4 +206,13 @@ TEST_F(CodecAudit, ACodecsMessageIsEscapedAndCapped) {
     EXPECT_EQ((c.out + c.err).find('\x1b'), std::string::npos);
 }
 
+// A codec named like a built-in format is refused before any work (two verdicts of one name otherwise).
+TEST_F(CodecAudit, ACodecNamedLikeAFormatIsRefused) {
+    refused("check --quick --report-dir " + (dir_ / "r").string() + " --codec " + mutated("named-int8"),
+            "codec name 'int8' is a built-in format's name: name the codec something else");
+    EXPECT_FALSE(fs::exists(dir_ / "r"));
+    refused("formats validate --quick --report-dir " + (dir_ / "v").string() + " --codec " + mutated("named-int8"),
+            "codec name 'int8' is a built-in format's name");
+}
+
 }  // namespace

@@ -84,6 +84,37 @@ TEST(PluginLoad, DeclaredFormatAndBlockConstraints) {
     EXPECT_TRUE(mult->check_block(128).ok());
 }
 
+// A codec's name names its verdicts beside the formats': a format's name (a built-in one, or a
+// declared one that is not the codec's own format) is refused at load.
+TEST(PluginLoad, RefusesAFormatsNameAsTheCodecsName) {
+    auto decl = load_ok(bad_lib(13));  // registers plugin-int4
+    ASSERT_TRUE(decl);
+    qtransit_codec_v1_t d{};
+    d.abi_version = QTRANSIT_CODEC_ABI_VERSION;
+    d.struct_size = sizeof d;
+    d.format = "int4";
+    d.block_min = 1;
+    d.block_multiple = 1;
+    d.thread_safe = 1;
+    d.encode = [](void*, const qtransit_encode_args*, char*, size_t) { return 1; };
+    d.decode = [](void*, const qtransit_decode_args*, char*, size_t) { return 1; };
+    for (const char* name : {"int8", "int4", "mxfp4", "int8-asym"}) {
+        d.name = name;
+        auto c = PluginCodec::from_descriptor(&d, "lib.so");
+        ASSERT_FALSE(c.ok()) << name;
+        EXPECT_NE(c.error().message.find("codec name '" + std::string(name) + "' is a built-in format's name: name the codec something else"),
+                  std::string::npos)
+            << c.error().message;
+    }
+    d.name = "plugin-int4";
+    auto c = PluginCodec::from_descriptor(&d, "lib.so");
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.error().message.find("is the name of the declared format plugin-int4, not of its own format int4"), std::string::npos)
+        << c.error().message;
+    d.name = "int4-acme";
+    EXPECT_TRUE(PluginCodec::from_descriptor(&d, "lib.so").ok());
+}
+
 TEST(PluginCall, ACodecsOwnErrorComesBackWithItsMessage) {
     auto c = load_ok(bad_lib(0));
     ASSERT_TRUE(c);
