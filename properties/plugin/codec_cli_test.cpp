@@ -215,4 +215,31 @@ TEST_F(CodecAudit, ACodecNamedLikeAFormatIsRefused) {
             "codec name 'int8' is a built-in format's name");
 }
 
+// quantize checks its options before any work: a bad --conformance, an --out that is a file (the
+// exit-encode codec shows that nothing ran: a codec call would end in its exit() line), and an
+// empty tensor, with or without a codec.
+TEST_F(CodecAudit, QuantizeRefusesBadOptionsBeforeAnyWork) {
+    const std::string npy = write("x.npy", "");
+    ASSERT_EQ(run("simulate --path a2a-rs --ranks 4 --elements 256 --format int4 --dump " + npy).code, 0);
+    const std::string afile = write("afile", "not a directory\n");
+    // An npy of shape (0,): the 10-byte preamble and a header padded to 128 bytes in all.
+    std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (0,), }";
+    header.append(128 - 10 - header.size() - 1, ' ');
+    header += '\n';
+    std::string empty("\x93NUMPY\x01\x00", 8);
+    empty += static_cast<char>(header.size() & 0xff);
+    empty += static_cast<char>(header.size() >> 8);
+    const std::string enpy = write("empty.npy", empty + header);
+    refused("quantize --format int8 --in " + npy + " --conformance bogus", "--conformance: unknown conformance 'bogus'");
+    refused("quantize --format int8 --in " + npy + " --conformance bounded", "--conformance bounded is for --codec");
+    refused("quantize --codec " + mutated("exit-encode") + " --in " + npy + " --conformance bogus", "unknown conformance 'bogus'");
+    refused("quantize --codec " + mutated("exit-encode") + " --in " + npy + " --out " + afile, "--out " + afile + ": not a directory");
+    refused("quantize --format int8 --in " + npy + " --out " + afile, "--out " + afile + ": not a directory");
+    refused("quantize --format int8 --in " + npy + " --out " + afile + "/sub", "is not a directory, so the directory cannot be made");
+    refused("quantize --format int8 --in " + enpy, "the tensor has no elements");
+    refused("quantize --codec " + lib("example-int4") + " --in " + enpy, "the tensor has no elements");
+    EXPECT_EQ(run("quantize --format int8 --in " + npy + " --conformance exact --out " + (dir_ / "o" / "p").string()).code, 0);
+    EXPECT_TRUE(fs::exists(dir_ / "o" / "p" / "decoded.npy"));
+}
+
 }  // namespace
