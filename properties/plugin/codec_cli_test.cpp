@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <map>
+#include <regex>
 
 #include "../cli/cli_fixture.hpp"
 
@@ -240,6 +241,27 @@ TEST_F(CodecAudit, QuantizeRefusesBadOptionsBeforeAnyWork) {
     refused("quantize --codec " + lib("example-int4") + " --in " + enpy, "the tensor has no elements");
     EXPECT_EQ(run("quantize --format int8 --in " + npy + " --conformance exact --out " + (dir_ / "o" / "p").string()).code, 0);
     EXPECT_TRUE(fs::exists(dir_ / "o" / "p" / "decoded.npy"));
+}
+
+// formats validate's property messages print values that round-trip (never "decoded 0.7467 >
+// 0.7467" for two different values) and say NaN when a decoded value is NaN.
+TEST_F(CodecAudit, FormatsValidateMessagesShowTheValuesTheyCompare) {
+    const auto u = run("formats validate --quick --report-dir " + (dir_ / "u").string() + " --codec " + mutated("ulp-last"));
+    EXPECT_EQ(u.code, 1) << u.out << u.err;
+    std::smatch m;
+    const std::string text = u.out + u.err;
+    ASSERT_TRUE(std::regex_search(text, m, std::regex("property/int4/monotone: [^\\n]* but decoded (\\S+) > (\\S+)"))) << text;
+    EXPECT_NE(m[1].str(), m[2].str()) << m[0];
+    ASSERT_TRUE(std::regex_search(text, m, std::regex("property/int4/odd-symmetry: [^\\n]*: x (\\S+) decodes to (\\S+), -x to -(\\S+)\\n")))
+        << text;
+    EXPECT_NE(m[2].str(), m[3].str()) << m[0];
+    const auto n = run("formats validate --quick --report-dir " + (dir_ / "n").string() + " --codec " + mutated("unwritten-scale"));
+    EXPECT_EQ(n.code, 1) << n.out << n.err;
+    const std::string nt = n.out + n.err;
+    ASSERT_TRUE(std::regex_search(nt, m, std::regex("property/int4/bound: [^\\n]*first: [^\\n]*"))) << nt;
+    EXPECT_NE(m[0].str().find("decodes to NaN"), std::string::npos) << m[0];
+    EXPECT_EQ(m[0].str().find("error/bound"), std::string::npos) << m[0];
+    EXPECT_EQ(nt.find("decodes to nan"), std::string::npos) << nt;
 }
 
 }  // namespace

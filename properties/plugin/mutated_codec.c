@@ -6,7 +6,9 @@
  *   MUT 3  encode calls exit(0) after it succeeded
  *   MUT 4  encode fails with a message holding a newline, an ESC sequence, and 600 bytes in all
  *   MUT 5  named "int8" (a built-in format's name), whatever its format
- *   MUT 6  decode calls exit(0) after it succeeded */
+ *   MUT 6  decode calls exit(0) after it succeeded
+ *   MUT 7  decode moves the call's last value up by one ulp
+ *   MUT 8  encode leaves the second block's scale unwritten (qtransit's fill NaN) */
 #define _POSIX_C_SOURCE 199309L /* as example_codec.c defines it */
 #include <math.h>
 #include <stdio.h>
@@ -37,6 +39,11 @@ static int mutated_encode(void* state, const qtransit_encode_args* a, char* err,
     const int rc = example_encode(state, a, err, err_len);
 #if MUT == 3
     if (rc == 0) exit(0);
+#elif MUT == 8
+    if (rc == 0 && a->elements > a->block) {
+        const uint32_t fill = 0x7fc5a5a5u;
+        memcpy(&a->scales[1], &fill, 4);
+    }
 #endif
     return rc;
 #endif
@@ -46,6 +53,11 @@ static int mutated_decode(void* state, const qtransit_decode_args* a, char* err,
     const int rc = example_decode(state, a, err, err_len);
 #if MUT == 6
     if (rc == 0) exit(0);
+#elif MUT == 7
+    if (rc == 0) {
+        float* o = (float*)a->out;
+        o[a->elements - 1] = nextafterf(o[a->elements - 1], INFINITY);
+    }
 #endif
     return rc;
 }
