@@ -376,9 +376,15 @@ int64_t PluginCodec::plugin_tensor_code_bytes(int64_t elements, int64_t block, i
 }
 
 size_t PluginCodec::plugin_scale_count(int64_t blocks) const {
-    if (layout_ == QTRANSIT_SCALES_IN_ORDER) return static_cast<size_t>(blocks);
-    const int64_t rows = (blocks + row_blocks_ - 1) / row_blocks_;
-    return static_cast<size_t>(((rows + 127) / 128) * 128 * ((row_blocks_ + 3) / 4) * 4);
+    if (layout_ == QTRANSIT_SCALES_IN_ORDER || blocks <= 0) return static_cast<size_t>(std::max<int64_t>(blocks, 0));
+    // The 128x4 tiles up to the last one a block of the call falls in, not the whole matrix: a call
+    // of one block would otherwise take (and fill) 128 x scale_row_blocks floats (32 MiB at 2^16).
+    // The last tile holds the last block's slot, or a slot of a full row before it in the same
+    // row tile (then the row tile's last column tile).
+    const int64_t last = blocks - 1, r = last / row_blocks_, col_tiles = (row_blocks_ + 3) / 4;
+    const int64_t last_col = r % 128 == 0 ? last % row_blocks_ : row_blocks_ - 1;
+    const int64_t tiles = (r / 128) * col_tiles + last_col / 4 + 1;
+    return static_cast<size_t>(tiles * 512);
 }
 
 int64_t PluginCodec::scale_slot(int64_t j) const {

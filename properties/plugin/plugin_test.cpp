@@ -8,6 +8,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -113,6 +114,32 @@ TEST(PluginLoad, RefusesAFormatsNameAsTheCodecsName) {
         << c.error().message;
     d.name = "int4-acme";
     EXPECT_TRUE(PluginCodec::from_descriptor(&d, "lib.so").ok());
+}
+
+// A swizzled codec with a wide scale matrix (65536 blocks per row): a one-block call hands over the
+// tiles its block falls in, not 128 x 65536 floats filled with NaN, so the paths' one-block calls
+// stay cheap (they took about 10 ms each), and the bits are the reference's.
+TEST(PluginCall, AWideSwizzledMatrixCostsOnlyTheTilesACallTouches) {
+    auto c = load_ok(std::string(QT_BAD_CODEC_DIR) + "/libqt_swizzled_wide.so");
+    ASSERT_TRUE(c);
+    std::vector<float> x(32);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.37f - 5.0f;
+    const auto start = std::chrono::steady_clock::now();
+    for (int k = 0; k < 5000; ++k) {
+        uint8_t codes[32];
+        float scale = 0, out[32];
+        ASSERT_TRUE(c->encode_block(x.data(), 32, 32, codes, &scale, nullptr, {}).ok());
+        ASSERT_TRUE(c->decode_block(codes, 32, 32, scale, 0, out).ok());
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(seconds, 2.0) << "5000 one-block encode+decode calls (about 15 s when each filled the whole matrix)";
+    // More blocks than a row, and rows past the first row tile: still the reference's bits.
+    for (const int64_t n : {int64_t{32} * 5, int64_t{32} * 65537}) {
+        std::vector<float> big(static_cast<size_t>(n));
+        kernels::generate_span(kernels::Distribution::kNormal, 3, 0, 0, big);
+        const auto r = testing::conforms(*c, big, {.block = 32});
+        EXPECT_TRUE(r.exact) << n << ": " << r;
+    }
 }
 
 TEST(PluginCall, ACodecsOwnErrorComesBackWithItsMessage) {
