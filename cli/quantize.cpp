@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "commands.hpp"
 #include "qtransit/common/decl_toml.hpp"
@@ -17,12 +18,35 @@ namespace qtransit::cli {
 
 namespace {
 
+// --out names a directory that is there or can be made: checked before any work, so that a file in
+// its place is not found after the kernel ran.
+Status check_out_dir(const std::string& out) {
+    namespace fs = std::filesystem;
+    if (out.empty()) return Status::Ok();
+    std::error_code ec;
+    fs::path p(out);
+    if (fs::exists(p, ec) && !fs::is_directory(p, ec))
+        return make_error(ErrorCode::kInvalidArgument, "--out " + printable(out) + ": not a directory (it is a file); name a directory");
+    // The nearest part of the path that exists must be a directory, where the rest can be made.
+    for (fs::path q = p.parent_path(); !q.empty(); q = q.parent_path()) {
+        if (fs::exists(q, ec)) {
+            if (!fs::is_directory(q, ec))
+                return make_error(ErrorCode::kInvalidArgument,
+                                  "--out " + printable(out) + ": " + printable(q.string()) + " is not a directory, so the directory cannot be made");
+            break;
+        }
+        if (q == q.parent_path()) break;
+    }
+    return Status::Ok();
+}
+
 int run_quantize_codec(const QuantizeArgs& a, const kernels::PluginCodec& codec, const FormatSpec& format) {
     auto conf = kernels::parse_conformance(a.conformance);
     if (!conf) return fail("--conformance: " + conf.error().message);
     if (a.nonfinite != "error")
         return fail("--nonfinite " + a.nonfinite + ": a codec plugin refuses non-finite input (docs/PLUGIN.md); the policy is for qtransit's kernels");
     if (auto st = codec.check_block(a.block); !st) return fail("--block: " + st.error().message);
+    if (auto st = check_out_dir(a.out_dir); !st) return fail(st.error());
     auto arr = kernels::read_npy(a.in);
     if (!arr) return fail(arr.error());
     const int64_t n = static_cast<int64_t>(arr->data.size());
@@ -99,6 +123,13 @@ Result<QuantizeSetup> quantize_setup(const QuantizeArgs& a) {
     auto policy = parse_nonfinite(a.nonfinite);
     if (!policy) return policy.error();
     if (auto st = kernels::validate_block(a.block); !st) return st.error();
+    // --conformance is the codec's tier; qtransit's kernel is always checked bit for bit.
+    auto conf = kernels::parse_conformance(a.conformance);
+    if (!conf) return make_error(ErrorCode::kInvalidArgument, "--conformance: " + conf.error().message);
+    if (*conf != kernels::Conformance::kExact)
+        return make_error(ErrorCode::kInvalidArgument, "--conformance " + a.conformance +
+                                                           " is for --codec (qtransit's kernel is checked bit for bit)");
+    if (auto st = check_out_dir(a.out_dir); !st) return st.error();
     return QuantizeSetup{cf->format, *policy};
 }
 
@@ -113,6 +144,7 @@ int run_quantize(const QuantizeArgs& a) {
     const auto* policy = &setup->policy;
     auto arr = kernels::read_npy(a.in);
     if (!arr) return fail(arr.error());
+    if (arr->data.empty()) return fail(a.in + ": the tensor has no elements");
 
     Site site;
     site.tensor = a.in;

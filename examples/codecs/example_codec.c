@@ -220,7 +220,9 @@
 #define LEVELS ((float)((1 << (BITS - 1)) - 1))
 #endif
 
+#ifndef SWZ_ROW_BLOCKS
 #define SWZ_ROW_BLOCKS 4 /* EXAMPLE_SWIZZLED: blocks per row of the scale matrix */
+#endif
 
 /* ---- small helpers -------------------------------------------------------------------------- */
 

@@ -5,6 +5,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "qtransit/kernels/inputs.hpp"
 #include "qtransit/reference/formats.hpp"
@@ -247,6 +248,15 @@ void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::
     c.conforms = c.conformance == kernels::Conformance::kExact ? c.exact : c.bound_holds;
 }
 
+// Whether x, in shards of `shard`, is edge_tensor(format, block, seed) (the gate's, conforms()'s).
+bool is_edge_tensor(const FormatSpec& format, std::span<const float> x, int64_t block, int64_t shard, uint64_t seed) {
+    const int64_t tail = block >= 3 ? block / 2 + 1 : (block == 2 ? 1 : 0);
+    if (block < 1 || shard != 3 * block + tail) return false;
+    const EdgeTensor e = edge_tensor(format, block, seed);
+    return e.shard == shard && e.x.size() == x.size() &&
+           std::equal(x.begin(), x.end(), e.x.begin(), [](float a, float b) { return same_bits(a, b); });
+}
+
 }  // namespace
 
 Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSpec& format, std::span<const float> x_in,
@@ -301,7 +311,87 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
         return c;
     }
     judge(c, *ref, format, x, site, out, codec ? "codec" : "kernel");
+    if (codec && is_edge_tensor(format, x_in, block, shard, seed)) {
+        if (std::string probe = refusal_probe(*codec, format, block, seed); !probe.empty()) {
+            if (c.first_difference.empty()) c.first_difference = probe;
+            if (c.violation.empty()) c.violation = probe;
+            if (c.first_violation < 0) c.first_violation = 0;
+            c.exact = false;
+            c.bound_holds = false;
+            c.conforms = false;
+        }
+    }
     return c;
+}
+
+std::string refusal_probe(const kernels::PluginCodec& codec, const FormatSpec& format, int64_t block, uint64_t seed) {
+    const int64_t len = std::max<int64_t>(block, 1);
+    const float inf = std::numeric_limits<float>::infinity();
+    // Unremarkable finite values of both signs, with one or two elements replaced.
+    auto base = [&] {
+        std::vector<float> v(static_cast<size_t>(len));
+        for (int64_t i = 0; i < len; ++i) v[static_cast<size_t>(i)] = (i % 2 ? -1.0f : 1.0f) * (0.25f + 0.125f * static_cast<float>(i % 7));
+        return v;
+    };
+    struct Probe {
+        std::string what;
+        std::vector<float> x;
+    };
+    std::vector<Probe> probes;
+    {
+        auto v = base();
+        v[static_cast<size_t>(len / 2)] = std::numeric_limits<float>::quiet_NaN();
+        probes.push_back({"NaN", std::move(v)});
+        v = base();
+        v[static_cast<size_t>(len - 1)] = inf;
+        probes.push_back({"+inf", std::move(v)});
+        v = base();
+        v[0] = -inf;
+        probes.push_back({"-inf", std::move(v)});
+        // A range overflow, where the format has a range limit: the first candidate the reference
+        // refuses as one (asym: hi - lo overflows; ds: beyond binary16).
+        std::vector<std::vector<float>> overflow;
+        v = base();
+        v[0] = -FLT_MAX;
+        v[static_cast<size_t>(len - 1)] = FLT_MAX;
+        overflow.push_back(v);
+        v = base();
+        v[static_cast<size_t>(len - 1)] = 70000.0f;
+        overflow.push_back(v);
+        for (auto& o : overflow) {
+            Site s;
+            auto q = reference::quantize(format, o, block, Nonfinite::kError, s);
+            if (!q && q.error().code == ErrorCode::kRangeOverflow) {
+                probes.push_back({"range-overflow", std::move(o)});
+                break;
+            }
+        }
+    }
+    const auto sz = kernels::sharded_sizes(format, len, block, len);
+    for (auto& p : probes) {
+        for (float& e : p.x) e = kernels::round_to(codec.input_type(), e);
+        Site site;
+        site.tensor = p.what + " probe";
+        auto ref = reference::quantize(format, p.x, block, Nonfinite::kError, site);
+        if (ref) continue;  // nothing to refuse after the cast
+        std::vector<uint8_t> codes(static_cast<size_t>(sz.code_bytes), 0);
+        std::vector<float> scales(static_cast<size_t>(sz.blocks), 0.0f), offsets(static_cast<size_t>(sz.offsets), 0.0f);
+        kernels::CodecOptions opt;
+        opt.seed = seed;
+        opt.site = site;
+        if (!codec.encode(p.x, block, len, codes, scales, offsets, opt)) continue;  // refused, as it must
+        std::string where;
+        for (int64_t i = 0; i < len; ++i) {
+            const float e = p.x[static_cast<size_t>(i)];
+            if (!std::isfinite(e) || std::fabs(e) >= 65504.0f)
+                where += (where.empty() ? "" : " and ") + ("element " + std::to_string(i) + " = " + show(e));
+        }
+        return "codec '" + codec.name() + "' encoded a block the reference refuses: the " + p.what + " probe, one block of " +
+               std::to_string(len) + " elements with " + where + " (" +
+               (ref.error().code == ErrorCode::kRangeOverflow ? "a range overflow" : "not finite") +
+               "); a codec must refuse non-finite input and range overflow before writing anything (NUMERICS section 4)";
+    }
+    return "";
 }
 
 Result<CodecCheck> run_check(const FormatSpec& format, std::span<const float> x_in, int64_t block, int64_t shard,

@@ -38,6 +38,11 @@ using reports::VerdictStatus;
 
 using reports::g4;
 
+// A value in a property's message: its shortest round-trip form, so that two values the message
+// calls different never print alike ("decoded 0.7467 > 0.7467"), and NaN said as NaN.
+std::string num(float v) { return std::isnan(v) ? "NaN" : reports::shortest(v); }
+std::string num(double v) { return std::isnan(v) ? "NaN" : reports::shortest(v); }
+
 // One property's tally over every block it was evaluated on.
 struct Prop {
     Prop(std::string n, std::string w) : name(std::move(n)), what(std::move(w)) {}
@@ -246,9 +251,14 @@ void check_properties(const kernels::PluginCodec* codec, const FormatSpec& f, co
             p.bound.fail(t.label + ": not evaluated: " + qc.error().message);
         } else {
             if (!qc->matches_reference) p.kernel.fail(t.label + ": " + qc->mismatch);
-            if (!qc->bounds.holds)
-                p.bound.fail(t.label + ": element " + std::to_string(qc->bounds.first_violation) + " exceeds its bound (error/bound " +
-                             g4(qc->bounds.max_error_to_bound) + ")");
+            if (!qc->bounds.holds) {
+                // A NaN decoded value is past every bound; max_error_to_bound covers the finite ones only.
+                const int64_t v = qc->bounds.first_violation;
+                const bool nan = v >= 0 && static_cast<size_t>(v) < qc->decoded.size() && std::isnan(qc->decoded[static_cast<size_t>(v)]);
+                p.bound.fail(t.label + ": element " + std::to_string(v) +
+                             (nan ? " decodes to NaN (input " + num(x[static_cast<size_t>(v)]) + "), past any bound"
+                                  : " exceeds its bound (error/bound " + num(qc->bounds.max_error_to_bound) + ")"));
+            }
         }
         const auto codes = kernels::unpack_codes(*enc);
         const auto dec = decode(codec, *enc);
@@ -270,7 +280,7 @@ void check_properties(const kernels::PluginCodec* codec, const FormatSpec& f, co
             for (size_t k = 1; k < idx.size(); ++k) {
                 const size_t a = idx[k - 1], b = idx[k];
                 if (dec[a] > dec[b] || (int_codes && codes[a] > codes[b])) {
-                    p.monotone.fail(t.label + ": x " + g4(x[a]) + " <= " + g4(x[b]) + " but decoded " + g4(dec[a]) + " > " + g4(dec[b]));
+                    p.monotone.fail(t.label + ": x " + num(x[a]) + " <= " + num(x[b]) + " but decoded " + num(dec[a]) + " > " + num(dec[b]));
                     break;
                 }
             }
@@ -286,8 +296,8 @@ void check_properties(const kernels::PluginCodec* codec, const FormatSpec& f, co
                 const size_t lo = static_cast<size_t>(j * block), hi = std::min(x.size(), lo + static_cast<size_t>(block));
                 for (size_t i = lo; i < hi; ++i)
                     if (!(dn[i] == -dec[i])) {
-                        p.odd.fail(t.label + " element " + std::to_string(i) + ": x " + g4(x[i]) + " decodes to " + g4(dec[i]) +
-                                   ", -x to " + g4(dn[i]));
+                        p.odd.fail(t.label + " element " + std::to_string(i) + ": x " + num(x[i]) + " decodes to " + num(dec[i]) +
+                                   ", -x to " + num(dn[i]));
                         break;
                     }
             }
@@ -313,7 +323,7 @@ void check_properties(const kernels::PluginCodec* codec, const FormatSpec& f, co
                 }
                 ++p.idem.checked;
                 if (!same_bits(e2->scales[static_cast<size_t>(j)], s)) {
-                    p.idem.fail(t.label + " block " + std::to_string(j) + ": scale " + g4(s) + " requantizes to " + g4(e2->scales[static_cast<size_t>(j)]));
+                    p.idem.fail(t.label + " block " + std::to_string(j) + ": scale " + num(s) + " requantizes to " + num(e2->scales[static_cast<size_t>(j)]));
                     continue;
                 }
                 for (size_t i = lo; i < hi; ++i)
@@ -346,7 +356,7 @@ void check_properties(const kernels::PluginCodec* codec, const FormatSpec& f, co
                 }
                 ++p.equi.checked;
                 if (d.scale != ScaleType::kNone && !(sy == std::ldexp(sx, k))) {
-                    p.equi.fail(t.label + " block " + std::to_string(j) + " x2^" + std::to_string(k) + ": scale " + g4(sx) + " -> " + g4(sy));
+                    p.equi.fail(t.label + " block " + std::to_string(j) + " x2^" + std::to_string(k) + ": scale " + num(sx) + " -> " + num(sy));
                     continue;
                 }
                 for (size_t i = lo; i < hi; ++i)

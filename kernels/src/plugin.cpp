@@ -5,8 +5,11 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <initializer_list>
@@ -22,6 +25,59 @@ namespace {
 // A scale slot the codec was given and did not write still holds this NaN (not the poison NaN).
 constexpr uint32_t kUnwritten = 0x7fc5a5a5u;
 constexpr size_t kErrLen = 512;
+constexpr size_t kMessageMax = 300;  // the most of a codec's own message that a message quotes
+
+// ---- a codec that calls exit() --------------------------------------------------------------------
+// exit() inside a codec call would end qtransit with the codec's status (0: a silent pass) and
+// without a word. Every call into the codec is marked (the calling thread's, and the latest of any
+// thread's for an exit from a thread the codec started); an atexit handler, registered once before
+// the first codec is loaded, turns an exit during a marked call into one line on stderr and exit 2.
+struct CodecCall {
+    const char* who = nullptr;   // the codec's name (its path while its entry point runs)
+    const char* what = nullptr;  // "encode", "decode", QTRANSIT_CODEC_ENTRY
+};
+thread_local const CodecCall* tl_call = nullptr;
+std::atomic<int> g_calls_in_flight{0};
+std::atomic<const char*> g_last_who{nullptr}, g_last_what{nullptr};
+
+void on_exit_during_codec_call() {
+    const CodecCall* c = tl_call;
+    const char* who = c ? c->who : nullptr;
+    const char* what = c ? c->what : nullptr;
+    if (!c) {
+        if (g_calls_in_flight.load() == 0) return;  // an ordinary exit
+        who = g_last_who.load();
+        what = g_last_what.load();
+    }
+    std::fprintf(stderr, "qtransit: codec '%s' called exit() during %s: nothing it ran is a result\n", who ? who : "?",
+                 what ? what : "a call");
+    std::fflush(stderr);
+    std::_Exit(2);
+}
+
+void arm_exit_guard() {
+    static std::once_flag once;
+    std::call_once(once, [] { std::atexit(on_exit_during_codec_call); });
+}
+
+// Runs f() (a call into the codec) marked as `what` of codec `who`; f's result.
+template <class F>
+auto marked_call(const std::string& who, const char* what, F&& f) {
+    CodecCall call{who.c_str(), what};
+    const CodecCall* outer = tl_call;
+    tl_call = &call;
+    g_last_who.store(call.who);
+    g_last_what.store(what);
+    g_calls_in_flight.fetch_add(1);
+    struct Unmark {
+        const CodecCall* outer;
+        ~Unmark() {
+            g_calls_in_flight.fetch_sub(1);
+            tl_call = outer;
+        }
+    } unmark{outer};
+    return f();
+}
 
 enum class Stream : uint8_t { kLsb, kMsb, kBytePerCode };
 
@@ -193,9 +249,10 @@ Result<std::shared_ptr<const PluginCodec>> PluginCodec::load(const std::string& 
     auto entry = reinterpret_cast<qtransit_codec_v1_fn>(dlsym(h, QTRANSIT_CODEC_ENTRY));
     if (!entry) return bad("exports no function " QTRANSIT_CODEC_ENTRY " (is it built against qtransit/codec_plugin.h, with the symbol visible?)");
     char err[kErrLen] = {0};
-    const qtransit_codec_v1_t* c = entry(err, sizeof err);
+    arm_exit_guard();
+    const qtransit_codec_v1_t* c = marked_call(path, QTRANSIT_CODEC_ENTRY, [&] { return entry(err, sizeof err); });
     err[kErrLen - 1] = 0;
-    if (!c) return bad(std::string(QTRANSIT_CODEC_ENTRY " returned NULL: ") + (err[0] ? err : "no reason given"));
+    if (!c) return bad(std::string(QTRANSIT_CODEC_ENTRY " returned NULL: ") + (err[0] ? printable(err, kMessageMax) : "no reason given"));
     return from_descriptor(c, path);
 }
 
@@ -204,6 +261,7 @@ Result<std::shared_ptr<const PluginCodec>> PluginCodec::from_descriptor(const qt
         return make_error(ErrorCode::kInvalidArgument, "codec '" + path + "': " + what);
     };
     if (!c) return bad("no descriptor");
+    arm_exit_guard();
     if (c->abi_version != QTRANSIT_CODEC_ABI_VERSION)
         return bad("implements codec ABI version " + std::to_string(c->abi_version) + "; this qtransit reads version " +
                    std::to_string(QTRANSIT_CODEC_ABI_VERSION));
@@ -230,6 +288,15 @@ Result<std::shared_ptr<const PluginCodec>> PluginCodec::from_descriptor(const qt
         p->format_ = *f;
     }
     const FormatSpec& f = p->format_;
+    // The codec's name names its verdicts (kernel-vs-reference/<name>) next to the formats' own: a
+    // format's name would give two verdicts of one name for different kernels.
+    for (const auto& b : all_builtin_formats())
+        if (b.name() == p->name_)
+            return refuse("codec name '" + p->name_ + "' is a built-in format's name: name the codec something else");
+    if (p->name_ != f.name())
+        if (auto other = parse_format(p->name_); other)
+            return refuse("codec name '" + p->name_ + "' is the name of the declared format " + other->name() + ", not of its own format " +
+                          f.name() + ": name the codec something else");
     if (c->device != QTRANSIT_DEVICE_CPU && c->device != QTRANSIT_DEVICE_CUDA)
         return refuse("device " + std::to_string(c->device) + " is not QTRANSIT_DEVICE_CPU (0) or QTRANSIT_DEVICE_CUDA (1)");
     p->cuda_ = c->device == QTRANSIT_DEVICE_CUDA;
@@ -309,9 +376,15 @@ int64_t PluginCodec::plugin_tensor_code_bytes(int64_t elements, int64_t block, i
 }
 
 size_t PluginCodec::plugin_scale_count(int64_t blocks) const {
-    if (layout_ == QTRANSIT_SCALES_IN_ORDER) return static_cast<size_t>(blocks);
-    const int64_t rows = (blocks + row_blocks_ - 1) / row_blocks_;
-    return static_cast<size_t>(((rows + 127) / 128) * 128 * ((row_blocks_ + 3) / 4) * 4);
+    if (layout_ == QTRANSIT_SCALES_IN_ORDER || blocks <= 0) return static_cast<size_t>(std::max<int64_t>(blocks, 0));
+    // The 128x4 tiles up to the last one a block of the call falls in, not the whole matrix: a call
+    // of one block would otherwise take (and fill) 128 x scale_row_blocks floats (32 MiB at 2^16).
+    // The last tile holds the last block's slot, or a slot of a full row before it in the same
+    // row tile (then the row tile's last column tile).
+    const int64_t last = blocks - 1, r = last / row_blocks_, col_tiles = (row_blocks_ + 3) / 4;
+    const int64_t last_col = r % 128 == 0 ? last % row_blocks_ : row_blocks_ - 1;
+    const int64_t tiles = (r / 128) * col_tiles + last_col / 4 + 1;
+    return static_cast<size_t>(tiles * 512);
 }
 
 int64_t PluginCodec::scale_slot(int64_t j) const {
@@ -322,7 +395,10 @@ int64_t PluginCodec::scale_slot(int64_t j) const {
 }
 
 Error PluginCodec::codec_error(const std::string& what, const char* msg) const {
-    return make_error(ErrorCode::kCodec, "codec '" + name_ + "' " + what + " failed: " + (msg && msg[0] ? msg : "no message"));
+    // The codec's text goes into one-line messages and reports: control characters escaped (a newline,
+    // an ESC sequence), and cut at kMessageMax bytes with the count of what was cut.
+    return make_error(ErrorCode::kCodec, "codec '" + name_ + "' " + what + " failed: " +
+                                             (msg && msg[0] ? printable(msg, kMessageMax) : std::string("no message")));
 }
 
 Status PluginCodec::call_encode(const void* x, int64_t elements, int64_t block, int64_t shard, uint8_t* codes,
@@ -342,7 +418,7 @@ Status PluginCodec::call_encode(const void* x, int64_t elements, int64_t block, 
     if (!thread_safe_) lock.lock();
     if (!cuda_) {
         a.x = x, a.codes = codes, a.scales = scales, a.offsets = offsets;
-        const int rc = c_->encode(c_->state, &a, err, sizeof err);
+        const int rc = marked_call(name_, "encode", [&] { return c_->encode(c_->state, &a, err, sizeof err); });
         err[kErrLen - 1] = 0;
         return rc == 0 ? Status::Ok() : Status(codec_error("encode", err));
     }
@@ -353,7 +429,7 @@ Status PluginCodec::call_encode(const void* x, int64_t elements, int64_t block, 
     a.x = sx.dev.p, a.codes = static_cast<uint8_t*>(sc.dev.p), a.scales = static_cast<float*>(ss.dev.p);
     a.offsets = offsets ? static_cast<float*>(so.dev.p) : nullptr;
     a.stream = nullptr;
-    const int rc = c_->encode(c_->state, &a, err, sizeof err);
+    const int rc = marked_call(name_, "encode", [&] { return c_->encode(c_->state, &a, err, sizeof err); });
     err[kErrLen - 1] = 0;
     if (rc != 0) return codec_error("encode", err);
     return stage_out({&sc, &ss, &so});
@@ -371,7 +447,7 @@ Status PluginCodec::call_decode(const uint8_t* codes, const float* scales, const
     if (!thread_safe_) lock.lock();
     if (!cuda_) {
         a.codes = codes, a.scales = scales, a.offsets = offsets, a.out = out;
-        const int rc = c_->decode(c_->state, &a, err, sizeof err);
+        const int rc = marked_call(name_, "decode", [&] { return c_->decode(c_->state, &a, err, sizeof err); });
         err[kErrLen - 1] = 0;
         return rc == 0 ? Status::Ok() : Status(codec_error("decode", err));
     }
@@ -383,7 +459,7 @@ Status PluginCodec::call_decode(const uint8_t* codes, const float* scales, const
     a.codes = static_cast<const uint8_t*>(sc.dev.p), a.scales = static_cast<const float*>(ss.dev.p);
     a.offsets = offsets ? static_cast<const float*>(so.dev.p) : nullptr;
     a.out = sout.dev.p;
-    const int rc = c_->decode(c_->state, &a, err, sizeof err);
+    const int rc = marked_call(name_, "decode", [&] { return c_->decode(c_->state, &a, err, sizeof err); });
     err[kErrLen - 1] = 0;
     if (rc != 0) return codec_error("decode", err);
     return stage_out({&sout});

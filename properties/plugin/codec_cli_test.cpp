@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <map>
+#include <regex>
 
 #include "../cli/cli_fixture.hpp"
 
@@ -129,6 +130,138 @@ TEST_F(CodecCli, FormatsValidateRunsTheCodec) {
     EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
     const auto bad_one = run("formats validate --codec " + lib("mutant06-nibble-order-int4") + " --quick --report-dir " + (dir_ / "w").string());
     EXPECT_EQ(bad_one.code, 1) << bad_one.out << bad_one.err;
+}
+
+}  // namespace
+
+namespace {
+
+std::string mutated(const std::string& slug) { return std::string(QT_BAD_CODEC_DIR) + "/libqt_mutated_" + slug + ".so"; }
+
+// The verdict `name` of the report in `d`, or null.
+nlohmann::json verdict_of(const fs::path& d, const std::string& name) {
+    std::ifstream f(d / "report.json");
+    const auto rep = nlohmann::json::parse(f);
+    for (const auto& v : rep["verdicts"])
+        if (v["name"] == name) return v;
+    return nullptr;
+}
+
+class CodecAudit : public qtransit::testing::CliTest {};
+
+// A codec that encodes NaN, inf or a range overflow does not conform (NUMERICS section 4): the edge
+// cases' refusal probe catches it in check and in formats validate, naming the element.
+TEST_F(CodecAudit, ACodecThatNeverRefusesFailsTheKernelCheck) {
+    const auto o = run("check --quick --codec " + mutated("nonfinite") + " --report-dir " + (dir_ / "n").string());
+    EXPECT_EQ(o.code, 1) << o.out << o.err;
+    const auto v = verdict_of(dir_ / "n", "kernel-vs-reference/example-int4");
+    ASSERT_FALSE(v.is_null());
+    EXPECT_EQ(v["status"], "fail");
+    EXPECT_NE(v["message"].get<std::string>().find("NaN probe, one block of 32 elements with element 16 = NaN"), std::string::npos)
+        << v["message"];
+    const auto a = run("check --quick --codec " + mutated("overflow") + " --report-dir " + (dir_ / "a").string());
+    EXPECT_EQ(a.code, 1) << a.out << a.err;
+    const auto va = verdict_of(dir_ / "a", "kernel-vs-reference/example-int4-asym");
+    ASSERT_FALSE(va.is_null());
+    EXPECT_NE(va["message"].get<std::string>().find("range-overflow probe"), std::string::npos) << va["message"];
+    const auto fv = run("formats validate --quick --codec " + mutated("nonfinite") + " --report-dir " + (dir_ / "v").string());
+    EXPECT_EQ(fv.code, 1) << fv.out << fv.err;
+    EXPECT_NE((fv.out + fv.err).find("NaN probe"), std::string::npos) << fv.out << fv.err;
+    // The correct codec refuses every probe.
+    EXPECT_EQ(run("check --quick --codec " + lib("example-int4-asym") + " --report-dir " + (dir_ / "ok").string()).code, 0);
+}
+
+// A codec that calls exit() inside encode or decode ends qtransit with exit 2 and one line, never
+// with its own status (exit(0) would read as a pass).
+TEST_F(CodecAudit, ACodecThatCallsExitIsNeverAPass) {
+    const std::string npy = write("x.npy", "");
+    ASSERT_EQ(run("simulate --path a2a-rs --ranks 4 --elements 256 --format int4 --dump " + npy).code, 0);
+    for (const std::string& cmd : {"check --quick --report-dir " + (dir_ / "r").string() + " --codec " + mutated("exit-encode"),
+                                   "quantize --in " + npy + " --codec " + mutated("exit-encode")}) {
+        const auto o = run(cmd);
+        EXPECT_EQ(o.code, 2) << cmd << "\n" << o.out << o.err;
+        EXPECT_EQ(o.err, "qtransit: codec 'example-int4' called exit() during encode: nothing it ran is a result\n") << cmd;
+    }
+    const auto d = run("quantize --in " + npy + " --codec " + mutated("exit-decode"));
+    EXPECT_EQ(d.code, 2) << d.out << d.err;
+    EXPECT_EQ(d.err, "qtransit: codec 'example-int8' called exit() during decode: nothing it ran is a result\n");
+}
+
+// A codec's own error text reaches messages and reports escaped (no raw newline or ESC) and capped,
+// with the count of what was cut.
+TEST_F(CodecAudit, ACodecsMessageIsEscapedAndCapped) {
+    const std::string npy = write("x.npy", "");
+    ASSERT_EQ(run("simulate --path a2a-rs --ranks 4 --elements 256 --format int4 --dump " + npy).code, 0);
+    const auto q = run("quantize --in " + npy + " --codec " + mutated("ctrl-message"));
+    EXPECT_EQ(q.code, 1) << q.out << q.err;
+    EXPECT_EQ(std::count(q.err.begin(), q.err.end(), '\n'), 1) << q.err;
+    EXPECT_EQ(q.err.find('\x1b'), std::string::npos) << q.err;
+    EXPECT_NE(q.err.find("encode failed: line one\\nline two\\x1b[31mred xxx"), std::string::npos) << q.err;
+    EXPECT_NE(q.err.find(" more bytes)"), std::string::npos) << q.err;
+    EXPECT_LT(q.err.size(), 600u) << q.err;
+    const auto c = run("check --quick --report-dir " + (dir_ / "r").string() + " --codec " + mutated("ctrl-message"));
+    EXPECT_EQ(c.code, 1) << c.out << c.err;
+    const std::string md = slurp(dir_ / "r" / "report.md");
+    EXPECT_NE(md.find("line one\\nline two"), std::string::npos);
+    EXPECT_EQ(md.find('\x1b'), std::string::npos);
+    EXPECT_EQ((c.out + c.err).find('\x1b'), std::string::npos);
+}
+
+// A codec named like a built-in format is refused before any work (two verdicts of one name otherwise).
+TEST_F(CodecAudit, ACodecNamedLikeAFormatIsRefused) {
+    refused("check --quick --report-dir " + (dir_ / "r").string() + " --codec " + mutated("named-int8"),
+            "codec name 'int8' is a built-in format's name: name the codec something else");
+    EXPECT_FALSE(fs::exists(dir_ / "r"));
+    refused("formats validate --quick --report-dir " + (dir_ / "v").string() + " --codec " + mutated("named-int8"),
+            "codec name 'int8' is a built-in format's name");
+}
+
+// quantize checks its options before any work: a bad --conformance, an --out that is a file (the
+// exit-encode codec shows that nothing ran: a codec call would end in its exit() line), and an
+// empty tensor, with or without a codec.
+TEST_F(CodecAudit, QuantizeRefusesBadOptionsBeforeAnyWork) {
+    const std::string npy = write("x.npy", "");
+    ASSERT_EQ(run("simulate --path a2a-rs --ranks 4 --elements 256 --format int4 --dump " + npy).code, 0);
+    const std::string afile = write("afile", "not a directory\n");
+    // An npy of shape (0,): the 10-byte preamble and a header padded to 128 bytes in all.
+    std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (0,), }";
+    header.append(128 - 10 - header.size() - 1, ' ');
+    header += '\n';
+    std::string empty("\x93NUMPY\x01\x00", 8);
+    empty += static_cast<char>(header.size() & 0xff);
+    empty += static_cast<char>(header.size() >> 8);
+    const std::string enpy = write("empty.npy", empty + header);
+    refused("quantize --format int8 --in " + npy + " --conformance bogus", "--conformance: unknown conformance 'bogus'");
+    refused("quantize --format int8 --in " + npy + " --conformance bounded", "--conformance bounded is for --codec");
+    refused("quantize --codec " + mutated("exit-encode") + " --in " + npy + " --conformance bogus", "unknown conformance 'bogus'");
+    refused("quantize --codec " + mutated("exit-encode") + " --in " + npy + " --out " + afile, "--out " + afile + ": not a directory");
+    refused("quantize --format int8 --in " + npy + " --out " + afile, "--out " + afile + ": not a directory");
+    refused("quantize --format int8 --in " + npy + " --out " + afile + "/sub", "is not a directory, so the directory cannot be made");
+    refused("quantize --format int8 --in " + enpy, "the tensor has no elements");
+    refused("quantize --codec " + lib("example-int4") + " --in " + enpy, "the tensor has no elements");
+    EXPECT_EQ(run("quantize --format int8 --in " + npy + " --conformance exact --out " + (dir_ / "o" / "p").string()).code, 0);
+    EXPECT_TRUE(fs::exists(dir_ / "o" / "p" / "decoded.npy"));
+}
+
+// formats validate's property messages print values that round-trip (never "decoded 0.7467 >
+// 0.7467" for two different values) and say NaN when a decoded value is NaN.
+TEST_F(CodecAudit, FormatsValidateMessagesShowTheValuesTheyCompare) {
+    const auto u = run("formats validate --quick --report-dir " + (dir_ / "u").string() + " --codec " + mutated("ulp-last"));
+    EXPECT_EQ(u.code, 1) << u.out << u.err;
+    std::smatch m;
+    const std::string text = u.out + u.err;
+    ASSERT_TRUE(std::regex_search(text, m, std::regex("property/int4/monotone: [^\\n]* but decoded (\\S+) > (\\S+)"))) << text;
+    EXPECT_NE(m[1].str(), m[2].str()) << m[0];
+    ASSERT_TRUE(std::regex_search(text, m, std::regex("property/int4/odd-symmetry: [^\\n]*: x (\\S+) decodes to (\\S+), -x to -(\\S+)\\n")))
+        << text;
+    EXPECT_NE(m[2].str(), m[3].str()) << m[0];
+    const auto n = run("formats validate --quick --report-dir " + (dir_ / "n").string() + " --codec " + mutated("unwritten-scale"));
+    EXPECT_EQ(n.code, 1) << n.out << n.err;
+    const std::string nt = n.out + n.err;
+    ASSERT_TRUE(std::regex_search(nt, m, std::regex("property/int4/bound: [^\\n]*first: [^\\n]*"))) << nt;
+    EXPECT_NE(m[0].str().find("decodes to NaN"), std::string::npos) << m[0];
+    EXPECT_EQ(m[0].str().find("error/bound"), std::string::npos) << m[0];
+    EXPECT_EQ(nt.find("decodes to nan"), std::string::npos) << nt;
 }
 
 }  // namespace

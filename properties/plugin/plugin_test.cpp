@@ -8,6 +8,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -82,6 +83,63 @@ TEST(PluginLoad, DeclaredFormatAndBlockConstraints) {
     ASSERT_FALSE(st.ok());
     EXPECT_NE(st.error().message.find("multiples of 64"), std::string::npos) << st.error().message;
     EXPECT_TRUE(mult->check_block(128).ok());
+}
+
+// A codec's name names its verdicts beside the formats': a format's name (a built-in one, or a
+// declared one that is not the codec's own format) is refused at load.
+TEST(PluginLoad, RefusesAFormatsNameAsTheCodecsName) {
+    auto decl = load_ok(bad_lib(13));  // registers plugin-int4
+    ASSERT_TRUE(decl);
+    qtransit_codec_v1_t d{};
+    d.abi_version = QTRANSIT_CODEC_ABI_VERSION;
+    d.struct_size = sizeof d;
+    d.format = "int4";
+    d.block_min = 1;
+    d.block_multiple = 1;
+    d.thread_safe = 1;
+    d.encode = [](void*, const qtransit_encode_args*, char*, size_t) { return 1; };
+    d.decode = [](void*, const qtransit_decode_args*, char*, size_t) { return 1; };
+    for (const char* name : {"int8", "int4", "mxfp4", "int8-asym"}) {
+        d.name = name;
+        auto c = PluginCodec::from_descriptor(&d, "lib.so");
+        ASSERT_FALSE(c.ok()) << name;
+        EXPECT_NE(c.error().message.find("codec name '" + std::string(name) + "' is a built-in format's name: name the codec something else"),
+                  std::string::npos)
+            << c.error().message;
+    }
+    d.name = "plugin-int4";
+    auto c = PluginCodec::from_descriptor(&d, "lib.so");
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.error().message.find("is the name of the declared format plugin-int4, not of its own format int4"), std::string::npos)
+        << c.error().message;
+    d.name = "int4-acme";
+    EXPECT_TRUE(PluginCodec::from_descriptor(&d, "lib.so").ok());
+}
+
+// A swizzled codec with a wide scale matrix (65536 blocks per row): a one-block call hands over the
+// tiles its block falls in, not 128 x 65536 floats filled with NaN, so the paths' one-block calls
+// stay cheap (they took about 10 ms each), and the bits are the reference's.
+TEST(PluginCall, AWideSwizzledMatrixCostsOnlyTheTilesACallTouches) {
+    auto c = load_ok(std::string(QT_BAD_CODEC_DIR) + "/libqt_swizzled_wide.so");
+    ASSERT_TRUE(c);
+    std::vector<float> x(32);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.37f - 5.0f;
+    const auto start = std::chrono::steady_clock::now();
+    for (int k = 0; k < 5000; ++k) {
+        uint8_t codes[32];
+        float scale = 0, out[32];
+        ASSERT_TRUE(c->encode_block(x.data(), 32, 32, codes, &scale, nullptr, {}).ok());
+        ASSERT_TRUE(c->decode_block(codes, 32, 32, scale, 0, out).ok());
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(seconds, 2.0) << "5000 one-block encode+decode calls (about 15 s when each filled the whole matrix)";
+    // More blocks than a row, and rows past the first row tile: still the reference's bits.
+    for (const int64_t n : {int64_t{32} * 5, int64_t{32} * 65537}) {
+        std::vector<float> big(static_cast<size_t>(n));
+        kernels::generate_span(kernels::Distribution::kNormal, 3, 0, 0, big);
+        const auto r = testing::conforms(*c, big, {.block = 32});
+        EXPECT_TRUE(r.exact) << n << ": " << r;
+    }
 }
 
 TEST(PluginCall, ACodecsOwnErrorComesBackWithItsMessage) {

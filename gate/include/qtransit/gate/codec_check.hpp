@@ -74,9 +74,20 @@ kernels::CodecOptions shard_options(const Site& site, uint64_t seed, int64_t s, 
 // reference quantizes the cast values); decoded values are compared with the reference's rounded to
 // the codec's output type. An Error only when kernel and reference both refuse the input (then it
 // is a bad input, and the Error is the reference's); a refusal by one of them only is a difference.
+// On the edge-case tensor a codec also meets refusal_probe(): a probe block it encodes is a
+// difference (not exact, no bound, named in first_difference and violation).
 Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSpec& format, std::span<const float> x,
                                int64_t block, int64_t shard, const Site& site, uint64_t seed,
                                kernels::Conformance conformance);
+
+// The codec against the inputs the reference refuses (NUMERICS section 4, PLUGIN.md "Non-finite
+// input"): one block of `block` elements for each of NaN, +inf and -inf, and, where the format has a
+// range limit (int<b>-asym, ds-int<b>, declarations that refuse one), a block whose range overflows,
+// each cast to the codec's input type first. The codec must refuse every one. "" when it did;
+// otherwise the first block it encoded, in words, naming the offending element. codec_check runs it
+// on the edge-case tensor (x and shard exactly as edge_tensor() gives them for the block and seed),
+// so the gate, `formats validate` and conforms() check it once per format.
+std::string refusal_probe(const kernels::PluginCodec& codec, const FormatSpec& format, int64_t block, uint64_t seed);
 
 // The kernel's output as a QuantizeCheck (verify.hpp), for what prints and writes one (`quantize
 // --json`, `--out`, the properties of `formats validate`): the bound figures are the check's, and

@@ -1,0 +1,75 @@
+/* The correct example codec (examples/codecs/example_codec.c, included whole) with one mistake, chosen
+ * by MUT, for the tests of what the loader, the adapter and the kernel check must catch
+ * (codec_cli_test.cpp, plugin_test.cpp). EXAMPLE_FORMAT picks the format as in the example.
+ *   MUT 1  never refuses NaN or inf input (isfinite always true)
+ *   MUT 2  never refuses a range overflow (isinf always false: int4-asym's hi - lo)
+ *   MUT 3  encode calls exit(0) after it succeeded
+ *   MUT 4  encode fails with a message holding a newline, an ESC sequence, and 600 bytes in all
+ *   MUT 5  named "int8" (a built-in format's name), whatever its format
+ *   MUT 6  decode calls exit(0) after it succeeded
+ *   MUT 7  decode moves the call's last value up by one ulp
+ *   MUT 8  encode leaves the second block's scale unwritten (qtransit's fill NaN) */
+#define _POSIX_C_SOURCE 199309L /* as example_codec.c defines it */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#if MUT == 1
+#undef isfinite
+#define isfinite(x) 1
+#elif MUT == 2
+#undef isinf
+#define isinf(x) 0
+#endif
+#define qtransit_codec_v1 example_entry
+#include "example_codec.c"
+#undef qtransit_codec_v1
+
+static qtransit_codec_v1_t mutated;
+
+static int mutated_encode(void* state, const qtransit_encode_args* a, char* err, size_t err_len) {
+#if MUT == 4
+    (void)state, (void)a;
+    char long_tail[601];
+    memset(long_tail, 'x', 600);
+    long_tail[600] = 0;
+    snprintf(err, err_len, "line one\nline two\x1b[31mred %s", long_tail);
+    return 1;
+#else
+    const int rc = example_encode(state, a, err, err_len);
+#if MUT == 3
+    if (rc == 0) exit(0);
+#elif MUT == 8
+    if (rc == 0 && a->elements > a->block) {
+        const uint32_t fill = 0x7fc5a5a5u;
+        memcpy(&a->scales[1], &fill, 4);
+    }
+#endif
+    return rc;
+#endif
+}
+
+static int mutated_decode(void* state, const qtransit_decode_args* a, char* err, size_t err_len) {
+    const int rc = example_decode(state, a, err, err_len);
+#if MUT == 6
+    if (rc == 0) exit(0);
+#elif MUT == 7
+    if (rc == 0) {
+        float* o = (float*)a->out;
+        o[a->elements - 1] = nextafterf(o[a->elements - 1], INFINITY);
+    }
+#endif
+    return rc;
+}
+
+__attribute__((visibility("default"))) const qtransit_codec_v1_t* qtransit_codec_v1(char* err, size_t err_len) {
+    const qtransit_codec_v1_t* inner = example_entry(err, err_len);
+    if (!inner) return NULL;
+    mutated = *inner;
+    mutated.encode = mutated_encode;
+    mutated.decode = mutated_decode;
+#if MUT == 5
+    mutated.name = "int8";
+#endif
+    return &mutated;
+}
