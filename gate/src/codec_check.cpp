@@ -97,7 +97,7 @@ Status builtin_sharded(const FormatSpec& f, std::span<const float> x, int64_t bl
 // reference, bit for bit and against the format's bound (see codec_check's comment); sets every
 // comparison field of c, and c.conforms under c.conformance. `who` names the kernel in messages.
 void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::vector<float>& x, const Site& site,
-           kernels::ValueType out, const char* who_word) {
+           kernels::ValueType out, const char* who_word, bool codes_given = true, bool meta_given = true) {
     const int64_t n = c.elements, block = c.block, shard = c.shard;
     c.ulp_histogram.assign(8, 0);
     const auto sz = kernels::sharded_sizes(format, n, block, shard);
@@ -130,6 +130,11 @@ void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::
         c.differing_scale_blocks += ds || dof;
     }
     auto block_text = [&](int64_t j) {
+        if (!meta_given) {  // a run that gave no scales (or offsets): only the reference's are known
+            std::string t = "reference scale " + show(r.scales[static_cast<size_t>(j)]);
+            if (format.has_offset()) t += ", offset " + show(r.offsets[static_cast<size_t>(j)]);
+            return t;
+        }
         std::string t = "scale " + show(c.encoded.scales[static_cast<size_t>(j)]) + " vs reference " + show(r.scales[static_cast<size_t>(j)]);
         if (format.has_offset())
             t += ", offset " + show(c.encoded.offsets[static_cast<size_t>(j)]) + " vs " + show(r.offsets[static_cast<size_t>(j)]);
@@ -153,8 +158,8 @@ void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::
             const int64_t s = i / shard, in_shard = i % shard;
             c.first_difference = "element " + std::to_string(site.index_base + i) + " (shard " + std::to_string(s) + ", block " +
                                  std::to_string(j) + ", element " + std::to_string(in_shard % block) + " of it; input " +
-                                 show(x[k]) + "): " + who_word + " decodes " + show(c.decoded[k]) + " (code " +
-                                 std::to_string(c.codes[k]) + "), reference " + show(rdec[k]) + " (code " + std::to_string(r.codes[k]) +
+                                 show(x[k]) + "): " + who_word + " decodes " + show(c.decoded[k]) +
+                                 (codes_given ? " (code " + std::to_string(c.codes[k]) + ")" : "") + ", reference " + show(rdec[k]) + " (code " + std::to_string(r.codes[k]) +
                                  "); " + block_text(j);
         }
     }
@@ -456,7 +461,8 @@ Result<CodecCheck> run_check(const FormatSpec& format, std::span<const float> x_
     } else {
         c.encoded.offsets = r.offsets;
     }
-    judge(c, r, format, x, site, kernels::ValueType::kBinary32, "the run");
+    judge(c, r, format, x, site, kernels::ValueType::kBinary32, "the run", run.has_wire || run.has_codes,
+          run.has_scales || run.has_offsets);
     // The worst element: the largest |x - decoded| / E(x), with the reference's block statistics.
     for (size_t s = 0; s < r.per_shard.size(); ++s) {
         const auto& q = r.per_shard[s];

@@ -70,6 +70,9 @@ TEST_F(VerifyCli, QuantizeWhatQuantizeWroteIsExactAndAnUlpIsNamed) {
     o = run(base + " --decoded " + path("d1.npy"));
     EXPECT_EQ(o.code, 1) << o.out << o.err;
     EXPECT_NE(o.err.find("element 77 "), std::string::npos) << o.err;
+    // No codes or scales were given: the run's are not invented (only the reference's are named).
+    EXPECT_GT(o.err.find("(code "), o.err.find(", reference ")) << o.err;
+    EXPECT_EQ(o.err.find(" vs reference"), std::string::npos) << o.err;
     o = run(base + " --decoded " + path("d1.npy") + " --conformance bounded --json");
     EXPECT_EQ(o.code, 0) << o.out << o.err;
     const auto j = nlohmann::json::parse(o.out);
