@@ -142,19 +142,18 @@ Result<std::unique_ptr<SimulateOutcome>> simulate(const SimulateArgs& a, const k
     if (!accum) return refusal(accum.error());
     // A 16-bit path sums in its own type (D26); --accum applies to the others, and contradicting a
     // path named on the command line is a mistake said before any work.
-    // (Over the paths as run: --path all names every one.)
+    // (Over the paths named: under --path all, --accum applies to the paths it can, as --divide does.)
     if (*accum != Accum::kFp32)
-        for (PathKind p : spec.paths)
-            if (typed_path(p) && path_info(p).element != *accum)
-                return refusal("--accum " + a.accum + " contradicts --path " + path_info(p).name + ", which sums in " +
-                            to_string(path_info(p).element) + ", its element type (leave --accum out)");
+        for (const auto& name : a.paths)
+            if (auto p = parse_path(name); p && typed_path(*p) && path_info(*p).element != *accum)
+                return refusal("--accum " + a.accum + " contradicts --path " + name + ", which sums in " +
+                            to_string(path_info(*p).element) + ", its element type (leave --accum out)");
     auto divide = parse_divide(a.divide);
     if (!divide) return refusal(divide.error());
     if (*divide != Divide::kNone)
-        for (PathKind p : spec.paths)
-            if (path_info(p).shape == PathShape::kAllGather)
-                return refusal("--divide " + a.divide + ": --path " + path_info(p).name +
-                               " gathers shards and sums nothing (--divide is for the reduce paths; name them instead of all)");
+        for (const auto& name : a.paths)
+            if (auto p = parse_path(name); p && path_info(*p).shape == PathShape::kAllGather)
+                return refusal("--divide " + a.divide + ": --path " + name + " gathers shards and sums nothing (--divide is for the reduce paths)");
     spec.divide = *divide;
     auto rotation = parse_rotation(a.rotation);
     if (!rotation) return refusal(rotation.error());

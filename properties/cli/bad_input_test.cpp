@@ -220,9 +220,6 @@ TEST_F(BadInput, ListsNamedTwiceAndOptionsThatRunNothing) {
     refused("simulate --path all,ring-rs --ranks 4 --elements 256 --format int8", "--path ring-rs is named twice (all already has it)");
     refused("survey --format int8,int8 --elements 256 --report-dir " + (dir_ / "s").string(), "--format int8 is named twice");
     refused("survey --dist normal,normal --elements 256 --report-dir " + (dir_ / "s").string(), "--dist normal is named twice");
-    // --path all was not held to what a named path is.
-    refused("simulate --path all --divide pre --ranks 4 --elements 256 --format int8", "--path ring-ag gathers shards and sums nothing");
-    refused("simulate --path all --accum bf16 --ranks 4 --elements 256 --format int8", "contradicts --path fp16-");
     // A codec on paths that quantize nothing said it had run.
     refused("simulate --codec " QT_CODEC_DIR "/libqt_codec_example-int4.so --path fp32-ring-rs,bf16-ring-ar --ranks 4 --elements 256",
             "--codec: no --path given quantizes");
