@@ -211,6 +211,8 @@ nb::dict quantize(const std::string& fmt, F32 x, std::vector<int64_t> shape, int
     a.rounding = rounding;
     a.seed = seed;
     const auto setup = take(qt::cli::quantize_setup(a));
+    // As `qtransit quantize` refuses it: a check of no elements would pass over nothing.
+    if (x.size() == 0) raise(qt::make_error(qt::ErrorCode::kInvalidArgument, "x: the tensor has no elements"));
     qt::Site site;
     site.tensor = "x";
     qt::gate::QuantizeCheck c;

@@ -122,6 +122,8 @@ def test_quantize_bad_inputs():
         qtransit.quantize("int4", normal(8), nonfinite="ignore")
     with pytest.raises(ValueError, match="block"):
         qtransit.quantize("int4", normal(8), block=0)
+    with pytest.raises(ValueError, match="no elements"):  # a check of nothing never passes
+        qtransit.quantize("int4", np.zeros(0, dtype=np.float32))
 
 
 def test_quantize_raise_on_failure_only_when_asked():
