@@ -203,6 +203,9 @@ Result<std::unique_ptr<SimulateOutcome>> simulate(const SimulateArgs& a, const k
         if (spec.paths.size() != 1 || spec.ranks.size() != 1)
             return refusal(a.dump.empty() ? "the outputs are kept for one run: give exactly one path and one N"
                                           : "--dump writes one run: give exactly one --path and one --ranks");
+        // Where the dump goes, before the run (it was found after it).
+        if (!a.dump.empty())
+            if (auto st = check_writable_file(a.dump, "dump (--dump)"); !st) return refusal(st.error());
         spec.dump = &out->dump;
         spec.dump_shape = &out->dump_shape;
     }

@@ -49,6 +49,8 @@ TEST_F(BadInput, SizesPastTheirLimits) {
 
 // 6. Where the results go is checked before the gate runs.
 TEST_F(BadInput, OutputPathsCheckedFirst) {
+    refused("simulate --path ring-rs --format int8 --ranks 4 --elements 256 --dump " + (dir_ / "no" / "x.npy").string(),
+            "cannot write the dump (--dump): the folder");
     refused("check --junit " + (dir_ / "no" / "such" / "j.xml").string(), "cannot write the JUnit report: the folder");
     refused("check --baseline " + (dir_ / "no" / "b.json").string() + " --update-baseline", "cannot write the baseline: the folder");
 }
