@@ -275,6 +275,15 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
     const kernels::ValueType out = codec ? codec->output_type() : kernels::ValueType::kBinary32;
     std::vector<float> x(x_in.begin(), x_in.end());
     for (float& v : x) v = kernels::round_to(in, v);
+    // A finite input the cast to the codec's input type makes infinite is the input's problem, named
+    // as that (the reference would call it "inf is not finite", a value the user never gave).
+    if (in != kernels::ValueType::kBinary32)
+        for (int64_t i = 0; i < n; ++i)
+            if (std::isfinite(x_in[static_cast<size_t>(i)]) && !std::isfinite(x[static_cast<size_t>(i)])) {
+                return make_error(ErrorCode::kRangeOverflow, describe(site, i) + ": value " + show(x_in[static_cast<size_t>(i)]) +
+                                                                 " overflows " + kernels::to_string(in) +
+                                                                 ", the codec's input type (the cast before it is called)");
+            }
 
     CodecCheck c;
     c.conformance = conformance;

@@ -265,3 +265,23 @@ TEST_F(CodecAudit, FormatsValidateMessagesShowTheValuesTheyCompare) {
 }
 
 }  // namespace
+
+// A finite input that the cast to a codec's input type (bfloat16 here) makes infinite is named as
+// that; it was reported as "value inf is not finite", a value the file does not hold, with advice
+// for an option --codec refuses.
+TEST_F(CodecCli, AnInputTheCastOverflowsIsNamedAsSuch) {
+    std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }";
+    while ((10 + h.size() + 1) % 64) h += ' ';
+    h += '\n';
+    const float v[4] = {1.0f, -2.0f, 3.4028235e38f, 0.5f};
+    {
+        std::ofstream f(dir_ / "big.npy", std::ios::binary);
+        f.write("\x93NUMPY\x01\x00", 8);
+        const uint16_t n = static_cast<uint16_t>(h.size());
+        f.write(reinterpret_cast<const char*>(&n), 2);
+        f << h;
+        f.write(reinterpret_cast<const char*>(v), sizeof v);
+    }
+    refused("quantize --codec " + lib("example-int8-bf16in") + " --in " + (dir_ / "big.npy").string() + " --block 4",
+            "element 2: value 3.4028235e+38 overflows bfloat16, the codec's input type");
+}
