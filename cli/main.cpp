@@ -52,22 +52,21 @@ bool decimal_past(const std::string& v, const std::string& limit) {
     d.erase(0, std::min(d.find_first_not_of('0'), d.size() - 1));
     return d.size() > limit.size() || (d.size() == limit.size() && d > limit);
 }
-// Counts: a negative value is refused (CLI11's own range check prints DBL_MAX), and one past 2^63 - 1.
-const CLI::Validator non_negative(
-    [](std::string& v) {
-        if (v.starts_with('-')) return "must be >= 0, got " + v;
-        if (decimal_past(v, "9223372036854775807")) return v + " is past the largest count, 2^63 - 1";
-        return std::string();
-    },
-    "NON-NEGATIVE");
+// A validator of whole numbers 0..limit (limit in decimal, named `what` in the message). A negative
+// value is refused here: CLI11's own range check prints DBL_MAX.
+CLI::Validator up_to(const std::string& limit, const std::string& what, const std::string& name) {
+    return CLI::Validator(
+        [limit, what](std::string& v) {
+            if (v.starts_with('-')) return "must be >= 0, got " + v;
+            if (decimal_past(v, limit)) return v + " is past " + what;
+            return std::string();
+        },
+        name);
+}
+// Counts: 0 to 2^63 - 1.
+const CLI::Validator non_negative = up_to("9223372036854775807", "the largest count, 2^63 - 1", "NON-NEGATIVE");
 // Seeds: 0 to 2^64 - 1.
-const CLI::Validator seed_value(
-    [](std::string& v) {
-        if (v.starts_with('-')) return "must be >= 0, got " + v;
-        if (decimal_past(v, "18446744073709551615")) return v + " is past the largest seed, 2^64 - 1";
-        return std::string();
-    },
-    "SEED");
+const CLI::Validator seed_value = up_to("18446744073709551615", "the largest seed, 2^64 - 1", "SEED");
 // Signed counts that other checks bound (--elements, --ranks): only what int64 cannot hold.
 const CLI::Validator fits_int64(
     [](std::string& v) {
@@ -77,13 +76,7 @@ const CLI::Validator fits_int64(
     "INT64");
 // Threads: at most this many (bench started 100,000 threads when asked).
 constexpr int kMaxThreads = 4096;
-const CLI::Validator thread_count(
-    [](std::string& v) {
-        if (v.starts_with('-')) return "must be >= 0, got " + v;
-        if (decimal_past(v, std::to_string(kMaxThreads))) return v + " threads is past the limit of " + std::to_string(kMaxThreads);
-        return std::string();
-    },
-    "THREADS");
+const CLI::Validator thread_count = up_to(std::to_string(kMaxThreads), "the limit of " + std::to_string(kMaxThreads) + " threads", "THREADS");
 
 int dispatch(int argc, char** argv) {
     using namespace qtransit::cli;

@@ -258,7 +258,7 @@ TEST_F(BadInput, BudgetNamesArePrintableAndUnique) {
 TEST_F(BadInput, NumbersPastTheirRangeAreRefusedNotClamped) {
     refused("quantize --format int4-sr --in " + npy() + " --seed 18446744073709551616", "18446744073709551616 is past the largest seed, 2^64 - 1");
     refused("simulate --path ring-rs --format int8 --ranks 4 --elements 99999999999999999999", "is past what a 64-bit count holds");
-    refused("simulate --path ring-rs --format int8 --ranks 4 --elements 256 --threads 100000", "100000 threads is past the limit of 4096");
+    refused("simulate --path ring-rs --format int8 --ranks 4 --elements 256 --threads 100000", "100000 is past the limit of 4096 threads");
     refused("check --config " + write("g.toml", "[gate]\nthreads = 4294967297\n"), "g.toml:2: gate.threads: at most 4096 threads");
     EXPECT_EQ(run("quantize --format int4-sr --in " + npy() + " --seed 18446744073709551615").code, 0);
 }
