@@ -268,6 +268,20 @@ int dispatch(int argc, char** argv) {
                                   "cpu (one process), or mpi (under mpirun: each process reads and checks its own chunks, rank 0 reports)")
         ->capture_default_str();
 
+    // A first word that is no command (a typo): CLI11 would say only "A subcommand is required".
+    if (argc > 1 && argv[1][0] != '-') {
+        std::string known;
+        bool found = false;
+        for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+            found = found || sub->get_name() == argv[1];
+            known += (known.empty() ? "" : ", ") + sub->get_name();
+        }
+        if (!found) {
+            std::fprintf(stderr, "qtransit: unknown command '%s'; the commands: %s (see qtransit --help)\n",
+                         qtransit::cli::one_line(argv[1]).c_str(), known.c_str());
+            return kExitUsage;
+        }
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

@@ -262,3 +262,8 @@ TEST_F(BadInput, NumbersPastTheirRangeAreRefusedNotClamped) {
     refused("check --config " + write("g.toml", "[gate]\nthreads = 4294967297\n"), "g.toml:2: gate.threads: at most 4096 threads");
     EXPECT_EQ(run("quantize --format int4-sr --in " + npy() + " --seed 18446744073709551615").code, 0);
 }
+
+// A mistyped command is named, with the commands there are (CLI11 said "A subcommand is required").
+TEST_F(BadInput, UnknownCommandIsNamed) {
+    refused("chek --quick", "unknown command 'chek'; the commands: info, formats, quantize, bench, survey, simulate, check, verify");
+}
