@@ -30,6 +30,10 @@ def round_codes(v):
 
 def encode(x, block, rounding=round_codes):
     x = np.asarray(x, dtype=np.float32)
+    # A quantizer must refuse NaN and inf (NUMERICS.md section 4): the gate sends it such blocks and
+    # fails a codec that encodes one. Raising is how a Python codec refuses.
+    if not np.all(np.isfinite(x)):
+        raise ValueError("int4: the input holds NaN or inf")
     b, n = _blocks(x, block)
     a = np.max(np.abs(b), axis=1)
     s = np.where(a == 0, np.float32(0), np.maximum(a / np.float32(QMAX), TINY)).astype(np.float32)

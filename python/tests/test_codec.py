@@ -15,6 +15,8 @@ def sym_encode(bits, rounding=np.rint, recip=False):
     qmax = 2 ** (bits - 1) - 1
 
     def encode(x, block):
+        if not np.all(np.isfinite(x)):  # a codec refuses NaN and inf by raising (the gate probes it)
+            raise ValueError("non-finite input")
         n = x.size
         nb = -(-n // block)
         b = np.zeros(nb * block, np.float32)
@@ -74,10 +76,15 @@ def asym_encode(bits):
     top = 2**bits - 1
 
     def encode(x, block):
+        if not np.all(np.isfinite(x)):  # refused, as NUMERICS section 4 requires
+            raise ValueError("non-finite input")
         codes = np.zeros(x.size, np.int16)
         scales, los = [], []
         for b0 in range(0, x.size, block):
             b = x[b0:b0 + block]
+            with np.errstate(over="ignore"):
+                if not np.isfinite(np.float32(b.max()) - np.float32(b.min())):  # hi - lo overflows binary32
+                    raise ValueError("range overflow")
             zero = b == 0
             lo = np.float32(-0.0) if b.min() == 0 and np.any(zero & np.signbit(b)) else b.min()
             hi = np.float32(0.0) if b.max() == 0 and np.any(zero & ~np.signbit(b)) else b.max()
@@ -117,6 +124,16 @@ def test_an_asym_codec_hands_back_its_offsets():
 
     bad = qtransit.check_codec("int4-asym", lo_off_by_one_ulp, asym_decode, name="py-asym", config=SMALL, quick=False)
     assert not bad.passed and "offset" in bad.verdict("kernel-vs-reference/py-asym").message
+
+
+def test_a_codec_that_never_refuses_fails():
+    def no_refusal(x, block):  # the same quantizer without its check for NaN and inf
+        with np.errstate(invalid="ignore"):
+            return sym_encode(8)(np.where(np.isfinite(x), x, np.float32(0)), block)
+
+    r = qtransit.check_codec("int8", no_refusal, sym_decode, name="py-accepts-nan", config=SMALL, quick=False)
+    assert not r.passed
+    assert "NaN probe" in r.verdict("kernel-vs-reference/py-accepts-nan").message
 
     def no_offsets(x, block):
         return asym_encode(4)(x, block)[:2]
