@@ -440,18 +440,24 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
     return {};
 }
 
+// An Error about key k: "<file>:<line>: k: what" when lines knows k's line, else "<fallback>: k: what".
+Error key_error(const Ctx& user, const Lines& lines, const std::string& k, const std::string& what) {
+    auto it = lines.at.find(k);
+    return it != lines.at.end() ? user.err(it->second, k, what) : make_error(ErrorCode::kInvalidArgument, lines.fallback + ": " + k + ": " + what);
+}
+
+// Whether the gate runs the distribution named `dist` ("": every one), and the per-stage list `l`.
+bool runs_dist(const GateConfig& cfg, const std::string& dist) {
+    return dist.empty() || std::any_of(cfg.dists.begin(), cfg.dists.end(), [&](auto d) { return dist == kernels::to_string(d); });
+}
+bool runs_stages(const GateConfig& cfg, const std::vector<FormatSpec>& l) {
+    return std::any_of(cfg.staged.begin(), cfg.staged.end(), [&](const auto& g) { return stages_name(g) == stages_name(l); });
+}
+
 // The constraints between keys: M divisible by every N, G dividing every N, tree-rs at powers of
 // two, budgets that name what the gate runs.
 Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
-    auto at = [&](const std::string& k) {
-        auto it = lines.at.find(k);
-        return it != lines.at.end() ? user.err(it->second, k, "") : make_error(ErrorCode::kInvalidArgument, lines.fallback + ": " + k + ": ");
-    };
-    auto err = [&](const std::string& k, const std::string& what) {
-        auto e = at(k);
-        e.message += what;
-        return e;
-    };
+    auto err = [&](const std::string& k, const std::string& what) { return key_error(user, lines, k, what); };
     const bool tree = std::find(cfg.paths.begin(), cfg.paths.end(), PathKind::kTreeRs) != cfg.paths.end();
     if (cfg.tree_ranks_derived) {
         cfg.tree_ranks.clear();
@@ -505,18 +511,12 @@ Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
         if (b.stages.empty() && std::find(cfg.formats.begin(), cfg.formats.end(), b.format) == cfg.formats.end())
             return err(k, "format " + b.format.name() + " is not in gate.formats");
         if (!b.stages.empty()) {
-            bool found = false;
-            for (const auto& l : cfg.staged) found = found || stages_name(l) == stages_name(b.stages);
-            if (!found) return err(k, "format " + stages_name(b.stages) + " is not in gate.formats");
+            if (!runs_stages(cfg, b.stages)) return err(k, "format " + stages_name(b.stages) + " is not in gate.formats");
             if (format_stages(b.path).empty())
                 return err(k, std::string("path ") + path_info(b.path).name + " has one stage; " + stages_name(b.stages) +
                                   " runs on a2a-hier-rs, two-shot-ar and hpz-ag-requant");
         }
-        if (!b.dist.empty()) {
-            bool found = false;
-            for (auto d : cfg.dists) found = found || b.dist == kernels::to_string(d);
-            if (!found) return err(k, "dist " + b.dist + " is not in gate.distributions");
-        }
+        if (!runs_dist(cfg, b.dist)) return err(k, "dist " + b.dist + " is not in gate.distributions");
         if (b.ranks != 0) {
             const auto& ns = b.path == PathKind::kTreeRs ? cfg.tree_ranks : cfg.ranks;
             if (std::find(ns.begin(), ns.end(), b.ranks) == ns.end())
@@ -602,20 +602,14 @@ Status check_user_scaling(const Ctx& user, const GateConfig& cfg, const Lines& l
     for (size_t i = 0; i < cfg.scaling.size(); ++i) {
         const auto& r = cfg.scaling[i];
         const std::string k = "scaling[" + std::to_string(i) + "]";
-        auto err = [&](const std::string& what) {
-            auto it = lines.at.find(k);
-            return it != lines.at.end() ? user.err(it->second, k, what) : make_error(ErrorCode::kInvalidArgument, user.source + ": " + k + ": " + what);
-        };
+        auto err = [&](const std::string& what) { return key_error(user, lines, k, what); };
         if (std::find(cfg.paths.begin(), cfg.paths.end(), r.path) == cfg.paths.end())
             return err(std::string("path ") + path_info(r.path).name + " is not in gate.paths");
         for (const auto& f : r.formats)
             if (std::find(cfg.formats.begin(), cfg.formats.end(), f) == cfg.formats.end())
                 return err("format " + f.name() + " is not in gate.formats");
-        for (const auto& l : r.staged) {
-            bool found = false;
-            for (const auto& g : cfg.staged) found = found || stages_name(g) == stages_name(l);
-            if (!found) return err("format " + stages_name(l) + " is not in gate.formats");
-        }
+        for (const auto& l : r.staged)
+            if (!runs_stages(cfg, l)) return err("format " + stages_name(l) + " is not in gate.formats");
         for (auto d : r.dists)
             if (std::find(cfg.dists.begin(), cfg.dists.end(), d) == cfg.dists.end())
                 return err(std::string("distribution ") + kernels::to_string(d) + " is not in gate.distributions");
@@ -642,11 +636,8 @@ Result<GateConfig> parse_gate_config(const std::string& toml, const std::string&
         // another path, format or distribution, they do not apply (and are no error of the user's).
         if (!u->contains("budget"))
             std::erase_if(cfg.budgets, [&](const Budget& b) {
-                const bool dist = b.dist.empty() || std::any_of(cfg.dists.begin(), cfg.dists.end(), [&](auto d) {
-                                      return b.dist == kernels::to_string(d);
-                                  });
                 return std::find(cfg.paths.begin(), cfg.paths.end(), b.path) == cfg.paths.end() ||
-                       std::find(cfg.formats.begin(), cfg.formats.end(), b.format) == cfg.formats.end() || !dist;
+                       std::find(cfg.formats.begin(), cfg.formats.end(), b.format) == cfg.formats.end() || !runs_dist(cfg, b.dist);
             });
     }
     if (auto st = validate_keys(user, cfg, lines); !st) return st.error();
@@ -683,9 +674,8 @@ Result<GateConfig> quick_tier(const GateConfig& full) {
     if (q.dists.size() > 2) q.dists.resize(2);
     // A budget on a distribution or an N the quick tier does not run has nothing to bound there.
     std::erase_if(q.budgets, [&](const Budget& b) {
-        const bool dist = b.dist.empty() || std::any_of(q.dists.begin(), q.dists.end(), [&](auto d) { return b.dist == kernels::to_string(d); });
         const auto& ns = b.path == PathKind::kTreeRs ? q.tree_ranks : q.ranks;
-        return !dist || (b.ranks != 0 && std::find(ns.begin(), ns.end(), b.ranks) == ns.end());
+        return !runs_dist(q, b.dist) || (b.ranks != 0 && std::find(ns.begin(), ns.end(), b.ranks) == ns.end());
     });
     q.source = full.source + " (quick tier)";
     if (auto st = validate(q); !st) return make_error(st.error().code, "--quick: " + st.error().message);
