@@ -505,7 +505,8 @@ Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, co
                 if (spec.mean) sim = sim * inv_n;
                 sim = round_out(spec, sim);
                 ++v.outputs;
-                const std::string at = where(c, rank, pos);
+                // Where and what, for a failure's message only: built when one fails, not per element.
+                auto at = [&] { return where(c, rank, pos); };
 
                 // Error statistics against the exact target.
                 const SuperAcc dev = deviation(target[i], got, scale);
@@ -525,7 +526,7 @@ Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, co
                     v.exact_sim_sum_error.add(e);
                 }
                 const bool finite = std::isfinite(got);
-                const std::string value = "value " + shortest(got);
+                auto value = [&] { return "value " + shortest(got); };
 
                 // Tier 1: exact.
                 const bool equal = same_bits(got, sim);
@@ -536,7 +537,7 @@ Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, co
                         const int64_t ulps = finite && std::isfinite(sim) ? std::llabs(ordered(got) - ordered(sim)) : -1;
                         if (ulps >= 0) v.tiers[0].max_ratio = std::max(v.tiers[0].max_ratio, static_cast<double>(ulps));
                         exact.fail(pos, rank,
-                                   at + ": " + value + ", qtransit's schedule " + shortest(sim) +
+                                   at() + ": " + value() + ", qtransit's schedule " + shortest(sim) +
                                        (ulps >= 0 ? " (" + std::to_string(ulps) + " ulp" + (ulps == 1 ? "" : "s") + " apart, difference " +
                                                         show(static_cast<double>(got) - static_cast<double>(sim)) + ")"
                                                   : ""));
@@ -548,7 +549,7 @@ Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, co
                     if (gather) {
                         if (!equal)
                             same.fail(pos, rank,
-                                      at + ": " + value + ", but the gathered value is " + shortest(sim) +
+                                      at() + ": " + value() + ", but the gathered value is " + shortest(sim) +
                                           " (a gather adds nothing: the same events give the same bits)");
                     } else {
                         const SuperAcc d = deviation(ev_sum[i], got, scale);
@@ -557,11 +558,10 @@ Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, co
                         const double dd = std::fabs(d.to_double());
                         if (finite) v.tiers[1].max_ratio = std::max(v.tiers[1].max_ratio, tol > 0 ? dd / tol : (dd > 0 ? kInf : 0.0));
                         // The exact target is what the run was asked for: the sum, or the mean (sum / N).
-                        const std::string exact_is = std::string(", but the exact ") + (spec.mean ? "mean" : "sum") +
-                                                     " of the same decoded contributions is " + show(ev_sum[i].to_double() / scale);
                         if (!ok)
                             same.fail(pos, rank,
-                                      at + ": " + value + exact_is +
+                                      at() + ": " + value() + ", but the exact " + (spec.mean ? "mean" : "sum") +
+                                          " of the same decoded contributions is " + show(ev_sum[i].to_double() / scale) +
                                           (finite ? ": |difference| " + show(dd / scale) + " > tolerance " + show(tol / scale)
                                                   : ": a non-finite output (" + shortest(got) + ") is never within tolerance " +
                                                         show(tol / scale)));
@@ -584,7 +584,7 @@ Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, co
                     if (finite) v.tiers[2].max_ratio = std::max(v.tiers[2].max_ratio, b > 0 ? dd / b : (dd > 0 ? kInf : 0.0));
                     if (!ok)
                         bounded.fail(pos, rank,
-                                     at + ": " + value + ", target " + show(tgt) +
+                                     at() + ": " + value() + ", target " + show(tgt) +
                                          (finite ? ": |error| " + show(dd / scale) + " > the path's a-priori bound " + show(b / scale)
                                                  : ": a non-finite output (" + shortest(got) + ") is never within the path's a-priori bound " +
                                                        show(b / scale)));
