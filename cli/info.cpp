@@ -58,14 +58,7 @@ int run_info(bool json) {
         j["gpus"] = devs;
         j["driver_version"] = q.driver_version;
         if (!q.note.empty()) j["gpu_note"] = q.note;
-        nlohmann::json names = nlohmann::json::array();  // an array, not the comma-joined text of a message
-        const std::string all = known_format_names();
-        for (size_t from = 0; from < all.size();) {
-            const size_t at = all.find(", ", from);
-            names.push_back(all.substr(from, at == std::string::npos ? std::string::npos : at - from));
-            from = at == std::string::npos ? all.size() : at + 2;
-        }
-        j["formats"] = names;
+        j["formats"] = known_format_list();  // an array, not the comma-joined text of a message
         std::printf("%s\n", j.dump(2).c_str());
         return kExitOk;
     }

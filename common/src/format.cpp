@@ -398,15 +398,18 @@ Status register_format(const FormatSpec& f) {
     return Status::Ok();
 }
 
-std::string known_format_names() {
-    std::string s;
-    for (const auto& f : all_builtin_formats()) {
-        if (!s.empty()) s += ", ";
-        s += f.name();
-    }
+std::vector<std::string> known_format_list() {
+    std::vector<std::string> names;
+    for (const auto& f : all_builtin_formats()) names.push_back(f.name());
     auto& r = registry();
     std::lock_guard lock(r.mu);
-    for (const auto& f : r.user) s += ", " + f.name();
+    for (const auto& f : r.user) names.push_back(f.name());
+    return names;
+}
+
+std::string known_format_names() {
+    std::string s;
+    for (const auto& n : known_format_list()) s += (s.empty() ? "" : ", ") + n;
     return s;
 }
 

@@ -94,7 +94,8 @@ const std::vector<FormatSpec>& all_builtin_formats();
 // Formats declared at run time (a TOML file named by the user); parse_format finds them too.
 // Registering a name that is already known is an Error.
 Status register_format(const FormatSpec& f);
-std::string known_format_names();  // every built-in and registered name
+std::vector<std::string> known_format_list();  // every built-in and registered name, in that order
+std::string known_format_names();               // the same, joined with ", " (for messages)
 Result<FormatSpec> parse_format(std::string_view name);
 
 // What to do with NaN/inf (and range overflow) in an input block (NUMERICS.md section 4).
