@@ -32,6 +32,7 @@ namespace {
 constexpr int kPiece = 8;              // elements per thread step
 constexpr int kCtaThreads = 256;       // threads of the one-CTA-per-block encode
 constexpr int kGroupMaxIters = 16;     // a warp group loops at most this often over its block
+constexpr int kReduceBatch = 8;        // fused reduce: inputs whose loads are in flight together (G = 8: all)
 
 struct Fmt {
     Kind kind;
@@ -282,15 +283,37 @@ struct ReduceSource {
                                          float (&v)[kPiece]) const {
         const int nbytes = (cnt * f.bits + 7) / 8;
         const int64_t off = j * block_bytes + (e0 / kPiece) * f.bits;
-        for (int g = 0; g < count; ++g) {
-            int32_t q[kPiece];
-            unpack8(f, load_bytes(in.codes[g] + off, nbytes), q);
-            const float s = in.scales[g][j];
-            const float lo = f.range ? in.offsets[g][j] : 0.0f;
+        // The loads of kReduceBatch inputs are issued together before the first of them is used:
+        // with one input's load at a time (count is a run-time value, so the loop was not unrolled)
+        // each thread waited out G memory latencies in a row, and the fused kernel moved 0.06-0.11 of
+        // a copy's bytes per second on the H200 (RESULTS.md, 2026-12-04). The adds keep their order,
+        // input 0 first, so the sums keep their bits.
+        for (int g0 = 0; g0 < count; g0 += kReduceBatch) {
+            uint64_t raw[kReduceBatch];
+            float s[kReduceBatch], lo[kReduceBatch];
 #pragma unroll
-            for (int k = 0; k < kPiece; ++k) {
-                const float d = decode_code(f, q[k], s, lo);
-                v[k] = g == 0 ? accum_first(d, accum) : accum_add(v[k], d, accum);
+            for (int b = 0; b < kReduceBatch; ++b) {
+                const int g = g0 + b;
+                raw[b] = 0;
+                s[b] = 0.0f;
+                lo[b] = 0.0f;
+                if (g < count) {
+                    raw[b] = load_bytes(in.codes[g] + off, nbytes);
+                    s[b] = in.scales[g][j];
+                    if (f.range) lo[b] = in.offsets[g][j];
+                }
+            }
+#pragma unroll
+            for (int b = 0; b < kReduceBatch; ++b) {
+                const int g = g0 + b;
+                if (g >= count) break;
+                int32_t q[kPiece];
+                unpack8(f, raw[b], q);
+#pragma unroll
+                for (int k = 0; k < kPiece; ++k) {
+                    const float d = decode_code(f, q[k], s[b], lo[b]);
+                    v[k] = g == 0 ? accum_first(d, accum) : accum_add(v[k], d, accum);
+                }
             }
         }
     }
@@ -337,9 +360,16 @@ __device__ __forceinline__ void write_meta(const Fmt& f, const Plan& p, int64_t 
 // A group of `group` lanes (a power of two <= 32) per quantization block; `iters` pieces per lane
 // cover the longest block. When one piece per lane covers it, the values stay in registers between
 // the statistics and the codes; otherwise the second pass reads (or recomputes) them again.
-template <class Src>
-__global__ void __launch_bounds__(256) encode_group_kernel(Fmt f, Src src, Layout L, int group, int iters,
+// kKind >= 0 fixes the format's kind at compile time (a copy of `fmt` whose kind is a constant), so
+// the other kinds' branches and the declared formats' out-of-line calls fold away: the generic
+// kernel (kKind = -1) needed 48 registers and a 56-byte stack frame with 112 bytes of spill stores
+// for every format (ptxas -v, 2026-12-05), which int8 and int4 paid for in their hot loop. The same
+// functions run in the same order either way, so the codes keep their bits.
+template <class Src, int kKind>
+__global__ void __launch_bounds__(256) encode_group_kernel(Fmt fmt, Src src, Layout L, int group, int iters,
                                                            EncodeOut o) {
+    Fmt f = fmt;
+    if (kKind >= 0) f.kind = static_cast<Kind>(kKind);
     const int lane = static_cast<int>(threadIdx.x & 31u);
     const int gl = lane & (group - 1);
     const int groups_per_warp = 32 / group;
@@ -363,10 +393,14 @@ __global__ void __launch_bounds__(256) encode_group_kernel(Fmt f, Src src, Layou
                 accumulate_stats(f, v, cnt, amax, kmin, kmax);
             }
         }
+        // f.range is the same for the whole grid, so every lane takes the same branch; a symmetric
+        // format needs no min and max (a third of the shuffles it did before).
         for (int off = group >> 1; off > 0; off >>= 1) {
             amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-            kmin = min(kmin, __shfl_xor_sync(0xffffffffu, kmin, off));
-            kmax = max(kmax, __shfl_xor_sync(0xffffffffu, kmax, off));
+            if (f.range) {
+                kmin = min(kmin, __shfl_xor_sync(0xffffffffu, kmin, off));
+                kmax = max(kmax, __shfl_xor_sync(0xffffffffu, kmax, off));
+            }
         }
         if (!active) continue;
         const Plan p = plan_of(f, amax, kmin, kmax);
@@ -513,8 +547,15 @@ Status launch_encode(const FormatSpec& format, const Src& src, const Layout& L, 
     if (iters <= kGroupMaxIters) {
         const int64_t groups_per_warp = 32 / group;
         const int64_t warps = (L.n_blocks + groups_per_warp - 1) / groups_per_warp;
-        encode_group_kernel<Src><<<grid_for(warps * 32, 256), 256, 0, stream>>>(f, src, L, group,
-                                                                                  static_cast<int>(iters), o);
+        const int grid = grid_for(warps * 32, 256);
+        const int it = static_cast<int>(iters);
+        // int<b> (the formats of qgZ and qwZ) gets an instance of its own; every other kind shares the
+        // generic one. An instance per kind made codec.cu.o 7.3 MB instead of 2.1 and the GPU
+        // bundle 66 MiB, over the device tool's 64.
+        if (f.kind == Kind::kSym)
+            encode_group_kernel<Src, static_cast<int>(Kind::kSym)><<<grid, 256, 0, stream>>>(f, src, L, group, it, o);
+        else
+            encode_group_kernel<Src, -1><<<grid, 256, 0, stream>>>(f, src, L, group, it, o);
         QT_CUDA_LAUNCH_CHECK(name_group);
     } else {
         encode_cta_kernel<Src><<<grid_for(L.n_blocks * kCtaThreads, kCtaThreads), kCtaThreads, 0, stream>>>(f, src, L, o);
