@@ -315,7 +315,9 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
     }
     if (!st || !ref) {
         if (!st && !ref) return ref.error();  // both refuse: a bad input, said by the reference
-        c.first_difference = !st ? who + " refused an input the reference quantizes: " + st.error().message
+        c.first_difference = !st ? who + (kernels::is_contract_breach(st.error()) ? " broke its contract on an input the reference quantizes: "
+                                                                                   : " refused an input the reference quantizes: ") +
+                                       st.error().message
                                  : who + " encoded an input the reference refuses: " + ref.error().message;
         c.refusal = c.first_difference;
         c.violation = c.first_difference;

@@ -3,6 +3,14 @@
 #include "qtransit/kernels/plugin.hpp"
 
 #include <dlfcn.h>
+#include <link.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -10,12 +18,15 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cfenv>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <initializer_list>
 
 #include "qtransit/codec_plugin.h"
 #include "qtransit/common/decl_toml.hpp"
+#include "qtransit/common/text_file.hpp"
 #include "qtransit/kernels/fp16.hpp"
 #include "qtransit/kernels/gpu.hpp"
 
@@ -27,25 +38,48 @@ constexpr uint32_t kUnwritten = 0x7fc5a5a5u;
 constexpr size_t kErrLen = 512;
 constexpr size_t kMessageMax = 300;  // the most of a codec's own message that a message quotes
 
-// ---- a codec that calls exit() --------------------------------------------------------------------
+// ---- a codec that calls exit(), crashes, or changes the floating-point environment ------------------
 // exit() inside a codec call would end qtransit with the codec's status (0: a silent pass) and
 // without a word. Every call into the codec is marked (the calling thread's, and the latest of any
 // thread's for an exit from a thread the codec started); an atexit handler, registered once before
 // the first codec is loaded, turns an exit during a marked call into one line on stderr and exit 2.
+// Between calls, only the codec's own threads can call exit(): qtransit's threads never do, and its
+// main thread ends the process only from main(). So an exit from a thread other than the main one,
+// while a codec is loaded, is the codec's too (issue 46: a thread it started called exit(0)).
+//
+// A fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) during a marked call prints one line
+// naming the codec and the call (encode/decode, format, block, elements) and exits 2; the line is
+// written before the call, so the handler only calls write() and _exit(). A fatal signal outside a
+// codec call is qtransit's own: the handler that was there before (the default, or a sanitizer's)
+// takes it. Each thread that calls a codec gets an alternate signal stack, so a codec that overflows
+// its stack is named too.
 struct CodecCall {
-    const char* who = nullptr;   // the codec's name (its path while its entry point runs)
-    const char* what = nullptr;  // "encode", "decode", QTRANSIT_CODEC_ENTRY
+    const char* who = nullptr;         // the codec's name (its path while its entry point runs)
+    const char* what = nullptr;        // "encode", "decode", QTRANSIT_CODEC_ENTRY
+    const char* crash_line = nullptr;  // "qtransit: codec 'x' crashed during encode (...): " (no signal name yet)
+    size_t crash_len = 0;
 };
 thread_local const CodecCall* tl_call = nullptr;
 std::atomic<int> g_calls_in_flight{0};
 std::atomic<const char*> g_last_who{nullptr}, g_last_what{nullptr};
+// The name of the codec loaded last, for the messages of an exit or a crash between calls (a copy:
+// the strings of a call do not outlive it).
+char g_loaded[160] = {0};
+std::atomic<bool> g_codec_loaded{false};
+
+bool on_main_thread() { return static_cast<pid_t>(::syscall(SYS_gettid)) == ::getpid(); }
 
 void on_exit_during_codec_call() {
     const CodecCall* c = tl_call;
     const char* who = c ? c->who : nullptr;
     const char* what = c ? c->what : nullptr;
     if (!c) {
-        if (g_calls_in_flight.load() == 0) return;  // an ordinary exit
+        if (g_calls_in_flight.load() == 0) {
+            if (!g_codec_loaded.load() || on_main_thread()) return;  // an ordinary exit
+            std::fprintf(stderr, "qtransit: a thread of codec '%s' called exit() between calls: nothing it ran is a result\n", g_loaded);
+            std::fflush(stderr);
+            std::_Exit(2);
+        }
         who = g_last_who.load();
         what = g_last_what.load();
     }
@@ -55,27 +89,156 @@ void on_exit_during_codec_call() {
     std::_Exit(2);
 }
 
-void arm_exit_guard() {
-    static std::once_flag once;
-    std::call_once(once, [] { std::atexit(on_exit_during_codec_call); });
+constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+struct sigaction g_previous[sizeof kFatalSignals / sizeof kFatalSignals[0]];
+
+const char* signal_name(int sig) {
+    switch (sig) {
+        case SIGSEGV: return "SIGSEGV (a bad memory access)";
+        case SIGBUS: return "SIGBUS (a bad memory access)";
+        case SIGFPE: return "SIGFPE (an arithmetic trap)";
+        case SIGILL: return "SIGILL (an illegal instruction)";
+        case SIGABRT: return "SIGABRT (abort)";
+        default: return "a fatal signal";
+    }
 }
 
-// Runs f() (a call into the codec) marked as `what` of codec `who`; f's result.
+void write_all(const char* p, size_t n) {
+    while (n > 0) {
+        const ssize_t w = ::write(2, p, n);
+        if (w <= 0) return;
+        p += w;
+        n -= static_cast<size_t>(w);
+    }
+}
+
+void on_fatal_signal(int sig, siginfo_t* info, void* ctx) {
+    const CodecCall* c = tl_call;
+    if (c && c->crash_line) {
+        write_all(c->crash_line, c->crash_len);
+        const char* name = signal_name(sig);
+        write_all(name, std::strlen(name));
+        write_all("; nothing it ran is a result\n", 29);
+        ::_exit(2);
+    }
+    // Not inside a codec call: qtransit's own fault. The previous handler (or the default) takes it.
+    for (size_t i = 0; i < sizeof kFatalSignals / sizeof kFatalSignals[0]; ++i) {
+        if (kFatalSignals[i] != sig) continue;
+        const struct sigaction& prev = g_previous[i];
+        if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction) {
+            prev.sa_sigaction(sig, info, ctx);
+            return;
+        }
+        ::sigaction(sig, &prev, nullptr);
+        if (prev.sa_handler != SIG_IGN && prev.sa_handler != SIG_DFL && prev.sa_handler) {
+            prev.sa_handler(sig);
+            return;
+        }
+        ::signal(sig, SIG_DFL);
+        ::raise(sig);
+        return;
+    }
+}
+
+void arm_exit_guard() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        std::atexit(on_exit_during_codec_call);
+        for (size_t i = 0; i < sizeof kFatalSignals / sizeof kFatalSignals[0]; ++i) {
+            struct sigaction sa {};
+            sa.sa_sigaction = on_fatal_signal;
+            sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+            sigemptyset(&sa.sa_mask);
+            ::sigaction(kFatalSignals[i], &sa, &g_previous[i]);
+        }
+    });
+}
+
+// An alternate signal stack for the calling thread, once (a stack overflow in the codec could not
+// run the handler on the stack it overflowed). mmap, not new: it is never freed (the thread may
+// take a signal until its end), and a leak checker does not count it.
+void ensure_signal_stack() {
+    thread_local bool done = false;
+    if (done) return;
+    done = true;
+    stack_t old{};
+    if (::sigaltstack(nullptr, &old) == 0 && !(old.ss_flags & SS_DISABLE)) return;  // one is there (a sanitizer's)
+    constexpr size_t kBytes = 64 * 1024;
+    void* p = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return;
+    stack_t st{};
+    st.ss_sp = p;
+    st.ss_size = kBytes;
+    ::sigaltstack(&st, nullptr);
+}
+
+// The floating-point modes a codec must leave as it found them: MXCSR's control bits (flush-to-zero,
+// denormals-are-zero, rounding, exception masks; not its sticky exception flags) and the x87
+// control word on x86, the rounding mode everywhere. MXCSR is per thread: a mode a codec leaves set
+// changes qtransit's own reference arithmetic on that thread (issue 46: FTZ/DAZ made an all-zero
+// codec match "bit for bit" on subnormal input).
+struct FpModes {
+    uint32_t mxcsr = 0;
+    uint16_t x87 = 0;
+    int round = 0;
+    bool operator==(const FpModes&) const = default;
+};
+FpModes fp_modes() {
+    FpModes m;
+#if defined(__x86_64__) || defined(__i386__)
+    m.mxcsr = _mm_getcsr() & ~0x3Fu;
+    uint16_t cw = 0;
+    __asm__ volatile("fnstcw %0" : "=m"(cw));
+    m.x87 = cw;
+#endif
+    m.round = std::fegetround();
+    return m;
+}
+// What changed between a and b, in words ("" when nothing did).
+std::string fp_change(const FpModes& a, const FpModes& b) {
+    std::string s;
+    auto add = [&s](const std::string& w) { s += (s.empty() ? "" : ", ") + w; };
+    const uint32_t diff = a.mxcsr ^ b.mxcsr;
+    if (diff & 0x8000u) add(std::string(b.mxcsr & 0x8000u ? "set" : "cleared") + " flush-to-zero (MXCSR FZ)");
+    if (diff & 0x40u) add(std::string(b.mxcsr & 0x40u ? "set" : "cleared") + " denormals-are-zero (MXCSR DAZ)");
+    if (diff & 0x1F80u) add("changed the exception masks (MXCSR)");
+    if (a.round != b.round || (diff & 0x6000u)) {
+        const char* r = b.round == FE_TONEAREST ? "to-nearest" : b.round == FE_UPWARD ? "upward" : b.round == FE_DOWNWARD ? "downward"
+                        : b.round == FE_TOWARDZERO ? "toward-zero" : "another";
+        add(std::string("changed the rounding mode to ") + r);
+    }
+    if (a.x87 != b.x87) add("changed the x87 control word");
+    return s;
+}
+
+// Runs f() (a call into the codec) marked as `what` of codec `who`, with the floating-point
+// environment saved before and put back after; f's result. `fp_changed` gets what the codec changed
+// in the environment, in words, or stays empty.
 template <class F>
-auto marked_call(const std::string& who, const char* what, F&& f) {
-    CodecCall call{who.c_str(), what};
+auto marked_call(const std::string& who, const char* what, const std::string& crash_line, std::string& fp_changed, F&& f) {
+    ensure_signal_stack();
+    CodecCall call{who.c_str(), what, crash_line.c_str(), crash_line.size()};
     const CodecCall* outer = tl_call;
+    fenv_t env;
+    std::fegetenv(&env);
+    const FpModes before = fp_modes();
     tl_call = &call;
     g_last_who.store(call.who);
     g_last_what.store(what);
     g_calls_in_flight.fetch_add(1);
     struct Unmark {
         const CodecCall* outer;
+        const FpModes& before;
+        fenv_t& env;
+        std::string& changed;
         ~Unmark() {
             g_calls_in_flight.fetch_sub(1);
             tl_call = outer;
+            const FpModes after = fp_modes();
+            if (!(after == before)) changed = fp_change(before, after);
+            std::fesetenv(&env);
         }
-    } unmark{outer};
+    } unmark{outer, before, env, fp_changed};
     return f();
 }
 
@@ -186,7 +349,7 @@ Status stage_out(std::initializer_list<Staged*> bufs) {
 
 template <class T>
 std::vector<T>& scratch(int slot) {
-    thread_local std::vector<T> v[4];
+    thread_local std::vector<T> v[8];
     return v[slot];
 }
 
@@ -239,19 +402,46 @@ Result<std::shared_ptr<const PluginCodec>> PluginCodec::load(const std::string& 
     if (!std::filesystem::is_regular_file(path, ec)) return bad("not a regular file");
     // A name without a slash would make dlopen search the library path instead of this file.
     const std::string open_as = path.find('/') == std::string::npos ? "./" + path : path;
-    void* h = dlopen(open_as.c_str(), RTLD_NOW | RTLD_LOCAL);
+    // Armed before dlopen: the library's constructors run inside it, and may start a thread that
+    // calls exit() or crash.
+    arm_exit_guard();
+    std::snprintf(g_loaded, sizeof g_loaded, "%s", path.c_str());
+    g_codec_loaded.store(true);
+    // Loading is a marked call too, so that a constructor's crash names the library.
+    const std::string load_line = "qtransit: codec library '" + printable(path, kMessageMax) + "' crashed while it was loaded: ";
+    std::string fp_load;
+    void* h = marked_call(path, "dlopen", load_line, fp_load, [&] { return dlopen(open_as.c_str(), RTLD_NOW | RTLD_LOCAL); });
     if (!h) {
         const char* e = dlerror();
         return bad(std::string("cannot be loaded: ") + (e ? e : "dlopen failed"));
     }
+    // A constructor that turns on flush-to-zero (GCC's -ffast-math links crtfastmath.o, which does)
+    // changes qtransit's own arithmetic on this thread: put back, and the codec refused.
+    if (!fp_load.empty())
+        return bad("loading it " + fp_load + " (a library linked with -ffast-math does this): its arithmetic is not the format's; "
+                   "qtransit restored the environment and refuses the codec (rebuild it without -ffast-math)");
     // The library stays loaded for the life of the process: a codec's code and strings must outlive
     // every object that points into them.
-    auto entry = reinterpret_cast<qtransit_codec_v1_fn>(dlsym(h, QTRANSIT_CODEC_ENTRY));
-    if (!entry) return bad("exports no function " QTRANSIT_CODEC_ENTRY " (is it built against qtransit/codec_plugin.h, with the symbol visible?)");
+    void* sym = dlsym(h, QTRANSIT_CODEC_ENTRY);
+    if (!sym) return bad("exports no function " QTRANSIT_CODEC_ENTRY " (is it built against qtransit/codec_plugin.h, with the symbol visible?)");
+    // A data symbol of that name would be "called" and crash: only a function (or an ifunc) is.
+    Dl_info info{};
+    void* extra = nullptr;
+    const auto* esym = dladdr1(sym, &info, &extra, RTLD_DL_SYMENT) != 0 ? static_cast<const ElfW(Sym)*>(extra) : nullptr;
+    if (esym) {
+        const int type = ELF64_ST_TYPE(esym->st_info);
+        if (type != STT_FUNC && type != STT_GNU_IFUNC)
+            return bad(QTRANSIT_CODEC_ENTRY " is exported as " + std::string(type == STT_OBJECT ? "data (an object)" : "a symbol that is not a function") +
+                       ", not as a function: build it from qtransit/codec_plugin.h's declaration");
+    }
+    auto entry = reinterpret_cast<qtransit_codec_v1_fn>(sym);
     char err[kErrLen] = {0};
-    arm_exit_guard();
-    const qtransit_codec_v1_t* c = marked_call(path, QTRANSIT_CODEC_ENTRY, [&] { return entry(err, sizeof err); });
+    std::string fp_entry;
+    const std::string entry_line = "qtransit: codec library '" + printable(path, kMessageMax) + "' crashed in " QTRANSIT_CODEC_ENTRY "(): ";
+    const qtransit_codec_v1_t* c = marked_call(path, QTRANSIT_CODEC_ENTRY, entry_line, fp_entry, [&] { return entry(err, sizeof err); });
     err[kErrLen - 1] = 0;
+    if (!fp_entry.empty())
+        return bad(std::string(QTRANSIT_CODEC_ENTRY "() ") + fp_entry + ": qtransit restored the environment and refuses the codec");
     if (!c) return bad(std::string(QTRANSIT_CODEC_ENTRY " returned NULL: ") + (err[0] ? printable(err, kMessageMax) : "no reason given"));
     return from_descriptor(c, path);
 }
@@ -282,6 +472,10 @@ Result<std::shared_ptr<const PluginCodec>> PluginCodec::from_descriptor(const qt
         if (!f) return refuse(f.error().message);
         p->format_ = *f;
     } else {
+        // A declaration is held to the limit of a declaration file (text_file.hpp), counted without
+        // reading past it.
+        if (::strnlen(c->format_toml, static_cast<size_t>(kMaxConfigBytes) + 1) > static_cast<size_t>(kMaxConfigBytes))
+            return refuse("its format_toml is longer than a declaration may be (" + std::to_string(kMaxConfigBytes >> 20) + " MiB)");
         auto f = parse_declaration(c->format_toml, who + " format_toml");
         if (!f) return make_error(ErrorCode::kInvalidArgument, f.error().message);
         if (auto st = register_or_find(*f); !st) return refuse(st.error().message);
@@ -345,6 +539,8 @@ Result<std::shared_ptr<const PluginCodec>> PluginCodec::from_descriptor(const qt
         if (!gpu::build_info().cuda) return refuse("a cuda codec, and this qtransit was built without CUDA");
         if (!gpu::device_available()) return refuse("a cuda codec, and no GPU answered: " + gpu::query_devices().note);
     }
+    std::snprintf(g_loaded, sizeof g_loaded, "%s", p->name_.c_str());
+    g_codec_loaded.store(true);
     return std::shared_ptr<const PluginCodec>(std::move(p));
 }
 
@@ -401,6 +597,44 @@ Error PluginCodec::codec_error(const std::string& what, const char* msg) const {
                                              (msg && msg[0] ? printable(msg, kMessageMax) : std::string("no message")));
 }
 
+std::string PluginCodec::crash_line(const char* call, int64_t elements, int64_t block) const {
+    return "qtransit: codec '" + name_ + "' crashed during " + call + " (format " + format_.name() + ", block " + std::to_string(block) +
+           ", " + std::to_string(elements) + " elements): ";
+}
+
+namespace {
+constexpr const char* kBreachFp = ": qtransit restored the floating-point environment; what the codec computed under it is not a result";
+constexpr const char* kBreachInput = ": a codec's inputs are const, and nothing it returned is a result";
+bool ends_with(const std::string& s, const char* tail) {
+    const size_t n = std::strlen(tail);
+    return s.size() >= n && s.compare(s.size() - n, n, tail) == 0;
+}
+}  // namespace
+
+bool is_contract_breach(const Error& e) {
+    return e.code == ErrorCode::kCodec && (ends_with(e.message, kBreachFp) || ends_with(e.message, kBreachInput));
+}
+
+Error PluginCodec::fp_error(const char* call, const std::string& change) const {
+    return make_error(ErrorCode::kCodec, "codec '" + name_ + "' " + change + " during " + call + " and left it so" + kBreachFp);
+}
+
+// A codec's input is const (codec_plugin.h): one that writes into it would be judged against its own
+// output (issue 46: an in-place fake-quant "conformed" with error 3.5). The first element that
+// differs, or -1.
+template <class T>
+int64_t first_changed(const T* kept, const T* given, size_t n) {
+    if (std::memcmp(kept, given, n * sizeof(T)) == 0) return -1;
+    for (size_t i = 0; i < n; ++i)
+        if (std::memcmp(kept + i, given + i, sizeof(T)) != 0) return static_cast<int64_t>(i);
+    return -1;
+}
+
+Error PluginCodec::wrote_input(const char* call, const std::string& what, int64_t index) const {
+    return make_error(ErrorCode::kCodec, "codec '" + name_ + "' wrote into its input during " + call + " (" + what + " " +
+                                             std::to_string(index) + ")" + kBreachInput);
+}
+
 Status PluginCodec::call_encode(const void* x, int64_t elements, int64_t block, int64_t shard, uint8_t* codes,
                                 float* scales, float* offsets, const CodecOptions& opt, size_t code_bytes,
                                 size_t scale_count) const {
@@ -416,10 +650,13 @@ Status PluginCodec::call_encode(const void* x, int64_t elements, int64_t block, 
     char err[kErrLen] = {0};
     std::unique_lock<std::mutex> lock(serial_, std::defer_lock);
     if (!thread_safe_) lock.lock();
+    const std::string line = crash_line("encode", elements, block);
+    std::string fp;
     if (!cuda_) {
         a.x = x, a.codes = codes, a.scales = scales, a.offsets = offsets;
-        const int rc = marked_call(name_, "encode", [&] { return c_->encode(c_->state, &a, err, sizeof err); });
+        const int rc = marked_call(name_, "encode", line, fp, [&] { return c_->encode(c_->state, &a, err, sizeof err); });
         err[kErrLen - 1] = 0;
+        if (!fp.empty()) return fp_error("encode", fp);
         return rc == 0 ? Status::Ok() : Status(codec_error("encode", err));
     }
     const size_t xbytes = static_cast<size_t>(elements) * (in_ == ValueType::kBinary32 ? 4 : 2);
@@ -429,8 +666,9 @@ Status PluginCodec::call_encode(const void* x, int64_t elements, int64_t block, 
     a.x = sx.dev.p, a.codes = static_cast<uint8_t*>(sc.dev.p), a.scales = static_cast<float*>(ss.dev.p);
     a.offsets = offsets ? static_cast<float*>(so.dev.p) : nullptr;
     a.stream = nullptr;
-    const int rc = marked_call(name_, "encode", [&] { return c_->encode(c_->state, &a, err, sizeof err); });
+    const int rc = marked_call(name_, "encode", line, fp, [&] { return c_->encode(c_->state, &a, err, sizeof err); });
     err[kErrLen - 1] = 0;
+    if (!fp.empty()) return fp_error("encode", fp);
     if (rc != 0) return codec_error("encode", err);
     return stage_out({&sc, &ss, &so});
 }
@@ -445,10 +683,13 @@ Status PluginCodec::call_decode(const uint8_t* codes, const float* scales, const
     char err[kErrLen] = {0};
     std::unique_lock<std::mutex> lock(serial_, std::defer_lock);
     if (!thread_safe_) lock.lock();
+    const std::string line = crash_line("decode", elements, block);
+    std::string fp;
     if (!cuda_) {
         a.codes = codes, a.scales = scales, a.offsets = offsets, a.out = out;
-        const int rc = marked_call(name_, "decode", [&] { return c_->decode(c_->state, &a, err, sizeof err); });
+        const int rc = marked_call(name_, "decode", line, fp, [&] { return c_->decode(c_->state, &a, err, sizeof err); });
         err[kErrLen - 1] = 0;
+        if (!fp.empty()) return fp_error("decode", fp);
         return rc == 0 ? Status::Ok() : Status(codec_error("decode", err));
     }
     const size_t obytes = static_cast<size_t>(elements) * (out_ == ValueType::kBinary32 ? 4 : 2);
@@ -459,8 +700,9 @@ Status PluginCodec::call_decode(const uint8_t* codes, const float* scales, const
     a.codes = static_cast<const uint8_t*>(sc.dev.p), a.scales = static_cast<const float*>(ss.dev.p);
     a.offsets = offsets ? static_cast<const float*>(so.dev.p) : nullptr;
     a.out = sout.dev.p;
-    const int rc = marked_call(name_, "decode", [&] { return c_->decode(c_->state, &a, err, sizeof err); });
+    const int rc = marked_call(name_, "decode", line, fp, [&] { return c_->decode(c_->state, &a, err, sizeof err); });
     err[kErrLen - 1] = 0;
+    if (!fp.empty()) return fp_error("decode", fp);
     if (rc != 0) return codec_error("decode", err);
     return stage_out({&sout});
 }
@@ -516,8 +758,19 @@ Status PluginCodec::encode(std::span<const float> x, int64_t block, int64_t shar
         std::fill(scales.begin(), scales.end(), unwritten);
         std::fill(offsets.begin(), offsets.end(), unwritten);
     }
-    if (auto st = call_encode(xin, n, block, shard, cptr, sptr, optr, opt, static_cast<size_t>(pbytes), nscales); !st)
+    // The codec gets a copy of its input, compared after the call with what it was given: qtransit
+    // judges against x, which the codec never sees (a cuda codec gets a device copy already).
+    const size_t xbytes = x.size() * (in_ == ValueType::kBinary32 ? 4 : 2);
+    auto& given = scratch<uint8_t>(4);
+    if (!cuda_) {
+        given.resize(xbytes);
+        std::memcpy(given.data(), xin, xbytes);
+    }
+    if (auto st = call_encode(cuda_ ? xin : given.data(), n, block, shard, cptr, sptr, optr, opt, static_cast<size_t>(pbytes), nscales); !st)
         return st;
+    if (!cuda_)
+        if (const int64_t i = first_changed(static_cast<const uint8_t*>(xin), given.data(), xbytes); i >= 0)
+            return wrote_input("encode", "x, element", i / (in_ == ValueType::kBinary32 ? 4 : 2));
     // Back to qtransit's layout.
     if (!same_scales) {
         for (int64_t j = 0; j < sz.blocks; ++j) {
@@ -612,10 +865,40 @@ Status PluginCodec::decode(int64_t block, int64_t shard, std::span<const uint8_t
         sptr = pscales.data();
         if (optr) optr = poffs.data();
     }
-    if (out_ == ValueType::kBinary32)
-        return call_decode(cptr, sptr, optr, n, block, shard, out.data(), static_cast<size_t>(pbytes), nscales);
+    // The codec gets copies of the codes and scales, compared after the call with what it was given
+    // (its inputs are const; a cuda codec gets device copies already).
+    auto& gcodes = scratch<uint8_t>(5);
+    auto& gscales = scratch<float>(5);
+    auto& goffs = scratch<float>(6);
+    const uint8_t* pass_c = cptr;
+    const float* pass_s = sptr;
+    const float* pass_o = optr;
+    if (!cuda_) {
+        gcodes.assign(cptr, cptr + pbytes);
+        gscales.assign(sptr, sptr + nscales);
+        pass_c = gcodes.data();
+        pass_s = gscales.data();
+        if (optr) {
+            goffs.assign(optr, optr + nscales);
+            pass_o = goffs.data();
+        }
+    }
+    auto unchanged = [&]() -> Status {
+        if (cuda_) return Status::Ok();
+        if (const int64_t i = first_changed(cptr, gcodes.data(), static_cast<size_t>(pbytes)); i >= 0)
+            return wrote_input("decode", "the codes, byte", i);
+        if (const int64_t i = first_changed(sptr, gscales.data(), nscales); i >= 0) return wrote_input("decode", "the scales, block", i);
+        if (optr)
+            if (const int64_t i = first_changed(optr, goffs.data(), nscales); i >= 0) return wrote_input("decode", "the offsets, block", i);
+        return Status::Ok();
+    };
+    if (out_ == ValueType::kBinary32) {
+        if (auto st = call_decode(pass_c, pass_s, pass_o, n, block, shard, out.data(), static_cast<size_t>(pbytes), nscales); !st) return st;
+        return unchanged();
+    }
     std::vector<uint16_t> o16(static_cast<size_t>(n));
-    if (auto st = call_decode(cptr, sptr, optr, n, block, shard, o16.data(), static_cast<size_t>(pbytes), nscales); !st) return st;
+    if (auto st = call_decode(pass_c, pass_s, pass_o, n, block, shard, o16.data(), static_cast<size_t>(pbytes), nscales); !st) return st;
+    if (auto st = unchanged(); !st) return st;
     for (int64_t i = 0; i < n; ++i)
         out[static_cast<size_t>(i)] = out_ == ValueType::kBinary16 ? f16_bits_to_f32(o16[static_cast<size_t>(i)])
                                                                    : bf16_bits_to_f32(o16[static_cast<size_t>(i)]);

@@ -1,7 +1,9 @@
-/* Codec plugins that break the ABI one way each (BAD = 1..13), for the loader's refusals
+/* Codec plugins that break the ABI one way each (BAD = 1..15; 14: the entry symbol is data, not a
+ * function; 15: a format_toml of 21 MiB), for the loader's refusals
  * (plugin_test.cpp). BAD = 0 is a well-formed int8 codec whose encode and decode fail on purpose, so
  * that a test can see a codec's own error message come back. Not a quantizer. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "qtransit/codec_plugin.h"
@@ -23,7 +25,13 @@ static int fail_decode(void* state, const qtransit_decode_args* a, char* err, si
 
 static qtransit_codec_v1_t codec;
 
-#if BAD == 5
+#if BAD == 14
+/* The entry's name on a data object: calling it would jump into data. */
+__attribute__((visibility("default"))) const unsigned char entry_as_data[64] __asm__("qtransit_codec_v1") = {0xc3};
+static const qtransit_codec_v1_t* not_exported(char* err, size_t err_len);
+static const qtransit_codec_v1_t* (*volatile keep)(char*, size_t) = not_exported;
+static const qtransit_codec_v1_t* not_exported(char* err, size_t err_len) {
+#elif BAD == 5
 __attribute__((visibility("default"))) const qtransit_codec_v1_t* qtransit_codec_v2(char* err, size_t err_len) {
 #else
 const qtransit_codec_v1_t* qtransit_codec_v1(char* err, size_t err_len) {
@@ -68,6 +76,22 @@ const qtransit_codec_v1_t* qtransit_codec_v1(char* err, size_t err_len) {
     codec.name = "bad name!";
 #elif BAD == 12
     codec.block_multiple = 64;
+#elif BAD == 15
+    {
+        /* A valid declaration padded with a comment to 21 MiB: too long to be read as one. */
+        static char* big = NULL;
+        const char* decl = "name = \"plugin-int4-big\"\nscale = \"fp32-absmax\"\n[element]\ntype = \"int\"\nbits = 4\n#";
+        const size_t n = (size_t)21 << 20;
+        if (!big) {
+            big = (char*)malloc(n + 1);
+            if (!big) return NULL;
+            memset(big, 'x', n);
+            memcpy(big, decl, strlen(decl));
+            big[n] = 0;
+        }
+        codec.format = NULL;
+        codec.format_toml = big;
+    }
 #elif BAD == 13
     codec.format = NULL;
     codec.format_toml =

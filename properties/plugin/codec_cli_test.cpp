@@ -187,6 +187,50 @@ TEST_F(CodecAudit, ACodecThatCallsExitIsNeverAPass) {
     EXPECT_EQ(d.err, "qtransit: codec 'example-int8' called exit() during decode: nothing it ran is a result\n");
 }
 
+// Issue 46: what a codec does to qtransit's process is never a pass. Each hostile codec, through
+// quantize (one call each way) and the quick gate: a contract breach (a write into a const input,
+// a floating-point mode left changed) fails the check naming it; a crash or an exit from the
+// codec's own thread ends qtransit with exit 2 and one line naming the codec and the call.
+TEST_F(CodecAudit, AHostileCodecIsNeverAPass) {
+    const std::string npy = write("x.npy", "");
+    ASSERT_EQ(run("simulate --path a2a-rs --ranks 4 --elements 4096 --format int4 --dump " + npy).code, 0);
+    const std::vector<std::pair<std::string, std::string>> breaches = {
+        {"inplace", "codec 'example-int8' wrote into its input during encode (x, element 0)"},
+        {"write-codes", "codec 'example-int8' wrote into its input during decode (the codes, byte 0)"},
+        {"ftz-encode", "codec 'example-int4' set flush-to-zero (MXCSR FZ) during encode and left it so"},
+        {"round-up", "codec 'example-int4' changed the rounding mode to upward"},
+    };
+    for (const auto& [slug, want] : breaches) {
+        for (const std::string& cmd : {"quantize --in " + npy + " --conformance bounded --codec " + mutated(slug),
+                                       "check --quick --report-dir " + (dir_ / ("r-" + slug)).string() + " --codec " + mutated(slug)}) {
+            const auto o = run(cmd);
+            EXPECT_EQ(o.code, 1) << cmd << "\n" << o.out << o.err;
+            EXPECT_NE((o.out + o.err).find(want), std::string::npos) << cmd << "\n" << o.out << o.err;
+        }
+    }
+    const std::vector<std::pair<std::string, std::string>> crashes = {
+        {"segv-encode", "qtransit: codec 'example-int4' crashed during encode (format int4, block 32, 4096 elements): SIGSEGV"},
+        {"abort-decode", "qtransit: codec 'example-int8' crashed during decode (format int8, block 32, 4096 elements): SIGABRT"},
+    };
+    for (const auto& [slug, want] : crashes) {
+        const auto o = run("quantize --in " + npy + " --codec " + mutated(slug));
+        EXPECT_EQ(o.code, 2) << slug << "\n" << o.out << o.err;
+        EXPECT_EQ(o.err.rfind(want, 0), 0u) << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+        const auto c = run("check --quick --report-dir " + (dir_ / ("c-" + slug)).string() + " --codec " + mutated(slug));
+        EXPECT_EQ(c.code, 2) << slug << "\n" << c.out << c.err;
+        EXPECT_NE(c.err.find("crashed during"), std::string::npos) << c.err;
+    }
+    // A thread the codec started calls exit(0) 20 ms after the first encode: between calls, or
+    // during one; either way exit 2 and one line, never 0.
+    const auto t = run("check --quick --report-dir " + (dir_ / "t").string() + " --codec " + mutated("exit-thread"));
+    EXPECT_EQ(t.code, 2) << t.out << t.err;
+    EXPECT_NE(t.err.find("called exit()"), std::string::npos) << t.err;
+    EXPECT_NE(t.err.find("example-int4"), std::string::npos) << t.err;
+    // A constructor that turns on FTZ/DAZ: refused at load, before any work.
+    refused("quantize --in " + npy + " --codec " + mutated("ftz-load"), "loading it set flush-to-zero (MXCSR FZ), set denormals-are-zero");
+}
+
 // A codec's own error text reaches messages and reports escaped (no raw newline or ESC) and capped,
 // with the count of what was cut.
 TEST_F(CodecAudit, ACodecsMessageIsEscapedAndCapped) {

@@ -8,12 +8,28 @@
  *   MUT 5  named "int8" (a built-in format's name), whatever its format
  *   MUT 6  decode calls exit(0) after it succeeded
  *   MUT 7  decode moves the call's last value up by one ulp
- *   MUT 8  encode leaves the second block's scale unwritten (qtransit's fill NaN) */
+ *   MUT 8  encode leaves the second block's scale unwritten (qtransit's fill NaN)
+ * Hostile ones (issue 46): what a codec must not do to qtransit's process.
+ *   MUT 9  encode writes its decoded values back into its const input (an in-place fake-quant)
+ *   MUT 10 a constructor turns on flush-to-zero and denormals-are-zero (as -ffast-math's crtfastmath)
+ *   MUT 11 encode turns on flush-to-zero and leaves it on
+ *   MUT 12 the first encode starts a thread that calls exit(0) 1 ms after that call returned, between calls
+ *   MUT 13 encode dereferences a null pointer (SIGSEGV)
+ *   MUT 14 decode calls abort() (SIGABRT)
+ *   MUT 15 encode sets the rounding mode upward and leaves it so
+ *   MUT 16 decode flips a bit of its const codes */
 #define _POSIX_C_SOURCE 199309L /* as example_codec.c defines it */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if MUT >= 9
+#include <fenv.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+#include <xmmintrin.h>
+#endif
 #if MUT == 1
 #undef isfinite
 #define isfinite(x) 1
@@ -26,6 +42,22 @@
 #undef qtransit_codec_v1
 
 static qtransit_codec_v1_t mutated;
+
+#if MUT == 10
+__attribute__((constructor)) static void fast_math_on_load(void) { _mm_setcsr(_mm_getcsr() | 0x8040u); }
+#elif MUT == 12
+static volatile int first_call_done = 0;
+static void* exit_later(void* arg) {
+    (void)arg;
+    /* After the first encode has returned (qtransit then checks for about 20 ms more), 1 ms later:
+     * between calls. */
+    struct timespec t = {0, 1000 * 1000};
+    while (!first_call_done) nanosleep(&t, NULL);
+    nanosleep(&t, NULL);
+    exit(0);
+    return NULL;
+}
+#endif
 
 static int mutated_encode(void* state, const qtransit_encode_args* a, char* err, size_t err_len) {
 #if MUT == 4
@@ -44,6 +76,25 @@ static int mutated_encode(void* state, const qtransit_encode_args* a, char* err,
         const uint32_t fill = 0x7fc5a5a5u;
         memcpy(&a->scales[1], &fill, 4);
     }
+#elif MUT == 9
+    if (rc == 0) {
+        float* x = (float*)a->x; /* const cast away, as an in-place fake-quant does */
+        for (int64_t i = 0; i < a->elements; ++i) x[i] = nearbyintf(x[i] * 4.0f) / 4.0f;
+    }
+#elif MUT == 11
+    _mm_setcsr(_mm_getcsr() | 0x8000u);
+#elif MUT == 12
+    static int started = 0;
+    if (!started) {
+        started = 1;
+        pthread_t t;
+        if (pthread_create(&t, NULL, exit_later, NULL) == 0) pthread_detach(t);
+    }
+    first_call_done = 1;
+#elif MUT == 13
+    if (rc == 0) *(volatile int*)(uintptr_t)a->block = 1; /* a small address: never mapped */
+#elif MUT == 15
+    fesetround(FE_UPWARD);
 #endif
     return rc;
 #endif
@@ -58,6 +109,10 @@ static int mutated_decode(void* state, const qtransit_decode_args* a, char* err,
         float* o = (float*)a->out;
         o[a->elements - 1] = nextafterf(o[a->elements - 1], INFINITY);
     }
+#elif MUT == 14
+    if (rc == 0) abort();
+#elif MUT == 16
+    if (rc == 0) ((uint8_t*)a->codes)[0] ^= 1u;
 #endif
     return rc;
 }

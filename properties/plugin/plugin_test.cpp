@@ -49,6 +49,8 @@ TEST(PluginLoad, RefusesEachBrokenDeclarationWithOneLine) {
         {9, "exactly one of `format`"},
         {10, "bits"},
         {11, "its name must be 1 to 64 characters"},
+        {14, "qtransit_codec_v1 is exported as data (an object), not as a function"},
+        {15, "its format_toml is longer than a declaration may be (16 MiB)"},
     };
     for (const auto& [n, want] : cases) {
         auto c = PluginCodec::load(bad_lib(n));

@@ -47,6 +47,10 @@ EncodedSizes sharded_sizes(const FormatSpec& format, int64_t elements, int64_t b
 // encode: the codec never wrote it (a layout mistake, shown as such in a first difference).
 bool is_unwritten(float v);
 
+// Whether e is a codec breaking qtransit's process contract (docs/PLUGIN.md: it wrote into a const
+// input, or left the floating-point environment changed), as against failing on its own terms.
+bool is_contract_breach(const Error& e);
+
 class PluginCodec {
 public:
     // dlopen the library, call its qtransit_codec_v1, check every declared field. Every refusal is
@@ -96,6 +100,10 @@ private:
     size_t plugin_scale_count(int64_t blocks) const;
     int64_t scale_slot(int64_t block_index) const;
     Error codec_error(const std::string& what, const char* msg) const;
+    // The line a fatal signal during `call` prints (docs/PLUGIN.md), the signal's name to follow.
+    std::string crash_line(const char* call, int64_t elements, int64_t block) const;
+    Error fp_error(const char* call, const std::string& change) const;
+    Error wrote_input(const char* call, const std::string& what, int64_t index) const;
 
     const qtransit_codec_v1_t* c_ = nullptr;
     std::string name_, path_;
