@@ -2,6 +2,7 @@
 // report.json, report.md, junit.xml and report.html into --report-dir, prints the summary, and
 // exits 0 when every verdict passes, 1 when one fails, 2 for a bad invocation or config. --backend
 // chooses where the paths run, as for `simulate`.
+#include <optional>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -87,6 +88,9 @@ int run_check(const CheckArgs& a) {
     // Where the results go is checked now, not after minutes of work.
     if (problem.empty() && speaker && !a.junit.empty())
         if (auto st = check_writable_file(a.junit, "JUnit report"); !st) problem = st.error().message;
+    if (problem.empty() && speaker && !a.junit.empty())
+        if (auto st = reports::check_report_target(a.junit, a.report_dir, reports::report_file_names(), "--junit"); !st)
+            problem = st.error().message;
     if (problem.empty() && speaker && a.update_baseline)
         if (auto st = check_writable_file(a.baseline, "baseline"); !st) problem = st.error().message;
     if (problem.empty()) problem = gate::backend_problem(*cfg, *backend, a.backend);
@@ -110,6 +114,20 @@ int run_check(const CheckArgs& a) {
         return fail(problem);
     }
 
+    // From here on the run owns its report directory: locked, and the previous set gone (a run that
+    // dies leaves no report to be read as its own).
+    std::optional<reports::ReportRun> report_run;
+    std::string lock_problem;
+    if (speaker) {
+        std::vector<fs::path> extra;
+        if (!a.junit.empty()) extra.emplace_back(a.junit);
+        auto r = reports::ReportRun::begin(a.report_dir, reports::report_file_names(), extra);
+        if (!r) lock_problem = r.error().message;
+        else report_run.emplace(std::move(*r));
+    }
+    if (per_rank) lock_problem = mpi::first_error(lock_problem);
+    if (!lock_problem.empty()) return speaker ? fail(lock_problem) : kExitUsage;
+
     gate::GateOptions opt;
     opt.baseline = have_baseline ? &baseline : nullptr;
     opt.baseline_path = have_baseline ? a.baseline : "";
@@ -122,9 +140,13 @@ int run_check(const CheckArgs& a) {
     if (speaker) {
         const fs::path dir(a.report_dir);
         const auto files = reports::report_files(*res);
-        auto st = reports::write_files(dir, files);
-        if (st && !a.junit.empty()) st = reports::write_file(a.junit, files[2].second);
-        if (st && a.update_baseline) st = reports::write_file(a.baseline, files[0].second);
+        std::vector<std::pair<fs::path, std::string>> extra;
+        for (const auto& [name, text] : files)
+            if (name == "junit.xml" && !a.junit.empty()) extra.emplace_back(a.junit, text);
+        auto st = report_run->commit(files, extra);
+        if (st && a.update_baseline)
+            for (const auto& [name, text] : files)
+                if (name == "report.json") st = reports::write_file(a.baseline, text);
         if (!st) {
             rc = fail(st.error());
         } else {

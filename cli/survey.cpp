@@ -41,7 +41,8 @@ int run_survey(const SurveyArgs& a) {
     }
     if (auto st = kernels::validate_block(a.block); !st) return fail(st.error());
     namespace fs = std::filesystem;
-    if (auto st = reports::check_report_dir(a.report_dir, {"survey.json", "survey.md"}); !st) return fail(st.error());
+    auto report_run = reports::ReportRun::begin(a.report_dir, {"survey.json", "survey.md"});
+    if (!report_run) return fail(report_run.error());
 
     const bool tty = isatty(fileno(stderr));
     if (!a.json)
@@ -64,7 +65,7 @@ int run_survey(const SurveyArgs& a) {
 
     const auto report = gate::survey_json(spec, *res);
     const fs::path json_path = fs::path(a.report_dir) / "survey.json", md_path = fs::path(a.report_dir) / "survey.md";
-    if (auto st = reports::write_files(a.report_dir, {{"survey.json", report.dump(2) + "\n"}, {"survey.md", gate::survey_markdown(spec, *res)}}); !st)
+    if (auto st = report_run->commit({{"survey.json", report.dump(2) + "\n"}, {"survey.md", gate::survey_markdown(spec, *res)}}); !st)
         return fail(st.error());
     if (a.json) std::printf("%s\n", report.dump(2).c_str());
     else std::printf("%zu case(s), %d failing. Report: %s and %s\n", res->cases.size(), res->failures, json_path.c_str(), md_path.c_str());

@@ -32,8 +32,8 @@ int run_formats_validate(const ValidateArgs& a) {
             return fail("--codec: the codec " + codec->name() + " implements " + codec->format().name() + ", not " + f->name() + " (" + a.file + ")");
     }
     const std::string file = a.file.empty() ? "codec " + codec->name() : a.file;
-    if (auto st = reports::check_report_dir(a.report_dir, {"report.json", "report.md", "junit.xml", "report.html", "declaration.toml"}); !st)
-        return fail(st.error());
+    auto report_run = reports::ReportRun::begin(a.report_dir, {"report.json", "report.md", "junit.xml", "report.html", "declaration.toml"});
+    if (!report_run) return fail(report_run.error());
 
     std::fprintf(stderr, "qtransit formats validate: %s (%s): generic properties ...\n", f->name().c_str(), file.c_str());
     gate::ValidateOptions o;
@@ -44,7 +44,7 @@ int run_formats_validate(const ValidateArgs& a) {
     auto v = gate::validate_format(*f, file, o);
     if (!v) return fail(v.error());
     const fs::path dir(a.report_dir);
-    if (auto st = reports::write_files(dir, gate::validation_reports(*v)); !st) return fail(st.error());
+    if (auto st = report_run->commit(gate::validation_reports(*v)); !st) return fail(st.error());
     std::printf("%s", gate::validation_text(*v).c_str());
     std::printf("report: %s (also report.md, report.json, junit.xml, declaration.toml); %.1f s\n", (dir / "report.html").c_str(),
                 v->result.wall_seconds);

@@ -160,10 +160,15 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
     auto spec_or = verify_collective_spec(a);
     if (!spec_or) return refuse(spec_or.error().message);
     // Where the reports go, before any file is read: rank 0 writes them, and every rank learns its verdict.
+    // The directory is locked from here to the end, and the previous set removed (ReportRun).
+    std::optional<reports::ReportRun> report_run;
     {
         std::string bad_dir;
-        if (speaker && !a.report_dir.empty())
-            if (auto st = reports::check_report_dir(a.report_dir, reports::report_file_names()); !st) bad_dir = st.error().message;
+        if (speaker && !a.report_dir.empty()) {
+            auto r = reports::ReportRun::begin(a.report_dir, reports::report_file_names());
+            if (!r) bad_dir = r.error().message;
+            else report_run.emplace(std::move(*r));
+        }
         if (on_mpi) bad_dir = mpi::first_error(bad_dir);
         if (!bad_dir.empty()) return refuse(bad_dir);
     }
@@ -451,7 +456,7 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
     if (!a.report_dir.empty()) {
         const reports::GateResult r =
             gate::verify_collective_report("verify collective --inputs " + a.inputs + " --outputs " + a.outputs, seconds, total);
-        if (auto st = reports::write_reports(r, a.report_dir); !st) return fail(st.error());
+        if (auto st = report_run->commit(reports::report_files(r)); !st) return fail(st.error());
     }
     if (a.json) {
         std::printf("%s\n", gate::to_json(total).dump(2).c_str());
@@ -496,8 +501,12 @@ int run_verify_quantize(const VerifyQuantizeArgs& a) {
     if (!setup) return fail(setup.error());
     const FormatSpec* format = &setup->format;
     const kernels::Conformance* conf = &setup->conformance;
-    if (!a.report_dir.empty())
-        if (auto st = reports::check_report_dir(a.report_dir, reports::report_file_names()); !st) return fail(st.error());
+    std::optional<reports::ReportRun> report_run;
+    if (!a.report_dir.empty()) {
+        auto r = reports::ReportRun::begin(a.report_dir, reports::report_file_names());
+        if (!r) return fail(r.error());
+        report_run.emplace(std::move(*r));
+    }
     for (const std::string* f : {&a.in, &a.decoded, &a.codes, &a.scales, &a.offsets})
         if (!f->empty())
             if (const std::string why = unreadable(*f); !why.empty()) return fail(why);
@@ -555,7 +564,7 @@ int run_verify_quantize(const VerifyQuantizeArgs& a) {
     if (!a.report_dir.empty()) {
         const reports::GateResult rep = gate::verify_quantize_report("verify quantize --in " + a.in + " --decoded " + a.decoded, seconds,
                                                                      *format, a.block, c, *conf, j, text);
-        if (auto st = reports::write_reports(rep, a.report_dir); !st) return fail(st.error());
+        if (auto st = report_run->commit(reports::report_files(rep)); !st) return fail(st.error());
     }
     if (a.json) std::printf("%s\n", j.dump(2).c_str());
     else std::fputs(text.c_str(), stdout);

@@ -24,6 +24,13 @@ Status check_writable_file(const std::string& path, const std::string& what) {
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
         return make_error(ErrorCode::kBadFile, path + ": is a directory; the " + what + " is a file");
+    // A FIFO would block the writer after the work (issue 46: check --junit FIFO hung forever), and a
+    // device takes the bytes somewhere else (/dev/full refuses them, /dev/null drops them): the
+    // file is replaced as a whole, which only a regular file can be.
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+        return make_error(ErrorCode::kBadFile, path + ": is not a regular file (" +
+                                                   (S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "a socket or other") +
+                                                   "); the " + what + " is written as a file");
     std::string dir = path.substr(0, path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/'));
     if (dir.empty()) dir = path.find('/') == 0 ? "/" : ".";
     if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))

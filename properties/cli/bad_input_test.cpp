@@ -1,6 +1,8 @@
 // Issue 15's findings, each a case a careless or hostile user can write: refused with exit 2 and one
 // line that says what and where, before any work, with nothing written; never a PASS that checked
 // nothing, never an abort, never a read that blocks or grows without bound.
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -266,4 +268,73 @@ TEST_F(BadInput, NumbersPastTheirRangeAreRefusedNotClamped) {
 // A mistyped command is named, with the commands there are (CLI11 said "A subcommand is required").
 TEST_F(BadInput, UnknownCommandIsNamed) {
     refused("chek --quick", "unknown command 'chek'; the commands: info, formats, quantize, bench, survey, simulate, check, verify");
+}
+
+// ---- issue 46: report files ---------------------------------------------------------------------
+
+// A --junit that is not a file to replace, or that is one of the report directory's own files, is
+// refused before any work, and the previous reports are left as they were (a FIFO hung the run
+// after the reports were replaced; /dev/full failed after; DIR/report.json was overwritten with XML).
+TEST_F(BadInput, JunitTargetsThatAreNotAReportFile) {
+    const auto r = dir_ / "r";
+    fs::create_directories(r);
+    std::ofstream(r / "report.json") << "previous";
+    const auto fifo = dir_ / "j.fifo";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    const std::string base = "check --quick --report-dir " + r.string() + " --junit ";
+    refused(base + fifo.string(), "is not a regular file (a FIFO); the JUnit report is written as a file");
+    refused(base + "/dev/full", "/dev/full: is not a regular file (a device)");
+    refused(base + (r / "report.json").string(), "is the report directory's report.json: it would overwrite it");
+    refused(base + (dir_ / "r" / ".." / "r" / "junit.xml").string(), "is the report directory's junit.xml");
+    EXPECT_EQ(slurp(r / "report.json"), "previous");
+}
+
+// Two runs into one directory: the second is refused before any work while the first holds the
+// directory (issue 46: two check runs could end with report.json missing).
+TEST_F(BadInput, AReportDirectoryInUseIsRefused) {
+    const auto r = dir_ / "r";
+    fs::create_directories(r);
+    const int fd = ::open(r.c_str(), O_RDONLY | O_DIRECTORY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+    refused("check --quick --report-dir " + r.string(), "another qtransit run is writing its reports here");
+    ::close(fd);
+    const auto ok = run("check --quick --report-dir " + r.string());
+    EXPECT_EQ(ok.code, 0) << ok.err;
+    for (const char* f : {"report.json", "report.md", "junit.xml", "report.html"}) EXPECT_TRUE(fs::exists(r / f)) << f;
+}
+
+// A run starts by removing the previous set and any temporary folder a killed run left: what the
+// directory holds afterwards is this run's set, whole (issue 46: a stale PASS next to a dead run).
+TEST_F(BadInput, ARunReplacesTheWholeSetAndLeavesNoTemporaryFolder) {
+    const auto r = dir_ / "r";
+    fs::create_directories(r / ".qtransit-tmp-123");
+    std::ofstream(r / ".qtransit-tmp-123" / "report.json") << "half";
+    std::ofstream(r / "report.md") << "previous";
+    const auto j = dir_ / "junit-elsewhere.xml";
+    std::ofstream(j) << "previous";
+    const auto ok = run("check --quick --report-dir " + r.string() + " --junit " + j.string());
+    EXPECT_EQ(ok.code, 0) << ok.err;
+    EXPECT_FALSE(fs::exists(r / ".qtransit-tmp-123"));
+    EXPECT_NE(slurp(r / "report.md"), "previous");
+    EXPECT_EQ(slurp(j), slurp(r / "junit.xml"));
+    for (const auto& e : fs::directory_iterator(r)) EXPECT_NE(e.path().filename().string().rfind(".qtransit", 0), 0u) << e.path();
+}
+
+// A control character in a name the user gave (an ESC in --config) never lands raw in report.md or
+// on the terminal (issue 46).
+TEST_F(BadInput, ControlCharactersInNamesAreEscapedInReports) {
+    const std::string cfg = (dir_ / "g\x1b[31m.toml").string();
+    {
+        std::ifstream in(QTRANSIT_DATA "/../../gate/default_gate.toml");
+        std::ofstream out(cfg);
+        out << in.rdbuf();
+    }
+    const auto r = dir_ / "r";
+    const auto o = run("check --quick --config '" + cfg + "' --report-dir " + r.string());
+    EXPECT_EQ(o.code, 0) << o.err;
+    const std::string md = slurp(r / "report.md");
+    EXPECT_EQ(md.find('\x1b'), std::string::npos);
+    EXPECT_NE(md.find("g\\x1b[31m.toml"), std::string::npos) << md.substr(0, 400);
+    EXPECT_EQ(o.out.find('\x1b'), std::string::npos);
 }

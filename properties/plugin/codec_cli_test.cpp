@@ -227,6 +227,17 @@ TEST_F(CodecAudit, AHostileCodecIsNeverAPass) {
     EXPECT_EQ(t.code, 2) << t.out << t.err;
     EXPECT_NE(t.err.find("called exit()"), std::string::npos) << t.err;
     EXPECT_NE(t.err.find("example-int4"), std::string::npos) << t.err;
+    // A crash leaves no earlier report to be read as this run's: the previous set (and --junit)
+    // went when the run began.
+    const auto prev = dir_ / "prev";
+    fs::create_directories(prev);
+    for (const char* f : {"report.json", "report.md", "junit.xml", "report.html"}) std::ofstream(prev / f) << "PASS";
+    std::ofstream(dir_ / "j.xml") << "PASS";
+    const auto dead = run("check --quick --report-dir " + prev.string() + " --junit " + (dir_ / "j.xml").string() + " --codec " +
+                          mutated("segv-encode"));
+    EXPECT_EQ(dead.code, 2) << dead.out << dead.err;
+    for (const char* f : {"report.json", "report.md", "junit.xml", "report.html"}) EXPECT_FALSE(fs::exists(prev / f)) << f;
+    EXPECT_FALSE(fs::exists(dir_ / "j.xml"));
     // A constructor that turns on FTZ/DAZ: refused at load, before any work.
     refused("quantize --in " + npy + " --codec " + mutated("ftz-load"), "loading it set flush-to-zero (MXCSR FZ), set denormals-are-zero");
 }

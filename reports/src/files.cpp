@@ -2,6 +2,10 @@
 
 #include "qtransit/common/text_file.hpp"
 
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -92,62 +96,169 @@ Status check_report_dir(const fs::path& dir, const std::vector<std::string>& nam
     return make_error(ErrorCode::kIo, dir.string() + ": cannot create it (no existing directory above it)");
 }
 
-Status write_files(const fs::path& dir, const ReportFiles& files) {
+namespace {
+// Every blockable signal held back while a set of renames runs, so SIGINT, SIGTERM or SIGHUP lands
+// after the set is whole (issue 46: a signal between two renames left one run's report.json beside
+// another's report.html). The renames take microseconds; SIGKILL cannot be held, and is why the
+// previous set is removed when a run begins (ReportRun::begin).
+struct HoldSignals {
+    sigset_t old;
+    HoldSignals() {
+        sigset_t all;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+    }
+    ~HoldSignals() { pthread_sigmask(SIG_SETMASK, &old, nullptr); }
+};
+
+std::string random_tag() { return std::to_string(std::random_device{}()); }
+}  // namespace
+
+Status write_files(const fs::path& dir, const ReportFiles& files, const std::vector<std::pair<fs::path, std::string>>& extra) {
     std::vector<std::string> names;
     for (const auto& f : files) names.push_back(f.first);
     if (auto st = check_report_dir(dir, names); !st) return st;
+    for (const auto& [path, text] : extra)
+        if (auto st = replaceable(path); !st) return st;
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) return make_error(ErrorCode::kIo, dir.string() + ": cannot create directory: " + ec.message());
     // The temporary directory is inside dir: the renames stay in one directory, and writing needs no
-    // more than dir itself.
+    // more than dir itself. A file outside dir (--junit) is written beside its final place.
     fs::path tmp;
     for (int i = 0; i < 16 && tmp.empty(); ++i) {
-        const fs::path t = dir / (".qtransit-tmp-" + std::to_string(std::random_device{}()));
+        const fs::path t = dir / (".qtransit-tmp-" + random_tag());
         if (fs::create_directory(t, ec)) tmp = t;
     }
     if (tmp.empty()) return make_error(ErrorCode::kIo, dir.string() + ": cannot create a temporary directory in it: " + ec.message());
-    auto abandon = [&tmp](Status st) {
+    struct Place {
+        fs::path final, temp, old;
+        bool had_old = false, placed = false;
+    };
+    std::vector<Place> places;
+    for (const auto& [name, text] : files) places.push_back({dir / name, tmp / name, tmp / (name + ".old")});
+    const std::string tag = random_tag();
+    for (const auto& [path, text] : extra) {
+        const fs::path parent = fs::absolute(path, ec).parent_path();
+        const std::string base = path.filename().string();
+        places.push_back({path, parent / ("." + base + ".qtransit-tmp-" + tag), parent / ("." + base + ".qtransit-old-" + tag)});
+    }
+    auto abandon = [&](Status st) {
         std::error_code ignore;
+        for (const auto& p : places)
+            if (p.temp.parent_path() != tmp) {
+                fs::remove(p.temp, ignore);
+                fs::remove(p.old, ignore);
+            }
         fs::remove_all(tmp, ignore);
         return st;
     };
-    for (const auto& [name, text] : files)
-        if (auto st = write_file(tmp / name, text); !st)
-            return abandon(make_error(ErrorCode::kIo, (dir / name).string() + ": cannot write: " + st.error().message));
-    // All or none: each previous file is moved into tmp first, and put back if a later rename fails,
-    // so the directory never holds one run's report.json beside another's report.html.
-    struct Moved {
-        std::string name;
-        bool had_old = false;
-    };
-    std::vector<Moved> done;
+    for (size_t i = 0; i < places.size(); ++i) {
+        const std::string& text = i < files.size() ? files[i].second : extra[i - files.size()].second;
+        if (auto st = write_file(places[i].temp, text); !st)
+            return abandon(make_error(ErrorCode::kIo, places[i].final.string() + ": cannot write: " + st.error().message));
+    }
+    // All or none: each previous file is moved aside first, and put back if a later rename fails, so
+    // a failed write never leaves one run's report.json beside another's report.html.
+    HoldSignals hold;
     auto roll_back = [&] {
         std::error_code ignore;
-        for (auto it = done.rbegin(); it != done.rend(); ++it) {
-            fs::remove(dir / it->name, ignore);
-            if (it->had_old) fs::rename(tmp / (it->name + ".old"), dir / it->name, ignore);
+        for (auto it = places.rbegin(); it != places.rend(); ++it) {
+            if (it->placed) fs::remove(it->final, ignore);
+            if (it->had_old) fs::rename(it->old, it->final, ignore);
         }
     };
-    for (const auto& [name, text] : files) {
-        Moved m{name, false};
+    for (auto& p : places) {
         fs::file_status st;
-        if (something_at(dir / name, st, ec)) {
-            fs::rename(dir / name, tmp / (name + ".old"), ec);
+        if (something_at(p.final, st, ec)) {
+            fs::rename(p.final, p.old, ec);
             if (ec) {
                 roll_back();
-                return abandon(make_error(ErrorCode::kIo, (dir / name).string() + ": cannot replace: " + ec.message() + " (nothing was changed)"));
+                return abandon(make_error(ErrorCode::kIo, p.final.string() + ": cannot replace: " + ec.message() + " (nothing was changed)"));
             }
-            m.had_old = true;
+            p.had_old = true;
         }
-        done.push_back(m);
-        fs::rename(tmp / name, dir / name, ec);
+        fs::rename(p.temp, p.final, ec);
         if (ec) {
             roll_back();
-            return abandon(make_error(ErrorCode::kIo, (dir / name).string() + ": cannot replace: " + ec.message() + " (nothing was changed)"));
+            return abandon(make_error(ErrorCode::kIo, p.final.string() + ": cannot replace: " + ec.message() + " (nothing was changed)"));
         }
+        p.placed = true;
     }
     return abandon(Status::Ok());
+}
+
+// ---- a run's report set, locked from its start ------------------------------------------------------
+ReportRun::ReportRun(ReportRun&& o) noexcept : fd_(o.fd_), created_(o.created_), committed_(o.committed_), dir_(std::move(o.dir_)) {
+    o.fd_ = -1;
+    o.created_ = false;
+}
+ReportRun& ReportRun::operator=(ReportRun&& o) noexcept {
+    if (this != &o) {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = o.fd_;
+        created_ = o.created_;
+        committed_ = o.committed_;
+        dir_ = std::move(o.dir_);
+        o.fd_ = -1;
+        o.created_ = false;
+    }
+    return *this;
+}
+ReportRun::~ReportRun() {
+    // A run refused after begin() (the gate's memory check) leaves no folder it made: removed when
+    // still empty (a file put there meanwhile keeps it).
+    if (created_ && !committed_) {
+        std::error_code ignore;
+        fs::remove(dir_, ignore);
+    }
+    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+}
+
+Result<ReportRun> ReportRun::begin(const fs::path& dir, const std::vector<std::string>& names, const std::vector<fs::path>& extra) {
+    if (auto st = check_report_dir(dir, names); !st) return st.error();
+    std::error_code ec;
+    ReportRun run;
+    run.created_ = fs::create_directories(dir, ec);
+    if (ec) return make_error(ErrorCode::kIo, dir.string() + ": cannot create directory: " + ec.message());
+    run.dir_ = dir;
+    run.fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (run.fd_ < 0) return make_error(ErrorCode::kIo, dir.string() + ": cannot open the report directory (" + std::strerror(errno) + ")");
+    if (::flock(run.fd_, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK)
+            return make_error(ErrorCode::kIo, dir.string() + ": another qtransit run is writing its reports here (it holds the directory's "
+                                                             "lock): wait for it, or give another --report-dir");
+        return make_error(ErrorCode::kIo, dir.string() + ": cannot lock the report directory (" + std::strerror(errno) + ")");
+    }
+    // A run that dies (a codec's crash, SIGKILL, the OOM killer) must not leave the previous run's
+    // PASS for a CI job to read as its own: the set goes now, and comes back whole at the end or not
+    // at all. A temporary folder a killed run left goes too.
+    for (const auto& n : names) fs::remove(dir / n, ec);
+    for (const auto& p : extra) {
+        fs::file_status st;
+        if (something_at(p, st, ec) && (st.type() == fs::file_type::regular || st.type() == fs::file_type::symlink)) fs::remove(p, ec);
+    }
+    for (const auto& e : fs::directory_iterator(dir, ec))
+        if (e.path().filename().string().rfind(".qtransit-tmp-", 0) == 0) fs::remove_all(e.path(), ec);
+    return run;
+}
+
+Status ReportRun::commit(const ReportFiles& files, const std::vector<std::pair<fs::path, std::string>>& extra) {
+    committed_ = true;
+    return write_files(dir_, files, extra);
+}
+
+Status check_report_target(const fs::path& file, const fs::path& dir, const std::vector<std::string>& names, const std::string& option) {
+    std::error_code ec;
+    const fs::path f = fs::weakly_canonical(fs::absolute(file, ec), ec);
+    for (const auto& n : names) {
+        std::error_code ec2;
+        const fs::path r = fs::weakly_canonical(fs::absolute(dir / n, ec2), ec2);
+        if (!ec && !ec2 && f == r)
+            return make_error(ErrorCode::kInvalidArgument, option + " " + file.string() + " is the report directory's " + n +
+                                                               ": it would overwrite it; name another file");
+    }
+    return {};
 }
 
 ReportFiles report_files(const GateResult& r) {

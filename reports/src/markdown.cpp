@@ -13,6 +13,26 @@
 namespace qtransit::reports {
 namespace detail {
 
+// Text for a file or a terminal: every control character but the line breaks the writer put there
+// shown as \xNN (issue 46: an ESC in a --config or --inputs name landed raw in report.md). One pass
+// over the whole text, so no field a user names can bring one in.
+std::string text_only(const std::string& s) {
+    std::string out;
+    out.reserve(s.size());
+    for (const char c : s) {
+        const auto ch = static_cast<unsigned char>(c);
+        if ((ch < 0x20 && ch != '\n') || ch == 0x7f) {
+            static const char* hex = "0123456789abcdef";
+            out += "\\x";
+            out += hex[ch >> 4];
+            out += hex[ch & 15];
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
+
 std::string fmt_g(double v, int digits) {
     if (std::isnan(v)) return "n/a";
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
@@ -271,7 +291,7 @@ std::string to_markdown(const GateResult& r) {
             if (v.status == VerdictStatus::kSkip) o << "- `" << v.name << "`: " << v.message << "\n";
         o << "\n";
     }
-    return o.str();
+    return detail::text_only(o.str());
 }
 
 std::string summary_text(const GateResult& r) {
@@ -283,7 +303,7 @@ std::string summary_text(const GateResult& r) {
         if (v.status == VerdictStatus::kFail) o << "FAILED " << v.name << ": " << v.message << "\n";
     o << "gate: " << (r.passed() ? "PASS" : "FAIL") << " (" << r.count(VerdictStatus::kPass) << " passed, "
       << r.count(VerdictStatus::kFail) << " failed, " << r.count(VerdictStatus::kSkip) << " skipped)\n";
-    return o.str();
+    return detail::text_only(o.str());
 }
 
 }  // namespace qtransit::reports
