@@ -7,6 +7,7 @@
 
 #include "qtransit/version.hpp"
 #include "commands.hpp"
+#include "qtransit/common/text_file.hpp"
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/common/transit.hpp"
 
@@ -77,6 +78,46 @@ const CLI::Validator fits_int64(
 // Threads: at most this many (bench started 100,000 threads when asked).
 constexpr int kMaxThreads = 4096;
 const CLI::Validator thread_count = up_to(std::to_string(kMaxThreads), "the limit of " + std::to_string(kMaxThreads) + " threads", "THREADS");
+
+// Whole numbers in decimal digits, an optional sign first (issue 46: `bench --threads 0x1001` passed
+// the limit checks, which read decimal, and CLI11 then converted the hex to 4097; it reads "010" as
+// octal 8). Leading zeros and a '+' are taken off, so CLI11's conversion sees plain decimal.
+const CLI::Validator decimal_digits(
+    [](std::string& v) {
+        const bool neg = v.starts_with('-');
+        std::string d = v.starts_with('-') || v.starts_with('+') ? v.substr(1) : v;
+        if (d.empty() || !std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; }))
+            return "must be a whole number in decimal digits, got " + v;
+        d.erase(0, std::min(d.find_first_not_of('0'), d.size() - 1));
+        v = (neg && d != "0" ? "-" : "") + d;
+        return std::string();
+    },
+    "DECIMAL");
+
+// Every integer option of app and its subcommands takes decimal_digits: one rule, so an option added
+// later cannot miss it.
+void decimal_numbers_only(CLI::App& app) {
+    for (CLI::Option* o : app.get_options()) {
+        const std::string t = o->get_type_name();
+        if (t.rfind("INT", 0) == 0 || t.rfind("UINT", 0) == 0) o->transform(decimal_digits);
+    }
+    for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) decimal_numbers_only(*sub);
+}
+
+// The first option given an empty value, in the command that ran (issue 46: `--codec ''` ran
+// qtransit's own kernels and passed, `--config ''` the default gate, `--baseline ''` compared
+// nothing): "" is refused, not taken as "not given". An option whose help says `"": none` is the
+// exception that says so.
+std::string empty_value(const CLI::App& app) {
+    for (const CLI::Option* o : app.get_options()) {
+        if (o->count() == 0 || o->get_description().find("(\"\": none)") != std::string::npos) continue;
+        for (const auto& r : o->results())
+            if (r.empty()) return o->get_name();
+    }
+    for (const CLI::App* sub : app.get_subcommands())
+        if (auto n = empty_value(*sub); !n.empty()) return n;
+    return "";
+}
 
 int dispatch(int argc, char** argv) {
     using namespace qtransit::cli;
@@ -282,6 +323,7 @@ int dispatch(int argc, char** argv) {
             return kExitUsage;
         }
     }
+    decimal_numbers_only(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -291,9 +333,15 @@ int dispatch(int argc, char** argv) {
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
-        std::fprintf(stderr, "qtransit: %s (see qtransit --help)\n", e.what());
+        // CLI11 quotes the value as given: escaped and cut, one line whatever it holds.
+        std::fprintf(stderr, "qtransit: %s (see qtransit --help)\n", qtransit::cli::one_line(e.what()).c_str());
         return kExitUsage;
     }
+    if (const std::string name = empty_value(app); !name.empty())
+        return qtransit::cli::fail(name + ": an empty value ('') is not a value: give one, or leave " + name + " out");
+    // The environment's settings, before any work (a run would read them only when it opens a pipe
+    // or starts MPI).
+    if (auto st = qtransit::check_environment(); !st) return qtransit::cli::fail(st.error());
 
     if (*info) return run_info(info_json);
     if (*formats_show) return run_formats_show(show_target);

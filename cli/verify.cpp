@@ -140,6 +140,14 @@ Result<gate::CollectiveVerifySpec> verify_collective_spec(const VerifyCollective
     }
     if (!a.dtype.empty() && a.dtype != "fp32" && a.dtype != "fp16" && a.dtype != "bf16")
         return make_error(ErrorCode::kInvalidArgument, "--dtype " + a.dtype + ": known: " + kernels::known_dtype_names());
+    // --tensor picks a tensor in .safetensors files: with none among the files it was dropped
+    // silently (issue 46), as verify quantize refuses it.
+    const bool st_in = kernels::is_safetensors_name(a.inputs), st_out = kernels::is_safetensors_name(a.outputs);
+    if (!a.tensor.empty() && !st_in && !st_out)
+        return make_error(ErrorCode::kInvalidArgument, "--tensor is for .safetensors files (a .npy file holds one array); --inputs " +
+                                                           a.inputs + " and --outputs " + a.outputs + " are not .safetensors");
+    if (!a.output_tensor.empty() && !st_out)
+        return make_error(ErrorCode::kInvalidArgument, "--output-tensor is for .safetensors files; --outputs " + a.outputs + " is not one");
     return spec;
 }
 

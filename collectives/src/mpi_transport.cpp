@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "qtransit/common/text_file.hpp"
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/kernels/fp16.hpp"
 
@@ -184,10 +185,10 @@ bool built() { return true; }
 
 Status init(int* argc, char*** argv) {
     if (g_active) return Status::Ok();
-    if (const char* t = std::getenv("QTRANSIT_MPI_TIMEOUT"); t && *t) {
-        char* end = nullptr;
-        const double v = std::strtod(t, &end);
-        if (end && *end == 0 && v > 0) g_timeout = v;
+    if (std::getenv(kMpiTimeout.name)) {
+        auto v = env_seconds(kMpiTimeout);
+        if (!v) return v.error();
+        g_timeout = *v;
     }
     if (MPI_Init(argc, argv) != MPI_SUCCESS) return make_error(ErrorCode::kInvalidArgument, "MPI_Init failed");
     g_active = true;

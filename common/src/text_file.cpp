@@ -2,7 +2,9 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -71,7 +73,23 @@ namespace qtransit {
 
 int64_t physical_memory_bytes() {
     const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
-    return pages > 0 && size > 0 ? static_cast<int64_t>(pages) * size : 0;
+    int64_t have = pages > 0 && size > 0 ? static_cast<int64_t>(pages) * size : 0;
+    // What this process may take is less where a limit says so: ulimit -v or -d, or the cgroup's
+    // memory.max (a container, a CI job). Past it an allocation fails or the OOM killer ends the
+    // process with no message (issue 46).
+    auto lower = [&have](int64_t v) {
+        if (v > 0 && (have <= 0 || v < have)) have = v;
+    };
+    for (int res : {RLIMIT_AS, RLIMIT_DATA}) {
+        struct rlimit rl {};
+        if (::getrlimit(res, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) lower(static_cast<int64_t>(rl.rlim_cur));
+    }
+    if (std::FILE* f = std::fopen("/sys/fs/cgroup/memory.max", "r")) {
+        char buf[64] = {0};
+        if (std::fgets(buf, sizeof buf, f) && buf[0] >= '0' && buf[0] <= '9') lower(std::strtoll(buf, nullptr, 10));
+        std::fclose(f);
+    }
+    return have;
 }
 
 Status check_memory(int64_t need, const std::string& what) {
@@ -84,6 +102,35 @@ Status check_memory(int64_t need, const std::string& what) {
     };
     return make_error(ErrorCode::kInvalidArgument, what + " needs about " + gib(need) + " of memory; this machine has " + gib(have) +
                                                        ": nothing was run");
+}
+
+Result<double> env_seconds(const EnvSeconds& e) {
+    const char* v = std::getenv(e.name);
+    if (!v || !*v) return e.dflt;
+    const std::string text(v);
+    auto bad = [&] {
+        char range[96];
+        std::snprintf(range, sizeof range, "%s seconds from %g to %g", e.whole ? "whole" : "", e.lo, e.hi);
+        return make_error(ErrorCode::kInvalidArgument, std::string(e.name) + "=" + printable(text, 40) + ": must be " +
+                                                           (e.whole ? std::string(range) : std::string(range).substr(1)));
+    };
+    // Decimal digits only (with a fraction where allowed): no sign, hex, exponent, inf or nan.
+    bool dot = false, digit = false;
+    for (const char c : text) {
+        if (c >= '0' && c <= '9') digit = true;
+        else if (c == '.' && !dot && !e.whole) dot = true;
+        else return bad();
+    }
+    if (!digit || text.size() > 20) return bad();
+    const double d = std::strtod(text.c_str(), nullptr);
+    if (!(d >= e.lo && d <= e.hi)) return bad();
+    return d;
+}
+
+Status check_environment() {
+    for (const EnvSeconds* e : {&kInputTimeout, &kMpiTimeout})
+        if (auto v = env_seconds(*e); !v) return v.error();
+    return Status::Ok();
 }
 
 }  // namespace qtransit

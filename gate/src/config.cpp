@@ -598,6 +598,14 @@ Status validate(GateConfig& cfg) {
 namespace {
 // The user's [[scaling]] rules (when the file has any) must name what the gate runs, as budgets must:
 // a rule on a path, format or distribution the gate never runs would check nothing, silently.
+// The distinct N the gate runs `path` at (tree-rs at gate.tree_ranks, derived by validate_keys).
+std::vector<int64_t> ns_of(const GateConfig& cfg, PathKind path) {
+    std::vector<int64_t> ns = path == PathKind::kTreeRs ? cfg.tree_ranks : cfg.ranks;
+    std::sort(ns.begin(), ns.end());
+    ns.erase(std::unique(ns.begin(), ns.end()), ns.end());
+    return ns;
+}
+
 Status check_user_scaling(const Ctx& user, const GateConfig& cfg, const Lines& lines) {
     for (size_t i = 0; i < cfg.scaling.size(); ++i) {
         const auto& r = cfg.scaling[i];
@@ -605,6 +613,12 @@ Status check_user_scaling(const Ctx& user, const GateConfig& cfg, const Lines& l
         auto err = [&](const std::string& what) { return key_error(user, lines, k, what); };
         if (std::find(cfg.paths.begin(), cfg.paths.end(), r.path) == cfg.paths.end())
             return err(std::string("path ") + path_info(r.path).name + " is not in gate.paths");
+        // An exponent is fitted over N: at one N the rule could only ever be skipped, and a gate of
+        // skips passes (issue 46).
+        if (const auto ns = ns_of(cfg, r.path); ns.size() < 2)
+            return err(std::string("path ") + path_info(r.path).name + " runs at " + (ns.empty() ? "no N" : "one N (" + std::to_string(ns[0]) + ")") +
+                       " in this gate: a scaling exponent is fitted over two or more; add an N to gate." +
+                       (r.path == PathKind::kTreeRs ? "tree_ranks" : "ranks") + ", or remove the rule");
         for (const auto& f : r.formats)
             if (std::find(cfg.formats.begin(), cfg.formats.end(), f) == cfg.formats.end())
                 return err("format " + f.name() + " is not in gate.formats");
@@ -643,6 +657,10 @@ Result<GateConfig> parse_gate_config(const std::string& toml, const std::string&
     if (auto st = validate_keys(user, cfg, lines); !st) return st.error();
     if (source != "default" && u_has_scaling)
         if (auto st = check_user_scaling(user, cfg, lines); !st) return st.error();
+    // The default gate's rules where the user's gate runs a path at one N cannot fit there: they do
+    // not apply (as its budgets do not), rather than stand as skips.
+    if (source != "default" && !u_has_scaling)
+        std::erase_if(cfg.scaling, [&](const ScalingRule& r) { return ns_of(cfg, r.path).size() < 2; });
     if (!load_codec) {
         cfg.codec_path.clear();
     } else if (!cfg.codec_path.empty()) {

@@ -272,8 +272,12 @@ Result<std::FILE*> open_input(const std::string& path) {
         // given QTRANSIT_INPUT_TIMEOUT seconds (default 30) before its first byte or its close.
         const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
         if (fd < 0) return make_error(ErrorCode::kIo, path + ": cannot open for reading: " + errno_text(errno));
-        const char* env = std::getenv("QTRANSIT_INPUT_TIMEOUT");
-        const int seconds = env && std::atoi(env) > 0 ? std::atoi(env) : 30;
+        const auto timeout = env_seconds(kInputTimeout);
+        if (!timeout) {
+            ::close(fd);
+            return timeout.error();
+        }
+        const int seconds = static_cast<int>(*timeout);
         pollfd p{fd, POLLIN, 0};
         if (::poll(&p, 1, seconds * 1000) <= 0) {
             ::close(fd);
@@ -423,6 +427,17 @@ Result<NpyArray> read_npy_impl(const std::string& path, std::optional<NpyDtype> 
         const uint64_t actual = static_cast<uint64_t>(end - data_start);
         if (actual != expected) return size_error(actual);
     } else {
+        // A pipe is read whole before anything else: its header's size is checked against the memory
+        // the process may have first (issue 46: a header declaring 32 GiB was read until memory ran out).
+        const uint64_t widened = static_cast<uint64_t>(count) <= (UINT64_MAX - expected) / 4 ? expected + static_cast<uint64_t>(count) * 4
+                                                                                             : UINT64_MAX;
+        if (auto st = check_memory(widened > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                                       ? std::numeric_limits<int64_t>::max()
+                                       : static_cast<int64_t>(widened),
+                                   path + ": reading its " + std::to_string(count) + " values from a pipe (the header declares " +
+                                       std::to_string(expected) + " bytes of data)");
+            !st)
+            return st.error();
         std::clearerr(f);
         unsigned char buf[1 << 16];
         for (;;) {

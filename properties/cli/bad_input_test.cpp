@@ -338,3 +338,66 @@ TEST_F(BadInput, ControlCharactersInNamesAreEscapedInReports) {
     EXPECT_NE(md.find("g\\x1b[31m.toml"), std::string::npos) << md.substr(0, 400);
     EXPECT_EQ(o.out.find('\x1b'), std::string::npos);
 }
+
+// ---- issue 46: options and the environment ------------------------------------------------------
+
+// An empty value is not "not given" (--codec '' ran qtransit's own kernels and passed, --config ''
+// the default gate, --baseline '' compared nothing): refused for every option but the report
+// directories whose help says "" means none.
+TEST_F(BadInput, EmptyValuesAreRefused) {
+    for (const std::string& opt : {"--codec", "--config", "--baseline", "--junit", "--report-dir"})
+        refused("check --quick " + opt + " ''", opt + ": an empty value ('') is not a value");
+    refused("quantize --format int4 --in ''", "--in: an empty value");
+    refused("simulate --path a2a-rs --ranks 4 --elements 64 --format ''", "--format: an empty value");
+    refused("formats validate ''", "an empty value");
+}
+
+// Numbers are decimal digits (hex skipped the limit checks: bench --threads 0x1001 started 4097
+// threads, --seed 0x1 0000 0000 0000 0000 ran as 2^64 - 1; CLI11 reads 010 as octal 8): every
+// integer option, by one rule.
+TEST_F(BadInput, NumbersAreDecimal) {
+    refused("bench --threads 0x1001", "--threads: must be a whole number in decimal digits, got 0x1001");
+    refused("survey --seed 0x10000000000000000", "--seed: must be a whole number in decimal digits");
+    refused("simulate --path a2a-rs --ranks 4 --elements 1e3 --format int4", "--elements: must be a whole number in decimal digits, got 1e3");
+    refused("simulate --path a2a-rs --ranks 4 --elements 0b100 --format int4", "got 0b100");
+    refused("simulate --path a2a-rs --ranks 4 --elements \"1'024\" --format int4", "got 1'024");
+    refused("simulate --path a2a-rs --ranks 4 --elements \" 64\" --format int4", "decimal digits");
+    // Leading zeros are decimal, not octal: 010 ranks is ten (M = 64 is then not divisible by it).
+    refused("simulate --path a2a-rs --ranks 010 --elements 64 --format int4", "not divisible by N = 10 ranks");
+    refused("survey --seed 018446744073709551616", "is past the largest seed");
+}
+
+// CLI11's own errors quote the value as given: one line whatever it holds, cut when long.
+TEST_F(BadInput, ParseErrorsAreOneShortLine) {
+    const auto o = run("check --no-such-option \"$(printf 'a\\nb\\033[31m')\"");
+    EXPECT_EQ(o.code, 2);
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_EQ(o.err.find('\x1b'), std::string::npos) << o.err;
+    const auto l = run("simulate --path a2a-rs --elements 64 --format int4 --ranks " + std::string(100000, '9'));
+    EXPECT_EQ(l.code, 2);
+    EXPECT_EQ(std::count(l.err.begin(), l.err.end(), '\n'), 1);
+    EXPECT_LT(l.err.size(), 1200u) << l.err.size();
+}
+
+// A setting in the environment out of its range is refused before any work, naming it (4294967297
+// wrapped to 1 s).
+TEST_F(BadInput, EnvironmentSettingsAreChecked) {
+    for (const char* v : {"4294967297", "0", "-1", "0x10", "abc", "1.5"}) {
+        ::setenv("QTRANSIT_INPUT_TIMEOUT", v, 1);
+        refused("info", std::string("QTRANSIT_INPUT_TIMEOUT=") + v + ": must be whole seconds from 1 to 86400");
+    }
+    ::setenv("QTRANSIT_INPUT_TIMEOUT", "", 1);
+    EXPECT_EQ(run("info").code, 0);
+    ::unsetenv("QTRANSIT_INPUT_TIMEOUT");
+    ::setenv("QTRANSIT_MPI_TIMEOUT", "nan", 1);
+    refused("info", "QTRANSIT_MPI_TIMEOUT=nan: must be seconds from 0.001 to 86400");
+    ::unsetenv("QTRANSIT_MPI_TIMEOUT");
+}
+
+// verify collective --tensor with no .safetensors file among them was dropped silently.
+TEST_F(BadInput, TensorNamesNeedSafetensors) {
+    refused("verify collective --path a2a-rs --format int4 --ranks 4 --inputs in.npy --outputs out.npy --tensor x",
+            "--tensor is for .safetensors files");
+    refused("verify collective --path a2a-rs --format int4 --ranks 4 --inputs in.safetensors --outputs out.npy --output-tensor x",
+            "--output-tensor is for .safetensors files");
+}

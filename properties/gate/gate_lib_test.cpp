@@ -155,6 +155,24 @@ TEST(GateConfig, UserScalingRuleMustNameWhatTheGateRuns) {
     EXPECT_TRUE(qt::gate::parse_gate_config(gate, "s.toml"));  // the default rules on paths it does not run: not the user's
 }
 
+// A [[scaling]] rule on a path the gate runs at one N can never fit: refused at load, not a skip that
+// passes (issue 46); tree-rs counts gate.tree_ranks. The default gate's rules then do not apply.
+TEST(GateConfig, AScalingRuleThatCanNeverFitIsRefused) {
+    const std::string one = "[gate]\nformats = [\"int8\"]\npaths = [\"ring-rs\", \"tree-rs\"]\ndistributions = [\"normal\"]\n"
+                            "ranks = [8]\nelements = 256\nranks_per_node = 0\n";
+    auto c = qt::gate::parse_gate_config(one + "\n[[scaling]]\npath = \"ring-rs\"\nmin = 0\nmax = 1\n", "s.toml");
+    ASSERT_FALSE(c);
+    EXPECT_NE(c.error().message.find("s.toml:9: scaling[0]: path ring-rs runs at one N (8) in this gate"), std::string::npos)
+        << c.error().message;
+    auto t = qt::gate::parse_gate_config(one + "tree_ranks = [4]\n\n[[scaling]]\npath = \"tree-rs\"\nmin = 0\nmax = 1\n", "s.toml");
+    ASSERT_FALSE(t);
+    EXPECT_NE(t.error().message.find("path tree-rs runs at one N (4)"), std::string::npos) << t.error().message;
+    EXPECT_NE(t.error().message.find("gate.tree_ranks"), std::string::npos) << t.error().message;
+    auto d = qt::gate::parse_gate_config(one, "s.toml");
+    ASSERT_TRUE(d) << d.error().message;
+    for (const auto& r : d->scaling) EXPECT_FALSE(r.path == qt::PathKind::kRingRs || r.path == qt::PathKind::kTreeRs);
+}
+
 // The quick tier of a config whose budgets name a distribution it drops (rotation_gate.toml inherits
 // the default's budget on normal, and its first two distributions are outliers and heavy) runs, and
 // leaves those budgets out; budgets at an N it does not run too.
@@ -513,11 +531,18 @@ TEST(Gate, PerStageListsRunOnThePathsWithStages) {
     auto ring_budget = qt::gate::parse_gate_config(base + "[[budget]]\npath = \"a2a-rs\"\nformat = \"int8,int4\"\nmax = 1\n", "b.toml");
     ASSERT_FALSE(ring_budget);
     EXPECT_NE(ring_budget.error().message.find("has one stage"), std::string::npos) << ring_budget.error().message;
-    auto scaling = qt::gate::parse_gate_config(base + "[[scaling]]\npath = \"a2a-hier-rs\"\nformats = [\"int8,int4\"]\n", "s.toml");
+    // At one N a rule can never fit: refused at load (issue 46). At two, it is named for the list;
+    // against this one-N run's results it has no fit, and says so.
+    auto one_n = qt::gate::parse_gate_config(base + "[[scaling]]\npath = \"a2a-hier-rs\"\nformats = [\"int8,int4\"]\n", "s.toml");
+    ASSERT_FALSE(one_n);
+    EXPECT_NE(one_n.error().message.find("runs at one N (16)"), std::string::npos) << one_n.error().message;
+    std::string two_n = base;
+    two_n.replace(two_n.find("ranks = [16]"), 12, "ranks = [8, 16]");
+    auto scaling = qt::gate::parse_gate_config(two_n + "[[scaling]]\npath = \"a2a-hier-rs\"\nformats = [\"int8,int4\"]\n", "s.toml");
     ASSERT_TRUE(scaling) << scaling.error().message;
     ASSERT_EQ(scaling->scaling.size(), 1u);
     EXPECT_EQ(scaling->scaling[0].staged.size(), 1u);
-    const auto sv = qt::gate::scaling_verdicts(*scaling, *res);  // one N: named, and skipped for want of a fit
+    const auto sv = qt::gate::scaling_verdicts(*scaling, *res);
     ASSERT_EQ(sv.size(), 1u);
     EXPECT_EQ(sv[0].name, "scaling/int8,int4/a2a-hier-rs/heavy");
     EXPECT_EQ(sv[0].status, VerdictStatus::kSkip);

@@ -25,6 +25,20 @@ Status check_writable_file(const std::string& path, const std::string& what);
 int64_t physical_memory_bytes();
 Status check_memory(int64_t need, const std::string& what);
 
+// The settings qtransit reads from the environment, each a number of seconds in a range (issue 46:
+// QTRANSIT_INPUT_TIMEOUT=4294967297 wrapped to 1 s; a bad value was ignored). Unset or empty: the
+// default. Anything else outside [lo, hi], or not a decimal number, is an Error naming the variable
+// and its range, so the CLI can refuse it before any work (check_environment).
+struct EnvSeconds {
+    const char* name;
+    double dflt, lo, hi;
+    bool whole;  // whole seconds only
+};
+inline constexpr EnvSeconds kInputTimeout{"QTRANSIT_INPUT_TIMEOUT", 30, 1, 86400, true};
+inline constexpr EnvSeconds kMpiTimeout{"QTRANSIT_MPI_TIMEOUT", 300, 0.001, 86400, false};
+Result<double> env_seconds(const EnvSeconds& e);
+Status check_environment();
+
 inline constexpr int64_t kMaxConfigBytes = int64_t{16} << 20;   // gate configs and declarations: 16 MiB
 inline constexpr int64_t kMaxBaselineBytes = int64_t{1} << 30;  // a previous report.json: 1 GiB
 
