@@ -187,6 +187,12 @@ struct Selected {
 Result<Selected> parse_header(const std::string& file, std::string_view text, uint64_t data_size,
                               const std::string& tensor, std::optional<NpyDtype> want) {
     const uint64_t data_start = 8 + text.size();
+    // The header is JSON text, padded at its end with spaces (0x20) only, as the format's writers
+    // pad it. A NUL ended the parse early, so whatever followed it was never read or checked
+    // (issue 46: {...}\0{"evil": [garbage read as a valid file).
+    if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+        return bad(file, "the JSON header holds a NUL byte at its byte " + std::to_string(nul) + " (file offset " + std::to_string(8 + nul) +
+                             "): a header is JSON text, padded with spaces only");
     json j;
     std::string duplicate;
     try {
@@ -229,6 +235,20 @@ Result<Selected> parse_header(const std::string& file, std::string_view text, ui
         auto e = parse_entry(file, it.key(), *it, data_size, data_start);
         if (!e) return e.error();
         entries.push_back(std::move(*e));
+    }
+    // Two tensors that share bytes are one buffer read twice: refused, as INPUTS.md promises (a
+    // zero-length tensor shares none).
+    {
+        std::vector<const Entry*> by_begin;
+        for (const Entry& e : entries)
+            if (e.end > e.begin) by_begin.push_back(&e);
+        std::sort(by_begin.begin(), by_begin.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
+        for (size_t i = 1; i < by_begin.size(); ++i)
+            if (by_begin[i]->begin < by_begin[i - 1]->end)
+                return bad(file, "tensors " + in_quotes(by_begin[i - 1]->name) + " (data_offsets [" + std::to_string(by_begin[i - 1]->begin) +
+                                     ", " + std::to_string(by_begin[i - 1]->end) + "]) and " + in_quotes(by_begin[i]->name) + " ([" +
+                                     std::to_string(by_begin[i]->begin) + ", " + std::to_string(by_begin[i]->end) +
+                                     "]) overlap: each tensor's bytes are its own");
     }
     std::vector<std::string> names;
     for (const Entry& e : entries) names.push_back(e.name);

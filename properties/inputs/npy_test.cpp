@@ -10,6 +10,7 @@
 //   a = np.arange(4, dtype='<f4').reshape(2, 2, 1)
 //   np.lib.format.write_array(open('f4_v2_2x2x1.npy', 'wb'), a, version=(2, 0))   # and (3, 0)
 //   np.save('f4_fortran_2x3.npy', np.asfortranarray(v)); np.save('f8_2.npy', np.array([1.0, 2.0]))
+#include <csignal>
 #include <sys/stat.h>
 
 #include <cfloat>
@@ -22,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include "inputs/temp_dir.hpp"
+#include "qtransit/common/text_file.hpp"
 #include "qtransit/kernels/fp16.hpp"
 #include "qtransit/kernels/npy.hpp"
 
@@ -330,6 +332,38 @@ TEST(NpyRead, ReadsFromAPipe) {
             EXPECT_EQ(a.error().code, ErrorCode::kBadFile);
             EXPECT_EQ(a.error().message, fifo + ": " + c.expect);
         }
+    }
+}
+
+// A pipe whose header declares more than the process may hold is refused from its header, before
+// its data is read (issue 46: a header of 32 GiB was read until memory ran out, and a memory limit
+// ended the process with no message).
+TEST(NpyRead, APipesDeclaredSizeIsCheckedBeforeItsData) {
+    TempDir dir;
+    std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (8589934592,), }";
+    while ((10 + dict.size() + 1) % 64 != 0) dict += ' ';
+    dict += '\n';
+    std::string header = std::string("\x93NUMPY\x01\x00", 8);
+    header += static_cast<char>(dict.size() & 0xff);
+    header += static_cast<char>(dict.size() >> 8);
+    header += dict;
+    const std::string fifo = dir.file("huge.pipe");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    std::signal(SIGPIPE, SIG_IGN);  // the reader may close before the writer is done
+    std::thread writer([&] {
+        std::ofstream out(fifo, std::ios::binary);
+        out.write(header.data(), static_cast<std::streamsize>(header.size()));
+        out.write(std::string(4096, '\0').data(), 4096);  // a little data, then the end
+    });
+    auto a = qk::read_npy(fifo);
+    writer.join();
+    ASSERT_FALSE(a.ok());
+    if (qtransit::physical_memory_bytes() < (int64_t{64} << 30)) {
+        EXPECT_NE(a.error().message.find("from a pipe (the header declares 34359738368 bytes of data) needs about 64 GiB of memory"),
+                  std::string::npos)
+            << a.error().message;
+    } else {
+        EXPECT_NE(a.error().message.find("truncated data"), std::string::npos) << a.error().message;
     }
 }
 

@@ -551,6 +551,13 @@ TEST(Safetensors, MalformedFilesSayWhatIsWrong) {
         {"otherpast", st_bytes(R"({"a":)" + f32x2 + R"(,"b":{"dtype":"Q7","shape":[2],"data_offsets":[0,9]}})", eight),
          "tensor 'b': \"data_offsets\" [0, 9]: end is past the data buffer"},
         {"ctrlname", st_bytes(R"({"a\nb\u0001":)" + f32x2 + "}", eight), "no tensor named 'a'; the file holds 'a\\nb\\x01'"},
+        // Issue 46: a NUL ended the parse, so what followed was never read; two tensors on shared bytes.
+        {"nul", st_bytes(one(f32x2) + std::string(1, '\0') + "{\"evil\": [garbage", eight),
+         "the JSON header holds a NUL byte at its byte 54 (file offset 62): a header is JSON text, padded with spaces only"},
+        {"nulpad", st_bytes(one(f32x2) + std::string(3, '\0'), eight), "holds a NUL byte at its byte 54"},
+        {"overlap", st_bytes(R"({"a":)" + f32x2 + R"(,"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", eight),
+         "tensors 'a' (data_offsets [0, 8]) and 'b' ([4, 8]) overlap: each tensor's bytes are its own"},
+        {"same", st_bytes(R"({"a":)" + f32x2 + R"(,"b":)" + f32x2 + "}", eight), "overlap"},
         {"ctrldtype", st_bytes(one(R"({"dtype":"F\n32","shape":[2],"data_offsets":[0,8]})"), eight),
          "tensor 'a' has dtype 'F\\n32', which is not read; accepted: F32, F16, BF16, and U16 with --dtype fp16 or bf16"},
     };
