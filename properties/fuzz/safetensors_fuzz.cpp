@@ -1,9 +1,14 @@
-// libFuzzer: the .safetensors reader on arbitrary bytes. Every input must give an array or an Error; a
+// libFuzzer: the .safetensors reader on arbitrary bytes, and on arbitrary JSON headers framed as a
+// file (issue 46). Every input must give an array or an Error; a
 // crash, a leak, a sanitizer report or an allocation past the input's own size is a finding. Each
 // input is read twice: as the file says, and with --dtype bf16 (the path that reads U16 bits).
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "qtransit/kernels/tensor_file.hpp"
 
@@ -20,13 +25,49 @@ void check(const qtransit::Result<qtransit::kernels::NpyArray>& a) {
     }
 }
 
+// An accepted file's header holds no NUL, and no two of its tensors share bytes (issue 46: a NUL
+// ended the parse early; overlapping data_offsets were read). The header is checked from the bytes
+// themselves, not from the reader's view of them.
+void check_accepted_header(std::span<const uint8_t> bytes) {
+    if (bytes.size() < 8) __builtin_trap();
+    uint64_t len = 0;
+    for (int i = 7; i >= 0; --i) len = len << 8 | bytes[static_cast<size_t>(i)];
+    if (len > bytes.size() - 8) __builtin_trap();
+    for (uint64_t i = 0; i < len; ++i)
+        if (bytes[8 + i] == 0) __builtin_trap();
+    const auto j = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(len), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) __builtin_trap();
+    std::vector<std::pair<uint64_t, uint64_t>> spans;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+        if (it.key() == "__metadata__") continue;
+        const auto& o = (*it)["data_offsets"];
+        const uint64_t b = o[0].get<uint64_t>(), e = o[1].get<uint64_t>();
+        if (e > b) spans.emplace_back(b, e);
+    }
+    std::sort(spans.begin(), spans.end());
+    for (size_t i = 1; i < spans.size(); ++i)
+        if (spans[i].first < spans[i - 1].second) __builtin_trap();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    const std::span<const uint8_t> bytes(data, size);
-    check(qtransit::kernels::read_safetensors_bytes(bytes, {}, "fuzz.safetensors"));
+    // Half the inputs are taken as the JSON header itself, framed as a file with 64 bytes of data,
+    // so that the mutations land in the header's JSON rather than in its length field.
+    std::vector<uint8_t> framed;
+    std::span<const uint8_t> bytes(data, size);
+    if (size > 0 && (data[0] & 1)) {
+        const uint64_t len = size - 1;
+        for (int i = 0; i < 8; ++i) framed.push_back(static_cast<uint8_t>(len >> (8 * i)));
+        framed.insert(framed.end(), data + 1, data + size);
+        framed.insert(framed.end(), 64, 0x3f);
+        bytes = framed;
+    }
+    const auto plain = qtransit::kernels::read_safetensors_bytes(bytes, {}, "fuzz.safetensors");
+    check(plain);
     auto bf = qtransit::kernels::read_safetensors_bytes(bytes, {"", "bf16"}, "fuzz.safetensors");
     check(bf);
+    if (plain || bf) check_accepted_header(bytes);
     if (bf && bf->dtype != qtransit::kernels::NpyDtype::kBfloat16) __builtin_trap();  // --dtype is kept to
     return 0;
 }
