@@ -469,9 +469,23 @@ Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
     auto check_ns = [&](const std::vector<int64_t>& ns, const std::string& key, bool pow2) -> Status {
         const std::string nk = lines.at.count(key) ? key : lines.at.count("gate.elements") ? "gate.elements" : key;
         for (int64_t n : ns) {
-            if (cfg.elements % n != 0)
+            if (cfg.elements % n != 0) {
+                // Which M would do: the multiples of every N's least common multiple nearest to M
+                // (issue 52: "must be divisible by 384" did not say what to write instead).
+                int64_t l = 1;
+                for (const auto* v : {&cfg.ranks, &cfg.tree_ranks})
+                    if (v != &cfg.tree_ranks || tree)
+                        for (int64_t m : *v)
+                            if (m > 0 && l <= (int64_t{1} << 30)) l = std::lcm(l, m);
+                std::string hint;
+                if (l <= (int64_t{1} << 30)) {
+                    const int64_t below = cfg.elements / l * l, above = below + l;
+                    hint = "; every N of this gate divides the multiples of " + std::to_string(l) + ": try " +
+                           (below > 0 ? std::to_string(below) + " or " : std::string()) + std::to_string(above);
+                }
                 return err(nk, "M = gate.elements = " + std::to_string(cfg.elements) + " is not divisible by N = " +
-                                   std::to_string(n) + " (from " + key + "): every N must divide M");
+                                   std::to_string(n) + " (from " + key + "): every N must divide M" + hint);
+            }
             const int64_t g = cfg.ranks_per_node > 0 ? cfg.ranks_per_node : default_ranks_per_node(n);
             if (n % g != 0)
                 return err(lines.at.count("gate.ranks_per_node") ? "gate.ranks_per_node" : key,

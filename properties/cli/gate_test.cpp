@@ -106,6 +106,9 @@ TEST_F(Gate, ConfigErrorsNameTheKeyAndTheLine) {
         {"[gate]\nformats = [\"int4\"]\nblocks = 32\n", ":3: gate.blocks: unknown key"},
         {"[gate]\n\nblock = \"32\"\n", ":3: gate.block: expected an integer, got a string"},
         {"[gate]\nranks = [8, 16]\nelements = 1000\n", ":2: gate.ranks: M = gate.elements = 1000 is not divisible by N = 16"},
+        // Which M would do is said (issue 52): the multiples of lcm(8, 16, and tree-rs's 8, 16) nearest.
+        {"[gate]\nranks = [8, 16]\nelements = 1000\n", "every N of this gate divides the multiples of 16: try 992 or 1008"},
+        {"[gate]\nranks = [8, 24]\nelements = 100\n", "the multiples of 48: try 96 or 144"},
         {"[gate]\nranks = [12]\nelements = 96\nranks_per_node = 8\n", ":4: gate.ranks_per_node: G = 8 ranks per node does not divide N = 12"},
         {"[gate]\nblock = 0\n", ":2: gate.block: must be >= 1"},
         {"[gate]\nformats = [\"int9\"]\n", ":2: gate.formats"},
