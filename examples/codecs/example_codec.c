@@ -464,6 +464,9 @@ static int32_t quantize(float v, const block_params* p, float inv) {
 #if !ASYM
 #if MUTANT == 3
     return clamp_code(round_code(v * inv)); /* MUTANT 3: reciprocal multiply */
+#elif defined(EXAMPLE_QUOTIENT_F64)
+    /* A test's variant (properties/plugin/mutated_codec.c): the quotient in binary64, rounded once. */
+    return clamp_code((float)nearbyint((double)v / (double)p->s));
 #else
     return clamp_code(round_code(v / p->s));
 #endif

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 
+#include "boundaries.hpp"
 #include "qtransit/kernels/inputs.hpp"
 #include "qtransit/reference/formats.hpp"
 #include "qtransit/reports/numbers.hpp"
@@ -155,6 +157,7 @@ void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::
             ++c.ulp_histogram[7];
         }
         if (c.first_difference.empty()) {
+            c.first_differing = i;
             const int64_t s = i / shard, in_shard = i % shard;
             c.first_difference = "element " + std::to_string(site.index_base + i) + " (shard " + std::to_string(s) + ", block " +
                                  std::to_string(j) + ", element " + std::to_string(in_shard % block) + " of it; input " +
@@ -254,12 +257,14 @@ void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::
 }
 
 // Whether x, in shards of `shard`, is edge_tensor(format, block, seed) (the gate's, conforms()'s).
-bool is_edge_tensor(const FormatSpec& format, std::span<const float> x, int64_t block, int64_t shard, uint64_t seed) {
+std::optional<EdgeTensor> as_edge_tensor(const FormatSpec& format, std::span<const float> x, int64_t block, int64_t shard, uint64_t seed) {
     const int64_t tail = block >= 3 ? block / 2 + 1 : (block == 2 ? 1 : 0);
-    if (block < 1 || shard != 3 * block + tail) return false;
-    const EdgeTensor e = edge_tensor(format, block, seed);
-    return e.shard == shard && e.x.size() == x.size() &&
-           std::equal(x.begin(), x.end(), e.x.begin(), [](float a, float b) { return same_bits(a, b); });
+    if (block < 1 || shard != 3 * block + tail) return std::nullopt;
+    EdgeTensor e = edge_tensor(format, block, seed);
+    if (e.shard == shard && e.x.size() == x.size() &&
+        std::equal(x.begin(), x.end(), e.x.begin(), [](float a, float b) { return same_bits(a, b); }))
+        return e;
+    return std::nullopt;
 }
 
 }  // namespace
@@ -327,7 +332,11 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
         return c;
     }
     judge(c, *ref, format, x, site, out, codec ? "codec" : "kernel");
-    if (codec && is_edge_tensor(format, x_in, block, shard, seed)) {
+    const auto edge = as_edge_tensor(format, x_in, block, shard, seed);
+    // Which input class found the first difference (issue 47): a boundary input names itself.
+    if (edge && c.first_differing >= 0)
+        c.first_difference += " [input class: " + edge_input_class(*edge, c.first_differing) + "]";
+    if (codec && edge) {
         if (std::string probe = refusal_probe(*codec, format, block, seed); !probe.empty()) {
             if (c.first_difference.empty()) c.first_difference = probe;
             if (c.violation.empty()) c.violation = probe;
@@ -626,7 +635,32 @@ EdgeTensor edge_tensor(const FormatSpec& f, int64_t block, uint64_t seed) {
             t.x.insert(t.x.end(), v.begin(), v.end());
         }
     }
+    // Then the code boundaries (boundaries.hpp), in whole shards: each block the set's anchors, then
+    // the next boundary values; a block the reference would not take (it cannot happen by
+    // construction, but a declared format may surprise) holds the anchor alone.
+    const auto sets = boundary_blocks(f, block);
+    if (!sets.empty()) t.boundary_from = static_cast<int64_t>(t.x.size());
+    for (const auto& set : sets) {
+        size_t next = 0;
+        while (next < set.values.size()) {
+            for (int64_t b = 0; b * block < t.shard; ++b) {
+                const int64_t len = std::min(block, t.shard - b * block);
+                std::vector<float> v(static_cast<size_t>(len), set.anchors[0]);
+                if (len > static_cast<int64_t>(set.anchors.size())) {
+                    std::copy(set.anchors.begin(), set.anchors.end(), v.begin());
+                    for (size_t k = set.anchors.size(); k < v.size() && next < set.values.size(); ++k) v[k] = set.values[next++];
+                    Site s;
+                    if (!reference::quantize(f, v, block, Nonfinite::kError, s)) v.assign(v.size(), set.anchors[0]);
+                }
+                t.x.insert(t.x.end(), v.begin(), v.end());
+            }
+        }
+    }
     return t;
+}
+
+std::string edge_input_class(const EdgeTensor& e, int64_t i) {
+    return e.boundary_from >= 0 && i >= e.boundary_from ? "code boundaries" : "edge recipes";
 }
 
 }  // namespace qtransit::gate

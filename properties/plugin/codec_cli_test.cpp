@@ -242,6 +242,20 @@ TEST_F(CodecAudit, AHostileCodecIsNeverAPass) {
     refused("quantize --in " + npy + " --codec " + mutated("ftz-load"), "loading it set flush-to-zero (MXCSR FZ), set denormals-are-zero");
 }
 
+// Issue 47: a codec computing the quotient in binary64 (rint((double)x / s)) differs only where
+// fl32(x / s) lands on a tie the exact quotient does not: about 2e-6 of normal int8 inputs, so the
+// default gate's data passed it. The edge tensor's code boundaries (gate/src/boundaries.cpp, from the
+// reference alone) find it in the quick tier, and the message names the input class.
+TEST_F(CodecAudit, AFloat64QuotientIsFoundAtTheCodeBoundaries) {
+    const auto o = run("check --quick --report-dir " + (dir_ / "q").string() + " --codec " + mutated("f64-quotient"));
+    EXPECT_EQ(o.code, 1) << o.out << o.err;
+    EXPECT_NE(o.out.find("FAILED kernel-vs-reference/example-int8: edge-cases: first difference: element "), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("[input class: code boundaries]"), std::string::npos) << o.out;
+    // The correct codecs still pass with the boundaries in.
+    for (const char* c : {"example-int8", "example-int4", "example-int4-asym"})
+        EXPECT_EQ(run("check --quick --report-dir " + (dir_ / c).string() + " --codec " + lib(c)).code, 0) << c;
+}
+
 // A codec's own error text reaches messages and reports escaped (no raw newline or ESC) and capped,
 // with the count of what was cut.
 TEST_F(CodecAudit, ACodecsMessageIsEscapedAndCapped) {

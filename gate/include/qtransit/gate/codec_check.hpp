@@ -27,6 +27,7 @@ struct CodecCheck {
     bool exact = false;             // every scale, offset, wire byte, code and decoded value equal
                                     // (ds-int<b>-fm: every element one of the admissible results, D23)
     std::string first_difference;   // "" when exact
+    int64_t first_differing = -1;   // the element of first_difference, when it is one
     // ds-int<b>-fm only (then exact means admissible, and the differing_ counts below compare with
     // the IEEE arithmetic, which is one admissible result among several)
     bool admissible_model = false;
@@ -103,7 +104,13 @@ QuantizeCheck to_quantize_check(const CodecCheck& c, std::span<const float> x);
 struct EdgeTensor {
     std::vector<float> x;
     int64_t shard = 0;
+    // x[boundary_from..] are whole shards of code boundaries (boundaries.hpp: the last float of each
+    // code and the first of the next, in blocks anchored to awkward scales); -1 when the format has
+    // none (rotated, stochastic, blocks under 2).
+    int64_t boundary_from = -1;
 };
+// The input class of element i of an edge tensor, for messages: "code boundaries" or "edge recipes".
+std::string edge_input_class(const EdgeTensor& e, int64_t i);
 EdgeTensor edge_tensor(const FormatSpec& format, int64_t block, uint64_t seed);
 
 }  // namespace qtransit::gate
