@@ -8,7 +8,7 @@
 #include <limits>
 #include <optional>
 
-#include "boundaries.hpp"
+#include "code_boundaries.hpp"
 #include "qtransit/kernels/inputs.hpp"
 #include "qtransit/reference/formats.hpp"
 #include "qtransit/reports/numbers.hpp"
@@ -635,7 +635,7 @@ EdgeTensor edge_tensor(const FormatSpec& f, int64_t block, uint64_t seed) {
             t.x.insert(t.x.end(), v.begin(), v.end());
         }
     }
-    // Then the code boundaries (boundaries.hpp), in whole shards: each block the set's anchors, then
+    // Then the code boundaries (code_boundaries.hpp), in whole shards: each block the set's anchors, then
     // the next boundary values; a block the reference would not take (it cannot happen by
     // construction, but a declared format may surprise) holds the anchor alone.
     const auto sets = boundary_blocks(f, block);

@@ -244,7 +244,7 @@ TEST_F(CodecAudit, AHostileCodecIsNeverAPass) {
 
 // Issue 47: a codec computing the quotient in binary64 (rint((double)x / s)) differs only where
 // fl32(x / s) lands on a tie the exact quotient does not: about 2e-6 of normal int8 inputs, so the
-// default gate's data passed it. The edge tensor's code boundaries (gate/src/boundaries.cpp, from the
+// default gate's data passed it. The edge tensor's code boundaries (gate/src/code_boundaries.cpp, from the
 // reference alone) find it in the quick tier, and the message names the input class.
 TEST_F(CodecAudit, AFloat64QuotientIsFoundAtTheCodeBoundaries) {
     const auto o = run("check --quick --report-dir " + (dir_ / "q").string() + " --codec " + mutated("f64-quotient"));

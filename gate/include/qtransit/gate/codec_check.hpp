@@ -104,7 +104,7 @@ QuantizeCheck to_quantize_check(const CodecCheck& c, std::span<const float> x);
 struct EdgeTensor {
     std::vector<float> x;
     int64_t shard = 0;
-    // x[boundary_from..] are whole shards of code boundaries (boundaries.hpp: the last float of each
+    // x[boundary_from..] are whole shards of code boundaries (code_boundaries.hpp: the last float of each
     // code and the first of the next, in blocks anchored to awkward scales); -1 when the format has
     // none (rotated, stochastic, blocks under 2).
     int64_t boundary_from = -1;

@@ -8,7 +8,7 @@
 // once, a multiply by the reciprocal, a fused multiply-add, a wider or narrower intermediate) gives
 // another code; random inputs reach them at about 2e-6 of elements for int8 (issue 47), so a check
 // on normal data all but never does. A declared format gets its own boundaries the same way.
-#include "boundaries.hpp"
+#include "code_boundaries.hpp"
 
 #include <algorithm>
 #include <bit>
