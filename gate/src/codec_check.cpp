@@ -1,4 +1,5 @@
 #include "qtransit/gate/codec_check.hpp"
+#include "qtransit/gate/boundaries.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -334,6 +335,18 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
             c.bound_holds = false;
             c.conforms = false;
         }
+        if (!c.first_difference.empty()) c.input_class = "edge-tensor";
+        // The generated boundary inputs (boundaries.hpp), once per format with the edge cases.
+        if (c.first_difference.empty())
+            if (auto h = hunt_boundaries(*codec, format, block, seed)) {
+                c.input_class = h->input_class;
+                c.first_difference = h->message;
+                c.violation = h->message;
+                if (c.first_violation < 0) c.first_violation = 0;
+                c.exact = false;
+                c.bound_holds = false;
+                c.conforms = false;
+            }
     }
     return c;
 }

@@ -658,6 +658,7 @@ Result<GateConfig> parse_gate_config(const std::string& toml, const std::string&
 
 Result<GateConfig> quick_tier(const GateConfig& full) {
     GateConfig q = full;
+    q.long_codec_call = false;  // seconds of work: the default gate's
     auto two_smallest = [](std::vector<int64_t> v) {
         std::sort(v.begin(), v.end());
         v.erase(std::unique(v.begin(), v.end()), v.end());

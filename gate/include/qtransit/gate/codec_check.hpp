@@ -27,6 +27,9 @@ struct CodecCheck {
     bool exact = false;             // every scale, offset, wire byte, code and decoded value equal
                                     // (ds-int<b>-fm: every element one of the admissible results, D23)
     std::string first_difference;   // "" when exact
+    // the input class that found it: a boundary class (boundaries.hpp) or "edge-tensor" on the
+    // edge-case tensor, "" otherwise (the caller's input)
+    std::string input_class;
     // ds-int<b>-fm only (then exact means admissible, and the differing_ counts below compare with
     // the IEEE arithmetic, which is one admissible result among several)
     bool admissible_model = false;
