@@ -208,7 +208,7 @@ std::optional<BoundaryFinding> refusal_positions(const kernels::PluginCodec& cod
                 return BoundaryFinding{"lengths", "input class 'lengths': codec '" + codec.name() + "' encoded a call of " +
                                                       std::to_string(len) + " elements (block " + std::to_string(block) +
                                                       ") with " + p.name + " at element " + std::to_string(pos) +
-                                                      ", which the reference refuses (NUMERICS section 4)"};
+                                                      ", which the reference refuses (NUMERICS section 4)", true};
             }
     }
     return std::nullopt;
@@ -243,7 +243,7 @@ std::optional<BoundaryFinding> canaries(const kernels::PluginCodec& codec, const
                 if (changed)
                     return BoundaryFinding{"memory", "input class 'memory': codec '" + codec.name() + "' wrote " + what + " element " +
                                                          std::to_string(i) + ", past the end of its " + std::to_string(used) +
-                                                         " (a call of " + std::to_string(len) + " elements, block " + std::to_string(block) + ")"};
+                                                         " (a call of " + std::to_string(len) + " elements, block " + std::to_string(block) + ")", true};
             }
             return std::nullopt;
         };
@@ -281,7 +281,8 @@ std::optional<BoundaryFinding> hunt_boundaries(const kernels::PluginCodec& codec
         auto r = codec_check(&codec, format, c.x, c.block, c.shard, site, seed, kernels::Conformance::kExact);
         if (!r) continue;  // both refuse: not a boundary this format has
         if (!r->exact && !r->first_difference.empty())
-            return BoundaryFinding{c.input_class, "input class '" + c.input_class + "' (" + c.what + "): " + r->first_difference};
+            return BoundaryFinding{c.input_class, "input class '" + c.input_class + "' (" + c.what + "): " + r->first_difference,
+                                   !r->bound_holds};
     }
     return std::nullopt;
 }

@@ -341,11 +341,13 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
             if (auto h = hunt_boundaries(*codec, format, block, seed)) {
                 c.input_class = h->input_class;
                 c.first_difference = h->message;
-                c.violation = h->message;
-                if (c.first_violation < 0) c.first_violation = 0;
                 c.exact = false;
-                c.bound_holds = false;
-                c.conforms = false;
+                if (h->violation) {
+                    c.violation = h->message;
+                    if (c.first_violation < 0) c.first_violation = 0;
+                    c.bound_holds = false;
+                }
+                c.conforms = c.conformance == kernels::Conformance::kExact ? c.exact : c.bound_holds;
             }
     }
     return c;

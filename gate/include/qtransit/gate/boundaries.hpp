@@ -32,6 +32,9 @@ std::vector<BoundaryCase> boundary_cases(const FormatSpec& format, int64_t block
 struct BoundaryFinding {
     std::string input_class;
     std::string message;
+    // past the format's bound too, or a refusal missed, or a write out of bounds: fails `bounded`
+    // conformance as well as `exact`
+    bool violation = false;
 };
 std::optional<BoundaryFinding> hunt_boundaries(const kernels::PluginCodec& codec, const FormatSpec& format,
                                                int64_t block, uint64_t seed);
