@@ -6,7 +6,7 @@
  *
  * Configuration (compile-time macros; CMakeLists.txt builds every pair):
  *   EXAMPLE_FORMAT   8: int8, 4: int4, 41: int4-asym
- *   MUTANT           0: correct, 1..13: the mistakes listed at MUTANT_SLUG below
+ *   MUTANT           0: correct, 1..13 and 15..20: the mistakes listed at MUTANT_SLUG below
  *   variants of the correct codec (MUTANT 0), each numerically identical to it once qtransit undoes
  *   the declared layout:
  *   EXAMPLE_BF16_INPUT      int8, reads bfloat16 input             ("example-int8-bf16in")
@@ -148,8 +148,20 @@
 #if ASYM
 #error "mutant 13 (sign-magnitude) applies to int8 and int4 only"
 #endif
+#elif MUTANT == 15
+#define MUTANT_SLUG "f64-quotient"        /* rint((double)x / s): the quotient in binary64 */
+#elif MUTANT == 16
+#define MUTANT_SLUG "no-scale-floor"      /* s = a / qmax without max(., 2^-149) */
+#elif MUTANT == 17
+#define MUTANT_SLUG "simd-tail"           /* the finite check runs 8 at a time and forgets the remainder */
+#elif MUTANT == 18
+#define MUTANT_SLUG "float-index"         /* decode finds an element's block as (float)i / block */
+#elif MUTANT == 19
+#define MUTANT_SLUG "decode-overrun"      /* decode writes codes in pairs: one float past an odd block */
+#elif MUTANT == 20
+#define MUTANT_SLUG "warp-absmax"         /* statistics over the first 64 elements of a block only */
 #else
-#error "MUTANT must be 0..13"
+#error "MUTANT must be 0..13 or 15..20"
 #endif
 
 #if defined(__GNUC__)
@@ -361,6 +373,7 @@ static int block_stats(const void* x, int64_t start, int64_t len, int64_t block,
     (void)v2;
     p->s = 0.0f;
     p->lo = 0.0f;
+#if MUTANT != 17
     for (int64_t i = 0; i < len; ++i) {
         float v = load_x(x, start + i);
         if (!isfinite(v)) {
@@ -369,10 +382,14 @@ static int block_stats(const void* x, int64_t start, int64_t len, int64_t block,
             return 1;
         }
     }
+#endif
     (void)block;
     /* The statistics loop: MUTANT 11 stops one element short. */
 #if MUTANT == 11
     const int64_t stat_len = len - 1;
+#elif MUTANT == 20
+    /* MUTANT 20: one reduction over 64 lanes, no loop over the rest of a longer block. */
+    const int64_t stat_len = len < 64 ? len : 64;
 #else
     const int64_t stat_len = len;
 #endif
@@ -410,7 +427,11 @@ static int block_stats(const void* x, int64_t start, int64_t len, int64_t block,
         p->s = 0.0f;
     } else {
         float s = a / LEVELS;
+#if MUTANT == 16
+        p->s = s; /* MUTANT 16: no floor at 2^-149 */
+#else
         p->s = s > 0x1p-149f ? s : 0x1p-149f;
+#endif
     }
 #else /* ASYM */
     float lo = load_x(x, start), hi = lo;
@@ -451,7 +472,11 @@ static int block_stats(const void* x, int64_t start, int64_t len, int64_t block,
         }
 #endif
         float s = r / LEVELS;
+#if MUTANT == 16
+        p->s = s; /* MUTANT 16: no floor at 2^-149 */
+#else
         p->s = s > 0x1p-149f ? s : 0x1p-149f;
+#endif
     }
 #endif
     return 0;
@@ -464,6 +489,8 @@ static int32_t quantize(float v, const block_params* p, float inv) {
 #if !ASYM
 #if MUTANT == 3
     return clamp_code(round_code(v * inv)); /* MUTANT 3: reciprocal multiply */
+#elif MUTANT == 15
+    return clamp_code((float)rint((double)v / (double)p->s)); /* MUTANT 15: binary64 quotient */
 #elif defined(EXAMPLE_QUOTIENT_F64)
     /* A test's variant (properties/plugin/mutated_codec.c): the quotient in binary64, rounded once. */
     return clamp_code((float)nearbyint((double)v / (double)p->s));
@@ -474,6 +501,8 @@ static int32_t quantize(float v, const block_params* p, float inv) {
     float d = v - p->lo;
 #if MUTANT == 3
     return clamp_code(round_code(d * inv)); /* MUTANT 3: reciprocal multiply */
+#elif MUTANT == 15
+    return clamp_code((float)rint((double)d / (double)p->s)); /* MUTANT 15: binary64 quotient */
 #else
     return clamp_code(round_code(d / p->s));
 #endif
@@ -624,6 +653,17 @@ static int encode_impl(const qtransit_encode_args* args, char* err, size_t err_l
     (void)n_blocks;
     const int64_t LS = LAYOUT_SHARD(n, S);
 
+#if MUTANT == 17
+    /* MUTANT 17: the finite check, 8 lanes at a time; the last n % 8 elements are never looked at. */
+    for (int64_t i = 0; i + 8 <= n; i += 8) {
+        int bad = 0;
+        for (int k = 0; k < 8; ++k) bad |= !isfinite(load_x(args->x, i + k));
+        if (bad) {
+            set_err(err, err_len, CODEC_NAME ": non-finite input near element %lld", (long long)(args->index_base + i));
+            return 2;
+        }
+    }
+#endif
     /* Pass 1: refuse the call before anything is written; the first offending block in order
      * names the lowest offending element (D5, D8). */
     {
@@ -709,11 +749,31 @@ static int decode_impl(const qtransit_decode_args* args, char* err, size_t err_l
 #else
             float lo = 0.0f;
 #endif
+#if MUTANT == 19
+            /* MUTANT 19: decoded in pairs of codes (a byte of int4): an odd block writes its pad too. */
+            for (int64_t i = 0; i < len; i += 2) {
+                float v0 = dequantize(get_code(args->codes, byte, i, n_bytes), s, lo);
+                float v1 = dequantize(get_code(args->codes, byte, i + 1, n_bytes), s, lo);
+                memcpy(out + 4 * (start + i), &v0, sizeof v0);
+                memcpy(out + 4 * (start + i + 1), &v1, sizeof v1);
+            }
+#else
             for (int64_t i = 0; i < len; ++i) {
                 int32_t q = get_code(args->codes, byte, i, n_bytes);
+#if MUTANT == 18
+                /* MUTANT 18: the element's block from its index in binary32. */
+                {
+                    int64_t jf = (int64_t)((float)(b0 + i) / (float)B);
+                    s = args->scales[scale_index(j - b0 / B + jf)];
+#if ASYM
+                    lo = args->offsets[scale_index(j - b0 / B + jf)];
+#endif
+                }
+#endif
                 float v = dequantize(q, s, lo);
                 memcpy(out + 4 * (start + i), &v, sizeof v);
             }
+#endif
             byte += code_bytes(len);
         }
     return 0;

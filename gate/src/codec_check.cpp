@@ -1,4 +1,5 @@
 #include "qtransit/gate/codec_check.hpp"
+#include "qtransit/gate/boundaries.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -345,6 +346,20 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
             c.bound_holds = false;
             c.conforms = false;
         }
+        if (!c.first_difference.empty()) c.input_class = c.first_differing >= 0 ? edge_input_class(*edge, c.first_differing) : "edge-tensor";
+        // The generated boundary inputs (boundaries.hpp), once per format with the edge cases.
+        if (c.first_difference.empty())
+            if (auto h = hunt_boundaries(*codec, format, block, seed)) {
+                c.input_class = h->input_class;
+                c.first_difference = h->message;
+                c.exact = false;
+                if (h->violation) {
+                    c.violation = h->message;
+                    if (c.first_violation < 0) c.first_violation = 0;
+                    c.bound_holds = false;
+                }
+                c.conforms = c.conformance == kernels::Conformance::kExact ? c.exact : c.bound_holds;
+            }
     }
     return c;
 }
@@ -660,7 +675,7 @@ EdgeTensor edge_tensor(const FormatSpec& f, int64_t block, uint64_t seed) {
 }
 
 std::string edge_input_class(const EdgeTensor& e, int64_t i) {
-    return e.boundary_from >= 0 && i >= e.boundary_from ? "code boundaries" : "edge recipes";
+    return e.boundary_from >= 0 && i >= e.boundary_from ? "code-boundaries" : "edge-tensor";
 }
 
 }  // namespace qtransit::gate

@@ -259,10 +259,10 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                     else if (g == "block") cfg.block = *i;
                     else if (g == "seed") cfg.seed = static_cast<uint64_t>(*i);
                     else cfg.threads = static_cast<int>(*i);
-                } else if (g == "gpu") {
+                } else if (g == "gpu" || g == "long_codec_call") {
                     auto b = get_bool(c, gv, name);
                     if (!b) return b.error();
-                    cfg.gpu = *b;
+                    (g == "gpu" ? cfg.gpu : cfg.long_codec_call) = *b;
                 } else if (g == "codec") {
                     auto p = get_str(c, gv, name);
                     if (!p) return p.error();
@@ -292,7 +292,8 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                     cfg.conformance = *k;
                 } else {
                     return unknown(c, gk, "gate.", {"formats", "paths", "distributions", "ranks", "tree_ranks", "ranks_per_node",
-                                                    "elements", "block", "seed", "accum", "divide", "threads", "gpu", "codec", "conformance"});
+                                                    "elements", "block", "seed", "accum", "divide", "threads", "gpu", "long_codec_call", "codec",
+                                                    "conformance"});
                 }
             }
         } else if (key == "baseline") {
@@ -690,6 +691,7 @@ Result<GateConfig> parse_gate_config(const std::string& toml, const std::string&
 
 Result<GateConfig> quick_tier(const GateConfig& full) {
     GateConfig q = full;
+    q.long_codec_call = false;  // seconds of work: the default gate's
     auto two_smallest = [](std::vector<int64_t> v) {
         std::sort(v.begin(), v.end());
         v.erase(std::unique(v.begin(), v.end()), v.end());

@@ -17,6 +17,7 @@
 #include "qtransit/common/text_file.hpp"
 #include "qtransit/kernels/gpu.hpp"
 #include "qtransit/gate/codec_check.hpp"
+#include "qtransit/gate/boundaries.hpp"
 #include "qtransit/gate/sweep.hpp"
 #include "qtransit/gate/verdicts.hpp"
 #include "qtransit/gate/verify.hpp"
@@ -134,6 +135,7 @@ reports::FormatCheck kernel_check(const GateConfig& cfg, const FormatSpec& f, co
     fc.elements_in_differing_blocks = c->elements_in_differing_blocks;
     fc.max_ulps = c->max_ulps;
     fc.violation = c->violation;
+    fc.input_class = !c->input_class.empty() ? c->input_class : c->first_difference.empty() ? "" : label;
     if (kept) *kept = std::move(*c);
     return fc;
 }
@@ -284,6 +286,13 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
             const EdgeTensor e = edge_tensor(f, cfg.block, cfg.seed);
             auto fc = kernel_check(cfg, f, codec, "edge-cases", "edge-case input", e.x, e.shard, nullptr);
             if (fc.refused.empty()) fc.gpu = "not run: the edge cases are checked on the CPU";
+            if (codec && cfg.long_codec_call && fc.refused.empty() && fc.cpu_mismatch.empty())
+                if (auto h = long_call_check(*codec, f, cfg.block, cfg.seed)) {
+                    fc.cpu_matches_reference = false;
+                    fc.cpu_mismatch = h->message;
+                    fc.input_class = h->input_class;
+                    if (cfg.conformance == kernels::Conformance::kExact) fc.conforms = false;
+                }
             res.format_checks.push_back(fc);
         }
         for (auto d : cfg.dists) {

@@ -250,7 +250,7 @@ TEST_F(CodecAudit, AFloat64QuotientIsFoundAtTheCodeBoundaries) {
     const auto o = run("check --quick --report-dir " + (dir_ / "q").string() + " --codec " + mutated("f64-quotient"));
     EXPECT_EQ(o.code, 1) << o.out << o.err;
     EXPECT_NE(o.out.find("FAILED kernel-vs-reference/example-int8: edge-cases: first difference: element "), std::string::npos) << o.out;
-    EXPECT_NE(o.out.find("[input class: code boundaries]"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("[input class: code-boundaries]"), std::string::npos) << o.out;
     // The correct codecs still pass with the boundaries in.
     for (const char* c : {"example-int8", "example-int4", "example-int4-asym"})
         EXPECT_EQ(run("check --quick --report-dir " + (dir_ / c).string() + " --codec " + lib(c)).code, 0) << c;

@@ -86,6 +86,7 @@ nlohmann::json to_json(const GateResult& r) {
         } else {
             j["cpu_matches_reference"] = c.cpu_matches_reference;
             if (!c.cpu_mismatch.empty()) j["cpu_mismatch"] = c.cpu_mismatch;
+            if (!c.input_class.empty()) j["input_class"] = c.input_class;
             j["bound_holds"] = c.bound_holds;
             j["max_error_to_bound"] = num(c.max_error_to_bound);
             j["gpu"] = c.gpu;

@@ -28,6 +28,9 @@ struct CodecCheck {
                                     // (ds-int<b>-fm: every element one of the admissible results, D23)
     std::string first_difference;   // "" when exact
     int64_t first_differing = -1;   // the element of first_difference, when it is one
+    // the input class that found it: a boundary class (boundaries.hpp) or "edge-tensor" on the
+    // edge-case tensor, "" otherwise (the caller's input)
+    std::string input_class;
     // ds-int<b>-fm only (then exact means admissible, and the differing_ counts below compare with
     // the IEEE arithmetic, which is one admissible result among several)
     bool admissible_model = false;
@@ -109,7 +112,7 @@ struct EdgeTensor {
     // none (rotated, stochastic, blocks under 2).
     int64_t boundary_from = -1;
 };
-// The input class of element i of an edge tensor, for messages: "code boundaries" or "edge recipes".
+// The input class of element i of an edge tensor, for messages: "code-boundaries" or "edge-tensor".
 std::string edge_input_class(const EdgeTensor& e, int64_t i);
 EdgeTensor edge_tensor(const FormatSpec& format, int64_t block, uint64_t seed);
 

@@ -72,6 +72,7 @@ struct GateConfig {
     Divide divide = Divide::kNone;
     int threads = 0;
     bool gpu = true;                         // compare GPU kernels when a GPU answers
+    bool long_codec_call = true;             // a codec's one call past 2^24 elements (boundaries.hpp); off in the quick tier
     double baseline_margin = 0.10;
     std::vector<Metric> baseline_metrics{Metric::kRelRmsError, Metric::kMaxAbsError};
     std::vector<ScalingRule> scaling;

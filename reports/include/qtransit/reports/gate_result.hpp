@@ -61,6 +61,9 @@ struct FormatCheck {
     std::string refused;             // non-empty: the kernel refused the input (no other field set)
     bool cpu_matches_reference = false;
     std::string cpu_mismatch;
+    // the input class that found the first difference: a boundary class (gate/boundaries.hpp),
+    // "edge-tensor", or the distribution's name; "" when none differs
+    std::string input_class;
     bool bound_holds = false;
     double max_error_to_bound = 0;
     std::string gpu;                 // "match", "differ: <what>", or "not run: <why>"

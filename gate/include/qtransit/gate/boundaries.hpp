@@ -1,0 +1,47 @@
+#pragma once
+// Inputs that hunt a format's boundaries (issue 47): derived from the format's definition
+// (NUMERICS.md, docs/FORMATS.md) by solving for x, not drawn at random, so that mistakes nobody
+// listed (a binary64 quotient, a scale off at its floor, a SIMD loop without its remainder, an index
+// in binary32, a write past the output) meet the input that tells them apart from the reference.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "qtransit/common/format.hpp"
+#include "qtransit/kernels/plugin.hpp"
+
+namespace qtransit::gate {
+
+// One labelled input: `x` in shards of `shard`, quantized in blocks of `block`.
+struct BoundaryCase {
+    std::string input_class;  // near-ties, scale-boundaries, lengths, block-sizes, memory, long-tensors
+    std::string what;         // the case in words
+    std::vector<float> x;
+    int64_t block = 0, shard = 0;
+};
+
+// The generated inputs the reference quantizes (refusal probes are not among them), for `format`
+// and `block` (block-sizes: the spread of block sizes `accepts` takes).
+std::vector<BoundaryCase> boundary_cases(const FormatSpec& format, int64_t block, uint64_t seed,
+                                         const std::vector<int64_t>& other_blocks);
+
+// The first input class on which `codec` differs from the reference: every class but
+// long-tensors. nullopt when none does. `message` names the class, the case and the first
+// difference.
+struct BoundaryFinding {
+    std::string input_class;
+    std::string message;
+    // past the format's bound too, or a refusal missed, or a write out of bounds: fails `bounded`
+    // conformance as well as `exact`
+    bool violation = false;
+};
+std::optional<BoundaryFinding> hunt_boundaries(const kernels::PluginCodec& codec, const FormatSpec& format,
+                                               int64_t block, uint64_t seed);
+
+// long-tensors: one call of 2^24 + 2 blocks + 3 elements, compared with the reference on the blocks
+// around element 2^24 (where an index held in binary32 first goes wrong) and on the first block.
+std::optional<BoundaryFinding> long_call_check(const kernels::PluginCodec& codec, const FormatSpec& format,
+                                               int64_t block, uint64_t seed);
+
+}  // namespace qtransit::gate

@@ -1,0 +1,336 @@
+#include "qtransit/gate/boundaries.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "qtransit/gate/codec_check.hpp"
+#include "qtransit/kernels/inputs.hpp"
+#include "qtransit/reference/formats.hpp"
+#include "qtransit/reports/numbers.hpp"
+
+namespace qtransit::gate {
+namespace {
+
+bool int_format(const FormatSpec& f) { return f.kind == FormatKind::kSym || f.kind == FormatKind::kAsym; }
+bool asym(const FormatSpec& f) { return f.kind == FormatKind::kAsym; }
+// qmax of NUMERICS 1.1 / 1.2: the divisor of the scale and the largest code magnitude.
+int32_t qmax(const FormatSpec& f) { return asym(f) ? (1 << f.bits) - 1 : (1 << (f.bits - 1)) - 1; }
+
+// The scale the reference derives from a block statistic a (absmax, or hi - lo): max(fl32(a / qmax), 2^-149).
+float scale_of(const FormatSpec& f, float a) { return std::max(a / static_cast<float>(qmax(f)), 0x1p-149f); }
+
+double rne(double v) { return std::nearbyint(v); }
+
+float normal(uint64_t seed, uint64_t salt, uint64_t i) {
+    return kernels::generate(kernels::Distribution::kNormal, seed, 11, salt * 1000003u + i);
+}
+
+bool accepted(const FormatSpec& f, std::span<const float> x, int64_t block) {
+    Site s;
+    return static_cast<bool>(reference::quantize(f, x, block, Nonfinite::kError, s));
+}
+
+// near-ties: on scales s that are not powers of two, for every code q, inputs x within 64 ulps of
+// (q + 1/2) s where rne(fl32(x / s)) differs from rne of the exact quotient (a quotient in binary64
+// rounded once), or from rne(fl32(x * fl32(1/s))) (a reciprocal multiply). Blocks carry their absmax
+// (asym: lo = 0 and hi) first, so that the block's scale is exactly s.
+void near_ties(const FormatSpec& f, int64_t block, uint64_t seed, std::vector<BoundaryCase>& out) {
+    if (!int_format(f) || block < (asym(f) ? 3 : 2)) return;
+    const int32_t qm = qmax(f);
+    const int64_t head = asym(f) ? 2 : 1;
+    std::vector<float> x;
+    std::vector<float> pending;
+    uint64_t salt = 0;
+    auto flush_block = [&](float a) {
+        // one block: the statistic, then candidates (signs alternating for int<b>)
+        std::vector<float> b(static_cast<size_t>(block), 0.0f);
+        b[0] = a;
+        if (asym(f)) b[1] = 0.0f;
+        for (int64_t i = head; i < block; ++i) {
+            if (pending.empty()) {
+                b[static_cast<size_t>(i)] = 0.0f;
+                continue;
+            }
+            float v = pending.back();
+            pending.pop_back();
+            if (!asym(f) && (i + static_cast<int64_t>(salt)) % 2) v = -v;
+            b[static_cast<size_t>(i)] = v;
+        }
+        ++salt;
+        x.insert(x.end(), b.begin(), b.end());
+    };
+    for (int e : {-20, -3, 0, 7, 40}) {
+        for (int k = 1; k < 24; k += 2) {
+            // a = qmax * s for an s with a full mantissa: (q + 1/2) s is then inexact, and the binary32
+            // values nearest it give quotients that fl32 rounds onto the tie.
+            const uint32_t mant = (static_cast<uint32_t>(k) * 0x9E3779B1u) & 0x7fffffu;
+            const float s0 = std::ldexp(1.0f + static_cast<float>(mant) * 0x1p-23f, e);
+            const float a = static_cast<float>(qm) * s0;
+            const float s = scale_of(f, a);
+            if (!std::isfinite(a) || !std::isfinite(s)) continue;
+            const float inv = 1.0f / s;
+            for (int32_t q = 0; q < qm; ++q) {
+                const float t = static_cast<float>((static_cast<double>(q) + 0.5) * static_cast<double>(s));
+                float lo = t, hi = t;
+                for (int u = 0; u < 64; ++u) {
+                    lo = std::nextafter(lo, 0.0f);
+                    hi = std::nextafter(hi, FLT_MAX);
+                }
+                for (float v = lo; v <= hi && v < a; v = std::nextafter(v, FLT_MAX)) {
+                    const double exact = rne(static_cast<double>(v) / static_cast<double>(s));
+                    const double f32 = rne(static_cast<double>(v / s));
+                    const double rec = rne(static_cast<double>(v * inv));
+                    if (exact != f32 || rec != f32) pending.push_back(v);
+                }
+            }
+            (void)seed;
+            while (!pending.empty()) flush_block(a);
+        }
+    }
+    if (x.empty()) return;
+    out.push_back({"near-ties", "inputs x near (q + 1/2) s where fl32(x / s) and the exact quotient round apart", x, block,
+                   static_cast<int64_t>(x.size())});
+}
+
+// scale-boundaries: blocks whose statistic puts the scale at its floor 2^-149, around the smallest
+// normal and at the largest finite value, with either sign of the absmax; asym: lo and hi saturating
+// separately, FLT_MAX of each sign alone.
+void scale_boundaries(const FormatSpec& f, int64_t block, uint64_t seed, std::vector<BoundaryCase>& out) {
+    std::vector<float> stats;
+    const float tiny = 0x1p-149f;
+    const int32_t qm = int_format(f) ? qmax(f) : 127;
+    for (int m = 1; m <= 2 * qm + 2; ++m) stats.push_back(static_cast<float>(m) * tiny);  // the floor and just above it
+    for (float base : {FLT_MIN, static_cast<float>(qm) * FLT_MIN, FLT_MAX, FLT_MAX / static_cast<float>(qm)})
+        for (int u = -2; u <= 2; ++u) {
+            float v = base;
+            for (int k = 0; k < std::abs(u); ++k) v = std::nextafter(v, u < 0 ? 0.0f : FLT_MAX);
+            if (std::isfinite(v)) stats.push_back(v);
+        }
+    // Every power of two in binary32's range, one ulp either side of qmax * 2^k (where a scale's
+    // exponent changes).
+    for (int k = -149; k <= 127; k += 3) {
+        const float p = std::ldexp(static_cast<float>(qm), k);
+        if (!std::isfinite(p) || p == 0.0f) continue;
+        stats.push_back(std::nextafter(p, 0.0f));
+        stats.push_back(p);
+        stats.push_back(std::nextafter(p, FLT_MAX));
+    }
+    int64_t salt = 0;
+    std::vector<float> x;
+    for (float a : stats) {
+        for (float sign : {1.0f, -1.0f}) {
+            std::vector<float> b(static_cast<size_t>(block));
+            for (int64_t i = 0; i < block; ++i) {
+                // the other elements: fractions of a, and a few ulps of the floor
+                const float r = normal(seed, 77 + static_cast<uint64_t>(salt), static_cast<uint64_t>(i));
+                float v = a * std::min(std::fabs(r) / 3.0f, 1.0f);
+                if (i % 5 == 4) v = std::min(static_cast<float>(i % 7) * tiny, a);  // never above a: a stays the absmax
+                b[static_cast<size_t>(i)] = (i % 2 ? -1.0f : 1.0f) * v;
+            }
+            b[static_cast<size_t>((salt * 7) % block)] = sign * a;
+            ++salt;
+            if (accepted(f, b, block)) x.insert(x.end(), b.begin(), b.end());
+        }
+    }
+    if (!x.empty())
+        out.push_back({"scale-boundaries", "blocks whose absmax puts the scale at 2^-149, the smallest normal, the largest finite or a power of two",
+                       x, block, static_cast<int64_t>(x.size())});
+    if (asym(f) || f.kind == FormatKind::kDecl) {
+        // lo and hi saturating separately: each alone, in blocks the reference takes.
+        for (float lo_v : {-FLT_MAX, -1.0f, 0.0f})
+            for (float hi_v : {FLT_MAX, 1.0f, 0.0f}) {
+                std::vector<float> b(static_cast<size_t>(block));
+                for (int64_t i = 0; i < block; ++i) b[static_cast<size_t>(i)] = 0.5f * (i % 2 ? lo_v : hi_v) + 0.25f;
+                b[0] = lo_v;
+                b[static_cast<size_t>(block - 1)] = hi_v;
+                if (accepted(f, b, block))
+                    out.push_back({"scale-boundaries", "lo " + reports::shortest(lo_v) + " and hi " + reports::shortest(hi_v), b, block, block});
+            }
+    }
+}
+
+// lengths: a last partial block of every length up to 2 blocks + 1 (capped at 129 elements).
+void lengths(const FormatSpec& f, int64_t block, uint64_t seed, std::vector<BoundaryCase>& out) {
+    const int64_t top = std::min<int64_t>(2 * block + 1, 129);
+    for (int64_t len = 1; len <= top; ++len) {
+        std::vector<float> x(static_cast<size_t>(len));
+        for (int64_t i = 0; i < len; ++i) x[static_cast<size_t>(i)] = normal(seed, 5000 + static_cast<uint64_t>(len), static_cast<uint64_t>(i));
+        if (accepted(f, x, block)) out.push_back({"lengths", "a call of " + std::to_string(len) + " elements", x, block, len});
+    }
+}
+
+void block_sizes(const FormatSpec& f, uint64_t seed, const std::vector<int64_t>& blocks, std::vector<BoundaryCase>& out) {
+    for (int64_t b : blocks) {
+        const int64_t n = 2 * b + b / 2 + 1;
+        std::vector<float> x(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = normal(seed, 9000 + static_cast<uint64_t>(b), static_cast<uint64_t>(i));
+        if (accepted(f, x, b)) out.push_back({"block-sizes", "block " + std::to_string(b) + ", " + std::to_string(n) + " elements", x, b, n});
+    }
+}
+
+const float kCanary = std::bit_cast<float>(0x7fa5a5a5u);  // a signalling NaN no codec writes
+
+// Refusal probes at every position of the lengths that matter (the block's neighbourhood and a
+// SIMD width's), each alone in one call: the codec must refuse every one.
+std::optional<BoundaryFinding> refusal_positions(const kernels::PluginCodec& codec, const FormatSpec& f, int64_t block,
+                                                 uint64_t seed) {
+    std::vector<int64_t> lens;
+    for (int64_t l = 1; l <= 17; ++l) lens.push_back(l);
+    for (int64_t l : std::initializer_list<int64_t>{31, 32, 33, 63, 64, 65, 127, 128, 129, block - 1, block, block + 1, 2 * block + 1})
+        if (l >= 1) lens.push_back(l);
+    std::sort(lens.begin(), lens.end());
+    lens.erase(std::unique(lens.begin(), lens.end()), lens.end());
+    const float inf = std::numeric_limits<float>::infinity();
+    const struct {
+        const char* name;
+        float v;
+    } probes[] = {{"NaN", std::numeric_limits<float>::quiet_NaN()}, {"+inf", inf}, {"-inf", -inf}, {"range-overflow", FLT_MAX}};
+    for (int64_t len : lens) {
+        const auto sz = kernels::sharded_sizes(f, len, block, len);
+        std::vector<uint8_t> codes(static_cast<size_t>(sz.code_bytes));
+        std::vector<float> scales(static_cast<size_t>(sz.blocks)), offsets(static_cast<size_t>(sz.offsets));
+        for (int64_t pos = 0; pos < len; ++pos)
+            for (const auto& p : probes) {
+                std::vector<float> x(static_cast<size_t>(len));
+                for (int64_t i = 0; i < len; ++i) x[static_cast<size_t>(i)] = (i % 2 ? -0.5f : 0.75f) + 0.0625f * static_cast<float>(i % 5);
+                x[static_cast<size_t>(pos)] = p.v;
+                if (p.v == FLT_MAX) x[static_cast<size_t>(pos > 0 ? pos - 1 : std::min<int64_t>(1, len - 1))] = -FLT_MAX;
+                for (float& e : x) e = kernels::round_to(codec.input_type(), e);
+                if (accepted(f, x, block)) continue;  // nothing to refuse (a format without a range limit)
+                kernels::CodecOptions opt;
+                opt.seed = seed;
+                opt.site.tensor = std::string(p.name) + " probe";
+                if (!codec.encode(x, block, len, codes, scales, offsets, opt)) continue;
+                return BoundaryFinding{"lengths", "input class 'lengths': codec '" + codec.name() + "' encoded a call of " +
+                                                      std::to_string(len) + " elements (block " + std::to_string(block) +
+                                                      ") with " + p.name + " at element " + std::to_string(pos) +
+                                                      ", which the reference refuses (NUMERICS section 4)", true};
+            }
+    }
+    return std::nullopt;
+}
+
+// memory: every output buffer is followed by poisoned canaries, checked after each call.
+std::optional<BoundaryFinding> canaries(const kernels::PluginCodec& codec, const FormatSpec& f, int64_t block, uint64_t seed) {
+    std::vector<int64_t> lens = {int64_t{1}, 2, 3, 5, 7, block - 1, block, block + 1, block + 3, 2 * block + 1, 3 * block + block / 2 + 1};
+    constexpr size_t kGuard = 16;
+    for (int64_t len : lens) {
+        if (len < 1) continue;
+        std::vector<float> x(static_cast<size_t>(len));
+        for (int64_t i = 0; i < len; ++i) x[static_cast<size_t>(i)] = normal(seed, 7000 + static_cast<uint64_t>(len), static_cast<uint64_t>(i));
+        if (!accepted(f, x, block)) continue;
+        const auto sz = kernels::sharded_sizes(f, len, block, len);
+        std::vector<uint8_t> codes(static_cast<size_t>(sz.code_bytes) + 4 * kGuard, 0xa5);
+        std::vector<float> scales(static_cast<size_t>(sz.blocks) + kGuard, kCanary), offsets(static_cast<size_t>(sz.offsets) + kGuard, kCanary),
+            dec(static_cast<size_t>(len) + kGuard, kCanary);
+        auto cs = std::span<uint8_t>(codes).first(static_cast<size_t>(sz.code_bytes));
+        auto ss = std::span<float>(scales).first(static_cast<size_t>(sz.blocks));
+        auto os = std::span<float>(offsets).first(static_cast<size_t>(sz.offsets));
+        kernels::CodecOptions opt;
+        opt.seed = seed;
+        if (!codec.encode(x, block, len, cs, ss, os, opt)) continue;  // a refusal is the other classes' finding
+        auto spoiled = [&](const char* what, auto& buf, size_t used) -> std::optional<BoundaryFinding> {
+            for (size_t i = used; i < buf.size(); ++i) {
+                bool changed;
+                if constexpr (std::is_same_v<std::decay_t<decltype(buf[0])>, float>)
+                    changed = std::bit_cast<uint32_t>(buf[i]) != std::bit_cast<uint32_t>(kCanary);
+                else
+                    changed = buf[i] != 0xa5;
+                if (changed)
+                    return BoundaryFinding{"memory", "input class 'memory': codec '" + codec.name() + "' wrote " + what + " element " +
+                                                         std::to_string(i) + ", past the end of its " + std::to_string(used) +
+                                                         " (a call of " + std::to_string(len) + " elements, block " + std::to_string(block) + ")", true};
+            }
+            return std::nullopt;
+        };
+        if (auto r = spoiled("encode's codes byte", codes, cs.size())) return r;
+        if (auto r = spoiled("encode's scales", scales, ss.size())) return r;
+        if (auto r = spoiled("encode's offsets", offsets, os.size())) return r;
+        if (!codec.decode(block, len, cs, ss, os, std::span<float>(dec).first(static_cast<size_t>(len)))) continue;
+        if (auto r = spoiled("decode's output", dec, static_cast<size_t>(len))) return r;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<BoundaryCase> boundary_cases(const FormatSpec& format, int64_t block, uint64_t seed,
+                                         const std::vector<int64_t>& other_blocks) {
+    std::vector<BoundaryCase> out;
+    near_ties(format, block, seed, out);
+    scale_boundaries(format, block, seed, out);
+    block_sizes(format, seed, other_blocks, out);
+    lengths(format, block, seed, out);
+    return out;
+}
+
+std::optional<BoundaryFinding> hunt_boundaries(const kernels::PluginCodec& codec, const FormatSpec& format, int64_t block,
+                                               uint64_t seed) {
+    if (auto r = refusal_positions(codec, format, block, seed)) return r;
+    if (auto r = canaries(codec, format, block, seed)) return r;
+    std::vector<int64_t> others;
+    for (int64_t b : std::initializer_list<int64_t>{1, 2, 3, 31, 33, 64, 65, 100, 128, 4096})
+        if (b != block && codec.check_block(b)) others.push_back(b);
+    for (const auto& c : boundary_cases(format, block, seed, others)) {
+        Site site;
+        site.tensor = c.input_class + " input";
+        auto r = codec_check(&codec, format, c.x, c.block, c.shard, site, seed, kernels::Conformance::kExact);
+        if (!r) continue;  // both refuse: not a boundary this format has
+        if (!r->exact && !r->first_difference.empty())
+            return BoundaryFinding{c.input_class, "input class '" + c.input_class + "' (" + c.what + "): " + r->first_difference,
+                                   !r->bound_holds};
+    }
+    return std::nullopt;
+}
+
+std::optional<BoundaryFinding> long_call_check(const kernels::PluginCodec& codec, const FormatSpec& format, int64_t block,
+                                               uint64_t seed) {
+    // ds-int<b>-fm is judged by admissibility (D23), not bits: its long call is left to that check
+    // (not done here yet).
+    if (format.kind == FormatKind::kDs && format.fast_math) return std::nullopt;
+    const int64_t n = (int64_t{1} << 24) + 2 * block + 3;
+    std::vector<float> x(static_cast<size_t>(n));
+    kernels::generate_span(kernels::Distribution::kNormal, seed, 13, 0, x);
+    for (float& v : x) v = kernels::round_to(codec.input_type(), v);
+    const auto sz = kernels::sharded_sizes(format, n, block, n);
+    std::vector<uint8_t> codes(static_cast<size_t>(sz.code_bytes));
+    std::vector<float> scales(static_cast<size_t>(sz.blocks)), offsets(static_cast<size_t>(sz.offsets)), dec(static_cast<size_t>(n));
+    kernels::CodecOptions opt;
+    opt.seed = seed;
+    opt.site.tensor = "long-tensors input";
+    const std::string head = "input class 'long-tensors' (one call of " + std::to_string(n) + " elements, block " + std::to_string(block) + "): ";
+    if (auto st = codec.encode(x, block, n, codes, scales, offsets, opt); !st)
+        return BoundaryFinding{"long-tensors", head + "codec '" + codec.name() + "' refused it: " + st.error().message};
+    if (auto st = codec.decode(block, n, codes, scales, offsets, dec); !st)
+        return BoundaryFinding{"long-tensors", head + "codec '" + codec.name() + "' refused to decode it: " + st.error().message};
+    // The reference on the first block and on the blocks from 2^24 - 4 blocks to the end: blocks are
+    // independent within a shard, so a window that starts on a block boundary quantizes alike.
+    const int64_t from = std::max<int64_t>(0, ((int64_t{1} << 24) / block - 4) * block);
+    for (int64_t start : {int64_t{0}, from}) {
+        const int64_t len = start == 0 ? std::min(block, n) : n - start;
+        Site site;
+        site.tensor = "long-tensors input";
+        site.index_base = start;
+        auto q = reference::quantize(format, std::span<const float>(x).subspan(static_cast<size_t>(start), static_cast<size_t>(len)), block,
+                                     Nonfinite::kError, site);
+        if (!q) return std::nullopt;
+        for (int64_t i = 0; i < len; ++i) {
+            const float want = kernels::round_to(codec.output_type(), q->decoded[static_cast<size_t>(i)]);
+            const float got = dec[static_cast<size_t>(start + i)];
+            if (std::bit_cast<uint32_t>(want) != std::bit_cast<uint32_t>(got))
+                return BoundaryFinding{"long-tensors", head + "element " + std::to_string(start + i) + " (block " +
+                                                           std::to_string((start + i) / block) + "; input " +
+                                                           reports::shortest(x[static_cast<size_t>(start + i)]) + "): codec decodes " +
+                                                           reports::shortest(got) + ", reference " + reports::shortest(want) +
+                                                           "; scale " + reports::shortest(scales[static_cast<size_t>((start + i) / block)]) +
+                                                           " vs reference " + reports::shortest(q->scales[static_cast<size_t>(i / block)])};
+        }
+    }
+    return std::nullopt;
+}
+
+}  // namespace qtransit::gate
