@@ -94,6 +94,8 @@ int run_check(const CheckArgs& a) {
     if (problem.empty() && speaker && a.update_baseline)
         if (auto st = check_writable_file(a.baseline, "baseline"); !st) problem = st.error().message;
     if (problem.empty()) problem = gate::backend_problem(*cfg, *backend, a.backend);
+    if (problem.empty())
+        if (auto st = gate::check_gate_memory(*cfg); !st) problem = st.error().message;
     if (problem.empty() && speaker)
         if (auto st = reports::check_report_dir(a.report_dir, reports::report_file_names()); !st) problem = st.error().message;
     if (per_rank) {

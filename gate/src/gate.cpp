@@ -169,15 +169,17 @@ std::string now_utc() {
     return b;
 }
 
-Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& opt) {
+Status check_gate_memory(const GateConfig& cfg) {
     // The kernel check holds one rank's M inputs and what is derived from them: measured at about
     // 58 bytes an element (M = 2^24: 0.97 GB resident), taken as 64. Said before anything runs; a
     // gate of M = 2^30 was killed by the kernel's out-of-memory killer instead. (Each sweep checks
     // its own columns' need before its first run.)
-    if (auto st = check_memory(cfg.elements > (int64_t{1} << 56) ? INT64_MAX : cfg.elements * 64,
-                               "the kernel check of M = " + std::to_string(cfg.elements) + " elements (gate.elements)");
-        !st)
-        return st.error();
+    return check_memory(cfg.elements > (int64_t{1} << 56) ? INT64_MAX : cfg.elements * 64,
+                        "the kernel check of M = " + std::to_string(cfg.elements) + " elements (gate.elements)");
+}
+
+Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& opt) {
+    if (auto st = check_gate_memory(cfg); !st) return st.error();
     const auto t0 = std::chrono::steady_clock::now();
     reports::GateResult res;
     res.version = QTRANSIT_VERSION;

@@ -215,6 +215,11 @@ TEST_F(BadInput, RunsPastTheMachinesMemoryAreRefused) {
                 " --report-dir " + (dir_ / "r").string(),
             "the kernel check of M = 1073741824 elements (gate.elements) needs about 64 GiB of memory");
     EXPECT_FALSE(fs::exists(dir_ / "r"));
+    // Refused before the run takes its report directory: the previous reports stay (D37).
+    fs::create_directories(dir_ / "prev");
+    std::ofstream(dir_ / "prev" / "report.json") << "previous";
+    refused("check --config " + (dir_ / "g.toml").string() + " --report-dir " + (dir_ / "prev").string(), "needs about 64 GiB of memory");
+    EXPECT_EQ(slurp(dir_ / "prev" / "report.json"), "previous");
 }
 
 // Session 44's audit: lists that name a thing twice, and options that would run nothing.
@@ -345,7 +350,7 @@ TEST_F(BadInput, ControlCharactersInNamesAreEscapedInReports) {
 // the default gate, --baseline '' compared nothing): refused for every option but the report
 // directories whose help says "" means none.
 TEST_F(BadInput, EmptyValuesAreRefused) {
-    for (const std::string& opt : {"--codec", "--config", "--baseline", "--junit", "--report-dir"})
+    for (const std::string opt : {"--codec", "--config", "--baseline", "--junit", "--report-dir"})
         refused("check --quick " + opt + " ''", opt + ": an empty value ('') is not a value");
     refused("quantize --format int4 --in ''", "--in: an empty value");
     refused("simulate --path a2a-rs --ranks 4 --elements 64 --format ''", "--format: an empty value");

@@ -144,6 +144,10 @@ struct GateOptions {
 
 // Runs everything, draws every verdict. An Error only for something that is not a verdict (an
 // unexpected library error); a failed check is a failed verdict.
+// Whether this machine (and this process's limits) has the memory the gate's kernel check needs:
+// an Error naming both figures when not. run_gate checks it first; a command calls it before it
+// takes its report directory, so a gate refused for memory leaves the previous reports.
+Status check_gate_memory(const GateConfig& cfg);
 Result<reports::GateResult> run_gate(const GateConfig& config, const GateOptions& options);
 
 // Why `config` cannot run on `backend` ("" when it can): no GPU for device or nccl, N not the number
