@@ -508,8 +508,9 @@ Result<NpyArray> read_npy_impl(const std::string& path, std::optional<NpyDtype> 
         return arr;
     }
     if (item == 4) {
-        if (have_raw) std::memcpy(arr.data.data(), raw.data(), expected);
-        else {
+        if (have_raw) {
+            if (expected > 0) std::memcpy(arr.data.data(), raw.data(), expected);  // an empty vector's data() may be null
+        } else {
             got = read_some(f, arr.data.data(), expected);
             if (got < 0) return io_error("in the data");
             if (static_cast<uint64_t>(got) != expected) return size_error(static_cast<uint64_t>(got));
@@ -519,8 +520,9 @@ Result<NpyArray> read_npy_impl(const std::string& path, std::optional<NpyDtype> 
     } else {
         // binary16 or bfloat16 bits (both 2 bytes; raw uint16 was given its meaning above).
         std::vector<uint16_t> halves(n);
-        if (have_raw) std::memcpy(halves.data(), raw.data(), expected);
-        else {
+        if (have_raw) {
+            if (expected > 0) std::memcpy(halves.data(), raw.data(), expected);
+        } else {
             got = read_some(f, halves.data(), expected);
             if (got < 0) return io_error("in the data");
             if (static_cast<uint64_t>(got) != expected) return size_error(static_cast<uint64_t>(got));

@@ -764,7 +764,7 @@ Status PluginCodec::encode(std::span<const float> x, int64_t block, int64_t shar
     auto& given = scratch<uint8_t>(4);
     if (!cuda_) {
         given.resize(xbytes);
-        std::memcpy(given.data(), xin, xbytes);
+        if (xbytes > 0) std::memcpy(given.data(), xin, xbytes);
     }
     if (auto st = call_encode(cuda_ ? xin : given.data(), n, block, shard, cptr, sptr, optr, opt, static_cast<size_t>(pbytes), nscales); !st)
         return st;

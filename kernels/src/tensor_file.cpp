@@ -291,6 +291,7 @@ Result<Selected> parse_header(const std::string& file, std::string_view text, ui
 
 // Widens little-endian `n` values of `s` from `src` into dst[0..n).
 void widen(const Selected& s, const unsigned char* src, size_t n, float* dst) {
+    if (n == 0) return;  // an empty tensor's dst is null, and memcpy(nullptr, ..., 0) is undefined
     if (s.item == 4) {
         std::memcpy(dst, src, n * 4);
         if (!kHostLittle)

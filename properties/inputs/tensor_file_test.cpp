@@ -367,10 +367,16 @@ TEST(Safetensors, WriterRoundTripsThreeDtypesAndMetadata) {
     EXPECT_NE(header.find("\"h\":{\"data_offsets\":[24,34],\"dtype\":\"F16\",\"shape\":[5]}"), std::string::npos) << header;
     EXPECT_NE(header.find("\"b\":{\"data_offsets\":[34,50],\"dtype\":\"BF16\",\"shape\":[2,4]}"), std::string::npos) << header;
 
-    // A 0-d and an empty tensor, and no metadata.
+    // A 0-d and two empty tensors, and no metadata. The empty F32 one is copied with memcpy into a
+    // vector whose data() is null: CI's fuzzer found that undefined (UBSan, nonnull argument).
     qk::NpyArray s{{}, qk::NpyDtype::kFloat32, {3.25f}};
     qk::NpyArray e{{0, 3}, qk::NpyDtype::kBfloat16, {}};
-    ASSERT_TRUE(qk::write_safetensors(p, {{"s", s}, {"e", e}}).ok());
+    qk::NpyArray e32{{0}, qk::NpyDtype::kFloat32, {}};
+    ASSERT_TRUE(qk::write_safetensors(p, {{"s", s}, {"e", e}, {"e32", e32}}).ok());
+    auto re32 = qk::read_tensor(p, opts("e32"));
+    ASSERT_TRUE(re32.ok()) << re32.error().message;
+    EXPECT_EQ(re32->shape, (std::vector<int64_t>{0}));
+    EXPECT_TRUE(re32->data.empty());
     auto rs = qk::read_tensor(p, opts("s"));
     ASSERT_TRUE(rs.ok()) << rs.error().message;
     EXPECT_TRUE(rs->shape.empty());
