@@ -624,7 +624,7 @@ Error PluginCodec::fp_error(const char* call, const std::string& change) const {
 // differs, or -1.
 template <class T>
 int64_t first_changed(const T* kept, const T* given, size_t n) {
-    if (std::memcmp(kept, given, n * sizeof(T)) == 0) return -1;
+    if (n == 0 || std::memcmp(kept, given, n * sizeof(T)) == 0) return -1;  // n == 0: the pointers may be null
     for (size_t i = 0; i < n; ++i)
         if (std::memcmp(kept + i, given + i, sizeof(T)) != 0) return static_cast<int64_t>(i);
     return -1;
