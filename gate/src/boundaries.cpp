@@ -97,28 +97,41 @@ void near_ties(const FormatSpec& f, int64_t block, uint64_t seed, std::vector<Bo
 }
 
 // scale-boundaries: blocks whose statistic puts the scale at its floor 2^-149, around the smallest
-// normal and at the largest finite value, with either sign of the absmax; asym: lo and hi saturating
+// normal, at the largest finite value and on both sides of every exponent change (A 2^k), with
+// either sign of the absmax; asym: lo and hi saturating
 // separately, FLT_MAX of each sign alone.
 void scale_boundaries(const FormatSpec& f, int64_t block, uint64_t seed, std::vector<BoundaryCase>& out) {
     std::vector<float> stats;
     const float tiny = 0x1p-149f;
     const int32_t qm = int_format(f) ? qmax(f) : 127;
+    // A: what the scale maps the absmax onto (qmax, or a declared element's amplitude: 448 for e4m3)
+    const float amp = f.kind == FormatKind::kDecl && f.decl ? f.decl->amp : static_cast<float>(qm);
     for (int m = 1; m <= 2 * qm + 2; ++m) stats.push_back(static_cast<float>(m) * tiny);  // the floor and just above it
-    for (float base : {FLT_MIN, static_cast<float>(qm) * FLT_MIN, FLT_MAX, FLT_MAX / static_cast<float>(qm)})
+    for (float base : {FLT_MIN, amp * FLT_MIN, FLT_MAX, FLT_MAX / amp})
         for (int u = -2; u <= 2; ++u) {
             float v = base;
             for (int k = 0; k < std::abs(u); ++k) v = std::nextafter(v, u < 0 ? 0.0f : FLT_MAX);
             if (std::isfinite(v)) stats.push_back(v);
         }
-    // Every power of two in binary32's range, one ulp either side of qmax * 2^k (where a scale's
-    // exponent changes).
-    for (int k = -149; k <= 127; k += 3) {
-        const float p = std::ldexp(static_cast<float>(qm), k);
-        if (!std::isfinite(p) || p == 0.0f) continue;
-        stats.push_back(std::nextafter(p, 0.0f));
-        stats.push_back(p);
-        stats.push_back(std::nextafter(p, FLT_MAX));
-    }
+    // Where a scale's exponent changes: absmax = A 2^k for every k in binary32's range, and for
+    // e8m0-floor at 2^k itself, with one and two ulps either side. torchao's eager RCEIL
+    // (ceil(log2(fl32(a / 448)))) picks an exponent one too small a few ulps above 448 2^k
+    // (issue 52): random blocks came no closer than 56 ulps in 58,008.
+    std::vector<float> anchors = {amp};
+    if (f.kind == FormatKind::kDecl && f.decl && f.decl->scale == ScaleType::kE8m0Floor && amp != 1.0f) anchors.push_back(1.0f);
+    for (float anchor : anchors)
+        for (int k = -149; k <= 127; ++k) {
+            const float p = std::ldexp(anchor, k);
+            if (!std::isfinite(p) || p == 0.0f) continue;
+            float lo = p, hi = p;
+            stats.push_back(p);
+            for (int u = 0; u < 2; ++u) {
+                lo = std::nextafter(lo, 0.0f);
+                hi = std::nextafter(hi, FLT_MAX);
+                if (lo > 0.0f) stats.push_back(lo);
+                if (std::isfinite(hi)) stats.push_back(hi);
+            }
+        }
     int64_t salt = 0;
     std::vector<float> x;
     for (float a : stats) {
@@ -137,7 +150,7 @@ void scale_boundaries(const FormatSpec& f, int64_t block, uint64_t seed, std::ve
         }
     }
     if (!x.empty())
-        out.push_back({"scale-boundaries", "blocks whose absmax puts the scale at 2^-149, the smallest normal, the largest finite or a power of two",
+        out.push_back({"scale-boundaries", "blocks whose absmax puts the scale at 2^-149, the smallest normal, the largest finite, or within 2 ulps of an exponent change",
                        x, block, static_cast<int64_t>(x.size())});
     if (asym(f) || f.kind == FormatKind::kDecl) {
         // lo and hi saturating separately: each alone, in blocks the reference takes.

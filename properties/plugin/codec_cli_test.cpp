@@ -256,6 +256,20 @@ TEST_F(CodecAudit, AFloat64QuotientIsFoundAtTheCodeBoundaries) {
         EXPECT_EQ(run("check --quick --report-dir " + (dir_ / c).string() + " --codec " + lib(c)).code, 0) << c;
 }
 
+// torchao's eager RCEIL (ceil(log2f(fl32(a / 448)))) in an MX codec: an exponent one too small only
+// a few ulps above 448 2^k, which random blocks never reach (issue 52); the scale-boundary blocks
+// (A 2^k and 1 or 2 ulps either side, every k) find it in --quick, and the correct codec, written
+// from FORMATS.md apart from qtransit's code, passes.
+TEST_F(CodecAudit, TorchaosEagerRceilIsFoundAtTheScaleBoundaries) {
+    const auto o = run("check --quick --report-dir " + (dir_ / "q").string() + " --codec " + mutated("mx-rceil-log2f"));
+    EXPECT_EQ(o.code, 1) << o.out << o.err;
+    EXPECT_NE(o.out.find("FAILED kernel-vs-reference/acme-mxfp8-rceil-log2f: edge-cases: first difference: input class 'scale-boundaries'"),
+              std::string::npos)
+        << o.out;
+    const auto ok = run("check --quick --report-dir " + (dir_ / "ok").string() + " --codec " + mutated("mx-rceil"));
+    EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
+}
+
 // A codec's own error text reaches messages and reports escaped (no raw newline or ESC) and capped,
 // with the count of what was cut.
 TEST_F(CodecAudit, ACodecsMessageIsEscapedAndCapped) {
