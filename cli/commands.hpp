@@ -53,6 +53,7 @@ struct QuantizeArgs {
     std::string codec;                 // a codec plugin (.so) in place of qtransit's kernel
     std::string conformance = "exact"; // with --codec: exact or bounded
     int64_t shard = 0;                 // blocks restart every `shard` elements (0: the whole tensor)
+    bool no_hunt = false;              // with --codec: the tensor only, not the generated boundary inputs
 };
 int run_quantize(const QuantizeArgs& a);
 // quantize's options for qtransit's own kernels (no --codec), checked before any work: the format

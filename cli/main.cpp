@@ -101,6 +101,9 @@ int dispatch(int argc, char** argv) {
     quantize->add_flag("--json", qa.json, "Print one JSON object with scales, codes, decoded values and the bound");
     quantize->add_option("--out", qa.out_dir,
                          "Directory to write decoded.npy, codes.bin (packed wire codes), scales.npy, offsets.npy");
+    quantize->add_flag("--no-hunt", qa.no_hunt,
+                       "With --codec: check the tensor only, not also the inputs generated at the format's boundaries "
+                       "(near-ties, scale boundaries, lengths, block sizes, canaries; a fraction of a second)");
 
     BenchArgs ba;
     auto* bench = app.add_subcommand(

@@ -10,6 +10,7 @@
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/npy.hpp"
 #include "qtransit/reports/numbers.hpp"
+#include "qtransit/gate/boundaries.hpp"
 #include "qtransit/gate/codec_check.hpp"
 #include "qtransit/gate/verify.hpp"
 #include "qtransit/kernels/plugin.hpp"
@@ -62,6 +63,15 @@ int run_quantize_codec(const QuantizeArgs& a, const kernels::PluginCodec& codec,
         std::fprintf(stderr, "qtransit: %s\n", c.refusal.c_str());
         return kExitCheckFailed;
     }
+    // The tensor is the user's; the generated boundary inputs (issue 47) are where the mistakes
+    // nobody listed show, which a tensor of normal data almost never reaches. Run once the tensor
+    // conforms: its own first difference is the more useful line.
+    std::optional<gate::BoundaryFinding> hunt;
+    bool hunt_fails = false;
+    if (c.conforms && !a.no_hunt) {
+        hunt = gate::hunt_boundaries(codec, format, a.block, a.seed, *conf);
+        hunt_fails = hunt && (*conf == kernels::Conformance::kExact || hunt->violation);
+    }
     const gate::QuantizeCheck q = gate::to_quantize_check(c, arr->data);
     if (!a.out_dir.empty())
         if (auto st = gate::write_quantize_outputs(a.out_dir, q, arr->shape); !st) return fail(st.error());
@@ -80,6 +90,15 @@ int run_quantize_codec(const QuantizeArgs& a, const kernels::PluginCodec& codec,
             j["inadmissible_steps"] = c.inadmissible_steps;
         }
         j["conforms"] = c.conforms;
+        if (c.conforms && !a.no_hunt) {
+            nlohmann::json h;
+            h["conforms"] = !hunt_fails;
+            h["input_class"] = hunt ? nlohmann::json(hunt->input_class) : nlohmann::json(nullptr);
+            h["first_difference"] = hunt ? nlohmann::json(hunt->message) : nlohmann::json(nullptr);
+            h["within_bound"] = !hunt || !hunt->violation;
+            j["boundary_inputs"] = h;
+            j["conforms"] = !hunt_fails;
+        }
         std::printf("%s\n", j.dump().c_str());
     } else {
         std::printf("codec             %s\n", codec.describe().c_str());
@@ -98,6 +117,14 @@ int run_quantize_codec(const QuantizeArgs& a, const kernels::PluginCodec& codec,
                     static_cast<long long>(c.differing_elements), static_cast<long long>(c.elements_in_differing_blocks),
                     static_cast<long long>(c.differing_scale_blocks), static_cast<long long>(c.max_ulps));
         std::printf("conformance       %s: %s\n", kernels::to_string(*conf), c.conforms ? "conforms" : "DOES NOT CONFORM");
+        if (c.conforms && !a.no_hunt)
+            std::printf("boundary inputs   %s\n", !hunt              ? "conform: codec = reference bit for bit on every generated input"
+                                                   : hunt_fails       ? "DO NOT CONFORM (below)"
+                                                                      : "conform within the bound; they differ in bits (bounded conformance)");
+    }
+    if (hunt_fails) {
+        std::fprintf(stderr, "qtransit: codec %s: %s\n", codec.name().c_str(), hunt->message.c_str());
+        return kExitCheckFailed;
     }
     if (!c.conforms) {
         if (!c.bound_holds)

@@ -348,8 +348,11 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
         }
         if (!c.first_difference.empty()) c.input_class = c.first_differing >= 0 ? edge_input_class(*edge, c.first_differing) : "edge-tensor";
         // The generated boundary inputs (boundaries.hpp), once per format with the edge cases.
-        if (c.first_difference.empty())
-            if (auto h = hunt_boundaries(*codec, format, block, seed)) {
+        // Under bounded conformance a difference within the bound on the edge tensor leaves the hunt
+        // to look for a violation.
+        const bool bounded = c.conformance == kernels::Conformance::kBounded;
+        if (c.first_difference.empty() || (bounded && c.bound_holds))
+            if (auto h = hunt_boundaries(*codec, format, block, seed, c.conformance); h && (c.first_difference.empty() || h->violation)) {
                 c.input_class = h->input_class;
                 c.first_difference = h->message;
                 c.exact = false;

@@ -270,6 +270,33 @@ TEST_F(CodecAudit, TorchaosEagerRceilIsFoundAtTheScaleBoundaries) {
     EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
 }
 
+// quantize --codec on a tensor of normal data: the tensor agrees bit for bit, and the generated
+// boundary inputs that follow find the mistake (exit 1, the class named); --no-hunt checks the
+// tensor alone; under bounded a difference within the bound is reported and passes.
+TEST_F(CodecAudit, QuantizeHuntsTheBoundariesAfterTheTensor) {
+    const std::string npy = write("n.npy", "");
+    ASSERT_EQ(run("simulate --path a2a-rs --ranks 4 --elements 4096 --format int4 --dump " + npy).code, 0);
+    const auto o = run("quantize --in " + npy + " --codec " + mutated("mx-rceil-log2f"));
+    EXPECT_EQ(o.code, 1) << o.out << o.err;
+    EXPECT_NE(o.out.find("codec = reference yes, bit for bit"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("boundary inputs   DO NOT CONFORM"), std::string::npos) << o.out;
+    EXPECT_NE(o.err.find("qtransit: codec acme-mxfp8-rceil-log2f: input class 'scale-boundaries'"), std::string::npos) << o.err;
+    EXPECT_EQ(run("quantize --no-hunt --in " + npy + " --codec " + mutated("mx-rceil-log2f")).code, 0);
+    const auto ok = run("quantize --in " + npy + " --codec " + mutated("mx-rceil"));
+    EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
+    EXPECT_NE(ok.out.find("boundary inputs   conform: codec = reference bit for bit on every generated input"), std::string::npos) << ok.out;
+
+    const auto b = run("quantize --json --conformance bounded --in " + npy + " --codec " + mutated("f64-quotient"));
+    EXPECT_EQ(b.code, 0) << b.out << b.err;
+    const auto j = nlohmann::json::parse(b.out);
+    EXPECT_TRUE(j["conforms"].get<bool>());
+    EXPECT_TRUE(j["boundary_inputs"]["within_bound"].get<bool>());
+    EXPECT_EQ(j["boundary_inputs"]["input_class"], "near-ties");
+    const auto e = run("quantize --json --in " + npy + " --codec " + mutated("f64-quotient"));
+    EXPECT_EQ(e.code, 1) << e.out << e.err;
+    EXPECT_FALSE(nlohmann::json::parse(e.out)["conforms"].get<bool>());
+}
+
 // A codec's own error text reaches messages and reports escaped (no raw newline or ESC) and capped,
 // with the count of what was cut.
 TEST_F(CodecAudit, ACodecsMessageIsEscapedAndCapped) {

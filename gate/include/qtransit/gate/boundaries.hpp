@@ -28,7 +28,8 @@ std::vector<BoundaryCase> boundary_cases(const FormatSpec& format, int64_t block
 
 // The first input class on which `codec` differs from the reference: every class but
 // long-tensors. nullopt when none does. `message` names the class, the case and the first
-// difference.
+// difference. Under bounded conformance a difference within the bound does not stop the hunt: the
+// first violation is returned, else the first difference within the bound.
 struct BoundaryFinding {
     std::string input_class;
     std::string message;
@@ -37,7 +38,8 @@ struct BoundaryFinding {
     bool violation = false;
 };
 std::optional<BoundaryFinding> hunt_boundaries(const kernels::PluginCodec& codec, const FormatSpec& format,
-                                               int64_t block, uint64_t seed);
+                                               int64_t block, uint64_t seed,
+                                               kernels::Conformance conformance = kernels::Conformance::kExact);
 
 // long-tensors: one call of 2^24 + 2 blocks + 3 elements, compared with the reference on the blocks
 // around element 2^24 (where an index held in binary32 first goes wrong) and on the first block.
