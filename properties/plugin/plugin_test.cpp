@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -180,6 +181,40 @@ TEST(ExampleCodecs, AMutantIsNamedAtItsFirstDifference) {
     EXPECT_NE(r.first_difference.find("element "), std::string::npos) << r;
     EXPECT_NE(r.first_difference.find("(code "), std::string::npos) << r;
     EXPECT_NE(r.first_difference.find("reference"), std::string::npos) << r;
+}
+
+// conforms(codec) runs the generated boundary inputs too (issue 47): torchao's eager RCEIL in an MX
+// codec passes six distributions and the edge cases, and fails on a scale-boundary block, named; the
+// exact codec of the same file passes. boundary_inputs() hands the cases out one by one.
+TEST(ExampleCodecs, ConformsHuntsTheBoundariesAndHandsThemOut) {
+    auto bad = load_ok(std::string(QT_BAD_CODEC_DIR) + "/libqt_mutated_mx-rceil-log2f.so");
+    ASSERT_TRUE(bad);
+    const auto r = testing::conforms(*bad);
+    EXPECT_FALSE(r.ok) << r;
+    EXPECT_NE(r.message.find("input class 'scale-boundaries'"), std::string::npos) << r;
+    auto good = load_ok(std::string(QT_BAD_CODEC_DIR) + "/libqt_mutated_mx-rceil.so");
+    ASSERT_TRUE(good);
+    const auto g = testing::conforms(*good);
+    EXPECT_TRUE(g.ok) << g;
+    EXPECT_NE(g.message.find("generated boundary inputs"), std::string::npos) << g;
+
+    auto c = load_ok(codec_lib("example-int8"));
+    ASSERT_TRUE(c);
+    const auto cases = testing::boundary_inputs(*c, 32);
+    std::set<std::string> classes;
+    for (const auto& k : cases) {
+        classes.insert(k.input_class);
+        const auto one = testing::conforms(*c, k.x, {.block = k.block, .shard = k.shard});
+        EXPECT_TRUE(one.ok) << k.input_class << " (" << k.what << "): " << one;
+    }
+    EXPECT_EQ(classes, (std::set<std::string>{"near-ties", "scale-boundaries", "block-sizes", "lengths"}));
+    // f64-quotient differs on a near-tie case, and only there.
+    auto f64 = load_ok(std::string(QT_BAD_CODEC_DIR) + "/libqt_mutated_f64-quotient.so");
+    ASSERT_TRUE(f64);
+    std::set<std::string> failing;
+    for (const auto& k : testing::boundary_inputs(*f64, 32))
+        if (!testing::conforms(*f64, k.x, {.block = k.block, .shard = k.shard}).ok) failing.insert(k.input_class);
+    EXPECT_EQ(failing, (std::set<std::string>{"near-ties"}));
 }
 
 // Many threads at once through one thread_safe codec: each thread's bits equal a lone call's.

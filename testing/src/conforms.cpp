@@ -65,12 +65,19 @@ Conformity conforms(const kernels::PluginCodec& codec, const ConformOptions& o) 
     const gate::EdgeTensor e = gate::edge_tensor(codec.format(), o.block, o.seed);
     ConformOptions eo = o;
     eo.shard = e.shard;
-    fold(conforms(codec, e.x, eo), "edge cases");
+    fold(conforms(codec, e.x, eo), "edge cases and boundary inputs");  // codec_check hunts on the edge tensor
     if (total.ok)
         total.message = "codec " + codec.name() + " conforms (" + kernels::to_string(o.conformance) + ") on " +
-                        std::to_string(total.elements) + " elements of six distributions and the edge cases" +
+                        std::to_string(total.elements) + " elements of six distributions and the edge cases, and on the generated boundary inputs" +
                         (total.exact ? ", bit for bit" : "; " + std::to_string(total.differing_elements) + " differ in bits");
     return total;
+}
+
+std::vector<gate::BoundaryCase> boundary_inputs(const kernels::PluginCodec& codec, int64_t block, uint64_t seed) {
+    std::vector<int64_t> others;
+    for (int64_t b : std::initializer_list<int64_t>{1, 2, 3, 31, 33, 64, 65, 100, 128, 4096})
+        if (b != block && codec.check_block(b)) others.push_back(b);
+    return gate::boundary_cases(codec.format(), block, seed, others);
 }
 
 }  // namespace qtransit::testing

@@ -15,6 +15,9 @@
 #include <span>
 #include <string>
 
+#include <vector>
+
+#include "qtransit/gate/boundaries.hpp"
 #include "qtransit/kernels/plugin.hpp"
 
 namespace qtransit::testing {
@@ -40,7 +43,17 @@ std::ostream& operator<<(std::ostream& os, const Conformity& c);  // the message
 // The codec on `x` (its format is the codec's).
 Conformity conforms(const kernels::PluginCodec& codec, std::span<const float> x, const ConformOptions& options = {});
 // The codec on the gate's inputs: 4096 elements of each distribution (normal, uniform, heavy,
-// outliers, mixed-scale, correlated) and the edge cases, at options.block.
+// outliers, mixed-scale, correlated), the edge cases, and the inputs generated at the format's
+// boundaries (gate/boundaries.hpp: near-ties, scale boundaries, lengths, block sizes, canaries
+// after every output buffer), at options.block. The message names the input class that found the
+// first difference.
 Conformity conforms(const kernels::PluginCodec& codec, const ConformOptions& options = {});
+
+// The generated boundary inputs one by one, each with its class and a sentence saying what it is,
+// for a suite that wants them as its own cases (rc::gen::elementOf(boundary_inputs(...)), or a
+// parameterized test): `x` in shards of `shard`, blocks of `block`. Derived from the codec's
+// format; the block-sizes class uses the blocks of {1, 2, 3, 31, 33, 64, 65, 100, 128, 4096} the
+// codec accepts.
+std::vector<gate::BoundaryCase> boundary_inputs(const kernels::PluginCodec& codec, int64_t block, uint64_t seed = 1);
 
 }  // namespace qtransit::testing
