@@ -12,6 +12,7 @@ with the numbers of the command's JSON as attributes (``.passed``, ``.first_fail
     qtransit.check(config)                               the numerics gate
     qtransit.check_codec(fmt, encode, decode)            the gate with a quantizer written in Python
     qtransit.strategies.blocks(...)                      Hypothesis strategies for binary32 blocks
+    qtransit.strategies.boundary_blocks(...)             ... and for the blocks at a format's boundaries
 
 Arrays: numpy arrays or DLPack tensors of float32, float16 or bfloat16 (ml_dtypes.bfloat16), any
 shape; CUDA tensors are copied to the host. A C-contiguous float32 array is read without a copy;

@@ -90,3 +90,38 @@ def _with_extreme(a):
     a = a.copy()
     a[len(a) // 2] = FLT_MAX if len(a) % 2 else -FLT_MAX
     return a
+
+
+_OTHER_BLOCKS = (1, 2, 3, 31, 33, 64, 65, 100, 128)
+
+
+def boundary_cases(fmt="int4", block=32, *, seed=1, other_blocks=_OTHER_BLOCKS):
+    """The inputs qtransit generates at `fmt`'s boundaries (its C++ generator, gate/boundaries.hpp),
+    derived from the format's definition rather than drawn: near-ties (x where fl32(x / s) and the
+    exact quotient round apart, for every code), scale boundaries (the scale's floor, the smallest
+    normal, FLT_MAX, one and two ulps around A·2^k for every k), a partial last block of every
+    length, and the blocks of `other_blocks` (the block-sizes class). A list of
+    (input_class, what, x, block, shard): x is a float32 tensor quantized in blocks of `block`
+    restarting every `shard` elements. Needs no Hypothesis. `fmt` is a format name or a declaration
+    file (FILE.toml)."""
+    from . import _native
+
+    return [tuple(c) for c in _native.boundary_cases(fmt, int(block), int(seed), [int(b) for b in other_blocks])]
+
+
+def boundary_blocks(fmt="int4", block=32, *, seed=1):
+    """A Hypothesis strategy over the single blocks of boundary_cases(fmt, block): float32 arrays of
+    1..block values, as blocks() draws, each one a block the generator built to sit on a boundary
+    (a near-tie, a scale exponent's change, the scale's floor, a short last block). Mix it with
+    blocks(): st.one_of(qs.blocks(fmt, block), qs.boundary_blocks(fmt, block))."""
+    st = _st()
+    pieces = []
+    for _cls, _what, x, b, shard in boundary_cases(fmt, block, seed=seed, other_blocks=()):
+        if b != block:
+            continue
+        for s0 in range(0, x.size, shard):
+            for b0 in range(s0, s0 + shard, block):
+                pieces.append(x[b0:min(b0 + block, s0 + shard)])
+    if not pieces:
+        raise ValueError(f"fmt={fmt!r}, block={block}: the generator has no boundary blocks for this block (a format with a fixed block takes only that one)")
+    return st.sampled_from(pieces).map(np.copy)

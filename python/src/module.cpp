@@ -21,6 +21,7 @@
 #include "commands.hpp"
 #include "qtransit/codec_plugin.h"
 #include "qtransit/common/decl_toml.hpp"
+#include "qtransit/gate/boundaries.hpp"
 #include "qtransit/gate/codec_check.hpp"
 #include "qtransit/gate/gate.hpp"
 #include "qtransit/gate/verify.hpp"
@@ -400,6 +401,21 @@ Report check_codec(const std::string& fmt, nb::object encode, nb::object decode,
     return rep;
 }
 
+// The inputs gate/boundaries.hpp generates for a format (issue 47): (input_class, what, x, block,
+// shard) each, for qtransit.strategies.boundary_cases.
+nb::list boundary_cases(const std::string& fmt, int64_t block, uint64_t seed, std::vector<int64_t> other_blocks) {
+    const auto format = take(qt::resolve_format(fmt));
+    if (block < 1 || block > qt::kMaxBlock)
+        raise(qt::make_error(qt::ErrorCode::kInvalidArgument, "block=" + std::to_string(block) + ": between 1 and " + std::to_string(qt::kMaxBlock)));
+    for (int64_t b : other_blocks)
+        if (b < 1 || b > 4096)
+            raise(qt::make_error(qt::ErrorCode::kInvalidArgument, "other_blocks: " + std::to_string(b) + " is not between 1 and 4096"));
+    nb::list out;
+    for (auto& c : qt::gate::boundary_cases(format, block, seed, other_blocks))
+        out.append(nb::make_tuple(c.input_class, c.what, to_numpy(std::move(c.x)), c.block, c.shard));
+    return out;
+}
+
 }  // namespace
 
 NB_MODULE(_qtransit, m) {
@@ -423,6 +439,7 @@ NB_MODULE(_qtransit, m) {
           nb::arg("block"), nb::arg("dist"), nb::arg("seed"), nb::arg("accum"), nb::arg("divide"), nb::arg("rotation"),
           nb::arg("rounding"), nb::arg("inputs").none(), nb::arg("threads"), nb::arg("keep_outputs"));
     m.def("check", &check, nb::arg("config_text"), nb::arg("source"), nb::arg("quick"), nb::arg("conformance"), nb::arg("codec"));
+    m.def("boundary_cases", &boundary_cases, nb::arg("fmt"), nb::arg("block"), nb::arg("seed"), nb::arg("other_blocks"));
     m.def("check_codec", &check_codec, nb::arg("fmt"), nb::arg("encode"), nb::arg("decode"), nb::arg("name"), nb::arg("config_text"),
           nb::arg("source"), nb::arg("quick"), nb::arg("conformance"));
 }
