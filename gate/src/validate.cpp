@@ -21,6 +21,7 @@
 
 #include "qtransit/reports/numbers.hpp"
 #include "qtransit/gate/validate.hpp"
+#include "qtransit/gate/boundaries.hpp"
 #include "qtransit/gate/codec_check.hpp"
 
 #include "qtransit/common/decl_toml.hpp"
@@ -94,8 +95,10 @@ struct Tensor {
 };
 
 // The inputs: every distribution (nblocks blocks each), then edge blocks (zeros, a constant, one
-// spike among zeros, tiny and huge magnitudes, exact grid values).
-std::vector<Tensor> inputs(int64_t block, int64_t nblocks, uint64_t seed) {
+// spike among zeros, tiny and huge magnitudes, exact grid values), then the format's generated
+// boundary blocks (gate/boundaries.hpp: near-ties and scale boundaries, derived from the
+// declaration), so that every property, the kernel's bits first, meets them too.
+std::vector<Tensor> inputs(const FormatSpec& f, int64_t block, int64_t nblocks, uint64_t seed) {
     std::vector<Tensor> out;
     uint32_t rank = 0;
     for (auto d : kernels::all_distributions()) {
@@ -118,6 +121,9 @@ std::vector<Tensor> inputs(int64_t block, int64_t nblocks, uint64_t seed) {
     add([](size_t i) { return std::ldexp(static_cast<float>(i % 5) + 1.0f, 100); });
     add([n](size_t i) { return static_cast<float>(static_cast<int>(i) - static_cast<int>(n / 2)) * 0.25f; });
     out.push_back(std::move(edge));
+    for (auto& c : boundary_cases(f, block, seed, {}))
+        if (c.block == block && c.shard == static_cast<int64_t>(c.x.size()) && (c.input_class == "near-ties" || c.input_class == "scale-boundaries"))
+            out.push_back(Tensor{c.input_class + " blocks", std::move(c.x)});
     return out;
 }
 
@@ -228,7 +234,7 @@ void check_properties(const kernels::PluginCodec* codec, const FormatSpec& f, co
     const bool int_codes = d.elem != ElemType::kFloat;  // codes ordered like values (int two's complement, table index)
     const int64_t nblocks = quick ? 40 : 500;
     int64_t refused = 0;
-    for (const auto& t : inputs(block, nblocks, seed)) {
+    for (const auto& t : inputs(f, block, nblocks, seed)) {
         const std::span<const float> x(t.x);
         const int64_t nb = (static_cast<int64_t>(x.size()) + block - 1) / block;
         Site site;
@@ -349,7 +355,9 @@ void check_properties(const kernels::PluginCodec* codec, const FormatSpec& f, co
                 bool premise = normal_scale(d, sx) && normal_scale(d, sy);
                 for (size_t i = lo; i < hi && premise; ++i)
                     premise = (x[i] == 0 || (std::fabs(x[i]) >= FLT_MIN && std::fabs(y[i]) >= FLT_MIN)) &&
-                              (dec[i] == 0 || std::fabs(dec[i]) >= FLT_MIN) && std::isfinite(y[i]);
+                              (dec[i] == 0 || (std::fabs(dec[i]) >= FLT_MIN && std::fabs(std::ldexp(dec[i], k)) >= FLT_MIN &&
+                                               std::fabs(dec[i]) < FLT_MAX)) &&
+                              std::isfinite(y[i]);  // scaled into the subnormals it rounds twice; FLT_MAX may be a saturated val s (D1)
                 if (!premise) {
                     p.equi.skip("values or scales outside the normal range");
                     continue;
@@ -572,7 +580,7 @@ Result<FormatValidation> validate_format(const FormatSpec& f, const std::string&
     for (size_t i = 1; i < cfg.formats.size(); ++i) others += (i > 1 ? ", " : "") + cfg.formats[i].name();
     res->notes.push_back("formats validate: " + f.name() + " declared in " + file + ", placed against " + others +
                          "; properties of docs/FORMATS.md section 6 on " + std::to_string(o.quick ? 40 : 500) +
-                         " blocks per input distribution plus edge blocks (" + g4(t_props) + " s); a property the format does not "
+                         " blocks per input distribution plus edge blocks and the generated near-tie and scale-boundary blocks (" + g4(t_props) + " s); a property the format does not "
                          "promise is reported as skipped, with what was measured.");
     for (auto& n : notes) res->notes.push_back(std::move(n));
     res->wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
