@@ -96,6 +96,74 @@ void near_ties(const FormatSpec& f, int64_t block, uint64_t seed, std::vector<Bo
                    static_cast<int64_t>(x.size())});
 }
 
+// near-ties for a declared format whose scale is not a power of two (fp32-absmax, fp16-absmax) and
+// whose rounding is to nearest: for every midpoint m between two neighbouring element values (the
+// grid, decoded from every code), inputs x within 64 ulps of m s where fl32(x / s), or
+// fl32(x * fl32(1 / s)), lies on the other side of m than the exact quotient, or on m when the exact
+// quotient is not (a float8 codec that divides in binary64, or multiplies by a reciprocal). The side
+// of the exact quotient is the sign of x - m s, exact in binary64 (m s has at most 25 + 24 bits).
+void near_ties_decl(const FormatSpec& f, int64_t block, std::vector<BoundaryCase>& out) {
+    if (f.kind != FormatKind::kDecl || !f.decl || block < 2) return;
+    const Decl& d = *f.decl;
+    if (d.offset_min || d.rotated() || (d.scale != ScaleType::kFp32Absmax && d.scale != ScaleType::kFp16Absmax)) return;
+    if (d.rounding != Rounding::kNearestEven && d.rounding != Rounding::kNearestAway && d.rounding != Rounding::kNearestDown) return;
+    // The grid: every code's value at scale 1.
+    std::vector<int32_t> codes;
+    for (int32_t q = f.code_min(); q <= f.code_max(); ++q) codes.push_back(q);
+    const float one = 1.0f, zero = 0.0f;
+    auto vals = reference::decode(f, codes, std::span<const float>(&one, 1), std::span<const float>(&zero, d.offset_min ? 1 : 0),
+                                  static_cast<int64_t>(codes.size()));
+    std::vector<double> grid;
+    for (float v : vals)
+        if (std::isfinite(v)) grid.push_back(v);
+    std::sort(grid.begin(), grid.end());
+    grid.erase(std::unique(grid.begin(), grid.end()), grid.end());
+    std::vector<float> x, pending;
+    for (int e : {-20, -3, 0, 7, 40}) {
+        for (int k = 1; k < 24; k += 2) {
+            const uint32_t mant = (static_cast<uint32_t>(k) * 0x9E3779B1u) & 0x7fffffu;
+            const float a = d.amp * std::ldexp(1.0f + static_cast<float>(mant) * 0x1p-23f, e);
+            if (!std::isfinite(a) || a == 0.0f) continue;
+            Site site;
+            auto q = reference::quantize(f, std::span<const float>(&a, 1), 1, Nonfinite::kError, site);
+            if (!q || q->scales.empty()) continue;
+            const float s = q->scales[0];
+            if (!(s > 0.0f) || !std::isfinite(s) || std::bit_cast<uint32_t>(s) << 9 == 0) continue;  // a power of two: no near-ties
+            const float inv = 1.0f / s;
+            for (size_t g = 0; g + 1 < grid.size(); ++g) {
+                const double m = (grid[g] + grid[g + 1]) / 2;
+                const float t = static_cast<float>(m * static_cast<double>(s));
+                if (!std::isfinite(t) || std::fabs(t) >= a) continue;
+                float lo = t, hi = t;
+                for (int u = 0; u < 64; ++u) {
+                    lo = std::nextafter(lo, -FLT_MAX);
+                    hi = std::nextafter(hi, FLT_MAX);
+                }
+                for (float v = lo; v <= hi; v = std::nextafter(v, FLT_MAX)) {
+                    if (!(std::fabs(v) < a)) continue;
+                    const double r = static_cast<double>(v) - m * static_cast<double>(s);  // exact side
+                    const int exact = (r > 0) - (r < 0);
+                    auto side = [&](float qv) { return (static_cast<double>(qv) > m) - (static_cast<double>(qv) < m); };
+                    if (side(v / s) != exact || side(v * inv) != exact) pending.push_back(v);
+                }
+            }
+            // blocks of the statistic a first (the scale is s), then the candidates
+            while (!pending.empty()) {
+                std::vector<float> b(static_cast<size_t>(block), 0.0f);
+                b[0] = a;
+                for (int64_t i = 1; i < block && !pending.empty(); ++i) {
+                    b[static_cast<size_t>(i)] = pending.back();
+                    pending.pop_back();
+                }
+                x.insert(x.end(), b.begin(), b.end());
+            }
+        }
+    }
+    if (x.empty()) return;
+    out.push_back({"near-ties", "inputs x near m s, m a midpoint of the element grid, where fl32(x / s) and the exact quotient fall apart", x,
+                   block, static_cast<int64_t>(x.size())});
+}
+
 // scale-boundaries: blocks whose statistic puts the scale at its floor 2^-149, around the smallest
 // normal, at the largest finite value and on both sides of every exponent change (A 2^k), with
 // either sign of the absmax; asym: lo and hi saturating
@@ -275,6 +343,7 @@ std::vector<BoundaryCase> boundary_cases(const FormatSpec& format, int64_t block
                                          const std::vector<int64_t>& other_blocks) {
     std::vector<BoundaryCase> out;
     near_ties(format, block, seed, out);
+    near_ties_decl(format, block, out);
     scale_boundaries(format, block, seed, out);
     block_sizes(format, seed, other_blocks, out);
     lengths(format, block, seed, out);

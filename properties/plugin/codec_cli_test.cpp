@@ -286,6 +286,13 @@ TEST_F(CodecAudit, QuantizeHuntsTheBoundariesAfterTheTensor) {
     EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
     EXPECT_NE(ok.out.find("boundary inputs   conform: codec = reference bit for bit on every generated input"), std::string::npos) << ok.out;
 
+    // A float8 codec that keeps x / s in binary64: the near-ties of the element grid's midpoints.
+    const auto f8 = run("quantize --in " + npy + " --codec " + mutated("fp8-f64-quotient"));
+    EXPECT_EQ(f8.code, 1) << f8.out << f8.err;
+    EXPECT_NE(f8.err.find("qtransit: codec acme-fp8-f64-quotient: input class 'near-ties' (inputs x near m s, m a midpoint"), std::string::npos)
+        << f8.err;
+    EXPECT_EQ(run("quantize --in " + npy + " --codec " + mutated("fp8")).code, 0);
+
     const auto b = run("quantize --json --conformance bounded --in " + npy + " --codec " + mutated("f64-quotient"));
     EXPECT_EQ(b.code, 0) << b.out << b.err;
     const auto j = nlohmann::json::parse(b.out);

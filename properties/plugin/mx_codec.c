@@ -11,7 +11,12 @@
  *   MX_MUT 1 (torchao eager RCEIL): e = ceil(log2f(fl32(a / 448))), the quotient and the log2 both
  *   rounded in binary32. A few ulps above 448 2^k the quotient rounds onto or next to 2^k and log2f
  *   rounds to k: the exponent comes out one too small and the block's largest element saturates.
- *   Random blocks almost never land there (issue 52: none of 58,008 came within 8 ulps). */
+ *   Random blocks almost never land there (issue 52: none of 58,008 came within 8 ulps).
+ *
+ * MX_FP8_ABSMAX 1: the same elements as fp8-e4m3 (fp32-absmax: s = max(fl32(a / 448), 2^-149); a == 0:
+ * s = 0 and zeros of the input's signs), any block.
+ *   MX_MUT 2: the quotient x / s kept in binary64 and rounded onto the E4M3 grid once. It differs only
+ *   where fl32(x / s) lands on, or crosses, a midpoint of the grid that the exact quotient does not. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -22,6 +27,9 @@
 
 #ifndef MX_MUT
 #define MX_MUT 0
+#endif
+#ifndef MX_FP8_ABSMAX
+#define MX_FP8_ABSMAX 0
 #endif
 
 static int fail(char* err, size_t len, const char* msg) {
@@ -46,17 +54,18 @@ static int scale_exponent(float a) {
     return e;
 }
 
-/* |v| rounded onto the E4M3 grid (nearest-even, saturating), as its 7-bit magnitude code. */
-static uint8_t e4m3_magnitude(float v) {
-    if (v == 0.0f) return 0;
+/* |v| rounded onto the E4M3 grid (nearest-even, saturating), as its 7-bit magnitude code. v is a
+ * binary32 quotient widened (exact), or the binary64 quotient of MX_MUT 2. */
+static uint8_t e4m3_magnitude(double v) {
+    if (v == 0.0) return 0;
     int E;
-    frexpf(v, &E); /* v = m 2^E, m in [0.5, 1): floor(log2 v) = E - 1 */
+    frexp(v, &E); /* v = m 2^E, m in [0.5, 1): floor(log2 v) = E - 1 */
     int e = E - 1;
     if (e < -6) e = -6;
     const int k = e - 3;
-    const float t = ldexpf(v, -k); /* exact: a power-of-two multiply of a normal result */
-    float r = nearbyintf(t);
-    double mag = ldexp((double)r, k);
+    const double t = ldexp(v, -k); /* exact */
+    const double r = nearbyint(t);
+    double mag = ldexp(r, k);
     if (mag > 448.0) mag = 448.0;
     if (mag < 0x1p-6) return (uint8_t)(mag / 0x1p-9); /* subnormal: 0.mmm 2^-6 */
     int me;
@@ -85,11 +94,24 @@ static int encode(void* state, const qtransit_encode_args* a, char* err, size_t 
             float amax = 0.0f;
             for (int64_t i = 0; i < len; ++i)
                 if (fabsf(x[b0 + i]) > amax) amax = fabsf(x[b0 + i]);
+#if MX_FP8_ABSMAX
+            float s = amax / 448.0f;
+            if (amax != 0.0f && s < 0x1p-149f) s = 0x1p-149f;
+#else
             const float s = ldexpf(1.0f, scale_exponent(amax));
+#endif
             a->scales[j] = s;
             for (int64_t i = 0; i < len; ++i) {
-                const float v = x[b0 + i] / s;
-                a->codes[b0 + i] = (uint8_t)((signbit(v) ? 0x80 : 0) | e4m3_magnitude(fabsf(v)));
+                if (s == 0.0f) { /* an all-zero block: zeros of the input's signs */
+                    a->codes[b0 + i] = (uint8_t)(signbit(x[b0 + i]) ? 0x80 : 0);
+                    continue;
+                }
+#if MX_MUT == 2
+                const double v = (double)x[b0 + i] / (double)s;
+#else
+                const double v = (double)(x[b0 + i] / s);
+#endif
+                a->codes[b0 + i] = (uint8_t)((signbit(v) ? 0x80 : 0) | e4m3_magnitude(fabs(v)));
             }
         }
     return 0;
@@ -114,19 +136,30 @@ static int decode(void* state, const qtransit_decode_args* a, char* err, size_t 
 static const qtransit_codec_v1_t kCodec = {
     .abi_version = QTRANSIT_CODEC_ABI_VERSION,
     .struct_size = sizeof(qtransit_codec_v1_t),
+#if MX_FP8_ABSMAX
+#if MX_MUT == 2
+    .name = "acme-fp8-f64-quotient",
+#else
+    .name = "acme-fp8",
+#endif
+    .format = "fp8-e4m3",
+    .block_min = 1,
+    .block_max = 0,
+#else
 #if MX_MUT == 1
     .name = "acme-mxfp8-rceil-log2f",
 #else
     .name = "acme-mxfp8-rceil",
 #endif
     .format = "mxfp8-e4m3-rceil",
+    .block_min = 32,
+    .block_max = 32,
+#endif
     .device = QTRANSIT_DEVICE_CPU,
     .packing = QTRANSIT_PACKING_FORMAT,
     .input_type = QTRANSIT_BINARY32,
     .output_type = QTRANSIT_BINARY32,
     .scale_layout = QTRANSIT_SCALES_IN_ORDER,
-    .block_min = 32,
-    .block_max = 32,
     .block_multiple = 1,
     .thread_safe = 1,
     .encode = encode,
