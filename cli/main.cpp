@@ -11,6 +11,7 @@
 #include "qtransit/common/text_file.hpp"
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/common/transit.hpp"
+#include "qtransit/kernels/plugin.hpp"
 
 namespace {
 int dispatch(int argc, char** argv);
@@ -25,7 +26,9 @@ int dispatch(int argc, char** argv);
 int main(int argc, char** argv) {
     namespace mpi = qtransit::collectives::mpi;
     const bool nccl_ranks = mpi::requested(argc, argv, "nccl") && mpi::launched();
-    if (!mpi::requested(argc, argv) && !nccl_ranks) return dispatch(argc, argv);
+    // With a codec loaded, the process ends through finish_process: no codec code (a destructor, an
+    // atexit handler, a thread) runs after the verdict to change its status.
+    if (!mpi::requested(argc, argv) && !nccl_ranks) return qtransit::kernels::finish_process(dispatch(argc, argv));
     if (!mpi::built())
         return qtransit::cli::fail(std::string(nccl_ranks ? "--backend nccl under a launcher (mpirun, srun) needs MPI, but "
                                                           : "") +
@@ -40,7 +43,7 @@ int main(int argc, char** argv) {
     // MPI_Finalize: the library returned the failure, and here the job ends, every process of it.
     if (const qtransit::Error* e = mpi::job_failure()) mpi::abort_job(e->message);
     mpi::finalize();
-    return rc;
+    return qtransit::kernels::finish_process(rc);
 }
 
 namespace {

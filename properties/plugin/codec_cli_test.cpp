@@ -256,6 +256,22 @@ TEST_F(CodecAudit, AFloat64QuotientIsFoundAtTheCodeBoundaries) {
         EXPECT_EQ(run("check --quick --report-dir " + (dir_ / c).string() + " --codec " + lib(c)).code, 0) << c;
 }
 
+// A wrong codec whose destructor calls exit(0), or whose atexit handler calls _exit(0): both run
+// after qtransit's verdict, when the process ends, and turned the failed check's exit 1 into 0.
+// main ends through finish_process (flush, _exit) once a codec is loaded: the verdict's status stays.
+TEST_F(CodecAudit, ACodecsExitAtTheEndCannotChangeTheStatus) {
+    const std::string npy = write("e.npy", "");
+    ASSERT_EQ(run("simulate --path a2a-rs --ranks 4 --elements 256 --format int4 --dump " + npy).code, 0);
+    for (const char* m : {"dtor-exit0", "atexit-exit0"}) {
+        const auto o = run("check --quick --report-dir " + (dir_ / m).string() + " --codec " + mutated(m));
+        EXPECT_EQ(o.code, 1) << m << ": " << o.out << o.err;
+        EXPECT_NE(o.out.find("gate: FAIL"), std::string::npos) << m << ": " << o.out;
+        EXPECT_TRUE(fs::exists(dir_ / m / "report.json")) << m;
+        const auto q = run("quantize --no-hunt --in " + npy + " --codec " + mutated(m));
+        EXPECT_EQ(q.code, 1) << m << ": " << q.out << q.err;
+    }
+}
+
 // torchao's eager RCEIL (ceil(log2f(fl32(a / 448)))) in an MX codec: an exponent one too small only
 // a few ulps above 448 2^k, which random blocks never reach (issue 52); the scale-boundary blocks
 // (A 2^k and 1 or 2 ulps either side, every k) find it in --quick, and the correct codec, written

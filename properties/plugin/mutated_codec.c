@@ -21,7 +21,10 @@
  * Inputs that hunt (issue 47): a mistake only a boundary input shows.
  *   MUT 17 the quotient x / s computed in binary64 and rounded once (rint((double)x / s)): it differs
  *          from binary32's x / s then RNE only where fl32(x / s) lands on a tie the exact quotient
- *          does not, about 2e-6 of normal int8 inputs */
+ *          does not, about 2e-6 of normal int8 inputs
+ * A wrong codec that would end the process with status 0 after qtransit's verdict (exit 1):
+ *   MUT 18 decode as MUT 7, and a destructor that calls exit(0) (it runs when the process ends)
+ *   MUT 19 decode as MUT 7, and an atexit handler registered at load that calls _exit(0) */
 #define _POSIX_C_SOURCE 199309L /* as example_codec.c defines it */
 #include <math.h>
 #include <stdio.h>
@@ -49,6 +52,14 @@
 #undef qtransit_codec_v1
 
 static qtransit_codec_v1_t mutated;
+
+#if MUT == 18
+__attribute__((destructor)) static void exit_zero_at_unload(void) { exit(0); }
+#elif MUT == 19
+#include <unistd.h>
+static void exit_zero_at_exit(void) { _exit(0); }
+__attribute__((constructor)) static void register_exit_zero(void) { atexit(exit_zero_at_exit); }
+#endif
 
 #if MUT == 10
 __attribute__((constructor)) static void fast_math_on_load(void) { _mm_setcsr(_mm_getcsr() | 0x8040u); }
@@ -111,7 +122,7 @@ static int mutated_decode(void* state, const qtransit_decode_args* a, char* err,
     const int rc = example_decode(state, a, err, err_len);
 #if MUT == 6
     if (rc == 0) exit(0);
-#elif MUT == 7
+#elif MUT == 7 || MUT == 18 || MUT == 19
     if (rc == 0) {
         float* o = (float*)a->out;
         o[a->elements - 1] = nextafterf(o[a->elements - 1], INFINITY);

@@ -51,6 +51,13 @@ bool is_unwritten(float v);
 // input, or left the floating-point environment changed), as against failing on its own terms.
 bool is_contract_breach(const Error& e);
 
+// The last step of a program that loads codecs (the CLI's main): with no codec loaded it returns rc;
+// otherwise it flushes stdio and ends the process with rc at once (_exit), after LeakSanitizer's
+// check where that is linked in. No code of a codec runs after the verdict: not its destructors,
+// its atexit handlers or its threads, any of which could end the process with a status of its own
+// (a destructor calling exit(0) turned a failed check's exit 1 into 0).
+int finish_process(int rc);
+
 class PluginCodec {
 public:
     // dlopen the library, call its qtransit_codec_v1, check every declared field. Every refusal is
