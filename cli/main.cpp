@@ -277,6 +277,7 @@ int dispatch(int argc, char** argv) {
     }
     if (const std::string name = empty_value(app); !name.empty())
         return qtransit::cli::fail(name + ": an empty value ('') is not a value: give one, or leave " + name + " out");
+    if (const std::string item = qtransit::cli::empty_list_item(app, argc, argv); !item.empty()) return qtransit::cli::fail(item);
     // The environment's settings, before any work (a run would read them only when it opens a pipe
     // or starts MPI).
     if (auto st = qtransit::check_environment(); !st) return qtransit::cli::fail(st.error());

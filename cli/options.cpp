@@ -84,6 +84,41 @@ std::string empty_value(const CLI::App& app) {
 }
 
 
+std::string empty_list_item(const CLI::App& app, int argc, const char* const* argv) {
+    std::vector<const CLI::App*> chain{&app};
+    while (true) {
+        const auto subs = chain.back()->get_subcommands();
+        if (subs.empty()) break;
+        chain.push_back(subs.front());
+    }
+    auto list_option = [&](const std::string& name) -> const CLI::Option* {
+        for (auto it = chain.rbegin(); it != chain.rend(); ++it)
+            if (const CLI::Option* o = (*it)->get_option_no_throw(name)) return o->get_delimiter() == ',' ? o : nullptr;
+        return nullptr;
+    };
+    auto has_empty_item = [](const std::string& v) {
+        return v.empty() || v.front() == ',' || v.back() == ',' || v.find(",,") != std::string::npos;
+    };
+    for (int i = 1; i < argc; ++i) {
+        const std::string tok = argv[i];
+        if (tok.size() < 2 || tok[0] != '-') continue;
+        std::string name = tok, value;
+        bool have = false;
+        if (const size_t eq = tok.find('='); eq != std::string::npos && tok.rfind("--", 0) == 0) {
+            name = tok.substr(0, eq);
+            value = tok.substr(eq + 1);
+            have = true;
+        } else if (i + 1 < argc) {
+            value = argv[i + 1];
+            have = value.empty() || value[0] != '-' || value.size() == 1 || value.find(',') != std::string::npos;
+        }
+        if (!have || value.find(',') == std::string::npos) continue;
+        if (const CLI::Option* o = list_option(name); o && has_empty_item(value))
+            return o->get_name() + ": '" + printable(value, 80) + "' has an empty item (items are separated by single commas)";
+    }
+    return "";
+}
+
 std::string one_line(const std::string& message) {
     // A name the user gave (a file, a format, a TOML key) may hold a newline, a control character or
     // a megabyte: escaped and cut around the middle, so that the message stays one readable line.

@@ -21,6 +21,11 @@ inline constexpr int kMaxThreads = 4096;
 void decimal_numbers_only(CLI::App& app);
 // The first option of the command that ran given an empty value ("" if none).
 std::string empty_value(const CLI::App& app);
+// The first comma-separated list option (one with CLI11's ',' delimiter) given an empty item in the
+// command that ran ("int8,,int4", ",x", "x,", ","), as "--name: 'value' has an empty item ...": CLI11
+// drops empty items, so `simulate --path a2a-rs,,ring-rs` ran as if the comma were single.
+// "" when none. Read from argv after parsing (CLI11 keeps only the split items).
+std::string empty_list_item(const CLI::App& app, int argc, const char* const* argv);
 // A message on one line: control characters escaped, cut around the middle past 1000 bytes.
 std::string one_line(const std::string& message);
 

@@ -357,6 +357,18 @@ TEST_F(BadInput, EmptyValuesAreRefused) {
     refused("formats validate ''", "an empty value");
 }
 
+// An empty item in a comma-separated list (CLI11 drops it: `--path a2a-rs,,ring-rs` ran as if the
+// comma were single, `--ranks 4,` as 4) is refused, as an empty value is; every list option, one rule.
+TEST_F(BadInput, EmptyListItemsAreRefused) {
+    refused("simulate --path a2a-rs,,ring-rs --ranks 4 --elements 64 --format int4", "--path: 'a2a-rs,,ring-rs' has an empty item");
+    refused("simulate --path=a2a-rs, --ranks 4 --elements 64 --format int4", "--path: 'a2a-rs,' has an empty item");
+    refused("simulate --path a2a-rs --ranks ,4 --elements 64 --format int4", "--ranks: ',4' has an empty item");
+    refused("bench --format int8,,int4", "--format: 'int8,,int4' has an empty item");
+    refused("survey --dist normal,,heavy", "--dist: 'normal,,heavy' has an empty item");
+    // A single comma between items is the list.
+    EXPECT_EQ(run("simulate --path a2a-rs,ring-rs --ranks 4,8 --elements 64 --format int4").code, 0);
+}
+
 // Numbers are decimal digits (hex skipped the limit checks: bench --threads 0x1001 started 4097
 // threads, --seed 0x1 0000 0000 0000 0000 ran as 2^64 - 1; CLI11 reads 010 as octal 8): every
 // integer option, by one rule.
