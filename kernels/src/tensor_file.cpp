@@ -236,19 +236,32 @@ Result<Selected> parse_header(const std::string& file, std::string_view text, ui
         if (!e) return e.error();
         entries.push_back(std::move(*e));
     }
-    // Two tensors that share bytes are one buffer read twice: refused, as INPUTS.md promises (a
-    // zero-length tensor shares none).
+    // The entries' byte ranges tile the data buffer, as the format's reference reader requires
+    // (safetensors' validate): sorted by begin, each begins where the one before ends (no two share
+    // bytes: one buffer read twice; no gap: bytes that belong to no tensor), the first at 0, the
+    // last at the buffer's end.
     {
-        std::vector<const Entry*> by_begin;
-        for (const Entry& e : entries)
-            if (e.end > e.begin) by_begin.push_back(&e);
-        std::sort(by_begin.begin(), by_begin.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
-        for (size_t i = 1; i < by_begin.size(); ++i)
-            if (by_begin[i]->begin < by_begin[i - 1]->end)
-                return bad(file, "tensors " + in_quotes(by_begin[i - 1]->name) + " (data_offsets [" + std::to_string(by_begin[i - 1]->begin) +
-                                     ", " + std::to_string(by_begin[i - 1]->end) + "]) and " + in_quotes(by_begin[i]->name) + " ([" +
-                                     std::to_string(by_begin[i]->begin) + ", " + std::to_string(by_begin[i]->end) +
-                                     "]) overlap: each tensor's bytes are its own");
+        std::vector<const Entry*> order;
+        for (const Entry& e : entries) order.push_back(&e);
+        std::stable_sort(order.begin(), order.end(),
+                         [](const Entry* a, const Entry* b) { return a->begin != b->begin ? a->begin < b->begin : a->end < b->end; });
+        uint64_t at = 0;
+        const Entry* prev = nullptr;
+        for (const Entry* e : order) {
+            if (e->begin < at)
+                return bad(file, "tensors " + in_quotes(prev->name) + " (data_offsets " + offsets_text(prev->begin, prev->end) + ") and " +
+                                     in_quotes(e->name) + " (" + offsets_text(e->begin, e->end) + ") overlap: each tensor's bytes are its own");
+            if (e->begin > at)
+                return bad(file, "tensor " + in_quotes(e->name) + " (data_offsets " + offsets_text(e->begin, e->end) + ") leaves bytes [" +
+                                     std::to_string(at) + ", " + std::to_string(e->begin) + ") of the data buffer to no tensor" +
+                                     (prev ? " (after tensor " + in_quotes(prev->name) + ")" : "") +
+                                     ": the tensors' ranges follow one another from byte 0");
+            at = e->end;
+            prev = e;
+        }
+        if (!entries.empty() && at != data_size)
+            return bad(file, "the tensors' data ends at byte " + std::to_string(at) + " of the data buffer, which has " +
+                                 std::to_string(data_size) + " bytes: the " + std::to_string(data_size - at) + " bytes after it belong to no tensor");
     }
     std::vector<std::string> names;
     for (const Entry& e : entries) names.push_back(e.name);

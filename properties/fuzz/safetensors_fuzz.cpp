@@ -25,7 +25,7 @@ void check(const qtransit::Result<qtransit::kernels::NpyArray>& a) {
     }
 }
 
-// An accepted file's header holds no NUL, and no two of its tensors share bytes (issue 46: a NUL
+// An accepted file's header holds no NUL, and its tensors' ranges tile the data (issue 46: a NUL
 // ended the parse early; overlapping data_offsets were read). The header is checked from the bytes
 // themselves, not from the reader's view of them.
 void check_accepted_header(std::span<const uint8_t> bytes) {
@@ -37,16 +37,21 @@ void check_accepted_header(std::span<const uint8_t> bytes) {
         if (bytes[8 + i] == 0) __builtin_trap();
     const auto j = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(len), nullptr, false);
     if (j.is_discarded() || !j.is_object()) __builtin_trap();
+    // An accepted file's ranges tile its data buffer (safetensors' validate): sorted, each begins
+    // where the one before ends, from 0 to the buffer's end.
     std::vector<std::pair<uint64_t, uint64_t>> spans;
     for (auto it = j.begin(); it != j.end(); ++it) {
         if (it.key() == "__metadata__") continue;
         const auto& o = (*it)["data_offsets"];
-        const uint64_t b = o[0].get<uint64_t>(), e = o[1].get<uint64_t>();
-        if (e > b) spans.emplace_back(b, e);
+        spans.emplace_back(o[0].get<uint64_t>(), o[1].get<uint64_t>());
     }
     std::sort(spans.begin(), spans.end());
-    for (size_t i = 1; i < spans.size(); ++i)
-        if (spans[i].first < spans[i - 1].second) __builtin_trap();
+    uint64_t at = 0;
+    for (const auto& [b, e] : spans) {
+        if (b != at || e < b) __builtin_trap();
+        at = e;
+    }
+    if (!spans.empty() && at != bytes.size() - 8 - len) __builtin_trap();
 }
 
 }  // namespace
@@ -60,7 +65,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const uint64_t len = size - 1;
         for (int i = 0; i < 8; ++i) framed.push_back(static_cast<uint8_t>(len >> (8 * i)));
         framed.insert(framed.end(), data + 1, data + size);
-        framed.insert(framed.end(), 64, 0x3f);
+        // The data: as many bytes as the entries' largest end says (the ranges must tile the
+        // buffer, so a fixed size would leave most headers refused for their length), or 64.
+        uint64_t data_bytes = 64;
+        const auto j = nlohmann::json::parse(data + 1, data + size, nullptr, false);
+        if (!j.is_discarded() && j.is_object()) {
+            uint64_t end = 0;
+            for (auto it = j.begin(); it != j.end(); ++it)
+                if (it->is_object() && it->contains("data_offsets")) {
+                    const auto& o = (*it)["data_offsets"];
+                    if (o.is_array() && o.size() == 2 && o[1].is_number_unsigned()) end = std::max(end, o[1].get<uint64_t>());
+                }
+            if (end > 0 && end <= (uint64_t{1} << 20)) data_bytes = end;
+        }
+        framed.insert(framed.end(), data_bytes, 0x3f);
         bytes = framed;
     }
     const auto plain = qtransit::kernels::read_safetensors_bytes(bytes, {}, "fuzz.safetensors");

@@ -564,6 +564,14 @@ TEST(Safetensors, MalformedFilesSayWhatIsWrong) {
         {"overlap", st_bytes(R"({"a":)" + f32x2 + R"(,"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", eight),
          "tensors 'a' (data_offsets [0, 8]) and 'b' ([4, 8]) overlap: each tensor's bytes are its own"},
         {"same", st_bytes(R"({"a":)" + f32x2 + R"(,"b":)" + f32x2 + "}", eight), "overlap"},
+        // The ranges tile the data buffer, as safetensors' own validate requires: a late start, a gap
+        // between tensors, and bytes after the last tensor belong to no tensor.
+        {"late", st_bytes(one(R"({"dtype":"F32","shape":[1],"data_offsets":[4,8]})"), eight),
+         "tensor 'a' (data_offsets [4, 8]) leaves bytes [0, 4) of the data buffer to no tensor: the tensors' ranges follow one another from byte 0"},
+        {"gap", st_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F16","shape":[1],"data_offsets":[6,8]}})", eight),
+         "tensor 'b' (data_offsets [6, 8]) leaves bytes [4, 6) of the data buffer to no tensor (after tensor 'a')"},
+        {"trailing", st_bytes(one(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})"), eight),
+         "the tensors' data ends at byte 4 of the data buffer, which has 8 bytes: the 4 bytes after it belong to no tensor"},
         {"ctrldtype", st_bytes(one(R"({"dtype":"F\n32","shape":[2],"data_offsets":[0,8]})"), eight),
          "tensor 'a' has dtype 'F\\n32', which is not read; accepted: F32, F16, BF16, and U16 with --dtype fp16 or bf16"},
     };
