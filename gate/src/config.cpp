@@ -523,6 +523,11 @@ Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
                               "(give one with name = \"...\")");
         if (std::find(cfg.paths.begin(), cfg.paths.end(), b.path) == cfg.paths.end())
             return err(k, std::string("path ") + path_info(b.path).name + " is not in gate.paths");
+        // A 16-bit path's runs carry their type (bf16, fp16), not a format: a budget there matched no
+        // run and failed as if its input had been refused.
+        if (typed_path(b.path))
+            return err(k, std::string("path ") + path_info(b.path).name + " quantizes nothing (a 16-bit path, D26): its runs carry no format, "
+                              "so a budget on format " + (b.stages.empty() ? b.format.name() : stages_name(b.stages)) + " there would match no run");
         if (b.stages.empty() && std::find(cfg.formats.begin(), cfg.formats.end(), b.format) == cfg.formats.end())
             return err(k, "format " + b.format.name() + " is not in gate.formats");
         if (!b.stages.empty()) {
@@ -628,6 +633,11 @@ Status check_user_scaling(const Ctx& user, const GateConfig& cfg, const Lines& l
         auto err = [&](const std::string& what) { return key_error(user, lines, k, what); };
         if (std::find(cfg.paths.begin(), cfg.paths.end(), r.path) == cfg.paths.end())
             return err(std::string("path ") + path_info(r.path).name + " is not in gate.paths");
+        // A 16-bit path's runs carry no format whose error could be fitted: the rule would be a skip
+        // on every run, and the gate passed over it.
+        if (typed_path(r.path))
+            return err(std::string("path ") + path_info(r.path).name + " quantizes nothing (a 16-bit path, D26): its runs carry no format "
+                       "whose error could be fitted, so the rule could never be checked");
         // An exponent is fitted over N: at one N the rule could only ever be skipped, and a gate of
         // skips passes (issue 46).
         if (const auto ns = ns_of(cfg, r.path); ns.size() < 2)
@@ -675,7 +685,7 @@ Result<GateConfig> parse_gate_config(const std::string& toml, const std::string&
     // The default gate's rules where the user's gate runs a path at one N cannot fit there: they do
     // not apply (as its budgets do not), rather than stand as skips.
     if (source != "default" && !u_has_scaling)
-        std::erase_if(cfg.scaling, [&](const ScalingRule& r) { return ns_of(cfg, r.path).size() < 2; });
+        std::erase_if(cfg.scaling, [&](const ScalingRule& r) { return ns_of(cfg, r.path).size() < 2 || typed_path(r.path); });
     if (!load_codec) {
         cfg.codec_path.clear();
     } else if (!cfg.codec_path.empty()) {
