@@ -671,6 +671,23 @@ Result<GateConfig> parse_gate_config(const std::string& toml, const std::string&
         if (auto st = apply(user, *u, cfg, lines); !st) return st.error();
         cfg.source = source;
         u_has_scaling = u->contains("scaling");
+        // The default gate's formats, where the user's gate.block is one a fixed-block format (the MX
+        // formats: 32) cannot take, are left out rather than refused: the user did not list them
+        // (issue 52: a codec under test at block 64 was refused for mxfp8-e4m3). A format the user
+        // lists is still checked against the block, and refused with its line.
+        if (!u->at_path("gate.formats")) {
+            auto wrong_block = [&](const FormatSpec& f) { return !f.check_block(cfg.block).ok(); };
+            std::erase_if(cfg.formats, wrong_block);
+            std::erase_if(cfg.staged, [&](const std::vector<FormatSpec>& l) { return std::any_of(l.begin(), l.end(), wrong_block); });
+            if (!u_has_scaling) {
+                // A rule that named only such formats has nothing left to apply to.
+                std::erase_if(cfg.scaling, [&](ScalingRule& r) {
+                    const bool named = !r.formats.empty();
+                    std::erase_if(r.formats, wrong_block);
+                    return named && r.formats.empty() && r.staged.empty();
+                });
+            }
+        }
         // The default gate's budgets bound what the default gate runs: where the user's gate runs
         // another path, format or distribution, they do not apply (and are no error of the user's).
         if (!u->contains("budget"))

@@ -272,6 +272,25 @@ TEST_F(CodecAudit, ACodecsExitAtTheEndCannotChangeTheStatus) {
     }
 }
 
+// A codec under test at block 64 (issue 52): the default gate's MX formats (fixed blocks of 32) are
+// left out where the user's gate.block cannot take them, not refused; a format the user lists is
+// still refused with its line.
+TEST_F(CodecCli, ACodecAtBlock64RunsUnderTheDefaultFormats) {
+    const std::string cfg = write("b64.toml", "[gate]\nblock = 64\n");
+    const auto o = run("check --quick --config " + cfg + " --report-dir " + (dir_ / "r").string() + " --codec " + lib("example-int8"));
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    EXPECT_EQ(report((dir_ / "r").string())["gate"]["block"], 64);
+    const auto plain = run("check --quick --config " + cfg + " --report-dir " + (dir_ / "p").string());
+    EXPECT_EQ(plain.code, 0) << plain.out << plain.err;
+    const auto j = report((dir_ / "p").string());
+    for (const auto& f : j["gate"]["formats"]) EXPECT_EQ(f.get<std::string>().rfind("mx", 0), std::string::npos) << f;
+    const auto listed = run("check --quick --config " + write("b64m.toml", "[gate]\nblock = 64\nformats = [\"int8\", \"mxfp4\"]\n") +
+                            " --report-dir " + (dir_ / "m").string());
+    EXPECT_EQ(listed.code, 2);
+    EXPECT_NE(listed.err.find("b64m.toml:2: gate.block: mxfp4 has fixed blocks of 32 elements; got block size 64"), std::string::npos)
+        << listed.err;
+}
+
 // torchao's eager RCEIL (ceil(log2f(fl32(a / 448)))) in an MX codec: an exponent one too small only
 // a few ulps above 448 2^k, which random blocks never reach (issue 52); the scale-boundary blocks
 // (A 2^k and 1 or 2 ulps either side, every k) find it in --quick, and the correct codec, written
