@@ -130,7 +130,7 @@ def check(config=None, *, quick=False, conformance=None, codec=None, raise_on_fa
 
 
 def check_codec(fmt, encode, decode, *, name="python-codec", config=None, quick=True, conformance="exact", device="cpu",
-                raise_on_failure=False):
+                dtype="float32", raise_on_failure=False):
     """The gate with a quantizer written in Python as the codec of `fmt`: its encode and decode run
     wherever the gate runs qtransit's kernels (the kernel-vs-reference checks over edge cases and
     random blocks, every path's Q and D), judged as a codec plugin is (docs/PLUGIN.md). The verdicts
@@ -142,10 +142,14 @@ def check_codec(fmt, encode, decode, *, name="python-codec", config=None, quick=
     One call per shard (blocks restart at every shard; the last block may be short). config: as
     check()'s (None: the default gate on fmt); quick (the default): its quick tier. device="cuda":
     the callables get torch CUDA tensors; what they return may be CUDA tensors too. A callable that
-    raises, or returns the wrong count or dtype, fails the kernel-vs-reference verdict, which names it."""
-    enc, dec = _codec.adapt(encode, decode, device)
+    raises, or returns the wrong count or dtype, fails the kernel-vs-reference verdict, which names it.
+    dtype="bfloat16" (or "float16"): the quantizer's input and output type, as a training step calls
+    it. Every input is a value of that type (the gate rounds its inputs to it, as for a plugin whose
+    input_type is bfloat16), encode gets ml_dtypes.bfloat16 (np.float16) arrays, and decode's values
+    must be values of that type; they are compared with the reference's, rounded to it."""
+    enc, dec = _codec.adapt(encode, decode, device, str(dtype))
     text, source = _config(config)
-    rep = _native.check_codec(str(fmt), enc, dec, str(name), text, source, bool(quick), str(conformance))
+    rep = _native.check_codec(str(fmt), enc, dec, str(name), text, source, bool(quick), str(conformance), str(dtype))
     return GateResult(rep)._raise_if(raise_on_failure)
 
 

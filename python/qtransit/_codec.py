@@ -2,7 +2,7 @@
 native module's two callables (python/src/module.cpp), shard by shard.
 
 The user writes, for one shard of a tensor (blocks of `block` elements, the last one maybe short):
-    encode(x: float32[n], block) -> (codes: int[n], scales: float32[blocks])
+    encode(x: float32[n] (or the codec's dtype), block) -> (codes: int[n], scales: float32[blocks])
                                   or (codes, scales, offsets: float32[blocks])  (formats with an offset)
     decode(codes: int32[n], scales: float32[blocks], offsets or None, block) -> float32[n]
 Arrays may come back as numpy arrays or DLPack tensors, CUDA ones included (copied to the host).
@@ -40,15 +40,31 @@ def _device_put(device):
     return lambda a: torch.from_numpy(a).cuda()
 
 
-def adapt(encode, decode, device="cpu"):
+def _as_dtype(dtype):
+    """float32 values (widened exactly from the codec's dtype) back to arrays of that dtype."""
+    if dtype == "float32":
+        return lambda a: a
+    if dtype == "float16":
+        return lambda a: a.astype(np.float16)
+    if dtype == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise ValueError("dtype='bfloat16' hands encode ml_dtypes.bfloat16 arrays: pip install ml_dtypes") from None
+        return lambda a: a.astype(ml_dtypes.bfloat16)
+    raise ValueError(f"dtype={dtype!r}: float32, bfloat16 or float16")
+
+
+def adapt(encode, decode, device="cpu", dtype="float32"):
     if not callable(encode) or not callable(decode):
         raise ValueError("encode and decode must be callables")
     put = _device_put(device)
+    cast = _as_dtype(dtype)
 
     def enc(x, block, shard):
         codes, scales, offsets = [], [], []
         for s0 in range(0, x.size, shard):
-            r = encode(put(x[s0:s0 + shard]), block)
+            r = encode(put(cast(x[s0:s0 + shard])), block)
             if not isinstance(r, (tuple, list)) or len(r) not in (2, 3):
                 raise TypeError("encode must return (codes, scales) or (codes, scales, offsets)")
             codes.append(as_codes(r[0], "encode's codes"))

@@ -10,6 +10,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -22,6 +23,8 @@
 #include "qtransit/codec_plugin.h"
 #include "qtransit/common/decl_toml.hpp"
 #include "qtransit/gate/boundaries.hpp"
+#include "qtransit/kernels/fp16.hpp"
+#include "qtransit/reports/numbers.hpp"
 #include "qtransit/gate/codec_check.hpp"
 #include "qtransit/gate/gate.hpp"
 #include "qtransit/gate/verify.hpp"
@@ -113,7 +116,17 @@ int py_encode(void* state, const qtransit_encode_args* a, char* err, size_t err_
     auto* c = static_cast<PyCodec*>(state);
     nb::gil_scoped_acquire gil;
     try {
-        std::vector<float> x(static_cast<const float*>(a->x), static_cast<const float*>(a->x) + a->elements);
+        // The input as binary32 values (a bfloat16 or binary16 input widened exactly); the Python
+        // adapter hands the user's encode an array of the codec's dtype.
+        std::vector<float> x(static_cast<size_t>(a->elements));
+        if (c->desc.input_type == QTRANSIT_BINARY32) {
+            if (a->elements > 0) std::memcpy(x.data(), a->x, static_cast<size_t>(a->elements) * sizeof(float));
+        } else {
+            const auto* h = static_cast<const uint16_t*>(a->x);
+            for (int64_t i = 0; i < a->elements; ++i)
+                x[static_cast<size_t>(i)] = c->desc.input_type == QTRANSIT_BFLOAT16 ? qt::kernels::bf16_bits_to_f32(h[i])
+                                                                                    : qt::kernels::f16_bits_to_f32(h[i]);
+        }
         nb::object r = c->encode(to_numpy(std::move(x)), a->block, a->shard);
         auto t = nb::cast<nb::tuple>(r);
         auto codes = nb::cast<I32>(t[0]);
@@ -162,7 +175,23 @@ int py_decode(void* state, const qtransit_decode_args* a, char* err, size_t err_
         auto out = nb::cast<F32>(r);
         if (static_cast<int64_t>(out.shape(0)) != a->elements)
             return fail_into(err, err_len, "decode returned " + std::to_string(out.shape(0)) + " values for " + std::to_string(a->elements) + " elements");
-        std::memcpy(a->out, out.data(), static_cast<size_t>(a->elements) * sizeof(float));
+        if (c->desc.output_type == QTRANSIT_BINARY32) {
+            if (a->elements > 0) std::memcpy(a->out, out.data(), static_cast<size_t>(a->elements) * sizeof(float));
+            return 0;
+        }
+        // A bfloat16 or binary16 codec's decoded values, as that type's bits: each must be one of its
+        // values (the adapter widened them exactly), never rounded here.
+        const bool bf = c->desc.output_type == QTRANSIT_BFLOAT16;
+        auto* o = static_cast<uint16_t*>(a->out);
+        for (int64_t i = 0; i < a->elements; ++i) {
+            const float v = out.data()[i];
+            const uint16_t b = bf ? qt::kernels::f32_to_bf16_bits(v) : qt::kernels::f32_to_f16_bits(v);
+            const float back = bf ? qt::kernels::bf16_bits_to_f32(b) : qt::kernels::f16_bits_to_f32(b);
+            if (std::memcmp(&back, &v, sizeof v) != 0 && !(std::isnan(back) && std::isnan(v)))
+                return fail_into(err, err_len, "decode returned " + qt::reports::shortest(v) + " at element " + std::to_string(i) + ", which is not a " +
+                                                   (bf ? "bfloat16" : "float16") + " value (the codec's dtype)");
+            o[i] = b;
+        }
         return 0;
     } catch (nb::python_error& e) {
         return fail_into(err, err_len, "decode raised " + python_error_line(e));
@@ -171,7 +200,8 @@ int py_decode(void* state, const qtransit_decode_args* a, char* err, size_t err_
     }
 }
 
-std::unique_ptr<PyCodec> make_codec(const std::string& fmt, nb::object encode, nb::object decode, const std::string& name) {
+std::unique_ptr<PyCodec> make_codec(const std::string& fmt, nb::object encode, nb::object decode, const std::string& name,
+                                    const std::string& dtype) {
     auto c = std::make_unique<PyCodec>();
     c->encode = std::move(encode);
     c->decode = std::move(decode);
@@ -188,8 +218,13 @@ std::unique_ptr<PyCodec> make_codec(const std::string& fmt, nb::object encode, n
     d.format_toml = builtin ? nullptr : c->format_toml.c_str();
     d.device = QTRANSIT_DEVICE_CPU;
     d.packing = QTRANSIT_PACKING_BYTE_PER_CODE;
-    d.input_type = QTRANSIT_BINARY32;
-    d.output_type = QTRANSIT_BINARY32;
+    // What encode reads and decode writes: a bf16 quantizer is checked on bf16 inputs, against the
+    // reference on the same values, and its decoded values compared in bf16 (docs/PLUGIN.md).
+    if (dtype == "float32") d.input_type = QTRANSIT_BINARY32;
+    else if (dtype == "bfloat16") d.input_type = QTRANSIT_BFLOAT16;
+    else if (dtype == "float16") d.input_type = QTRANSIT_BINARY16;
+    else raise(qt::make_error(qt::ErrorCode::kInvalidArgument, "dtype=" + qt::printable(dtype, 40) + ": float32, bfloat16 or float16"));
+    d.output_type = d.input_type;
     d.scale_layout = QTRANSIT_SCALES_IN_ORDER;
     d.block_min = 1;
     d.thread_safe = 0;  // the GIL serializes the callables anyway
@@ -388,8 +423,8 @@ Report check(const std::string& config_text, const std::string& source, bool qui
 }
 
 Report check_codec(const std::string& fmt, nb::object encode, nb::object decode, const std::string& name, const std::string& config_text,
-                   const std::string& source, bool quick, const std::string& conformance) {
-    auto py = make_codec(fmt, std::move(encode), std::move(decode), name);
+                   const std::string& source, bool quick, const std::string& conformance, const std::string& dtype) {
+    auto py = make_codec(fmt, std::move(encode), std::move(decode), name, dtype);
     Report rep;
     {
         auto codec = take(qt::kernels::PluginCodec::from_descriptor(&py->desc, "python:" + name));
@@ -441,5 +476,5 @@ NB_MODULE(_qtransit, m) {
     m.def("check", &check, nb::arg("config_text"), nb::arg("source"), nb::arg("quick"), nb::arg("conformance"), nb::arg("codec"));
     m.def("boundary_cases", &boundary_cases, nb::arg("fmt"), nb::arg("block"), nb::arg("seed"), nb::arg("other_blocks"));
     m.def("check_codec", &check_codec, nb::arg("fmt"), nb::arg("encode"), nb::arg("decode"), nb::arg("name"), nb::arg("config_text"),
-          nb::arg("source"), nb::arg("quick"), nb::arg("conformance"));
+          nb::arg("source"), nb::arg("quick"), nb::arg("conformance"), nb::arg("dtype"));
 }

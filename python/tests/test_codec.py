@@ -53,6 +53,30 @@ def test_a_correct_int8_codec_passes():
     assert r.verdict("bounds/int8/ring-rs").status == "pass"
 
 
+def test_a_bfloat16_codec_is_checked_as_bfloat16():
+    """dtype="bfloat16": encode gets bf16 arrays, decode returns bf16 values, compared in bf16 (issue 52:
+    torchao and most training code quantize bf16)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    seen = []
+
+    def encode(x, block):
+        seen.append(x.dtype)
+        return sym_encode(8)(x, block)
+
+    def decode(codes, scales, offsets, block):
+        return sym_decode(codes, scales, offsets, block).astype(ml_dtypes.bfloat16)
+
+    r = qtransit.check_codec("int8", encode, decode, name="py-int8-bf16", config=SMALL, quick=False, dtype="bfloat16")
+    assert r.passed, r.first_failure
+    assert seen and all(d == ml_dtypes.bfloat16 for d in seen)
+    # float32 values a bf16 codec returns are not bf16 values: named, not rounded.
+    bad = qtransit.check_codec("int8", encode, sym_decode, name="py-int8-bf16", config=SMALL, quick=True, dtype="bfloat16")
+    assert not bad.passed
+    assert "which is not a bfloat16 value (the codec's dtype)" in bad.verdict("kernel-vs-reference/py-int8-bf16").message
+    with pytest.raises(ValueError, match="dtype='int8': float32, bfloat16 or float16"):
+        qtransit.check_codec("int8", encode, decode, dtype="int8")
+
+
 def test_a_truncating_codec_fails_with_the_first_difference():
     r = qtransit.check_codec("int8", sym_encode(8, np.trunc), sym_decode, name="py-trunc", config=SMALL, quick=False)
     assert not r.passed
