@@ -26,13 +26,15 @@ def _st():
     return st
 
 
-def _qmax(fmt):
-    from . import formats
+def _grid(fmt):
+    """(amplitude, integer_grid) of a built-in format's name or a declaration file (FILE.toml)."""
+    from . import _native
 
-    for f in formats():
-        if f.format == fmt:
-            return max(abs(f.code_min), abs(f.code_max))
-    raise ValueError(f"fmt={fmt!r}: not a built-in format; known: {', '.join(f.format for f in formats())}")
+    try:
+        g = _native.format_grid(str(fmt))
+    except ValueError as e:
+        raise ValueError(f"fmt={fmt!r}: {e}") from None
+    return float(g["amplitude"]), bool(g["integer_grid"])
 
 
 def _f32(values):
@@ -44,7 +46,10 @@ def blocks(fmt="int4", block=32, *, min_len=1, finite=True, ties=True, extremes=
     subnormal blocks and subnormals under a normal absmax; ±0 and constant blocks; single-element
     blocks; blocks holding ±FLT_MAX (extremes); exact ties of `fmt`'s rounding: the absmax at
     qmax·s and every other element at (k + 1/2)·s, s a power of two, so that x / s is a tie. Every
-    value is finite (finite=False adds ±inf and NaN, for testing a refusal)."""
+    value is finite (finite=False adds ±inf and NaN, for testing a refusal). `fmt` is a built-in
+    format's name or a declaration file (FILE.toml); the exact ties are drawn for formats whose grid
+    is the integers (int<b>, ds-int<b>, a declared int element without fraction bits): for float and
+    table grids use boundary_blocks(), whose near-ties come from the grid's own midpoints."""
     st = _st()
     if not 1 <= min_len <= block:
         raise ValueError(f"min_len={min_len}: between 1 and block={block}")
@@ -68,8 +73,9 @@ def blocks(fmt="int4", block=32, *, min_len=1, finite=True, ties=True, extremes=
     ]
     if extremes:
         choices.append(of(st.one_of(normalish, st.sampled_from([FLT_MAX, -FLT_MAX]))).map(_with_extreme))
-    if ties:
-        qmax = _qmax(fmt)
+    amplitude, integer_grid = _grid(fmt)  # also refuses an unknown format before anything is drawn
+    if ties and integer_grid:
+        qmax = int(amplitude)
 
         def tie_block(args):
             n, e, ks, sign, at = args

@@ -436,6 +436,23 @@ Report check_codec(const std::string& fmt, nb::object encode, nb::object decode,
     return rep;
 }
 
+// What qtransit.strategies.blocks needs of a format (a name or a declaration file): the amplitude A
+// the scale maps a block's absmax onto, and whether the grid is the integers q s (exact ties at
+// (k + 1/2) s).
+nb::dict format_grid(const std::string& fmt) {
+    const auto f = take(qt::resolve_format(fmt));
+    nb::dict d;
+    d["name"] = f.name();
+    if (f.kind == qt::FormatKind::kDecl && f.decl) {
+        d["amplitude"] = f.decl->amp;
+        d["integer_grid"] = f.decl->elem == qt::ElemType::kInt && f.decl->fraction_bits == 0 && !f.decl->rotated();
+    } else {
+        d["amplitude"] = static_cast<double>(std::max(std::abs(f.code_min()), std::abs(f.code_max())));
+        d["integer_grid"] = true;
+    }
+    return d;
+}
+
 // The inputs gate/boundaries.hpp generates for a format (issue 47): (input_class, what, x, block,
 // shard) each, for qtransit.strategies.boundary_cases.
 nb::list boundary_cases(const std::string& fmt, int64_t block, uint64_t seed, std::vector<int64_t> other_blocks) {
@@ -474,6 +491,7 @@ NB_MODULE(_qtransit, m) {
           nb::arg("block"), nb::arg("dist"), nb::arg("seed"), nb::arg("accum"), nb::arg("divide"), nb::arg("rotation"),
           nb::arg("rounding"), nb::arg("inputs").none(), nb::arg("threads"), nb::arg("keep_outputs"));
     m.def("check", &check, nb::arg("config_text"), nb::arg("source"), nb::arg("quick"), nb::arg("conformance"), nb::arg("codec"));
+    m.def("format_grid", &format_grid, nb::arg("fmt"));
     m.def("boundary_cases", &boundary_cases, nb::arg("fmt"), nb::arg("block"), nb::arg("seed"), nb::arg("other_blocks"));
     m.def("check_codec", &check_codec, nb::arg("fmt"), nb::arg("encode"), nb::arg("decode"), nb::arg("name"), nb::arg("config_text"),
           nb::arg("source"), nb::arg("quick"), nb::arg("conformance"), nb::arg("dtype"));

@@ -104,3 +104,27 @@ def test_boundary_blocks_find_a_binary64_quotient():
 
     look()
     assert found, "no boundary block told the binary64 quotient from the reference"
+
+
+def test_blocks_take_a_declaration_file(tmp_path):
+    """strategies.blocks(fmt=FILE.toml) (issue 52: it took built-in names only)."""
+    import pytest
+
+    toml = tmp_path / "my5.toml"
+    toml.write_text('name = "my-int5"\n[element]\ntype = "int"\nbits = 5\n')
+    ties = []
+
+    @settings(max_examples=300, deadline=None, database=None)
+    @given(qs.blocks(fmt=str(toml), block=16))
+    def look(x):
+        assert x.dtype == np.float32 and 1 <= x.size <= 16
+        m = np.abs(x).max()
+        if m > 0 and x.size > 1:
+            r = x / np.float32(m / np.float32(15))
+            if np.any(np.abs(r - np.floor(r)) == 0.5):
+                ties.append(x)
+
+    look()
+    assert ties, "no exact tie of the declared int5's grid (qmax 15) was drawn"
+    with pytest.raises(ValueError, match="fmt='nope'"):
+        qs.blocks(fmt="nope")
