@@ -29,6 +29,8 @@ const char* to_string(ScaleType s) {
         case ScaleType::kFp16Absmax: return "fp16-absmax";
         case ScaleType::kE8m0Floor: return "e8m0-floor";
         case ScaleType::kE8m0Rceil: return "e8m0-rceil";
+        case ScaleType::kE8m0Even: return "e8m0-even";
+        case ScaleType::kE8m0Ceil: return "e8m0-ceil";
         case ScaleType::kNone: return "none";
     }
     return "?";
@@ -51,7 +53,9 @@ int Decl::scale_bytes() const {
         case ScaleType::kFp32Absmax: return 4;
         case ScaleType::kFp16Absmax: return 2;
         case ScaleType::kE8m0Floor:
-        case ScaleType::kE8m0Rceil: return 1;
+        case ScaleType::kE8m0Rceil:
+        case ScaleType::kE8m0Even:
+        case ScaleType::kE8m0Ceil: return 1;
         case ScaleType::kNone: return 0;
     }
     return 4;
@@ -89,6 +93,8 @@ Status finalize(Decl& d) {
                              "offset 'none')");
     if (d.scale == ScaleType::kNone && d.offset_min)
         return bad("offset", "'min' needs a scale (scale = 'none' leaves no room for the offset's step)");
+    if (d.scale == ScaleType::kE8m0Even && d.elem != ElemType::kFloat)
+        return bad("scale", "'e8m0-even' rounds the absmax at the element's mantissa width (torchao's EVEN): it needs a float element");
     switch (d.elem) {
         case ElemType::kInt: {
             if (d.bits < 2 || d.bits > 8) return bad("element.bits", "must be 2..8, got " + std::to_string(d.bits));

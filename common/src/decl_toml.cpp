@@ -90,6 +90,8 @@ const std::vector<std::pair<std::string, ScaleType>> kScales{{"fp32-absmax", Sca
                                                              {"fp16-absmax", ScaleType::kFp16Absmax},
                                                              {"e8m0-floor", ScaleType::kE8m0Floor},
                                                              {"e8m0-rceil", ScaleType::kE8m0Rceil},
+                                                             {"e8m0-even", ScaleType::kE8m0Even},
+                                                             {"e8m0-ceil", ScaleType::kE8m0Ceil},
                                                              {"none", ScaleType::kNone}};
 const std::vector<std::pair<std::string, bool>> kOffsets{{"none", false}, {"min", true}};
 const std::vector<std::pair<std::string, Rounding>> kRoundings{{"nearest-even", Rounding::kNearestEven},

@@ -177,7 +177,9 @@ void write_metadata(const FormatSpec& f, float scale, float offset, uint8_t* out
                 break;
             }
             case ScaleType::kE8m0Floor:
-            case ScaleType::kE8m0Rceil: {
+            case ScaleType::kE8m0Rceil:
+            case ScaleType::kE8m0Even:
+            case ScaleType::kE8m0Ceil: {
                 if (scale != scale) {
                     out[0] = 0xFF;
                 } else {
@@ -210,6 +212,8 @@ void read_metadata(const FormatSpec& f, const uint8_t* in, float* scale, float* 
             }
             case ScaleType::kE8m0Floor:
             case ScaleType::kE8m0Rceil:
+            case ScaleType::kE8m0Even:
+            case ScaleType::kE8m0Ceil:
                 *scale = in[0] == 0xFF ? float_of(0x7FC00000u) : std::ldexp(1.0f, static_cast<int>(in[0]) - 127);
                 break;
             case ScaleType::kNone: *scale = 1.0f; break;

@@ -181,12 +181,18 @@ void scale_boundaries(const FormatSpec& f, int64_t block, uint64_t seed, std::ve
             for (int k = 0; k < std::abs(u); ++k) v = std::nextafter(v, u < 0 ? 0.0f : FLT_MAX);
             if (std::isfinite(v)) stats.push_back(v);
         }
-    // Where a scale's exponent changes: absmax = A 2^k for every k in binary32's range, and for
-    // e8m0-floor at 2^k itself, with one and two ulps either side. torchao's eager RCEIL
+    // Where a scale's exponent changes: absmax = A 2^k for every k in binary32's range, for
+    // e8m0-floor and -ceil at 2^k itself, for e8m0-even at (2 - 2^-(M+1)) 2^k, with one and two
+    // ulps either side. torchao's eager RCEIL
     // (ceil(log2(fl32(a / 448)))) picks an exponent one too small a few ulps above 448 2^k
     // (issue 52): random blocks came no closer than 56 ulps in 58,008.
     std::vector<float> anchors = {amp};
-    if (f.kind == FormatKind::kDecl && f.decl && f.decl->scale == ScaleType::kE8m0Floor && amp != 1.0f) anchors.push_back(1.0f);
+    if (f.kind == FormatKind::kDecl && f.decl) {
+        const ScaleType t = f.decl->scale;
+        if ((t == ScaleType::kE8m0Floor || t == ScaleType::kE8m0Ceil) && amp != 1.0f) anchors.push_back(1.0f);
+        // even: the next power of two from 2^(E+1) - 2^(E-M-1) up
+        if (t == ScaleType::kE8m0Even) anchors.push_back(2.0f - std::ldexp(1.0f, -f.decl->man_bits - 1));
+    }
     for (float anchor : anchors)
         for (int k = -149; k <= 127; ++k) {
             const float p = std::ldexp(anchor, k);

@@ -134,7 +134,9 @@ bool normal_scale(const Decl& d, float s) {
     switch (d.scale) {
         case ScaleType::kFp16Absmax: return s >= std::ldexp(1.0f, -14) && s <= 32768.0f;
         case ScaleType::kE8m0Floor:
-        case ScaleType::kE8m0Rceil: return s > std::ldexp(1.0f, -127) && s < std::ldexp(1.0f, 127);
+        case ScaleType::kE8m0Rceil:
+        case ScaleType::kE8m0Even:
+        case ScaleType::kE8m0Ceil: return s > std::ldexp(1.0f, -127) && s < std::ldexp(1.0f, 127);
         default: return true;
     }
 }
@@ -173,7 +175,11 @@ struct Props {
         if (d.elem == ElemType::kTable) {
             idem.promised = false;
             idem.why_not = "a table's grid is not uniform: the rounded absmax moves the scale";
-        } else if (d.elem == ElemType::kFloat && d.scale != ScaleType::kE8m0Floor && d.scale != ScaleType::kE8m0Rceil) {
+        } else if (d.scale == ScaleType::kE8m0Ceil) {
+            idem.promised = false;
+            idem.why_not = "e8m0-ceil: an absmax just above 2^E rounds down onto 2^E (a grid value), and requantizing then "
+                           "picks the scale half as large";
+        } else if (d.elem == ElemType::kFloat && !is_e8m0(d.scale)) {
             idem.promised = false;
             idem.why_not = "a float grid is not uniform: the rounded absmax moves an absmax scale";
         } else if (d.scale == ScaleType::kE8m0Rceil && (d.elem == ElemType::kFloat || d.rounding == Rounding::kTowardZero)) {

@@ -59,7 +59,7 @@ inline EncodePlan encode_plan(const Decl& d) {
     if (d.offset_min) return p;
     if (d.elem == ElemType::kTable && d.table_size > 16) return p;
     p.fast = true;
-    p.mul = d.scale == ScaleType::kE8m0Floor || d.scale == ScaleType::kE8m0Rceil || d.scale == ScaleType::kNone;
+    p.mul = is_e8m0(d.scale) || d.scale == ScaleType::kNone;
     if (d.elem == ElemType::kFloat) p.fg = float_grid(d);
     if (d.elem == ElemType::kInt) p.ig = int_grid(d);
     if (d.elem == ElemType::kTable) {
@@ -417,6 +417,8 @@ inline __attribute__((always_inline)) bool chunk_scales(const Decl& d, const uin
         case ScaleType::kFp16Absmax: scales_t<ScaleType::kFp16Absmax>(d, amax, n, s); break;
         case ScaleType::kE8m0Floor: scales_t<ScaleType::kE8m0Floor>(d, amax, n, s); break;
         case ScaleType::kE8m0Rceil: scales_t<ScaleType::kE8m0Rceil>(d, amax, n, s); break;
+        case ScaleType::kE8m0Even: scales_t<ScaleType::kE8m0Even>(d, amax, n, s); break;
+        case ScaleType::kE8m0Ceil: scales_t<ScaleType::kE8m0Ceil>(d, amax, n, s); break;
         case ScaleType::kNone:
             for (int64_t j = 0; j < n; ++j) s[j] = 1.0f;
             break;

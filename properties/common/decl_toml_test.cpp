@@ -108,7 +108,7 @@ TEST(DeclToml, EveryKindOfMistakeNamesItsKey) {
                  "not a finite binary32");
     // Unknown enum values list the known ones.
     expect_names("name = \"x\"\nscale = \"fp8\"\n[element]\ntype = \"int\"\nbits = 4\n", "scale", 2,
-                 "unknown value 'fp8' (known: fp32-absmax, fp16-absmax, e8m0-floor, e8m0-rceil, none)");
+                 "unknown value 'fp8' (known: fp32-absmax, fp16-absmax, e8m0-floor, e8m0-rceil, e8m0-even, e8m0-ceil, none)");
     expect_names("name = \"x\"\nrounding = \"up\"\n[element]\ntype = \"int\"\nbits = 4\n", "rounding", 2,
                  "(known: nearest-even, nearest-away, nearest-down, toward-zero, stochastic)");
     expect_names("name = \"x\"\noffset = \"max\"\n[element]\ntype = \"int\"\nbits = 4\n", "offset", 2, "(known: none, min)");

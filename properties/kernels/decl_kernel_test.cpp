@@ -485,3 +485,44 @@ RC_GTEST_PROP(DeclKernel, DecodeOfEncodeIsStableAcrossPackings, ()) {
     if (f.bits == 4 && block % 2 == 0 && !a->codes.empty())  // the nibbles are swapped
         RC_ASSERT(static_cast<uint8_t>((a->codes[0] << 4) | (a->codes[0] >> 4)) == b->codes[0]);
 }
+
+// torchao's EVEN and CEIL scales (e8m0-even, e8m0-ceil): the kernels read a's bits, the reference
+// the exact thresholds (FORMATS.md section 2); both agree bit for bit on random blocks and on blocks
+// whose absmax sits at, or an ulp either side of, every threshold.
+RC_GTEST_PROP(DeclKernel, E8m0EvenAndCeilEqualTheReference, ()) {
+    static const std::vector<FormatSpec> variants = [] {
+        std::vector<FormatSpec> v;
+        for (const char* base : {"mxfp8-e4m3", "mxfp8-e5m2", "mxfp6-e2m3", "mxfp6-e3m2", "mxfp4", "mxint8"})
+            for (qt::ScaleType t : {qt::ScaleType::kE8m0Even, qt::ScaleType::kE8m0Ceil}) {
+                qt::Decl d = *qt::parse_format(base).value().decl;
+                d.scale = t;
+                if (!qt::finalize(d).ok()) continue;  // even needs a float element
+                v.push_back(qt::make_declared(std::string(base) + (t == qt::ScaleType::kE8m0Even ? "-even" : "-ceil"), d));
+            }
+        return v;
+    }();
+    const FormatSpec f = *rc::gen::elementOf(variants);
+    auto x = *qt::testing::block_values(32);
+    if (*rc::gen::arbitrary<bool>()) {
+        const qt::Decl& d = *f.decl;
+        const int k = *rc::gen::inRange(-140, 127);
+        const float at = d.scale == qt::ScaleType::kE8m0Even ? std::ldexp(2.0f - std::ldexp(1.0f, -d.man_bits - 1), k) : std::ldexp(1.0f, k);
+        float a = at;
+        for (int u = *rc::gen::inRange(-2, 3); u != 0; u += u < 0 ? 1 : -1) a = std::nextafter(a, u < 0 ? 0.0f : FLT_MAX);
+        if (std::isfinite(a) && a > 0) {
+            for (float& v : x)
+                if (!(std::fabs(v) <= a)) v = a / 3;
+            x[static_cast<size_t>(*rc::gen::inRange<int>(0, static_cast<int>(x.size())))] = a;
+        }
+    }
+    for (float& v : x)
+        if (!std::isfinite(v)) v = 1.0f;  // refusals are the other tests' subject: every case compares values
+    const auto k = qt::kernels::encode(f, x, 32, {});
+    const auto r = qt::reference::quantize(f, x, 32);
+    RC_ASSERT(k.ok() == r.ok());
+    RC_ASSERT(k.ok());
+    RC_ASSERT(qt::kernels::unpack_codes(*k) == r->codes);
+    for (size_t j = 0; j < r->scales.size(); ++j) RC_ASSERT(bits(k->scales[j]) == bits(r->scales[j]));
+    const auto dk = qt::kernels::decode(*k);
+    for (size_t i = 0; i < dk.size(); ++i) RC_ASSERT(bits(dk[i]) == bits(r->decoded[i]));
+}

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "qtransit/common/decl.hpp"
 #include "qtransit/common/format.hpp"
 #include "qtransit/common/philox.hpp"
 #include "qtransit/reference/formats.hpp"
@@ -122,6 +123,67 @@ TEST(DeclGolden, Mxfp8FloorAndRceil) {
     const Quantized rm = q_of("mxfp8-e4m3-rceil", m, 32);
     EXPECT_EQ(scale_byte(rm), 247);
     EXPECT_EQ(rm.codes[0], 0x78);
+}
+
+// mxfp8-e4m3's elements under torchao's EVEN and CEIL (FORMATS.md section 2), worked by hand:
+// emax_elem = 8, M = 3.
+//   even: E = floor(log2 a) (-127 for a subnormal), one more when a >= 2^(E+1) - 2^(E-4).
+//   ceil: E = floor(log2 a) (-127 for a subnormal), one more when a is not 2^E (always for a subnormal).
+FormatSpec mx_with(ScaleType t, const char* name) {
+    Decl d = *fmt("mxfp8-e4m3").decl;
+    d.scale = t;
+    EXPECT_TRUE(finalize(d).ok());
+    return make_declared(name, d);
+}
+uint8_t byte_of(const FormatSpec& f, float a) {
+    std::vector<float> x(32, 0.0f);
+    x[3] = a;
+    auto q = quantize(f, x, 32);
+    EXPECT_TRUE(q.ok());
+    return scale_byte(q.value());
+}
+
+TEST(DeclGolden, E8m0EvenAndCeil) {
+    const FormatSpec even = mx_with(ScaleType::kE8m0Even, "mx-even"), ceil = mx_with(ScaleType::kE8m0Ceil, "mx-ceil");
+    // a = 1: both 2^(0 - 8), byte 119.
+    EXPECT_EQ(byte_of(even, 1.0f), 119);
+    EXPECT_EQ(byte_of(ceil, 1.0f), 119);
+    // a = 1.9375 = 2 - 2^-4, even's threshold for E = 0 (2^(E+1) - 2^(E-M-1)): up to 2^(1 - 8), byte 120;
+    // one ulp below stays 119.
+    EXPECT_EQ(byte_of(even, 1.9375f), 120);
+    EXPECT_EQ(byte_of(even, std::nextafter(1.9375f, 0.0f)), 119);
+    // ceil: any a above 1 in [1, 2) goes up, byte 120.
+    EXPECT_EQ(byte_of(ceil, std::nextafter(1.0f, 2.0f)), 120);
+    // a = 496 = 2^9 - 2^4: even's threshold for E = 8, so e = 1, byte 128; v = 248 is a tie between
+    // 240 and 256 and goes to 256 (0 1111 000 = 0x78, the even mantissa), decoding 512. 480 stays at
+    // E = 8 (byte 127: floor's, and v saturates to 448). ceil: 2^9 over 2^8 for both, byte 128.
+    const std::vector<float> x(32, 496.0f);
+    auto q = quantize(even, x, 32);
+    ASSERT_TRUE(q.ok());
+    EXPECT_EQ(scale_byte(q.value()), 128);
+    EXPECT_EQ(q->codes[0], 0x78);
+    EXPECT_EQ(q->decoded[0], 512.0f);
+    EXPECT_EQ(byte_of(even, 480.0f), 127);
+    EXPECT_EQ(byte_of(ceil, 480.0f), 128);
+    // a = 448 = 1.75 2^8: even stays at E = 8 (448 < 480), byte 127; ceil goes to 9, byte 128
+    // (v = 224, and the block loses a bit of resolution it did not need).
+    EXPECT_EQ(byte_of(even, 448.0f), 127);
+    EXPECT_EQ(byte_of(ceil, 448.0f), 128);
+    // A subnormal absmax: E = -127; even: 2^-149 stays, e = -135 clamps to -127, byte 0; ceil:
+    // -126 - 8 clamps to -127 too. The zero block: byte 0 for both.
+    EXPECT_EQ(byte_of(even, 0x1p-149f), 0);
+    EXPECT_EQ(byte_of(ceil, 0x1p-149f), 0);
+    EXPECT_EQ(byte_of(even, 0.0f), 0);
+    // FLT_MAX = (2 - 2^-23) 2^127 >= 2^128 - 2^123: even carries to E = 128, e = 120, byte 247;
+    // ceil: 128 - 8 = 120, byte 247.
+    EXPECT_EQ(byte_of(even, FLT_MAX), 247);
+    EXPECT_EQ(byte_of(ceil, FLT_MAX), 247);
+    // even needs a float element.
+    Decl d = *fmt("mxint8").decl;
+    d.scale = ScaleType::kE8m0Even;
+    const auto st = finalize(d);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.error().message.find("'e8m0-even' rounds the absmax at the element's mantissa width"), std::string::npos);
 }
 
 TEST(DeclGolden, Mxfp8ZeroSignAndZeroBlock) {

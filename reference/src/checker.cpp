@@ -307,6 +307,9 @@ using detail::DeclScale;
 //     e8m0-floor: 2^(floor(log2 W) - emax_elem): S = max(W 2^-emax_elem, 2^-127),
 //           s_lo = min(W 2^-(emax_elem+1), 2^127);
 //     e8m0-rceil: A 2^(e-1) < W <= A 2^e: S = max(2W/A, 2^-127), s_lo = min(W/A, 2^127);  none: 1.
+//     e8m0-even: S = max(2W 2^-emax_elem, 2^(-126-emax_elem), 2^-127), s_lo as floor's;
+//     e8m0-ceil: S as even's, s_lo = min(W 2^-emax_elem, 2^127) (then the excess below is taken
+//           at its larger end, 0 or W: s_lo vmax may grow faster than W).
 //   T <= u W + S 2^-150.
 //   X: the top excess w + T - s vmax <= W(1 + u) + S 2^-150 - s_lo(W) vmax, non-decreasing in the
 //     statistic (its slope 1 + u - vmax s_lo' >= 0 since vmax <= A), so the block's value is at most
@@ -342,13 +345,24 @@ double decl_e(const Decl& d, double a) {
             s_up = std::max(2 * w / amp, 0x1p-127);
             s_lo = std::min(w / amp, 0x1p127);
             break;
+        case ScaleType::kE8m0Even:
+        case ScaleType::kE8m0Ceil:
+            // even: 2^(E - emax_elem) or twice that, E = max(floor(log2 W), -127); ceil: the power of
+            // two at or above W (a subnormal W: 2^-126), over 2^emax_elem.
+            s_up = std::max({std::ldexp(2 * w, -d.emax_elem), std::ldexp(1.0, -126 - d.emax_elem), 0x1p-127});
+            s_lo = std::min(std::ldexp(w, -(d.emax_elem + (d.scale == ScaleType::kE8m0Ceil ? 0 : 1))), 0x1p127);
+            break;
         case ScaleType::kNone: break;
     }
     const double t = u * w + s_up * 0x1p-150;
-    const double top = w * (1 + u) + s_up * 0x1p-150 - s_lo * vmax;
+    // ceil's s_lo = W 2^-emax_elem can fall faster than W rises (vmax up to 2 2^emax_elem): the
+    // excess w (1 + u) - s_lo vmax, linear in the statistic, is then largest at 0, not at W.
+    const bool falls = d.scale == ScaleType::kE8m0Ceil;
+    auto excess = [&](double v) { return falls ? std::max(w * (1 + u) - s_lo * v, 0.0) : w * (1 + u) - s_lo * v; };
+    const double top = excess(vmax) + s_up * 0x1p-150;
     double bot = 0;
     if (d.offset_min) bot = s_up * std::max(vmin, 0.0) + t;
-    else if (vmin < 0) bot = w * (1 + u) + s_up * 0x1p-150 - s_lo * (-vmin);
+    else if (vmin < 0) bot = excess(-vmin) + s_up * 0x1p-150;
     else bot = w * (1 + u) + s_up * (0x1p-150 + vmin);
     const double x_ex = std::max({0.0, top, bot});
     double sel = 0;

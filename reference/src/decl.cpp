@@ -266,12 +266,28 @@ BlockScale block_scale(const Decl& d, std::span<const float> x) {
             break;
         }
         case ScaleType::kE8m0Floor:
-        case ScaleType::kE8m0Rceil: {
+        case ScaleType::kE8m0Rceil:
+        case ScaleType::kE8m0Even:
+        case ScaleType::kE8m0Ceil: {
             int e = -127;
             if (a != 0) {
                 const Exact ea(a);
                 if (d.scale == ScaleType::kE8m0Floor) {
                     e = static_cast<int>(ea.ilogb()) - d.emax_elem;
+                } else if (d.scale == ScaleType::kE8m0Even || d.scale == ScaleType::kE8m0Ceil) {
+                    // torchao's EVEN and CEIL (FORMATS.md section 2), from the exact value: E is
+                    // floor(log2 a), or -127 below the normal range (torchao reads binary32's exponent
+                    // field, 0 for a subnormal). even: the next power of two when a is within half a unit
+                    // of the element's last mantissa place of it, a >= 2^(E+1) - 2^(E-M-1); ceil: the next
+                    // one whenever a is not 2^E (a subnormal a always: its field says 2^-127, its
+                    // mantissa is not zero).
+                    const int64_t E = std::max<int64_t>(ea.ilogb(), -127);
+                    bool up;
+                    if (d.scale == ScaleType::kE8m0Even)
+                        up = !(ea < Exact::pow2(static_cast<int>(E + 1)) - Exact::pow2(static_cast<int>(E - d.man_bits - 1)));
+                    else
+                        up = E == -127 || ea > Exact::pow2(static_cast<int>(E));
+                    e = static_cast<int>(E + (up ? 1 : 0)) - d.emax_elem;
                 } else {
                     // The smallest integer e with a <= A 2^e. With e0 = ilogb(a) - ilogb(A) - 1,
                     // A 2^e0 < 2^(ilogb(A)+1) 2^e0 = 2^ilogb(a) <= a, so e0 fails and we count up.

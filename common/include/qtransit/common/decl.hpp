@@ -13,7 +13,12 @@ namespace qtransit {
 
 enum class ElemType : uint8_t { kInt = 0, kFloat = 1, kTable = 2 };
 enum class FloatSpecial : uint8_t { kIeee = 0, kNanOnly = 1, kNone = 2 };
-enum class ScaleType : uint8_t { kFp32Absmax = 0, kFp16Absmax = 1, kE8m0Floor = 2, kE8m0Rceil = 3, kNone = 4 };
+// e8m0-even and e8m0-ceil are torchao's EVEN and CEIL (FORMATS.md section 2).
+enum class ScaleType : uint8_t { kFp32Absmax = 0, kFp16Absmax = 1, kE8m0Floor = 2, kE8m0Rceil = 3, kNone = 4, kE8m0Even = 5, kE8m0Ceil = 6 };
+// A power-of-two scale stored as one E8M0 byte.
+inline bool is_e8m0(ScaleType s) {
+    return s == ScaleType::kE8m0Floor || s == ScaleType::kE8m0Rceil || s == ScaleType::kE8m0Even || s == ScaleType::kE8m0Ceil;
+}
 enum class Rounding : uint8_t { kNearestEven = 0, kNearestAway = 1, kNearestDown = 2, kTowardZero = 3, kStochastic = 4 };
 enum class Packing : uint8_t { kLsbFirst = 0, kMsbFirst = 1 };
 // A rotation of every block before it is quantized (FORMATS.md section 9): none, or the unnormalized

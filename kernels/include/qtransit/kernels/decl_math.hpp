@@ -87,6 +87,20 @@ QT_HD_BLOCK float decl_scale_t(const Decl& d, float a) {
             e += (static_cast<double>(a) <= static_cast<double>(d.amp) * detail::pow2i(e)) ? 0 : 1;
         e = e < -127 ? -127 : (e > 127 ? 127 : e);
         return pow2f(e);
+    } else if constexpr (S == ScaleType::kE8m0Even || S == ScaleType::kE8m0Ceil) {
+        // torchao's EVEN and CEIL, from a's bits: even adds half a unit of the element's last
+        // mantissa place below a's leading bit and reads the exponent field (a carry is the next
+        // power of two); ceil reads the exponent field and adds one for any mantissa bit. A
+        // subnormal a has exponent field 0, read as 2^-127.
+        const uint32_t b = f32_bits(a);
+        int e;
+        if constexpr (S == ScaleType::kE8m0Even)
+            e = static_cast<int>(((b + (1u << (22 - d.man_bits))) >> 23) & 0xffu) - 127;
+        else
+            e = static_cast<int>((b >> 23) & 0xffu) - 127 + ((b & 0x7fffffu) != 0u ? 1 : 0);
+        e -= d.emax_elem;
+        e = e < -127 ? -127 : (e > 127 ? 127 : e);
+        return pow2f(e);
     } else {
         (void)d;
         (void)a;
@@ -99,6 +113,8 @@ QT_HD_BLOCK float decl_scale(const Decl& d, float a) {
         case ScaleType::kFp16Absmax: return decl_scale_t<ScaleType::kFp16Absmax>(d, a);
         case ScaleType::kE8m0Floor: return decl_scale_t<ScaleType::kE8m0Floor>(d, a);
         case ScaleType::kE8m0Rceil: return decl_scale_t<ScaleType::kE8m0Rceil>(d, a);
+        case ScaleType::kE8m0Even: return decl_scale_t<ScaleType::kE8m0Even>(d, a);
+        case ScaleType::kE8m0Ceil: return decl_scale_t<ScaleType::kE8m0Ceil>(d, a);
         case ScaleType::kNone: return 1.0f;
     }
     return 1.0f;
