@@ -1,4 +1,5 @@
 #include "qtransit/gate/codec_check.hpp"
+#include "bits.hpp"
 #include "qtransit/gate/boundaries.hpp"
 
 #include <algorithm>
@@ -17,7 +18,7 @@
 namespace qtransit::gate {
 namespace {
 
-bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }
+using detail::same_bits;
 
 int64_t ordered(float f) {
     const int32_t i = std::bit_cast<int32_t>(f);

@@ -21,6 +21,7 @@
 
 #include "qtransit/reports/numbers.hpp"
 #include "qtransit/gate/validate.hpp"
+#include "bits.hpp"
 #include "qtransit/gate/boundaries.hpp"
 #include "qtransit/gate/codec_check.hpp"
 
@@ -87,7 +88,7 @@ struct Prop {
     }
 };
 
-bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }
+using detail::same_bits;
 
 struct Tensor {
     std::string label;

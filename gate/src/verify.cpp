@@ -1,4 +1,5 @@
 #include "qtransit/gate/verify.hpp"
+#include "bits.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -12,7 +13,7 @@
 namespace qtransit::gate {
 namespace {
 
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+using detail::same_bits;
 
 template <class T>
 std::string first_difference(const char* what, std::span<const T> k, std::span<const T> r) {

@@ -1,4 +1,5 @@
 #include "qtransit/gate/verify_run.hpp"
+#include "bits.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -43,7 +44,7 @@ int64_t ordered(float f) {
     const int32_t b = std::bit_cast<int32_t>(f);
     return b < 0 ? -static_cast<int64_t>(b & 0x7FFFFFFF) : static_cast<int64_t>(b);
 }
-bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }
+using detail::same_bits;
 std::string show(double v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.9g", v);

@@ -245,12 +245,7 @@ struct FileCloser {
 };
 using File = std::unique_ptr<std::FILE, FileCloser>;
 
-// Reads exactly n bytes (fewer only at EOF); returns the count, or -1 on a read error (errno set).
-int64_t read_some(std::FILE* f, void* dst, size_t n) {
-    const size_t got = std::fread(dst, 1, n, f);
-    if (got < n && std::ferror(f)) return -1;
-    return static_cast<int64_t>(got);
-}
+int64_t read_some(std::FILE* f, void* dst, size_t n) { return detail::read_input(f, dst, n); }
 
 uint32_t le32(const unsigned char* p) {
     return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
@@ -294,6 +289,50 @@ Result<std::FILE*> open_input(const std::string& path) {
     return file;
 }
 
+int64_t read_input(std::FILE* f, void* dst, size_t n) {
+    const int fd = ::fileno(f);
+    struct stat sb {};
+    if (fd < 0 || ::fstat(fd, &sb) != 0 || !S_ISFIFO(sb.st_mode)) {
+        const size_t got = std::fread(dst, 1, n, f);
+        if (got < n && std::ferror(f)) return -1;
+        return static_cast<int64_t>(got);
+    }
+    // A pipe: never through stdio's buffer (every read of it comes here), each wait bounded.
+    const auto timeout = env_seconds(kInputTimeout);  // checked before any work (check_environment)
+    const int ms = static_cast<int>((timeout ? *timeout : 30.0) * 1000);
+    size_t got = 0;
+    auto* out = static_cast<unsigned char*>(dst);
+    while (got < n) {
+        pollfd p{fd, POLLIN, 0};
+        const int r = ::poll(&p, 1, ms);
+        if (r == 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        const ssize_t k = ::read(fd, out + got, n - got);
+        if (k < 0) {
+            if (errno == EINTR || errno == EAGAIN) continue;
+            return -1;
+        }
+        if (k == 0) break;  // the writer closed: EOF
+        got += static_cast<size_t>(k);
+    }
+    return static_cast<int64_t>(got);
+}
+
+std::string read_error(const std::string& path, const char* when, int err) {
+    if (err == ETIMEDOUT) {
+        const auto timeout = env_seconds(kInputTimeout);
+        return path + ": read failed " + when + ": the pipe gave no byte for " + std::to_string(static_cast<int>(timeout ? *timeout : 30)) +
+               " s (QTRANSIT_INPUT_TIMEOUT): its writer stalled";
+    }
+    return path + ": read failed " + when + ": " + errno_text(err);
+}
+
 }  // namespace detail
 
 namespace {
@@ -319,9 +358,7 @@ Result<NpyArray> read_npy_impl(const std::string& path, std::optional<NpyDtype> 
     if (!opened) return opened.error();
     File file(*opened);
     std::FILE* f = file.get();
-    auto io_error = [&](const char* when) {
-        return make_error(ErrorCode::kIo, path + ": read failed " + when + ": " + errno_text(errno));
-    };
+    auto io_error = [&](const char* when) { return make_error(ErrorCode::kIo, detail::read_error(path, when, errno)); };
 
     // Magic string and version.
     unsigned char pre[12];

@@ -354,12 +354,9 @@ struct FileCloser {
     void operator()(std::FILE* f) const { std::fclose(f); }
 };
 
-// Reads exactly n bytes (fewer only at EOF); the count, or -1 on a read error (errno set).
-int64_t read_some(std::FILE* f, void* dst, size_t n) {
-    const size_t got = std::fread(dst, 1, n, f);
-    if (got < n && std::ferror(f)) return -1;
-    return static_cast<int64_t>(got);
-}
+// Reads exactly n bytes (fewer only at EOF); the count, or -1 on a read error (errno set; a pipe's
+// stalled writer: ETIMEDOUT).
+int64_t read_some(std::FILE* f, void* dst, size_t n) { return detail::read_input(f, dst, n); }
 
 Result<NpyArray> read_safetensors_file(const std::string& path, std::optional<NpyDtype> want, const std::string& tensor,
                                        std::optional<std::pair<int64_t, int64_t>> range = std::nullopt) {
@@ -367,9 +364,7 @@ Result<NpyArray> read_safetensors_file(const std::string& path, std::optional<Np
     if (!opened) return opened.error();
     std::unique_ptr<std::FILE, FileCloser> file(*opened);
     std::FILE* f = file.get();
-    auto io_error = [&](const char* when) {
-        return make_error(ErrorCode::kIo, path + ": read failed " + when + ": " + std::strerror(errno));
-    };
+    auto io_error = [&](const char* when) { return make_error(ErrorCode::kIo, detail::read_error(path, when, errno)); };
     const TensorReadOptions opt{tensor, want ? option_name(*want) : ""};
 
     off_t size = -1;

@@ -22,10 +22,13 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "inputs/temp_dir.hpp"
 #include "qtransit/common/text_file.hpp"
 #include "qtransit/kernels/fp16.hpp"
 #include "qtransit/kernels/npy.hpp"
+#include "qtransit/kernels/tensor_file.hpp"
 
 namespace qk = qtransit::kernels;
 using qtransit::ErrorCode;
@@ -333,6 +336,39 @@ TEST(NpyRead, ReadsFromAPipe) {
             EXPECT_EQ(a.error().message, fifo + ": " + c.expect);
         }
     }
+}
+
+// A pipe whose writer stalls after its first bytes (and keeps the pipe open) is a read error after
+// QTRANSIT_INPUT_TIMEOUT seconds, for .npy and .safetensors alike: only the wait for the first byte
+// was bounded, and a stalled writer held the reader for ever.
+TEST(NpyRead, APipeWhoseWriterStallsTimesOut) {
+    TempDir dir;
+    const std::string good = qtransit::testing::read_bytes(data("f4_le_2x3.npy"));
+    ::setenv("QTRANSIT_INPUT_TIMEOUT", "1", 1);
+    // .safetensors: a header length of 64, then 10 of those bytes.
+    const std::string st_head = std::string("\x40\0\0\0\0\0\0\0", 8) + "{\"a\": {\"dt";
+    for (const char* name : {"stall.npy", "stall.safetensors"}) {
+        const std::string fifo = dir.file(name);
+        ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+        const bool st = std::string(name) == "stall.safetensors";
+        std::thread writer([&] {
+            std::ofstream out(fifo, std::ios::binary);
+            if (st) out.write(st_head.data(), static_cast<std::streamsize>(st_head.size()));
+            else out.write(good.data(), 20);  // the preamble and part of the header
+            out.flush();
+            std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // open, silent
+        });
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto r = st ? qk::read_tensor(fifo) : qk::read_npy(fifo);
+        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        writer.join();
+        ASSERT_FALSE(r.ok()) << name;
+        EXPECT_EQ(r.error().code, ErrorCode::kIo) << r.error().message;
+        EXPECT_NE(r.error().message.find("the pipe gave no byte for 1 s (QTRANSIT_INPUT_TIMEOUT): its writer stalled"), std::string::npos)
+            << r.error().message;
+        EXPECT_LT(waited, 1.9) << name;
+    }
+    ::unsetenv("QTRANSIT_INPUT_TIMEOUT");
 }
 
 // A pipe whose header declares more than the process may hold is refused from its header, before

@@ -57,6 +57,14 @@ namespace detail {
 // QTRANSIT_INPUT_TIMEOUT seconds (default 30) before its first byte. The caller closes the stream.
 Result<std::FILE*> open_input(const std::string& path);
 
+// Reads exactly n bytes of a stream open_input opened (fewer only at EOF); the count, or -1 on a read
+// error (errno set). A pipe is read straight from its descriptor, and every read waits at most
+// QTRANSIT_INPUT_TIMEOUT seconds for bytes: a writer that stalls after its first byte is errno
+// ETIMEDOUT, not a wait for ever.
+int64_t read_input(std::FILE* f, void* dst, size_t n);
+// "<path>: read failed <when>: <why>", the timeout said as such.
+std::string read_error(const std::string& path, const char* when, int err);
+
 // A file written through a temporary beside it: fsynced and renamed into place by commit(), removed
 // by the destructor when commit() was not reached, so that a failure leaves nothing half-written.
 class AtomicFile {
