@@ -67,9 +67,11 @@ int run_quantize_codec(const QuantizeArgs& a, const kernels::PluginCodec& codec,
     // nobody listed show, which a tensor of normal data almost never reaches. Run once the tensor
     // conforms: its own first difference is the more useful line.
     std::optional<gate::BoundaryFinding> hunt;
+    std::vector<gate::BoundaryClass> classes;
     bool hunt_fails = false;
     if (c.conforms && !a.no_hunt) {
-        hunt = gate::hunt_boundaries(codec, format, a.block, a.seed, *conf);
+        classes = gate::tally_boundaries(codec, format, a.block, a.seed);
+        hunt = gate::first_finding(classes, *conf);
         hunt_fails = hunt && (*conf == kernels::Conformance::kExact || hunt->violation);
     }
     const gate::QuantizeCheck q = gate::to_quantize_check(c, arr->data);
@@ -96,6 +98,11 @@ int run_quantize_codec(const QuantizeArgs& a, const kernels::PluginCodec& codec,
             h["input_class"] = hunt ? nlohmann::json(hunt->input_class) : nlohmann::json(nullptr);
             h["first_difference"] = hunt ? nlohmann::json(hunt->message) : nlohmann::json(nullptr);
             h["within_bound"] = !hunt || !hunt->violation;
+            nlohmann::json per = nlohmann::json::array();
+            for (const auto& k : classes)
+                per.push_back({{"input_class", k.input_class}, {"cases", k.cases}, {"differing_cases", k.differing_cases},
+                               {"differing_elements", k.differing_elements}, {"violation", k.violation}});
+            h["classes"] = per;
             j["boundary_inputs"] = h;
             j["conforms"] = !hunt_fails;
         }
@@ -123,7 +130,8 @@ int run_quantize_codec(const QuantizeArgs& a, const kernels::PluginCodec& codec,
                                                                       : "conform within the bound; they differ in bits (bounded conformance)");
     }
     if (hunt_fails) {
-        std::fprintf(stderr, "qtransit: codec %s: %s\n", codec.name().c_str(), hunt->message.c_str());
+        std::fprintf(stderr, "qtransit: codec %s: %s; the boundary inputs differ in: %s\n", codec.name().c_str(), hunt->message.c_str(),
+                     gate::classes_summary(classes).c_str());
         return kExitCheckFailed;
     }
     if (!c.conforms) {

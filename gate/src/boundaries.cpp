@@ -356,25 +356,73 @@ std::vector<BoundaryCase> boundary_cases(const FormatSpec& format, int64_t block
     return out;
 }
 
-std::optional<BoundaryFinding> hunt_boundaries(const kernels::PluginCodec& codec, const FormatSpec& format, int64_t block,
-                                               uint64_t seed, kernels::Conformance conformance) {
-    if (auto r = refusal_positions(codec, format, block, seed)) return r;
-    if (auto r = canaries(codec, format, block, seed)) return r;
+std::vector<BoundaryClass> tally_boundaries(const kernels::PluginCodec& codec, const FormatSpec& format, int64_t block,
+                                            uint64_t seed) {
+    std::vector<BoundaryClass> out;
+    auto of = [&](const std::string& name) -> BoundaryClass& {
+        for (auto& c : out)
+            if (c.input_class == name) return c;
+        out.push_back(BoundaryClass{name});
+        return out.back();
+    };
+    // The refusal probes and the canaries: one case each, found or not.
+    for (auto probe : {&refusal_positions, &canaries}) {
+        const auto r = probe(codec, format, block, seed);
+        BoundaryClass& c = of(probe == &refusal_positions ? "lengths" : "memory");
+        ++c.cases;
+        if (r) {
+            ++c.differing_cases;
+            c.violation = true;
+            if (c.first.empty()) c.first = r->message;
+        }
+    }
     std::vector<int64_t> others;
     for (int64_t b : std::initializer_list<int64_t>{1, 2, 3, 31, 33, 64, 65, 100, 128, 4096})
         if (b != block && codec.check_block(b)) others.push_back(b);
-    std::optional<BoundaryFinding> within_bound;  // bounded: the first difference that stays within the bound
-    for (const auto& c : boundary_cases(format, block, seed, others)) {
+    for (const auto& k : boundary_cases(format, block, seed, others)) {
         Site site;
-        site.tensor = c.input_class + " input";
-        auto r = codec_check(&codec, format, c.x, c.block, c.shard, site, seed, kernels::Conformance::kExact);
+        site.tensor = k.input_class + " input";
+        auto r = codec_check(&codec, format, k.x, k.block, k.shard, site, seed, kernels::Conformance::kExact);
         if (!r) continue;  // both refuse: not a boundary this format has
+        BoundaryClass& c = of(k.input_class);
+        ++c.cases;
         if (r->exact || r->first_difference.empty()) continue;
-        BoundaryFinding f{c.input_class, "input class '" + c.input_class + "' (" + c.what + "): " + r->first_difference, !r->bound_holds};
-        if (f.violation || conformance == kernels::Conformance::kExact) return f;
-        if (!within_bound) within_bound = std::move(f);
+        ++c.differing_cases;
+        c.differing_elements += r->differing_elements;
+        c.violation = c.violation || !r->bound_holds;
+        if (c.first.empty()) c.first = "input class '" + k.input_class + "' (" + k.what + "): " + r->first_difference;
     }
-    return within_bound;
+    std::erase_if(out, [](const BoundaryClass& c) { return c.cases == 0; });
+    return out;
+}
+
+std::optional<BoundaryFinding> first_finding(const std::vector<BoundaryClass>& classes, kernels::Conformance conformance) {
+    // Under bounded a difference within the bound does not stop the search: the first violation,
+    // else the first difference within the bound.
+    const BoundaryClass* within = nullptr;
+    for (const auto& c : classes) {
+        if (c.differing_cases == 0) continue;
+        if (c.violation || conformance == kernels::Conformance::kExact) return BoundaryFinding{c.input_class, c.first, c.violation};
+        if (!within) within = &c;
+    }
+    if (within) return BoundaryFinding{within->input_class, within->first, false};
+    return std::nullopt;
+}
+
+std::string classes_summary(const std::vector<BoundaryClass>& classes) {
+    std::string s;
+    for (const auto& c : classes) {
+        if (c.differing_cases == 0) continue;
+        s += (s.empty() ? "" : ", ") + c.input_class + " " +
+             (c.differing_elements > 0 ? std::to_string(c.differing_elements) + " element" + (c.differing_elements == 1 ? "" : "s") + " in " : "") +
+             std::to_string(c.differing_cases) + " of " + std::to_string(c.cases) + " case" + (c.cases == 1 ? "" : "s");
+    }
+    return s;
+}
+
+std::optional<BoundaryFinding> hunt_boundaries(const kernels::PluginCodec& codec, const FormatSpec& format, int64_t block,
+                                               uint64_t seed, kernels::Conformance conformance) {
+    return first_finding(tally_boundaries(codec, format, block, seed), conformance);
 }
 
 std::optional<BoundaryFinding> long_call_check(const kernels::PluginCodec& codec, const FormatSpec& format, int64_t block,

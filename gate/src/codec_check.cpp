@@ -361,9 +361,13 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
         // The generated boundary inputs (boundaries.hpp), once per format with the edge cases.
         // Under bounded conformance a difference within the bound on the edge tensor leaves the hunt
         // to look for a violation.
+        // Every class runs, whatever the edge tensor found, so that the verdict can name each class
+        // that differs (issue 52).
         const bool bounded = c.conformance == kernels::Conformance::kBounded;
-        if (c.first_difference.empty() || (bounded && c.bound_holds))
-            if (auto h = hunt_boundaries(*codec, format, block, seed, c.conformance); h && (c.first_difference.empty() || h->violation)) {
+        c.boundary_classes = tally_boundaries(*codec, format, block, seed);
+        if (c.first_difference.empty() || (bounded && c.bound_holds)) {
+            auto h = first_finding(c.boundary_classes, c.conformance);
+            if (h && (c.first_difference.empty() || h->violation)) {
                 c.input_class = h->input_class;
                 c.first_difference = h->message;
                 c.exact = false;
@@ -374,6 +378,9 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
                 }
                 c.conforms = c.conformance == kernels::Conformance::kExact ? c.exact : c.bound_holds;
             }
+        }
+        if (const std::string all = classes_summary(c.boundary_classes); !all.empty() && !c.first_difference.empty())
+            c.first_difference += "; the boundary inputs differ in: " + all;
     }
     return c;
 }

@@ -136,6 +136,8 @@ reports::FormatCheck kernel_check(const GateConfig& cfg, const FormatSpec& f, co
     fc.max_ulps = c->max_ulps;
     fc.violation = c->violation;
     fc.input_class = !c->input_class.empty() ? c->input_class : c->first_difference.empty() ? "" : label;
+    for (const auto& b : c->boundary_classes)
+        fc.boundary_classes.push_back({b.input_class, b.cases, b.differing_cases, b.differing_elements, b.violation, b.first});
     if (kept) *kept = std::move(*c);
     return fc;
 }

@@ -251,6 +251,27 @@ TEST_F(CodecAudit, AFloat64QuotientIsFoundAtTheCodeBoundaries) {
     EXPECT_EQ(o.code, 1) << o.out << o.err;
     EXPECT_NE(o.out.find("FAILED kernel-vs-reference/example-int8: edge-cases: first difference: element "), std::string::npos) << o.out;
     EXPECT_NE(o.out.find("[input class: code-boundaries]"), std::string::npos) << o.out;
+    // Every class of the boundary inputs is reported with its counts (issue 52), not only the first:
+    // here the near-ties differ too, and the other classes ran and agreed.
+    EXPECT_NE(o.out.find("; the boundary inputs differ in: near-ties "), std::string::npos) << o.out;
+    std::ifstream rf(dir_ / "q" / "report.json");
+    const auto j = nlohmann::json::parse(rf);
+    bool seen = false;
+    for (const auto& c : j["format_checks"])
+        if (c["dist"] == "edge-cases") {
+            seen = true;
+            std::map<std::string, int64_t> diff, cases;
+            for (const auto& b : c["boundary_classes"]) {
+                diff[b["input_class"]] = b["differing_elements"].get<int64_t>();
+                cases[b["input_class"]] = b["cases"].get<int64_t>();
+            }
+            EXPECT_GT(diff["near-ties"], 0);
+            for (const char* k : {"scale-boundaries", "block-sizes", "lengths", "memory"}) {
+                EXPECT_GT(cases[k], 0) << k;
+                EXPECT_EQ(diff[k], 0) << k;
+            }
+        }
+    EXPECT_TRUE(seen);
     // The correct codecs still pass with the boundaries in.
     for (const char* c : {"example-int8", "example-int4", "example-int4-asym"})
         EXPECT_EQ(run("check --quick --report-dir " + (dir_ / c).string() + " --codec " + lib(c)).code, 0) << c;

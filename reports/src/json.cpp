@@ -87,6 +87,16 @@ nlohmann::json to_json(const GateResult& r) {
             j["cpu_matches_reference"] = c.cpu_matches_reference;
             if (!c.cpu_mismatch.empty()) j["cpu_mismatch"] = c.cpu_mismatch;
             if (!c.input_class.empty()) j["input_class"] = c.input_class;
+            if (!c.boundary_classes.empty()) {
+                nlohmann::json bc = nlohmann::json::array();
+                for (const auto& b : c.boundary_classes) {
+                    nlohmann::json e{{"input_class", b.input_class}, {"cases", b.cases}, {"differing_cases", b.differing_cases},
+                                     {"differing_elements", b.differing_elements}, {"violation", b.violation}};
+                    if (!b.first.empty()) e["first_difference"] = b.first;
+                    bc.push_back(e);
+                }
+                j["boundary_classes"] = bc;
+            }
             j["bound_holds"] = c.bound_holds;
             j["max_error_to_bound"] = num(c.max_error_to_bound);
             j["gpu"] = c.gpu;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "qtransit/common/format.hpp"
+#include "qtransit/gate/codec_check.hpp"
 #include "qtransit/kernels/plugin.hpp"
 
 namespace qtransit::gate {
@@ -40,6 +41,14 @@ struct BoundaryFinding {
 std::optional<BoundaryFinding> hunt_boundaries(const kernels::PluginCodec& codec, const FormatSpec& format,
                                                int64_t block, uint64_t seed,
                                                kernels::Conformance conformance = kernels::Conformance::kExact);
+// Every class run against the codec (refusal probes and canaries, then boundary_cases' classes), each
+// with its counts and first difference; hunt_boundaries is the first finding of these (first_finding).
+std::vector<BoundaryClass> tally_boundaries(const kernels::PluginCodec& codec, const FormatSpec& format, int64_t block,
+                                            uint64_t seed);
+std::optional<BoundaryFinding> first_finding(const std::vector<BoundaryClass>& classes, kernels::Conformance conformance);
+// "near-ties 37 elements in 4 of 12 cases, scale-boundaries 2 elements in 1 of 3 cases" over the
+// classes that differ ("" when none does).
+std::string classes_summary(const std::vector<BoundaryClass>& classes);
 
 // long-tensors: one call of 2^24 + 2 blocks + 3 elements, compared with the reference on the blocks
 // around element 2^24 (where an index held in binary32 first goes wrong) and on the first block.

@@ -17,6 +17,15 @@
 
 namespace qtransit::gate {
 
+// One input class of the generated boundary inputs (boundaries.hpp) run against a codec: how many
+// cases it holds, how many differed from the reference and in how many elements, and the first.
+struct BoundaryClass {
+    std::string input_class;
+    int64_t cases = 0, differing_cases = 0, differing_elements = 0;
+    bool violation = false;  // a difference past the bound, a refusal missed, a write out of bounds
+    std::string first;       // the first differing case, in words ("" when none differs)
+};
+
 struct CodecCheck {
     kernels::Conformance conformance = kernels::Conformance::kExact;
     int64_t elements = 0, block = 0, shard = 0;
@@ -31,6 +40,9 @@ struct CodecCheck {
     // the input class that found it: a boundary class (boundaries.hpp) or "edge-tensor" on the
     // edge-case tensor, "" otherwise (the caller's input)
     std::string input_class;
+    // Every class of the generated boundary inputs, when they ran (a codec on the edge tensor), in
+    // the order they ran: a verdict names each class that differs, not only the first (issue 52).
+    std::vector<BoundaryClass> boundary_classes;
     // ds-int<b>-fm only (then exact means admissible, and the differing_ counts below compare with
     // the IEEE arithmetic, which is one admissible result among several)
     bool admissible_model = false;

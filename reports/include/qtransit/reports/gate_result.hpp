@@ -64,6 +64,14 @@ struct FormatCheck {
     // the input class that found the first difference: a boundary class (gate/boundaries.hpp),
     // "edge-tensor", or the distribution's name; "" when none differs
     std::string input_class;
+    // A codec's generated boundary inputs, class by class (gate/boundaries.hpp), when they ran.
+    struct InputClass {
+        std::string input_class;
+        int64_t cases = 0, differing_cases = 0, differing_elements = 0;
+        bool violation = false;
+        std::string first;
+    };
+    std::vector<InputClass> boundary_classes;
     bool bound_holds = false;
     double max_error_to_bound = 0;
     std::string gpu;                 // "match", "differ: <what>", or "not run: <why>"
