@@ -39,6 +39,9 @@ struct CodecAndFormat {
     FormatSpec format;
 };
 Result<CodecAndFormat> codec_and_format(const std::string& codec_path, const std::string& format, const std::string& rounding);
+// The same with a codec already loaded (the Python module's callables).
+Result<CodecAndFormat> codec_and_format(std::shared_ptr<const kernels::PluginCodec> codec, const std::string& format,
+                                        const std::string& rounding);
 
 // Per-rank files: a name with {rank} in it stands for one file per rank (in.{rank}.npy).
 bool has_rank_field(const std::string& pattern);
@@ -123,6 +126,7 @@ struct SimulateArgs {
     std::string backend = "cpu";  // cpu, device (N ranks on one GPU), nccl (one rank per GPU), mpi
     std::string rounding = "nearest";  // nearest, or stochastic: the format's -sr twin keyed by seed
     std::string codec;                 // a codec plugin (.so) running every Q and D
+    std::shared_ptr<const kernels::PluginCodec> codec_object;  // or one already loaded (Python's callables)
     bool keep_outputs = false;         // keep the one run's output rows in SimulateOutcome::dump (as --dump writes)
 };
 // What `qtransit simulate` computed, before it prints (the Python module's simulate()).

@@ -33,12 +33,19 @@ int fail(const std::string& message) {
 }
 
 Result<CodecAndFormat> codec_and_format(const std::string& codec_path, const std::string& format, const std::string& rounding) {
-    CodecAndFormat r;
+    std::shared_ptr<const kernels::PluginCodec> codec;
     if (!codec_path.empty()) {
         auto c = kernels::PluginCodec::load(codec_path);
         if (!c) return make_error(c.error().code, "--codec: " + c.error().message);
-        r.codec = *c;
+        codec = *c;
     }
+    return codec_and_format(std::move(codec), format, rounding);
+}
+
+Result<CodecAndFormat> codec_and_format(std::shared_ptr<const kernels::PluginCodec> codec, const std::string& format,
+                                        const std::string& rounding) {
+    CodecAndFormat r;
+    r.codec = std::move(codec);
     if (format.empty() && !r.codec) return make_error(ErrorCode::kInvalidArgument, "--format or --codec is required");
     if (r.codec) {
         if (rounding != "nearest")

@@ -101,10 +101,11 @@ Result<std::unique_ptr<SimulateOutcome>> simulate(const SimulateArgs& a, const k
     for (size_t i = 0; i < a.ranks.size(); ++i)
         for (size_t j = 0; j < i; ++j)
             if (a.ranks[i] == a.ranks[j]) return refusal("--ranks " + std::to_string(a.ranks[i]) + " is given twice");
+    const bool has_codec = !a.codec.empty() || a.codec_object;
     // --format A,B: one format per stage (issue 17) for a2a-hier-rs, two-shot-ar and hpz-ag-requant.
     std::vector<FormatSpec> stage_formats;
     if (a.format.find(',') != std::string::npos) {
-        if (!a.codec.empty()) return refusal("--format with one format per stage runs qtransit's kernels; a --codec implements one format");
+        if (has_codec) return refusal("--format with one format per stage runs qtransit's kernels; a --codec implements one format");
         for (size_t from = 0, at = 0; at != std::string::npos; from = at + 1) {
             at = a.format.find(',', from);
             const std::string one = a.format.substr(from, at == std::string::npos ? std::string::npos : at - from);
@@ -118,14 +119,14 @@ Result<std::unique_ptr<SimulateOutcome>> simulate(const SimulateArgs& a, const k
     CodecAndFormat cf;
     // The 16-bit paths quantize nothing: with only those, --format may be left out (D26).
     const bool only_typed = !spec.paths.empty() && std::all_of(spec.paths.begin(), spec.paths.end(), [](PathKind p) { return typed_path(p); });
-    if (!a.codec.empty() && !spec.paths.empty() &&
+    if (has_codec && !spec.paths.empty() &&
         std::none_of(spec.paths.begin(), spec.paths.end(), [](PathKind p) { return path_info(p).quantized; }))
         return refusal("--codec: no --path given quantizes (fp32-ring-rs and the bf16-/fp16- paths sum unquantized values): "
                        "the codec would never run; name a quantized path");
-    if (only_typed && a.format.empty() && a.codec.empty()) {
+    if (only_typed && a.format.empty() && !has_codec) {
         cf.format = FormatSpec{FormatKind::kSym, 8};  // unused by those paths; their rows say bf16 or fp16
     } else if (stage_formats.empty()) {
-        auto r = codec_and_format(a.codec, a.format, a.rounding);
+        auto r = a.codec_object ? codec_and_format(a.codec_object, a.format, a.rounding) : codec_and_format(a.codec, a.format, a.rounding);
         if (!r) return refusal(r.error());
         cf = std::move(*r);
     } else {

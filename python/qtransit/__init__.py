@@ -77,17 +77,28 @@ def _list(v):
 
 def simulate(path, *, ranks=None, elements=0, format="", inputs=None, ranks_per_node=0, block=32, dist="normal", seed=1,
              accum="fp32", divide="none", rotation="each-hop", rounding="nearest", threads=0, keep_outputs=False,
-             raise_on_failure=False):
+             codec=None, codec_name="python-codec", dtype="float32", raise_on_failure=False):
     """One or more collective paths (a name, a list, or "all") on the in-process transport at one or
     more N, every output checked exactly, as `qtransit simulate --json`. inputs: an [N, M] array
     (row r: rank r's) in place of the generator `dist`; then ranks and elements may be left out.
-    format: one name, or "A,B" (one per stage). keep_outputs: the one run's output rows in .outputs."""
+    format: one name, or "A,B" (one per stage). keep_outputs: the one run's output rows in .outputs.
+    codec: (encode, decode), a quantizer written in Python as check_codec takes it, running every
+    quantization and decode of the paths (`simulate --codec`); format is then its format, dtype its
+    input and output type."""
     arr = None
     if inputs is not None:
         arr, _ = _arrays.as_f32(inputs, "inputs", ndim=2)
+    enc = dec = None
+    if codec is not None:
+        if not isinstance(codec, (tuple, list)) or len(codec) != 2:
+            raise ValueError("codec: (encode, decode), the callables check_codec takes")
+        if not format:
+            raise ValueError("codec: name its format with format=")
+        enc, dec = _codec.adapt(codec[0], codec[1], "cpu", str(dtype))
     r = _native.simulate([str(p) for p in _list(path)], [int(n) for n in _list(ranks)] if ranks is not None else [],
                          int(ranks_per_node), int(elements or 0), str(format or ""), int(block), str(dist), int(seed), str(accum),
-                         str(divide), str(rotation), str(rounding), arr, int(threads), bool(keep_outputs))
+                         str(divide), str(rotation), str(rounding), arr, int(threads), bool(keep_outputs), enc, dec, str(codec_name),
+                         str(dtype))
     return SimulateResult(json.loads(r["json"]), r["outputs"])._raise_if(raise_on_failure)
 
 

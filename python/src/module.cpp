@@ -364,8 +364,16 @@ nb::dict verify_collective(const std::string& path, const std::string& fmt, F32x
 
 nb::dict simulate(std::vector<std::string> paths, std::vector<int64_t> ranks, int64_t ranks_per_node, int64_t elements, const std::string& fmt,
                   int64_t block, const std::string& dist, uint64_t seed, const std::string& accum, const std::string& divide,
-                  const std::string& rotation, const std::string& rounding, std::optional<F32x2> inputs, int threads, bool keep_outputs) {
+                  const std::string& rotation, const std::string& rounding, std::optional<F32x2> inputs, int threads, bool keep_outputs,
+                  nb::object encode, nb::object decode, const std::string& codec_name, const std::string& dtype) {
+    // A codec written in Python (encode and decode adapted by qtransit._codec): it runs every Q and D
+    // of the paths, as --codec's library does. It outlives the outcome (declared first).
+    std::unique_ptr<PyCodec> py;
     qt::cli::SimulateArgs a;
+    if (!encode.is_none()) {
+        py = make_codec(fmt, std::move(encode), std::move(decode), codec_name, dtype);
+        a.codec_object = take(qt::kernels::PluginCodec::from_descriptor(&py->desc, "python:" + codec_name));
+    }
     a.paths = std::move(paths);
     a.ranks = std::move(ranks);
     a.ranks_per_node = ranks_per_node;
@@ -390,6 +398,7 @@ nb::dict simulate(std::vector<std::string> paths, std::vector<int64_t> ranks, in
     {
         nb::gil_scoped_release nogil;
         o = take(qt::cli::simulate(a, inputs ? &in : nullptr));
+        a.codec_object.reset();
     }
     nb::dict d;
     d["json"] = o->json(seed).dump();
@@ -489,7 +498,8 @@ NB_MODULE(_qtransit, m) {
           nb::arg("conformance"), nb::arg("ring_order"));
     m.def("simulate", &simulate, nb::arg("paths"), nb::arg("ranks"), nb::arg("ranks_per_node"), nb::arg("elements"), nb::arg("fmt"),
           nb::arg("block"), nb::arg("dist"), nb::arg("seed"), nb::arg("accum"), nb::arg("divide"), nb::arg("rotation"),
-          nb::arg("rounding"), nb::arg("inputs").none(), nb::arg("threads"), nb::arg("keep_outputs"));
+          nb::arg("rounding"), nb::arg("inputs").none(), nb::arg("threads"), nb::arg("keep_outputs"), nb::arg("encode").none(),
+          nb::arg("decode").none(), nb::arg("codec_name"), nb::arg("dtype"));
     m.def("check", &check, nb::arg("config_text"), nb::arg("source"), nb::arg("quick"), nb::arg("conformance"), nb::arg("codec"));
     m.def("format_grid", &format_grid, nb::arg("fmt"));
     m.def("boundary_cases", &boundary_cases, nb::arg("fmt"), nb::arg("block"), nb::arg("seed"), nb::arg("other_blocks"));

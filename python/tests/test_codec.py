@@ -219,3 +219,24 @@ def test_bad_arguments():
         qtransit.check_codec("int9", sym_encode(8), sym_decode)
     with pytest.raises(ValueError, match="device"):
         qtransit.check_codec("int8", sym_encode(8), sym_decode, device="tpu")
+
+
+def test_simulate_runs_a_python_codec_on_the_paths():
+    """simulate(codec=(encode, decode)): the Python quantizer runs every Q and D of the paths, as
+    `simulate --codec` does (issue 52: simulate could not take a Python codec)."""
+    calls = []
+
+    def encode(x, block):
+        calls.append(x.size)
+        return sym_encode(8)(x, block)
+
+    r = qtransit.simulate(["a2a-rs", "ring-rs"], ranks=[4, 8], elements=512, format="int8", codec=(encode, sym_decode))
+    assert r.passed, r.first_failure
+    assert calls, "the codec never ran"
+    plain = qtransit.simulate(["a2a-rs", "ring-rs"], ranks=[4, 8], elements=512, format="int8")
+    # The correct codec is the reference's arithmetic: the same errors as qtransit's own kernel.
+    assert [x.rel_rms_error for x in r.runs] == [x.rel_rms_error for x in plain.runs]
+    bad = qtransit.simulate("a2a-rs", ranks=4, elements=512, format="int8", codec=(sym_encode(8, np.trunc), sym_decode))
+    assert not bad.passed
+    with pytest.raises(ValueError, match="codec: name its format"):
+        qtransit.simulate("a2a-rs", ranks=4, elements=512, codec=(encode, sym_decode))
