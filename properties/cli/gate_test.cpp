@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <csignal>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -181,6 +182,38 @@ TEST_F(Gate, BackendChoice) {
             EXPECT_FALSE(fs::exists(dir_ / "rep" / "report.json")) << b;
         }
     }
+}
+
+// Issue 46, the crash case: once the work begins, the previous run's reports (and its --junit) are
+// gone, so a run killed mid-way (here SIGKILL, as the OOM killer sends) leaves no report a CI job
+// could take for its own PASS.
+TEST_F(Gate, ARunKilledMidWayLeavesNoEarlierReport) {
+    const std::string cfg = config(kSmall);
+    const std::string junit = (dir_ / "extra.xml").string();
+    ASSERT_EQ(check("--config " + cfg + " --junit " + junit).code, 0);
+    ASSERT_TRUE(fs::exists(dir_ / "rep" / "report.json"));
+    const std::string big = config(std::string(kSmall).replace(std::string(kSmall).find("elements = 1024"), 15, "elements = 4194304"));
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        ::freopen("/dev/null", "w", stdout);
+        ::freopen("/dev/null", "w", stderr);
+        ::execl(QTRANSIT_EXE, QTRANSIT_EXE, "check", "--config", big.c_str(), "--report-dir", (dir_ / "rep").c_str(), "--junit", junit.c_str(),
+                static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    bool cleared = false;
+    int status = 0;
+    for (int i = 0; i < 6000 && !cleared; ++i) {
+        if (!fs::exists(dir_ / "rep" / "report.json")) cleared = true;
+        else if (::waitpid(pid, &status, WNOHANG) == pid) break;
+        else ::usleep(1000);
+    }
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    EXPECT_TRUE(cleared) << "the previous report.json stayed while the run worked";
+    for (const char* f : {"report.json", "report.md", "junit.xml", "report.html"}) EXPECT_FALSE(fs::exists(dir_ / "rep" / f)) << f;
+    EXPECT_FALSE(fs::exists(junit));
 }
 
 }  // namespace
