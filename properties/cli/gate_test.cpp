@@ -192,7 +192,10 @@ TEST_F(Gate, ARunKilledMidWayLeavesNoEarlierReport) {
     const std::string junit = (dir_ / "extra.xml").string();
     ASSERT_EQ(check("--config " + cfg + " --junit " + junit).code, 0);
     ASSERT_TRUE(fs::exists(dir_ / "rep" / "report.json"));
-    const std::string big = config(std::string(kSmall).replace(std::string(kSmall).find("elements = 1024"), 15, "elements = 4194304"));
+    // Long enough to be killed mid-run (about 1 s in Release, 12 s under ASan), small enough that the
+    // memory check before the work never refuses it, even beside another test (4,194,304 elements
+    // were refused once under ctest -j 2, and a refused run rightly keeps the earlier reports).
+    const std::string big = config(std::string(kSmall).replace(std::string(kSmall).find("elements = 1024"), 15, "elements = 262144"));
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
