@@ -169,23 +169,31 @@ void near_ties_decl(const FormatSpec& f, int64_t block, std::vector<BoundaryCase
 // either sign of the absmax; asym: lo and hi saturating
 // separately, FLT_MAX of each sign alone.
 void scale_boundaries(const FormatSpec& f, int64_t block, uint64_t seed, std::vector<BoundaryCase>& out) {
-    std::vector<float> stats;
     const float tiny = 0x1p-149f;
     const int32_t qm = int_format(f) ? qmax(f) : 127;
     // A: what the scale maps the absmax onto (qmax, or a declared element's amplitude: 448 for e4m3)
     const float amp = f.kind == FormatKind::kDecl && f.decl ? f.decl->amp : static_cast<float>(qm);
-    for (int m = 1; m <= 2 * qm + 2; ++m) stats.push_back(static_cast<float>(m) * tiny);  // the floor and just above it
-    for (float base : {FLT_MIN, amp * FLT_MIN, FLT_MAX, FLT_MAX / amp})
+    auto around = [](std::vector<float>& stats, float base) {
         for (int u = -2; u <= 2; ++u) {
             float v = base;
             for (int k = 0; k < std::abs(u); ++k) v = std::nextafter(v, u < 0 ? 0.0f : FLT_MAX);
-            if (std::isfinite(v)) stats.push_back(v);
+            if (std::isfinite(v) && v > 0.0f) stats.push_back(v);
         }
+    };
+    // One case per group of statistics, so that a verdict can say which group differs.
+    std::vector<std::pair<std::string, std::vector<float>>> groups(4);
+    groups[0].first = "blocks whose absmax puts the scale at its floor or below the smallest normal (and exponent changes there)";
+    for (int m = 1; m <= 2 * qm + 2; ++m) groups[0].second.push_back(static_cast<float>(m) * tiny);
+    groups[1].first = "blocks whose absmax is within 2 ulps of the smallest normal, or of A times it";
+    around(groups[1].second, FLT_MIN);
+    around(groups[1].second, amp * FLT_MIN);
+    groups[2].first = "blocks whose absmax is within 2 ulps of FLT_MAX, or of FLT_MAX / A";
+    around(groups[2].second, FLT_MAX);
+    around(groups[2].second, FLT_MAX / amp);
     // Where a scale's exponent changes: absmax = A 2^k for every k in binary32's range, for
     // e8m0-floor and -ceil at 2^k itself, for e8m0-even at (2 - 2^-(M+1)) 2^k, with one and two
-    // ulps either side. torchao's eager RCEIL
-    // (ceil(log2(fl32(a / 448)))) picks an exponent one too small a few ulps above 448 2^k
-    // (issue 52): random blocks came no closer than 56 ulps in 58,008.
+    // ulps either side. torchao's RCEIL picks an exponent one too small one or two ulps above
+    // 448 2^k (docs/FINDINGS.md F1): random blocks came no closer than 56 ulps in 58,008.
     std::vector<float> anchors = {amp};
     if (f.kind == FormatKind::kDecl && f.decl) {
         const ScaleType t = f.decl->scale;
@@ -193,39 +201,45 @@ void scale_boundaries(const FormatSpec& f, int64_t block, uint64_t seed, std::ve
         // even: the next power of two from 2^(E+1) - 2^(E-M-1) up
         if (t == ScaleType::kE8m0Even) anchors.push_back(2.0f - std::ldexp(1.0f, -f.decl->man_bits - 1));
     }
+    // A change whose scale is a normal number is a rule's own; one whose scale is at or below the
+    // smallest normal goes with the floor's group (a codec that mishandles subnormal scales would
+    // otherwise hide a rule's mistake in the same case).
+    groups[3].first = "blocks whose absmax is within 2 ulps of an exponent change of a normal scale (A 2^k, every k)";
     for (float anchor : anchors)
         for (int k = -149; k <= 127; ++k) {
             const float p = std::ldexp(anchor, k);
             if (!std::isfinite(p) || p == 0.0f) continue;
-            float lo = p, hi = p;
-            stats.push_back(p);
-            for (int u = 0; u < 2; ++u) {
-                lo = std::nextafter(lo, 0.0f);
-                hi = std::nextafter(hi, FLT_MAX);
-                if (lo > 0.0f) stats.push_back(lo);
-                if (std::isfinite(hi)) stats.push_back(hi);
+            std::vector<float> near;
+            around(near, p);
+            for (float v : near) {  // each by its own scale: an ulp below 2^k can be a scale lower
+                Site site;
+                std::vector<float> one(static_cast<size_t>(block), 0.0f);  // a whole block: a format may fix its size
+                one[0] = v;
+                const auto q = reference::quantize(f, one, block, Nonfinite::kError, site);
+                const bool normal_scale = q && !q->scales.empty() && q->scales[0] >= FLT_MIN;
+                groups[normal_scale ? 3 : 0].second.push_back(v);
             }
         }
     int64_t salt = 0;
-    std::vector<float> x;
-    for (float a : stats) {
-        for (float sign : {1.0f, -1.0f}) {
-            std::vector<float> b(static_cast<size_t>(block));
-            for (int64_t i = 0; i < block; ++i) {
-                // the other elements: fractions of a, and a few ulps of the floor
-                const float r = normal(seed, 77 + static_cast<uint64_t>(salt), static_cast<uint64_t>(i));
-                float v = a * std::min(std::fabs(r) / 3.0f, 1.0f);
-                if (i % 5 == 4) v = std::min(static_cast<float>(i % 7) * tiny, a);  // never above a: a stays the absmax
-                b[static_cast<size_t>(i)] = (i % 2 ? -1.0f : 1.0f) * v;
+    for (const auto& [what, stats] : groups) {
+        std::vector<float> x;
+        for (float a : stats) {
+            for (float sign : {1.0f, -1.0f}) {
+                std::vector<float> b(static_cast<size_t>(block));
+                for (int64_t i = 0; i < block; ++i) {
+                    // the other elements: fractions of a, and a few ulps of the floor
+                    const float r = normal(seed, 77 + static_cast<uint64_t>(salt), static_cast<uint64_t>(i));
+                    float v = a * std::min(std::fabs(r) / 3.0f, 1.0f);
+                    if (i % 5 == 4) v = std::min(static_cast<float>(i % 7) * tiny, a);  // never above a: a stays the absmax
+                    b[static_cast<size_t>(i)] = (i % 2 ? -1.0f : 1.0f) * v;
+                }
+                b[static_cast<size_t>((salt * 7) % block)] = sign * a;
+                ++salt;
+                if (accepted(f, b, block)) x.insert(x.end(), b.begin(), b.end());
             }
-            b[static_cast<size_t>((salt * 7) % block)] = sign * a;
-            ++salt;
-            if (accepted(f, b, block)) x.insert(x.end(), b.begin(), b.end());
         }
+        if (!x.empty()) out.push_back({"scale-boundaries", what, x, block, static_cast<int64_t>(x.size())});
     }
-    if (!x.empty())
-        out.push_back({"scale-boundaries", "blocks whose absmax puts the scale at 2^-149, the smallest normal, the largest finite, or within 2 ulps of an exponent change",
-                       x, block, static_cast<int64_t>(x.size())});
     if (asym(f) || f.kind == FormatKind::kDecl) {
         // lo and hi saturating separately: each alone, in blocks the reference takes.
         for (float lo_v : {-FLT_MAX, -1.0f, 0.0f})
@@ -388,6 +402,7 @@ std::vector<BoundaryClass> tally_boundaries(const kernels::PluginCodec& codec, c
         ++c.cases;
         if (r->exact || r->first_difference.empty()) continue;
         ++c.differing_cases;
+        if (c.differing_what.size() < 8) c.differing_what.push_back(k.what);
         c.differing_elements += r->differing_elements;
         c.violation = c.violation || !r->bound_holds;
         if (c.first.empty()) c.first = "input class '" + k.input_class + "' (" + k.what + "): " + r->first_difference;

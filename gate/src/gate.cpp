@@ -137,7 +137,7 @@ reports::FormatCheck kernel_check(const GateConfig& cfg, const FormatSpec& f, co
     fc.violation = c->violation;
     fc.input_class = !c->input_class.empty() ? c->input_class : c->first_difference.empty() ? "" : label;
     for (const auto& b : c->boundary_classes)
-        fc.boundary_classes.push_back({b.input_class, b.cases, b.differing_cases, b.differing_elements, b.violation, b.first});
+        fc.boundary_classes.push_back({b.input_class, b.cases, b.differing_cases, b.differing_elements, b.violation, b.first, b.differing_what});
     if (kept) *kept = std::move(*c);
     return fc;
 }

@@ -93,6 +93,7 @@ nlohmann::json to_json(const GateResult& r) {
                     nlohmann::json e{{"input_class", b.input_class}, {"cases", b.cases}, {"differing_cases", b.differing_cases},
                                      {"differing_elements", b.differing_elements}, {"violation", b.violation}};
                     if (!b.first.empty()) e["first_difference"] = b.first;
+                    if (!b.differing_what.empty()) e["differing"] = b.differing_what;
                     bc.push_back(e);
                 }
                 j["boundary_classes"] = bc;

@@ -24,6 +24,7 @@ struct BoundaryClass {
     int64_t cases = 0, differing_cases = 0, differing_elements = 0;
     bool violation = false;  // a difference past the bound, a refusal missed, a write out of bounds
     std::string first;       // the first differing case, in words ("" when none differs)
+    std::vector<std::string> differing_what;  // what each differing case is (its sentence), the first 8
 };
 
 struct CodecCheck {

@@ -70,6 +70,7 @@ struct FormatCheck {
         int64_t cases = 0, differing_cases = 0, differing_elements = 0;
         bool violation = false;
         std::string first;
+        std::vector<std::string> differing_what;  // the differing cases, in words (the first 8)
     };
     std::vector<InputClass> boundary_classes;
     bool bound_holds = false;
