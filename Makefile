@@ -26,7 +26,7 @@ PACKAGES := g++ cmake ninja-build libgtest-dev libgmock-dev librapidcheck-dev li
 # (scripts/compile-cache); without it every build still works, compiling everything itself.
 TEST_PACKAGES := chromium clang libclang-rt-14-dev python3-numpy ccache
 
-.PHONY: help deps deps-test print-packages build build-asan run test python-test fuzz bench clean
+.PHONY: help deps deps-test print-packages build build-asan run test python-test fuzz outside bench clean
 
 help:
 	@echo "make run    build and run the default job (qtransit check: the numerics gate), reports in $(REPORT_DIR)/"
@@ -34,6 +34,7 @@ help:
 	@echo "make bench  encode/decode throughput against memcpy"
 	@echo "make python-test  pip install . into $(VENV) and run the Python tests and examples (pytest)"
 	@echo "make fuzz   build the libFuzzer targets (clang) and run each for FUZZ_TIME seconds (default 30)"
+	@echo "make outside  third-party quantizers from PyPI (torchao's MX) under check_codec, report in build/outside-report/ (not in make test: a 4.6 GB download)"
 
 # One line before any build: what was installed, or that nothing was missing. apt's own output goes to
 # build/deps.log (its tail is printed when apt fails).
@@ -106,6 +107,19 @@ fuzz: deps-test
 python-test: deps-test
 	$(BUILD_RELEASE)
 	$(PYTHON_TEST)
+
+# The outside tier (issue 52): real third-party quantizers from PyPI (examples/third_party/requirements.txt)
+# checked by qtransit in a virtual environment of their own, the package built beside make test's
+# (build/outside-python). Not part of make test: run before each release and record the result in
+# bench/RESULTS.md; a FAIL there is a finding (docs/FINDINGS.md), exit 2 only when an adapter cannot run.
+OUTSIDE_VENV ?= build/outside-venv
+outside: deps-test
+	$(BUILD_RELEASE)
+	{ [ -x $(OUTSIDE_VENV)/bin/python ] || /usr/bin/python3 -m venv $(OUTSIDE_VENV); } && \
+	$(OUTSIDE_VENV)/bin/pip install -q --disable-pip-version-check -r python/requirements-test.txt -r examples/third_party/requirements.txt && \
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(OUTSIDE_VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation \
+	  -C build-dir=build/outside-python . && \
+	$(OUTSIDE_VENV)/bin/python examples/third_party/run_outside.py build/outside-report
 
 bench: build
 	./build/release/cli/qtransit bench
