@@ -26,6 +26,25 @@ def version(pkg):
         return "not installed"
 
 
+def report_check(lines, out, name, fmt, enc, dec):
+    """check_codec's quick tier on one adapter; its verdict and every differing class into lines."""
+    r = qtransit.check_codec(fmt, enc, dec, name=name, quick=True)
+    r.write_reports(os.path.join(out, name))
+    lines.append(f"## {name} as {fmt}: {'PASS' if r.passed else 'FAIL'}")
+    lines.append("")
+    report = json.loads(r.to_json())
+    for c in report.get("format_checks", []):
+        if c.get("cpu_matches_reference", True) and not c.get("boundary_classes"):
+            continue
+        lines.append(f"- {c['dist']}: " + ("equal to the reference bit for bit" if c.get("cpu_matches_reference") else
+                                             f"{c.get('differing_elements', 0)} elements differ; first: {c.get('cpu_mismatch', '')[:400]}"))
+        for b in c.get("boundary_classes", []):
+            lines.append(f"  - {b['input_class']}: {b['differing_elements']} elements differ in {b['differing_cases']} of {b['cases']} cases")
+            for w in b.get("differing", []):
+                lines.append(f"    - {w}")
+    lines.append("")
+
+
 def main(out):
     os.makedirs(out, exist_ok=True)
     lines = ["# Third-party quantizers under qtransit (`make outside`)", "",
@@ -42,21 +61,15 @@ def main(out):
         except Exception as e:  # noqa: BLE001
             print(f"run_outside: {name}: {type(e).__name__}: {e}", file=sys.stderr)
             return 2
-        r = qtransit.check_codec(fmt, enc, dec, name=name, quick=True)
-        r.write_reports(os.path.join(out, name))
-        lines.append(f"## {name} as {fmt}: {'PASS' if r.passed else 'FAIL'}")
-        lines.append("")
-        report = json.loads(r.to_json())
-        for c in report.get("format_checks", []):
-            if c.get("cpu_matches_reference", True) and not c.get("boundary_classes"):
-                continue
-            lines.append(f"- {c['dist']}: " + ("equal to the reference bit for bit" if c.get("cpu_matches_reference") else
-                                                 f"{c.get('differing_elements', 0)} elements differ; first: {c.get('cpu_mismatch', '')[:400]}"))
-            for b in c.get("boundary_classes", []):
-                lines.append(f"  - {b['input_class']}: {b['differing_elements']} elements differ in {b['differing_cases']} of {b['cases']} cases")
-                for w in b.get("differing", []):
-                    lines.append(f"    - {w}")
-        lines.append("")
+        report_check(lines, out, name, fmt, enc, dec)
+    try:
+        import ml_dtypes_fp8
+
+        enc, dec = ml_dtypes_fp8.adapter()
+    except Exception as e:  # noqa: BLE001
+        print(f"run_outside: ml_dtypes-fp8: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    report_check(lines, out, "ml-dtypes-fp8-e4m3", ml_dtypes_fp8.FORMAT, enc, dec)
     differ, total, example = torchao_mx.rceil_probe()
     lines.append(f"## RCEIL probe (docs/FINDINGS.md F1): {differ} of {total} blocks at 448 2^k and 1 or 2 ulps around it get an exponent "
                  f"other than the smallest e with absmax <= 448 2^e; e.g. absmax {example[0]!r} (k = {example[1]}, {example[2]:+d} ulp): "
