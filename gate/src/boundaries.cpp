@@ -29,6 +29,17 @@ float normal(uint64_t seed, uint64_t salt, uint64_t i) {
     return kernels::generate(kernels::Distribution::kNormal, seed, 11, salt * 1000003u + i);
 }
 
+// The scale the reference gives a whole block (a format may fix its size) holding `a` and zeros;
+// nullopt when it refuses the block.
+std::optional<float> reference_scale(const FormatSpec& f, int64_t block, float a) {
+    std::vector<float> b(static_cast<size_t>(block), 0.0f);
+    b[0] = a;
+    Site s;
+    const auto q = reference::quantize(f, b, block, Nonfinite::kError, s);
+    if (!q || q->scales.empty()) return std::nullopt;
+    return q->scales[0];
+}
+
 bool accepted(const FormatSpec& f, std::span<const float> x, int64_t block) {
     Site s;
     return static_cast<bool>(reference::quantize(f, x, block, Nonfinite::kError, s));
@@ -110,9 +121,8 @@ void near_ties_decl(const FormatSpec& f, int64_t block, std::vector<BoundaryCase
     // The grid: every code's value at scale 1.
     std::vector<int32_t> codes;
     for (int32_t q = f.code_min(); q <= f.code_max(); ++q) codes.push_back(q);
-    const float one = 1.0f, zero = 0.0f;
-    auto vals = reference::decode(f, codes, std::span<const float>(&one, 1), std::span<const float>(&zero, d.offset_min ? 1 : 0),
-                                  static_cast<int64_t>(codes.size()));
+    const float one = 1.0f;
+    auto vals = reference::decode(f, codes, std::span<const float>(&one, 1), {}, static_cast<int64_t>(codes.size()));
     std::vector<double> grid;
     for (float v : vals)
         if (std::isfinite(v)) grid.push_back(v);
@@ -124,12 +134,12 @@ void near_ties_decl(const FormatSpec& f, int64_t block, std::vector<BoundaryCase
             const uint32_t mant = (static_cast<uint32_t>(k) * 0x9E3779B1u) & 0x7fffffu;
             const float a = d.amp * std::ldexp(1.0f + static_cast<float>(mant) * 0x1p-23f, e);
             if (!std::isfinite(a) || a == 0.0f) continue;
-            Site site;
-            auto q = reference::quantize(f, std::span<const float>(&a, 1), 1, Nonfinite::kError, site);
-            if (!q || q->scales.empty()) continue;
-            const float s = q->scales[0];
+            const auto scale = reference_scale(f, block, a);
+            if (!scale) continue;
+            const float s = *scale;
             if (!(s > 0.0f) || !std::isfinite(s) || std::bit_cast<uint32_t>(s) << 9 == 0) continue;  // a power of two: no near-ties
             const float inv = 1.0f / s;
+            auto side = [](float qv, double m) { return (static_cast<double>(qv) > m) - (static_cast<double>(qv) < m); };
             for (size_t g = 0; g + 1 < grid.size(); ++g) {
                 const double m = (grid[g] + grid[g + 1]) / 2;
                 const float t = static_cast<float>(m * static_cast<double>(s));
@@ -143,8 +153,7 @@ void near_ties_decl(const FormatSpec& f, int64_t block, std::vector<BoundaryCase
                     if (!(std::fabs(v) < a)) continue;
                     const double r = static_cast<double>(v) - m * static_cast<double>(s);  // exact side
                     const int exact = (r > 0) - (r < 0);
-                    auto side = [&](float qv) { return (static_cast<double>(qv) > m) - (static_cast<double>(qv) < m); };
-                    if (side(v / s) != exact || side(v * inv) != exact) pending.push_back(v);
+                    if (side(v / s, m) != exact || side(v * inv, m) != exact) pending.push_back(v);
                 }
             }
             // blocks of the statistic a first (the scale is s), then the candidates
@@ -212,12 +221,8 @@ void scale_boundaries(const FormatSpec& f, int64_t block, uint64_t seed, std::ve
             std::vector<float> near;
             around(near, p);
             for (float v : near) {  // each by its own scale: an ulp below 2^k can be a scale lower
-                Site site;
-                std::vector<float> one(static_cast<size_t>(block), 0.0f);  // a whole block: a format may fix its size
-                one[0] = v;
-                const auto q = reference::quantize(f, one, block, Nonfinite::kError, site);
-                const bool normal_scale = q && !q->scales.empty() && q->scales[0] >= FLT_MIN;
-                groups[normal_scale ? 3 : 0].second.push_back(v);
+                const auto s = reference_scale(f, block, v);
+                groups[s && *s >= FLT_MIN ? 3 : 0].second.push_back(v);
             }
         }
     int64_t salt = 0;
@@ -376,7 +381,9 @@ std::vector<BoundaryClass> tally_boundaries(const kernels::PluginCodec& codec, c
     auto of = [&](const std::string& name) -> BoundaryClass& {
         for (auto& c : out)
             if (c.input_class == name) return c;
-        out.push_back(BoundaryClass{name});
+        BoundaryClass c;
+        c.input_class = name;
+        out.push_back(std::move(c));
         return out.back();
     };
     // The refusal probes and the canaries: one case each, found or not.
@@ -433,11 +440,6 @@ std::string classes_summary(const std::vector<BoundaryClass>& classes) {
              std::to_string(c.differing_cases) + " of " + std::to_string(c.cases) + " case" + (c.cases == 1 ? "" : "s");
     }
     return s;
-}
-
-std::optional<BoundaryFinding> hunt_boundaries(const kernels::PluginCodec& codec, const FormatSpec& format, int64_t block,
-                                               uint64_t seed, kernels::Conformance conformance) {
-    return first_finding(tally_boundaries(codec, format, block, seed), conformance);
 }
 
 std::optional<BoundaryFinding> long_call_check(const kernels::PluginCodec& codec, const FormatSpec& format, int64_t block,

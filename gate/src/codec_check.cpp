@@ -358,11 +358,10 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
             c.conforms = false;
         }
         if (!c.first_difference.empty()) c.input_class = c.first_differing >= 0 ? edge_input_class(*edge, c.first_differing) : "edge-tensor";
-        // The generated boundary inputs (boundaries.hpp), once per format with the edge cases.
-        // Under bounded conformance a difference within the bound on the edge tensor leaves the hunt
-        // to look for a violation.
-        // Every class runs, whatever the edge tensor found, so that the verdict can name each class
-        // that differs (issue 52).
+        // The generated boundary inputs (boundaries.hpp), once per format with the edge cases. Every
+        // class runs, whatever the edge tensor found, so that the verdict can name each class that
+        // differs (issue 52); the first finding replaces an empty first difference, or under
+        // bounded conformance one within the bound when the hunt found a violation.
         const bool bounded = c.conformance == kernels::Conformance::kBounded;
         c.boundary_classes = tally_boundaries(*codec, format, block, seed);
         if (c.first_difference.empty() || (bounded && c.bound_holds)) {

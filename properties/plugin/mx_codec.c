@@ -32,6 +32,19 @@
 #define MX_FP8_ABSMAX 0
 #endif
 
+/* What the descriptor says: the format and its blocks, and the codec's name (each mutant its own). */
+#if MX_FP8_ABSMAX
+#define CODEC_FORMAT "fp8-e4m3"
+#define CODEC_BLOCK_MIN 1
+#define CODEC_BLOCK_MAX 0 /* any */
+#define CODEC_NAME (MX_MUT == 2 ? "acme-fp8-f64-quotient" : "acme-fp8")
+#else
+#define CODEC_FORMAT "mxfp8-e4m3-rceil"
+#define CODEC_BLOCK_MIN 32
+#define CODEC_BLOCK_MAX 32
+#define CODEC_NAME (MX_MUT == 1 ? "acme-mxfp8-rceil-log2f" : "acme-mxfp8-rceil")
+#endif
+
 static int fail(char* err, size_t len, const char* msg) {
     if (err && len) snprintf(err, len, "%s", msg);
     return 1;
@@ -136,25 +149,10 @@ static int decode(void* state, const qtransit_decode_args* a, char* err, size_t 
 static const qtransit_codec_v1_t kCodec = {
     .abi_version = QTRANSIT_CODEC_ABI_VERSION,
     .struct_size = sizeof(qtransit_codec_v1_t),
-#if MX_FP8_ABSMAX
-#if MX_MUT == 2
-    .name = "acme-fp8-f64-quotient",
-#else
-    .name = "acme-fp8",
-#endif
-    .format = "fp8-e4m3",
-    .block_min = 1,
-    .block_max = 0,
-#else
-#if MX_MUT == 1
-    .name = "acme-mxfp8-rceil-log2f",
-#else
-    .name = "acme-mxfp8-rceil",
-#endif
-    .format = "mxfp8-e4m3-rceil",
-    .block_min = 32,
-    .block_max = 32,
-#endif
+    .name = CODEC_NAME,
+    .format = CODEC_FORMAT,
+    .block_min = CODEC_BLOCK_MIN,
+    .block_max = CODEC_BLOCK_MAX,
     .device = QTRANSIT_DEVICE_CPU,
     .packing = QTRANSIT_PACKING_FORMAT,
     .input_type = QTRANSIT_BINARY32,

@@ -27,10 +27,7 @@ struct BoundaryCase {
 std::vector<BoundaryCase> boundary_cases(const FormatSpec& format, int64_t block, uint64_t seed,
                                          const std::vector<int64_t>& other_blocks);
 
-// The first input class on which `codec` differs from the reference: every class but
-// long-tensors. nullopt when none does. `message` names the class, the case and the first
-// difference. Under bounded conformance a difference within the bound does not stop the hunt: the
-// first violation is returned, else the first difference within the bound.
+// What a hunt found first: `message` names the class, the case and the first difference.
 struct BoundaryFinding {
     std::string input_class;
     std::string message;
@@ -38,13 +35,12 @@ struct BoundaryFinding {
     // conformance as well as `exact`
     bool violation = false;
 };
-std::optional<BoundaryFinding> hunt_boundaries(const kernels::PluginCodec& codec, const FormatSpec& format,
-                                               int64_t block, uint64_t seed,
-                                               kernels::Conformance conformance = kernels::Conformance::kExact);
-// Every class run against the codec (refusal probes and canaries, then boundary_cases' classes), each
-// with its counts and first difference; hunt_boundaries is the first finding of these (first_finding).
+// Every class run against the codec (refusal probes and canaries, then boundary_cases' classes, all
+// but long-tensors), each with its counts and first difference, in the order they ran.
 std::vector<BoundaryClass> tally_boundaries(const kernels::PluginCodec& codec, const FormatSpec& format, int64_t block,
                                             uint64_t seed);
+// The first class that differs; nullopt when none does. Under bounded conformance a difference
+// within the bound does not stop the search: the first violation, else the first difference.
 std::optional<BoundaryFinding> first_finding(const std::vector<BoundaryClass>& classes, kernels::Conformance conformance);
 // "near-ties 37 elements in 4 of 12 cases, scale-boundaries 2 elements in 1 of 3 cases" over the
 // classes that differ ("" when none does).
