@@ -444,9 +444,6 @@ std::string classes_summary(const std::vector<BoundaryClass>& classes) {
 
 std::optional<BoundaryFinding> long_call_check(const kernels::PluginCodec& codec, const FormatSpec& format, int64_t block,
                                                uint64_t seed) {
-    // ds-int<b>-fm is judged by admissibility (D23), not bits: its long call is left to that check
-    // (not done here yet).
-    if (format.kind == FormatKind::kDs && format.fast_math) return std::nullopt;
     const int64_t n = (int64_t{1} << 24) + 2 * block + 3;
     std::vector<float> x(static_cast<size_t>(n));
     kernels::generate_span(kernels::Distribution::kNormal, seed, 13, 0, x);
@@ -467,6 +464,19 @@ std::optional<BoundaryFinding> long_call_check(const kernels::PluginCodec& codec
     const int64_t from = std::max<int64_t>(0, ((int64_t{1} << 24) / block - 4) * block);
     for (int64_t start : {int64_t{0}, from}) {
         const int64_t len = start == 0 ? std::min(block, n) : n - start;
+        if (format.kind == FormatKind::kDs && format.fast_math) {
+            // ds-int<b>-fm is judged by admissibility (D23), not bits: every step and element of the
+            // window one of the admissible results.
+            const int64_t block_bytes = (block * format.bits + 7) / 8;
+            const auto window_codes = reference::unpack(
+                format, std::span<const uint8_t>(codes).subspan(static_cast<size_t>(start / block * block_bytes)), len, block);
+            const auto a = reference::check_admissible(
+                format, std::span<const float>(x).subspan(static_cast<size_t>(start), static_cast<size_t>(len)), block, window_codes,
+                std::span<const float>(scales).subspan(static_cast<size_t>(start / block), static_cast<size_t>((len + block - 1) / block)),
+                std::span<const float>(dec).subspan(static_cast<size_t>(start), static_cast<size_t>(len)), start);
+            if (!a.holds) return BoundaryFinding{"long-tensors", head + "not an admissible result: " + a.first_text};
+            continue;
+        }
         Site site;
         site.tensor = "long-tensors input";
         site.index_base = start;

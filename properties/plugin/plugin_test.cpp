@@ -21,6 +21,7 @@
 #include "qtransit/kernels/inputs.hpp"
 #include "qtransit/kernels/plugin.hpp"
 #include "qtransit/testing/blocks.hpp"
+#include "qtransit/gate/boundaries.hpp"
 #include "qtransit/testing/conforms.hpp"
 
 namespace qtransit {
@@ -215,6 +216,21 @@ TEST(ExampleCodecs, ConformsHuntsTheBoundariesAndHandsThemOut) {
     for (const auto& k : testing::boundary_inputs(*f64, 32))
         if (!testing::conforms(*f64, k.x, {.block = k.block, .shard = k.shard}).ok) failing.insert(k.input_class);
     EXPECT_EQ(failing, (std::set<std::string>{"near-ties"}));
+}
+
+// The long call (2^24 + 2 blocks + 3 elements in one call) of a ds-int<b>-fm codec is judged by
+// admissibility (D23), as its other checks are: the correct fast-math codec passes, and one whose
+// stored step is 8 ulps off is named there. It used to be skipped for these formats.
+TEST(ExampleCodecs, TheLongCallOfADsFastMathCodecIsJudgedByAdmissibility) {
+    auto good = load_ok(codec_lib("ds-fast-math-int4"));
+    ASSERT_TRUE(good);
+    EXPECT_FALSE(qtransit::gate::long_call_check(*good, good->format(), 32, 1).has_value());
+    auto bad = load_ok(codec_lib("mutant14-step-8ulp-ds-int4-fm"));
+    ASSERT_TRUE(bad);
+    const auto f = qtransit::gate::long_call_check(*bad, bad->format(), 32, 1);
+    ASSERT_TRUE(f.has_value());
+    EXPECT_EQ(f->input_class, "long-tensors");
+    EXPECT_NE(f->message.find("not an admissible result: element "), std::string::npos) << f->message;
 }
 
 // Many threads at once through one thread_safe codec: each thread's bits equal a lone call's.
