@@ -183,6 +183,38 @@ Status finalize(Decl& d) {
     }
     if (!(d.amp > 0)) return bad("element", "the element type has no non-zero value");
     d.emax_elem = floor_log2(d.amp);
+    // Conventions (FORMATS.md section 10): each only where the format has the quantity it changes.
+    const Conventions& c = d.conventions;
+    if (c.any() && d.rotated())
+        return bad("conventions", "a rotated format (transform 'hadamard') takes no conventions: the rotation spreads an "
+                                  "extreme over the block, so no convention describes one element");
+    if (c.any() && d.offset_min)
+        return bad("conventions", "a format with offset 'min' takes no conventions (they are defined for x / s)");
+    if (c.any() && d.rounding == Rounding::kStochastic)
+        return bad("conventions", "a stochastic format takes no conventions (a convention's block is compared bit for bit)");
+    const bool absmax = d.scale == ScaleType::kFp32Absmax || d.scale == ScaleType::kFp16Absmax;
+    if (c.scale_floor != ScaleFloorRule::kFormat && !absmax)
+        return bad("conventions.scale_floor", std::string("is for fp32-absmax and fp16-absmax scales; scale '") + to_string(d.scale) +
+                                                  "' has its own floor");
+    if (c.scale_floor == ScaleFloorRule::kValue && !(c.scale_floor_value > 0 && std::isfinite(c.scale_floor_value)))
+        return bad("conventions.scale_floor", "must be a positive finite binary32 value, \"none\" or \"format\"");
+    if (c.flush_scale_subnormals && d.scale != ScaleType::kFp32Absmax)
+        return bad("conventions.scale_subnormals", "'flush' is for fp32-absmax scales (the only ones that can be binary32 subnormals "
+                                                   "below their floor)");
+    if (c.zero_scale_ieee && !absmax)
+        return bad("conventions.zero_scale", std::string("'ieee' is for fp32-absmax and fp16-absmax scales (scale '") + to_string(d.scale) +
+                                                 "' is never 0)");
+    if (c.divide_floor < 0 || !std::isfinite(c.divide_floor))
+        return bad("conventions.divide_floor", "must be a positive finite binary32 value (or 0: none)");
+    if (c.divide_floor_by != 0 && !(c.divide_floor > 0))
+        return bad("conventions.divide_floor_by", "needs divide_floor (the scale below which the library divides by it)");
+    if (c.divide_floor_by < 0 || !std::isfinite(c.divide_floor_by))
+        return bad("conventions.divide_floor_by", "must be a positive finite binary32 value");
+    if (c.overflow_nonfinite && !(d.elem == ElemType::kFloat && d.special != FloatSpecial::kNone))
+        return bad("conventions.overflow", "'nonfinite' needs a float element with an inf or NaN code (special 'ieee' or "
+                                           "'nan-only'): other elements have no code to overflow to");
+    if (c.flush_element_subnormals && d.elem != ElemType::kFloat)
+        return bad("conventions.element_subnormals", "'flush' is for float elements (the only ones with subnormals)");
     return Status::Ok();
 }
 

@@ -108,7 +108,10 @@ const std::vector<std::pair<std::string, FloatSpecial>> kSpecials{{"ieee", Float
                                                                   {"none", FloatSpecial::kNone}};
 const std::vector<std::pair<std::string, bool>> kRanges{{"restricted", false}, {"full", true}};
 
-const std::vector<std::string> kTopKeys{"name", "block", "scale", "offset", "rounding", "packing", "transform", "signs", "element"};
+const std::vector<std::string> kTopKeys{"name", "like", "block", "scale", "offset", "rounding", "packing", "transform", "signs", "element",
+                                        "conventions"};
+const std::vector<std::string> kConventionKeys{"nonfinite", "scale_floor", "scale_subnormals", "divide_floor", "divide_floor_by",
+                                               "zero_scale", "overflow", "element_subnormals", "decode_overflow"};
 const std::map<ElemType, std::vector<std::string>> kElemKeys{
     {ElemType::kInt, {"type", "bits", "signed", "range", "fraction_bits"}},
     {ElemType::kFloat, {"type", "exponent_bits", "mantissa_bits", "bias", "special"}},
@@ -151,18 +154,118 @@ Result<float> table_value(const Ctx& c, const toml::node& n, const std::string& 
     return f;
 }
 
+// A positive binary32 value given as a TOML number ("2^-126" is written 1.1754944e-38).
+Result<float> positive_value(const Ctx& c, const toml::node& n, const std::string& key) {
+    auto v = table_value(c, n, key);
+    if (!v) return v.error();
+    if (!(*v > 0)) return c.err(n.source(), key, "must be positive, got " + shortest(*v));
+    return *v;
+}
+
+// The [conventions] table (FORMATS.md section 10) into d.conventions.
+Status read_conventions(const Ctx& c, const toml::node& node, Conventions& cv) {
+    if (!node.is_table()) return c.err(node.source(), "conventions", std::string("expected a table ([conventions]), got ") + type_name(node));
+    for (auto&& [k, node_v] : *node.as_table()) {
+        const std::string s(k.str()), key = "conventions." + s;
+        const toml::node& v = node_v;  // a plain reference: a lambda may not capture a structured binding (clang)
+        auto pick = [&](const std::vector<std::pair<std::string, bool>>& names, bool& out) -> Status {
+            auto b = get_enum(c, v, key, names);
+            if (!b) return b.error();
+            out = *b;
+            return Status::Ok();
+        };
+        Status st;
+        if (s == "nonfinite") {
+            auto r = get_enum(c, v, key, std::vector<std::pair<std::string, NonfiniteRule>>{{"refuse", NonfiniteRule::kRefuse},
+                                                                                            {"poison", NonfiniteRule::kPoison},
+                                                                                            {"propagate", NonfiniteRule::kPropagate}});
+            if (!r) return r.error();
+            cv.nonfinite = *r;
+        } else if (s == "scale_floor") {
+            if (v.is_string()) {
+                auto r = get_enum(c, v, key, std::vector<std::pair<std::string, ScaleFloorRule>>{{"format", ScaleFloorRule::kFormat},
+                                                                                                 {"none", ScaleFloorRule::kNone}});
+                if (!r) return r.error();
+                cv.scale_floor = *r;
+            } else {
+                auto f = positive_value(c, v, key);
+                if (!f) return f.error();
+                cv.scale_floor = ScaleFloorRule::kValue;
+                cv.scale_floor_value = *f;
+            }
+        } else if (s == "scale_subnormals") {
+            st = pick({{"keep", false}, {"flush", true}}, cv.flush_scale_subnormals);
+        } else if (s == "divide_floor") {
+            auto f = positive_value(c, v, key);
+            if (!f) return f.error();
+            cv.divide_floor = *f;
+        } else if (s == "divide_floor_by") {
+            auto f = positive_value(c, v, key);
+            if (!f) return f.error();
+            cv.divide_floor_by = *f;
+        } else if (s == "zero_scale") {
+            st = pick({{"zeros", false}, {"ieee", true}}, cv.zero_scale_ieee);
+        } else if (s == "overflow") {
+            st = pick({{"saturate", false}, {"nonfinite", true}}, cv.overflow_nonfinite);
+        } else if (s == "decode_overflow") {
+            st = pick({{"saturate", false}, {"inf", true}}, cv.decode_overflow_inf);
+        } else if (s == "element_subnormals") {
+            st = pick({{"keep", false}, {"flush", true}}, cv.flush_element_subnormals);
+        } else {
+            return c.err(k.source(), key, "unknown convention (known: " + join(kConventionKeys) + ")");
+        }
+        if (!st) return st;
+    }
+    return Status::Ok();
+}
+
 }  // namespace
 
 namespace detail {
+
+// finalize() and the declared format; a mistake finalize names is pointed at its key's line.
+Result<FormatSpec> finalized(const Ctx& c, const toml::table& t, const toml::table* e, const toml::node* element,
+                             const std::string& name, Decl& d) {
+    if (auto st = finalize(d); !st) {
+        const std::string key = key_of(st.error().message);
+        const toml::node* at = nullptr;
+        if (key.rfind("element.", 0) == 0 && e) at = e->get(key.substr(8));
+        else if (key.rfind("conventions.", 0) == 0 && t.get("conventions") && t.get("conventions")->is_table())
+            at = t.get("conventions")->as_table()->get(key.substr(12));
+        else if (!key.empty()) at = t.get(key);
+        if (!at && key.rfind("element", 0) == 0) at = element;
+        if (!at && key.rfind("conventions", 0) == 0) at = t.get("conventions");
+        return c.err(at ? at->source() : t.source(), key.empty() ? "element" : key,
+                     key.empty() ? st.error().message : st.error().message.substr(key.size() + 2));
+    }
+    return make_declared(name, d);
+}
 
 Result<FormatSpec> declaration_from_table(const toml::table& t, const std::string& source, const std::string& prefix) {
     const Ctx c{source, prefix};
     Decl d;
     std::string name;
     const toml::node* element = nullptr;
+    // `like`: start from another format's declaration (a built-in, or one declared before), so that a
+    // library's conventions are declared without restating the format; the other keys override it.
+    bool liked = false;
+    if (const toml::node* like = t.get("like")) {
+        auto s = get_str(c, *like, "like");
+        if (!s) return s.error();
+        auto base = parse_format(*s);
+        if (!base) return c.err(like->source(), "like", base.error().message);
+        auto bd = declaration_of(*base);
+        if (!bd) return c.err(like->source(), "like", bd.error().message);
+        d = *bd;
+        liked = true;
+    }
     for (auto&& [k, v] : t) {
         const std::string key(k.str());
-        if (key == "name") {
+        if (key == "like") {
+            continue;
+        } else if (key == "conventions") {
+            if (auto st = read_conventions(c, v, d.conventions); !st) return st.error();
+        } else if (key == "name") {
             auto s = get_str(c, v, key);
             if (!s) return s.error();
             if (!valid_name(*s))
@@ -207,7 +310,18 @@ Result<FormatSpec> declaration_from_table(const toml::table& t, const std::strin
         }
     }
     if (name.empty()) return c.err(t.source(), "name", "is required (the format's name, e.g. name = \"my-fp6\")");
-    if (!element) return c.err(t.source(), "element", "is required (an [element] table with its type)");
+    if (!element && !liked) return c.err(t.source(), "element", "is required (an [element] table with its type, or like = \"<format>\")");
+    if (!element) return finalized(c, t, nullptr, nullptr, name, d);
+    // An [element] replaces the liked format's element whole.
+    const Decl fresh;
+    d.is_signed = fresh.is_signed;
+    d.full_range = fresh.full_range;
+    d.fraction_bits = fresh.fraction_bits;
+    d.exp_bits = fresh.exp_bits;
+    d.man_bits = fresh.man_bits;
+    d.bias = fresh.bias;
+    d.special = fresh.special;
+    d.table_size = 0;
 
     const toml::table& e = *element->as_table();
     const toml::node* type = e.get("type");
@@ -285,18 +399,7 @@ Result<FormatSpec> declaration_from_table(const toml::table& t, const std::strin
             if (!have_values) return c.err(e.source(), "element.values", "is required for a table element");
             break;
     }
-    if (auto st = finalize(d); !st) {
-        // finalize names the key; point at its line when the file has it.
-        const std::string key = key_of(st.error().message);
-        const toml::node* at = nullptr;
-        if (key.rfind("element.", 0) == 0) at = e.get(key.substr(8));
-        else if (!key.empty()) at = t.get(key);
-        if (!at && key.rfind("element", 0) == 0) at = element;
-        Ctx whole{source, prefix};
-        return whole.err(at ? at->source() : t.source(), key.empty() ? "element" : key,
-                         key.empty() ? st.error().message : st.error().message.substr(key.size() + 2));
-    }
-    return make_declared(name, d);
+    return finalized(c, t, &e, element, name, d);
 }
 }  // namespace detail
 
@@ -388,6 +491,7 @@ Result<std::string> declaration_to_toml(const FormatSpec& f) {
     if (!decl) return decl.error();
     const Decl& d = *decl;
     std::ostringstream o;
+    std::string conventions_text;
     o << "# " << f.name() << ": a format declaration (docs/FORMATS.md section 8)\n";
     o << "name = \"" << f.name() << "\"\n";
     if (d.fixed_block) o << "block = " << d.fixed_block << "\n";
@@ -397,6 +501,22 @@ Result<std::string> declaration_to_toml(const FormatSpec& f) {
     o << "packing = \"" << to_string(d.packing) << "\"\n";
     if (d.rotated())
         o << "transform = \"" << to_string(d.transform) << "\"\nsigns = \"" << (d.random_signs ? "random" : "none") << "\"\n";
+    const Conventions& cv = d.conventions;
+    if (cv.any()) {  // only what differs from the format's rules (section 10)
+        std::ostringstream k;
+        if (cv.nonfinite != NonfiniteRule::kRefuse)
+            k << "nonfinite = \"" << (cv.nonfinite == NonfiniteRule::kPoison ? "poison" : "propagate") << "\"\n";
+        if (cv.scale_floor == ScaleFloorRule::kNone) k << "scale_floor = \"none\"\n";
+        if (cv.scale_floor == ScaleFloorRule::kValue) k << "scale_floor = " << toml_float(cv.scale_floor_value) << "\n";
+        if (cv.flush_scale_subnormals) k << "scale_subnormals = \"flush\"\n";
+        if (cv.divide_floor > 0) k << "divide_floor = " << toml_float(cv.divide_floor) << "\n";
+        if (cv.divide_floor_by > 0) k << "divide_floor_by = " << toml_float(cv.divide_floor_by) << "\n";
+        if (cv.zero_scale_ieee) k << "zero_scale = \"ieee\"\n";
+        if (cv.overflow_nonfinite) k << "overflow = \"nonfinite\"\n";
+        if (cv.flush_element_subnormals) k << "element_subnormals = \"flush\"\n";
+        if (cv.decode_overflow_inf) k << "decode_overflow = \"inf\"\n";
+        conventions_text = k.str();
+    }
     o << "\n[element]\n";
     o << "type = \"" << to_string(d.elem) << "\"\n";
     switch (d.elem) {
@@ -415,13 +535,14 @@ Result<std::string> declaration_to_toml(const FormatSpec& f) {
             o << "\n]\n";
             break;
     }
+    if (!conventions_text.empty()) o << "\n[conventions]\n" << conventions_text;
     return o.str();
 }
 
 bool same_declaration(const Decl& a, const Decl& b) {
     if (a.elem != b.elem || a.scale != b.scale || a.offset_min != b.offset_min || a.rounding != b.rounding ||
         a.packing != b.packing || a.fixed_block != b.fixed_block || a.bits != b.bits || a.transform != b.transform ||
-        a.random_signs != b.random_signs)
+        a.random_signs != b.random_signs || !(a.conventions == b.conventions))
         return false;
     switch (a.elem) {
         case ElemType::kInt:

@@ -80,7 +80,7 @@ TEST(DeclToml, EveryKindOfMistakeNamesItsKey) {
     expect_names("name = \"x\"\n[element]\ntype = \"float\"\nmantissa_bits = 2\n", "element.exponent_bits", 2, "is required");
     expect_names("name = \"x\"\n[element]\ntype = \"table\"\n", "element.values", 2, "is required");
     // Unknown keys, at both levels.
-    expect_names(std::string("colour = 1\n") + kInt, "colour", 1, "unknown key (known: name, block, scale");
+    expect_names(std::string("colour = 1\n") + kInt, "colour", 1, "unknown key (known: name, like, block, scale");
     expect_names(std::string(kInt) + "width = 3\n", "element.width", 5, "unknown key for an int element");
     // Keys of another element type.
     expect_names(std::string(kInt) + "values = [1.0, 2.0]\n", "element.values", 5, "does not belong to an int element");
@@ -247,4 +247,71 @@ TEST(DeclToml, StochasticTwins) {
     EXPECT_EQ(twin->decl->exp_bits, 3);
     EXPECT_TRUE(qt::parse_format("sr-test-e3m2-sr").ok());
     EXPECT_TRUE(qt::stochastic_twin(*mine).ok());  // again: found, not registered twice
+}
+
+// [conventions] and like (FORMATS.md section 10): a library's choices at the extremes, declared
+// on top of a built-in without restating it; every mistake named by its key.
+TEST(DeclToml, ConventionsOnALikedFormatParseAndPrintBack) {
+    const std::string text =
+        "name = \"lib-mx\"\nlike = \"mxfp8-e4m3\"\n[conventions]\nnonfinite = \"poison\"\ndivide_floor = 1.1754944e-38\n"
+        "divide_floor_by = 1.0\n";
+    auto f = parse_declaration(text, "t.toml");
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    EXPECT_EQ(f->name(), "lib-mx");
+    EXPECT_EQ(f->fixed_block(), 32);  // mxfp8-e4m3's, kept
+    const auto& c = f->decl->conventions;
+    EXPECT_EQ(c.nonfinite, qt::NonfiniteRule::kPoison);
+    EXPECT_EQ(c.divide_floor, 0x1p-126f);
+    EXPECT_EQ(c.divide_floor_by, 1.0f);
+    EXPECT_EQ(c.scale_floor, qt::ScaleFloorRule::kFormat);
+    auto text2 = qt::declaration_to_toml(*f);
+    ASSERT_TRUE(text2.ok());
+    EXPECT_NE(text2->find("[conventions]\nnonfinite = \"poison\"\ndivide_floor = 1.1754944e-38\ndivide_floor_by = 1.0\n"), std::string::npos) << *text2;
+    auto back = parse_declaration(*text2, "back.toml");
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    EXPECT_TRUE(back->decl->conventions == c);
+    // A built-in prints no [conventions]: its rules are the format's.
+    auto builtin = qt::declaration_to_toml(*qt::parse_format("fp8-e4m3"));
+    ASSERT_TRUE(builtin.ok());
+    EXPECT_EQ(builtin->find("[conventions]"), std::string::npos);
+}
+
+TEST(DeclToml, ConventionsOfEveryKindAndAnElementReplacingTheLikedOne) {
+    auto f = parse_declaration("name = \"lib-fp8\"\nlike = \"fp8-e4m3\"\n[conventions]\nscale_floor = \"none\"\nzero_scale = \"ieee\"\n"
+                               "overflow = \"nonfinite\"\nelement_subnormals = \"flush\"\nscale_subnormals = \"flush\"\n",
+                               "t.toml");
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    const auto& c = f->decl->conventions;
+    EXPECT_EQ(c.scale_floor, qt::ScaleFloorRule::kNone);
+    EXPECT_TRUE(c.zero_scale_ieee && c.overflow_nonfinite && c.flush_element_subnormals && c.flush_scale_subnormals);
+    auto v = parse_declaration("name = \"floored\"\nlike = \"int8\"\n[conventions]\nscale_floor = 1e-12\n", "t.toml");
+    ASSERT_TRUE(v.ok()) << v.error().message;
+    EXPECT_EQ(v->decl->conventions.scale_floor_value, 1e-12f);
+    // An [element] replaces the liked element whole (no exponent bits left over from fp8).
+    auto g = parse_declaration("name = \"as-int\"\nlike = \"fp8-e4m3\"\n[element]\ntype = \"int\"\nbits = 6\n", "t.toml");
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    EXPECT_EQ(g->decl->elem, qt::ElemType::kInt);
+    EXPECT_EQ(g->bits, 6);
+    EXPECT_EQ(g->decl->scale, qt::ScaleType::kFp32Absmax);
+}
+
+TEST(DeclToml, EveryConventionMistakeNamesItsKey) {
+    const std::string head = "name = \"x\"\nlike = \"mxfp8-e4m3\"\n[conventions]\n";
+    expect_names(head + "flush = true\n", "conventions.flush", 4, "unknown convention (known: nonfinite, scale_floor");
+    expect_names(head + "nonfinite = \"nan\"\n", "conventions.nonfinite", 4, "unknown value 'nan' (known: refuse, poison, propagate)");
+    expect_names(head + "scale_floor = \"none\"\n", "conventions.scale_floor", 4, "is for fp32-absmax and fp16-absmax scales");
+    expect_names(head + "zero_scale = \"ieee\"\n", "conventions.zero_scale", 4, "never 0");
+    expect_names(head + "divide_floor = -1.0\n", "conventions.divide_floor", 4, "must be positive");
+    expect_names(head + "divide_floor_by = 1.0\n", "conventions.divide_floor_by", 4, "needs divide_floor");
+    expect_names("name = \"x\"\nlike = \"mxfp4\"\n[conventions]\noverflow = \"nonfinite\"\n", "conventions.overflow", 4,
+                 "needs a float element with an inf or NaN code");
+    expect_names("name = \"x\"\nlike = \"int4\"\n[conventions]\nelement_subnormals = \"flush\"\n", "conventions.element_subnormals", 4,
+                 "is for float elements");
+    expect_names("name = \"x\"\nlike = \"int4-had\"\n[conventions]\nnonfinite = \"poison\"\n", "conventions", 3, "a rotated format");
+    expect_names("name = \"x\"\nlike = \"int4-asym\"\n[conventions]\nnonfinite = \"poison\"\n", "conventions", 3, "offset 'min'");
+    expect_names("name = \"x\"\nlike = \"int4-sr\"\n[conventions]\nnonfinite = \"poison\"\n", "conventions", 3, "stochastic");
+    expect_names("name = \"x\"\nconventions = 3\n[element]\ntype = \"int\"\nbits = 4\n", "conventions", 2, "expected a table");
+    expect_names("name = \"x\"\nlike = \"no-such-format\"\n", "like", 2, "unknown format 'no-such-format'");
+    expect_names("name = \"x\"\nlike = \"ds-int8\"\n", "like", 2, "ds-int8");
+    expect_names("name = \"x\"\n", "element", 1, "or like = ");
 }

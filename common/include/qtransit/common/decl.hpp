@@ -34,6 +34,34 @@ const char* to_string(Transform);
 
 inline constexpr int kMaxTable = 256;
 
+// What another library's quantizer does at the extremes where it departs from the format's rules
+// (docs/FORMATS.md section 10). Conventions change nothing qtransit computes (reference, kernels,
+// bounds): they tell a codec check which differences from the format are a library's declared
+// choice, so that such a difference is a named convention mismatch, reported apart, and not a
+// failure. The default of every field is the format's own rule.
+enum class ScaleFloorRule : uint8_t { kFormat = 0, kNone = 1, kValue = 2 };
+// refuse: the format's (an error); poison: every element of the block decodes to NaN; propagate:
+// each NaN or inf input decodes to inf or NaN, and the block's other elements are not compared
+// (the library's scale came from a non-finite absmax).
+enum class NonfiniteRule : uint8_t { kRefuse = 0, kPoison = 1, kPropagate = 2 };
+struct Conventions {
+    NonfiniteRule nonfinite = NonfiniteRule::kRefuse;  // a block holding NaN or inf
+    ScaleFloorRule scale_floor = ScaleFloorRule::kFormat;  // fp32/fp16-absmax: the floor of s
+    float scale_floor_value = 0;            // kValue: s = max(fl32(a / A), this), zero blocks too
+    bool flush_scale_subnormals = false;    // scale_subnormals = "flush": a subnormal binary32 s becomes 0
+    float divide_floor = 0;                 // > 0: where s < this, the quotient divides by divide_floor_by
+    float divide_floor_by = 0;              // (0: divide_floor itself); s is still written and decodes
+    bool zero_scale_ieee = false;           // zero_scale = "ieee": with s = 0, x / 0 as IEEE (0/0 NaN, x/0 inf)
+    bool overflow_nonfinite = false;        // overflow = "nonfinite": past the largest value: inf or NaN
+    bool flush_element_subnormals = false;  // element_subnormals = "flush": a subnormal element becomes 0
+    bool decode_overflow_inf = false;       // decode_overflow = "inf": val * s past FLT_MAX is inf, not FLT_MAX
+    bool any() const {
+        return nonfinite != NonfiniteRule::kRefuse || decode_overflow_inf || scale_floor != ScaleFloorRule::kFormat || flush_scale_subnormals || divide_floor > 0 ||
+               zero_scale_ieee || overflow_nonfinite || flush_element_subnormals;
+    }
+    friend bool operator==(const Conventions&, const Conventions&) = default;
+};
+
 struct Decl {
     // ---- declared -------------------------------------------------------------------------------
     ElemType elem = ElemType::kInt;
@@ -56,6 +84,7 @@ struct Decl {
     int32_t fixed_block = 0;       // 0: any block size (--block); else the only one allowed
     Transform transform = Transform::kNone;  // hadamard: every block's length must be a power of two
     bool random_signs = false;     // hadamard only: a diagonal of +-1 keyed by (seed, block) first
+    Conventions conventions;       // a library's choices at the extremes (section 10); none by default
 
     // ---- derived by finalize() (what the kernels read) --------------------------------------------
     float amp = 0;                 // A: the scale maps a block's absmax (or range) onto it
