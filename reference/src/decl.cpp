@@ -582,3 +582,160 @@ Exact decl_element_bound(const Decl& d, float x, float s, float lo) {
 }
 
 }  // namespace qtransit::reference::detail
+
+namespace qtransit::reference {
+
+const char* convention_key(uint32_t bit) {
+    switch (bit) {
+        case kConvNonfinite: return "nonfinite";
+        case kConvScaleFloor: return "scale_floor";
+        case kConvScaleSubnormals: return "scale_subnormals";
+        case kConvDivideFloor: return "divide_floor";
+        case kConvZeroScale: return "zero_scale";
+        case kConvOverflow: return "overflow";
+        case kConvElementSubnormals: return "element_subnormals";
+        case kConvDecodeOverflow: return "decode_overflow";
+        default: return "?";
+    }
+}
+
+std::string convention_rule(const Decl& d, uint32_t bit) {
+    const Conventions& c = d.conventions;
+    switch (bit) {
+        case kConvNonfinite:
+            return c.nonfinite == NonfiniteRule::kPoison ? "poison" : c.nonfinite == NonfiniteRule::kPropagate ? "propagate" : "refuse";
+        case kConvDecodeOverflow: return c.decode_overflow_inf ? "inf" : "saturate";
+        case kConvScaleFloor:
+            return c.scale_floor == ScaleFloorRule::kNone ? "none" : c.scale_floor == ScaleFloorRule::kValue ? shortest(c.scale_floor_value) : "format";
+        case kConvScaleSubnormals: return c.flush_scale_subnormals ? "flush" : "keep";
+        case kConvDivideFloor:
+            return shortest(c.divide_floor) + (c.divide_floor_by > 0 ? " (dividing by " + shortest(c.divide_floor_by) + " below it)" : "");
+        case kConvZeroScale: return c.zero_scale_ieee ? "ieee" : "zeros";
+        case kConvOverflow: return c.overflow_nonfinite ? "nonfinite" : "saturate";
+        case kConvElementSubnormals: return c.flush_element_subnormals ? "flush" : "keep";
+        default: return "?";
+    }
+}
+
+namespace {
+
+// Whether v (binary32, not NaN) rounds, before saturation, past the float element's largest finite
+// value (FORMATS.md section 3 without its last step).
+bool rounds_past_largest(const Decl& d, float v) {
+    const float av = std::fabs(v);
+    if (std::isinf(av)) return true;
+    if (av == 0) return false;
+    const int e = static_cast<int>(Exact(av).ilogb());
+    const int k = std::max(e, 1 - d.bias) - d.man_bits;
+    const int64_t r = detail::round_grid(av, -k, d.rounding, std::signbit(v), 0);
+    return std::ldexp(static_cast<double>(r), k) > static_cast<double>(d.max_finite);
+}
+
+bool subnormal_code(const Decl& d, int32_t q) {
+    if (d.elem != ElemType::kFloat) return false;
+    const uint32_t c = static_cast<uint32_t>(q);
+    const uint32_t field = (c >> d.man_bits) & ((1u << d.exp_bits) - 1u);
+    return field == 0 && (c & ((1u << d.man_bits) - 1u)) != 0;
+}
+
+}  // namespace
+
+// FORMATS.md section 10, step by step as written there.
+ConventionBlock convention_block(const FormatSpec& f, std::span<const float> x) {
+    using Want = ConventionBlock::Want;
+    ConventionBlock out;
+    const size_t n = x.size();
+    out.want.assign(n, Want::kValue);
+    out.value.assign(n, 0.0f);
+    if (f.kind != FormatKind::kDecl || !f.decl || !f.decl->conventions.any() || n == 0) return out;
+    const Decl& d = *f.decl;
+    const Conventions& cv = d.conventions;
+    // 1. A block holding NaN or inf: refused (the format); poisoned: every element decodes to NaN;
+    //    propagated: each non-finite input decodes to inf or NaN, the rest are the library's.
+    for (float v : x)
+        if (!std::isfinite(v)) {
+            if (cv.nonfinite == NonfiniteRule::kPoison) {
+                out.applied = kConvNonfinite;
+                out.any_scale = true;
+                out.want.assign(n, Want::kNaN);
+            } else if (cv.nonfinite == NonfiniteRule::kPropagate) {
+                out.applied = kConvNonfinite;
+                out.any_scale = true;
+                for (size_t i = 0; i < n; ++i) out.want[i] = std::isfinite(x[i]) ? Want::kAny : Want::kNonfinite;
+            }
+            return out;
+        }
+    // 2. The scale: the format's, but for fp32/fp16-absmax the declared floor and subnormal flush.
+    const detail::BlockScale b = detail::block_scale(d, x);
+    if (b.problem != detail::Problem::kNone) return out;  // a range overflow: the format's refusal, no convention
+    float s = b.s;
+    if (d.scale == ScaleType::kFp32Absmax || d.scale == ScaleType::kFp16Absmax) {
+        const float s0 = b.a == 0 ? 0.0f : detail::div32(b.a, d.amp);  // may be subnormal or 0
+        float s1 = s;
+        switch (cv.scale_floor) {
+            case ScaleFloorRule::kFormat: break;
+            case ScaleFloorRule::kNone: s1 = s0; break;
+            case ScaleFloorRule::kValue: s1 = std::max(s0, cv.scale_floor_value); break;
+        }
+        if (cv.scale_floor != ScaleFloorRule::kFormat && d.scale == ScaleType::kFp16Absmax && s1 != 0) {
+            s1 = round_to_fp16(s1);
+            if (s1 == 0 && cv.scale_floor == ScaleFloorRule::kValue) s1 = 0x1p-24f;
+        }
+        if (!std::isfinite(s1)) return out;  // a floor past binary16's range: the format's refusal stands
+        if (std::bit_cast<uint32_t>(s1) != std::bit_cast<uint32_t>(s)) out.applied |= kConvScaleFloor;
+        float s2 = s1;
+        if (cv.flush_scale_subnormals && s2 > 0 && s2 < 0x1p-126f) s2 = 0;
+        if (s2 != s1) out.applied |= kConvScaleSubnormals;
+        s = s2;
+    }
+    out.scale = s;
+    // 3. The divisor.
+    float div = s;
+    if (cv.divide_floor > 0 && s < cv.divide_floor) {
+        div = cv.divide_floor_by > 0 ? cv.divide_floor_by : cv.divide_floor;
+        out.applied |= kConvDivideFloor;
+    }
+    // 4. Every element.
+    for (size_t i = 0; i < n; ++i) {
+        const float xi = x[i];
+        float v;
+        if (div == 0) {
+            if (!cv.zero_scale_ieee) {
+                v = std::copysign(0.0f, xi);  // the format's rule (section 3)
+            } else if (xi == 0) {
+                out.applied |= kConvZeroScale;  // 0 / 0
+                out.want[i] = Want::kNaN;
+                continue;
+            } else {
+                out.applied |= kConvZeroScale;  // x / 0: an infinity, then the element's overflow rule
+                v = std::copysign(std::numeric_limits<float>::infinity(), xi);
+            }
+        } else {
+            v = detail::div32(xi, div);
+        }
+        if (cv.overflow_nonfinite && rounds_past_largest(d, v)) {
+            out.applied |= kConvOverflow;
+            out.want[i] = Want::kNonfinite;
+            continue;
+        }
+        const int32_t q = detail::encode_value(d, v, 0);
+        if (cv.flush_element_subnormals && subnormal_code(d, q)) {
+            out.applied |= kConvElementSubnormals;
+            out.want[i] = Want::kZero;
+            continue;
+        }
+        out.value[i] = detail::decode_one(d, q, s, 0.0f);
+        if (cv.decode_overflow_inf && std::fabs(out.value[i]) == detail::kFltMax) {
+            // fl32(val * s) without the saturation: inf when the product rounds past FLT_MAX.
+            const double p = detail::value_of(d, q) * static_cast<double>(s);
+            const float r = detail::fl32(p);  // exact product, one rounding, overflowing to inf
+            if (std::isinf(r)) {
+                out.applied |= kConvDecodeOverflow;
+                out.value[i] = r;
+            }
+        }
+    }
+    return out;
+}
+
+}  // namespace qtransit::reference

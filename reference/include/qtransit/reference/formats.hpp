@@ -56,6 +56,36 @@ std::vector<float> decode(const FormatSpec& format, std::span<const int32_t> cod
                           std::span<const float> scales, std::span<const float> offsets, int64_t block,
                           uint64_t sign_seed = 0, int64_t sign_first = 0);
 
+// Declared conventions (docs/FORMATS.md section 10): what a library with `format`'s conventions
+// writes for one block x (finite or not), element by element, where its rules depart from the
+// format's. `applied` names the conventions whose rule changed the result (bits of ConventionBit);
+// 0 when the block is the format's own (no convention explains a difference in it, or the format
+// has none). Only declared formats have conventions (finalize() keeps them off rotated, offset and
+// stochastic formats).
+enum ConventionBit : uint32_t {
+    kConvNonfinite = 1,
+    kConvScaleFloor = 2,
+    kConvScaleSubnormals = 4,
+    kConvDivideFloor = 8,
+    kConvZeroScale = 16,
+    kConvOverflow = 32,
+    kConvElementSubnormals = 64,
+    kConvDecodeOverflow = 128,
+};
+inline constexpr uint32_t kConvAll = 255;
+// The TOML key of one bit ("divide_floor"), and the value the declaration gives it ("2^-126"...).
+const char* convention_key(uint32_t bit);
+std::string convention_rule(const Decl& d, uint32_t bit);
+struct ConventionBlock {
+    uint32_t applied = 0;
+    bool any_scale = false;  // a poisoned block: its scale is not compared
+    float scale = 0;         // the scale written (binary32; 2^e for e8m0)
+    enum class Want : uint8_t { kValue, kZero, kNaN, kNonfinite, kAny };
+    std::vector<Want> want;     // per element: exactly `value`, a zero of either sign, NaN, inf or NaN, anything
+    std::vector<float> value;   // kValue: the decoded value (binary32 bits)
+};
+ConventionBlock convention_block(const FormatSpec& format, std::span<const float> x);
+
 // Wire packing of the codes (NUMERICS 1.3/1.4): per block, restarting at every block.
 std::vector<uint8_t> pack(const FormatSpec& format, std::span<const int32_t> codes, int64_t block);
 std::vector<int32_t> unpack(const FormatSpec& format, std::span<const uint8_t> bytes, int64_t elements,
