@@ -283,7 +283,7 @@ const float kCanary = std::bit_cast<float>(0x7fa5a5a5u);  // a signalling NaN no
 // Refusal probes at every position of the lengths that matter (the block's neighbourhood and a
 // SIMD width's), each alone in one call: the codec must refuse every one.
 std::optional<BoundaryFinding> refusal_positions(const kernels::PluginCodec& codec, const FormatSpec& f, int64_t block,
-                                                 uint64_t seed) {
+                                                 uint64_t seed, std::vector<ConventionTally>* tallies) {
     std::vector<int64_t> lens;
     for (int64_t l = 1; l <= 17; ++l) lens.push_back(l);
     for (int64_t l : std::initializer_list<int64_t>{31, 32, 33, 63, 64, 65, 127, 128, 129, block - 1, block, block + 1, 2 * block + 1})
@@ -311,6 +311,7 @@ std::optional<BoundaryFinding> refusal_positions(const kernels::PluginCodec& cod
                 opt.seed = seed;
                 opt.site.tensor = std::string(p.name) + " probe";
                 if (!codec.encode(x, block, len, codes, scales, offsets, opt)) continue;
+                if (refusal_as_declared(codec, f, x, block, codes, scales, offsets, tallies)) continue;  // poisoned, as declared
                 return BoundaryFinding{"lengths", "input class 'lengths': codec '" + codec.name() + "' encoded a call of " +
                                                       std::to_string(len) + " elements (block " + std::to_string(block) +
                                                       ") with " + p.name + " at element " + std::to_string(pos) +
@@ -387,9 +388,9 @@ std::vector<BoundaryClass> tally_boundaries(const kernels::PluginCodec& codec, c
         return out.back();
     };
     // The refusal probes and the canaries: one case each, found or not.
-    for (auto probe : {&refusal_positions, &canaries}) {
-        const auto r = probe(codec, format, block, seed);
-        BoundaryClass& c = of(probe == &refusal_positions ? "lengths" : "memory");
+    for (int which = 0; which < 2; ++which) {
+        BoundaryClass& c = of(which == 0 ? "lengths" : "memory");
+        const auto r = which == 0 ? refusal_positions(codec, format, block, seed, &c.conventions) : canaries(codec, format, block, seed);
         ++c.cases;
         if (r) {
             ++c.differing_cases;
@@ -407,6 +408,8 @@ std::vector<BoundaryClass> tally_boundaries(const kernels::PluginCodec& codec, c
         if (!r) continue;  // both refuse: not a boundary this format has
         BoundaryClass& c = of(k.input_class);
         ++c.cases;
+        c.elements += static_cast<int64_t>(k.x.size());
+        add_tallies(c.conventions, r->conventions);
         if (r->exact || r->first_difference.empty()) continue;
         ++c.differing_cases;
         if (c.differing_what.size() < 8) c.differing_what.push_back(k.what);

@@ -64,6 +64,75 @@ Result<RefOut> reference_sharded(const FormatSpec& f, std::span<const float> x, 
 
 }  // namespace
 
+void add_tallies(std::vector<ConventionTally>& into, const std::vector<ConventionTally>& from) {
+    for (const auto& t : from) {
+        auto it = std::find_if(into.begin(), into.end(), [&](const ConventionTally& x) { return x.convention == t.convention; });
+        if (it == into.end()) {
+            into.push_back(t);
+            continue;
+        }
+        it->blocks += t.blocks;
+        it->elements += t.elements;
+        if (it->first.empty()) it->first = t.first;
+    }
+}
+
+std::string tallies_summary(const std::vector<ConventionTally>& t) {
+    std::string s;
+    for (const auto& x : t)
+        s += (s.empty() ? "" : "; ") + x.convention + " = " + x.rule + ": " + std::to_string(x.elements) + " element" +
+             (x.elements == 1 ? "" : "s") + " in " + std::to_string(x.blocks) + " block" + (x.blocks == 1 ? "" : "s");
+    return s;
+}
+
+bool refusal_as_declared(const kernels::PluginCodec& codec, const FormatSpec& format, std::span<const float> x, int64_t block,
+                         std::span<const uint8_t> codes, std::span<const float> scales, std::span<const float> offsets,
+                         std::vector<ConventionTally>* tallies) {
+    if (format.kind != FormatKind::kDecl || !format.decl || !format.decl->conventions.any()) return false;
+    const int64_t len = static_cast<int64_t>(x.size());
+    std::vector<float> dec(x.size(), 0.0f);
+    if (!codec.decode(block, len, codes, scales, offsets, dec)) return false;
+    std::vector<ConventionTally> found;
+    for (int64_t first = 0, j = 0; first < len; first += block, ++j) {
+        const int64_t n = std::min(block, len - first);
+        const auto xb = x.subspan(static_cast<size_t>(first), static_cast<size_t>(n));
+        const auto cb = reference::convention_block(format, xb);
+        if (!cb.applied) {
+            // A block the format quantizes must come out as the format's.
+            auto q = reference::quantize(format, xb, block);
+            if (!q) return false;
+            for (int64_t i = 0; i < n; ++i)
+                if (!same_bits(dec[static_cast<size_t>(first + i)], kernels::round_to(codec.output_type(), q->decoded[static_cast<size_t>(i)])))
+                    return false;
+            continue;
+        }
+        for (int64_t i = 0; i < n; ++i) {
+            const float got = dec[static_cast<size_t>(first + i)];
+            bool ok = false;
+            switch (cb.want[static_cast<size_t>(i)]) {
+                case reference::ConventionBlock::Want::kValue: ok = same_bits(got, kernels::round_to(codec.output_type(), cb.value[static_cast<size_t>(i)])); break;
+                case reference::ConventionBlock::Want::kZero: ok = got == 0; break;
+                case reference::ConventionBlock::Want::kNaN: ok = std::isnan(got); break;
+                case reference::ConventionBlock::Want::kNonfinite: ok = !std::isfinite(got); break;
+                case reference::ConventionBlock::Want::kAny: ok = true; break;
+            }
+            if (!ok) return false;
+        }
+        for (uint32_t bit = 1; bit <= reference::kConvAll; bit <<= 1)
+            if (cb.applied & bit) {
+                std::string where;
+                for (int64_t i = 0; i < n && where.empty(); ++i)
+                    if (!std::isfinite(xb[static_cast<size_t>(i)])) where = "element " + std::to_string(first + i) + " = " + show(xb[static_cast<size_t>(i)]);
+                std::vector<ConventionTally> one{{reference::convention_key(bit), reference::convention_rule(*format.decl, bit), 1, n,
+                                                  "a call of " + std::to_string(len) + " elements with " + where +
+                                                      ": encoded, and block " + std::to_string(j) + " decodes to NaN throughout"}};
+                add_tallies(found, one);
+            }
+    }
+    if (tallies) add_tallies(*tallies, found);
+    return true;
+}
+
 kernels::CodecOptions shard_options(const Site& site, uint64_t seed, int64_t s, int64_t shard) {
     kernels::CodecOptions opt;
     opt.seed = seed;
@@ -109,11 +178,15 @@ void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::
     // Codes in qtransit's layout, block by block over the shards.
     c.codes.assign(static_cast<size_t>(n), 0);
     std::vector<int64_t> block_of(static_cast<size_t>(n));
+    std::vector<int64_t> block_first, block_len, block_byte;  // per block: first element, length, first wire byte
     {
         int64_t byte = 0, j = 0;
         for (int64_t s = 0; s < n / shard; ++s)
             for (int64_t b = 0; b * block < shard; ++b, ++j) {
                 const int64_t len = std::min(block, shard - b * block), first = s * shard + b * block;
+                block_first.push_back(first);
+                block_len.push_back(len);
+                block_byte.push_back(byte);
                 for (int64_t i = 0; i < len; ++i) {
                     c.codes[static_cast<size_t>(first + i)] = kernels::unpack_code(format, c.encoded.codes.data() + byte, i);
                     block_of[static_cast<size_t>(first + i)] = j;
@@ -133,6 +206,53 @@ void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::
         meta_differs[static_cast<size_t>(j)] = ds || dof;
         c.differing_scale_blocks += ds || dof;
     }
+    // Blocks a declared convention explains (FORMATS.md section 10): the codec wrote exactly what the
+    // library's rule gives there. Left out of every comparison below and tallied apart.
+    std::vector<uint32_t> explained(static_cast<size_t>(nb), 0);
+    if (format.kind == FormatKind::kDecl && format.decl && format.decl->conventions.any()) {
+        std::vector<int64_t> differing_in(static_cast<size_t>(nb), 0);
+        for (int64_t i = 0; i < n; ++i) {
+            const size_t k = static_cast<size_t>(i);
+            if (c.codes[k] != r.codes[k] || !same_bits(c.decoded[k], rdec[k])) ++differing_in[static_cast<size_t>(block_of[k])];
+        }
+        for (int64_t j = 0; j < nb; ++j) {
+            const size_t jj = static_cast<size_t>(j);
+            if (!differing_in[jj] && !meta_differs[jj]) continue;
+            const int64_t first = block_first[jj], len = block_len[jj];
+            const auto cb = reference::convention_block(format, std::span<const float>(x).subspan(static_cast<size_t>(first), static_cast<size_t>(len)));
+            if (!cb.applied) continue;
+            bool holds = !meta_given || cb.any_scale || same_bits(c.encoded.scales[jj], cb.scale);
+            int64_t at = -1;  // the first element whose difference it explains
+            for (int64_t i = 0; i < len && holds; ++i) {
+                const size_t k = static_cast<size_t>(first + i);
+                const float got = c.decoded[k];
+                switch (cb.want[static_cast<size_t>(i)]) {
+                    case reference::ConventionBlock::Want::kValue:
+                        holds = same_bits(got, kernels::round_to(out, cb.value[static_cast<size_t>(i)]));
+                        break;
+                    case reference::ConventionBlock::Want::kZero: holds = got == 0; break;
+                    case reference::ConventionBlock::Want::kNaN: holds = std::isnan(got); break;
+                    case reference::ConventionBlock::Want::kNonfinite: holds = !std::isfinite(got); break;
+                    case reference::ConventionBlock::Want::kAny: holds = true; break;
+                }
+                if (at < 0 && (c.codes[k] != r.codes[k] || !same_bits(got, rdec[k]))) at = first + i;
+            }
+            if (!holds) continue;
+            explained[jj] = cb.applied;
+            std::string example = "block " + std::to_string(j) + " (elements " + std::to_string(site.index_base + first) + ".." +
+                                  std::to_string(site.index_base + first + len - 1) + "): ";
+            if (at >= 0)
+                example += "element " + std::to_string(site.index_base + at) + " (input " + show(x[static_cast<size_t>(at)]) + ") decodes " +
+                           show(c.decoded[static_cast<size_t>(at)]) + ", the format's reference " + show(rdec[static_cast<size_t>(at)]) + "; ";
+            example += "scale " + show(c.encoded.scales[jj]) + ", the format's " + show(r.scales[jj]);
+            for (uint32_t bit = 1; bit <= reference::kConvAll; bit <<= 1) {
+                if (!(cb.applied & bit)) continue;
+                std::vector<ConventionTally> one{{reference::convention_key(bit), reference::convention_rule(*format.decl, bit), 1,
+                                                  differing_in[jj], example}};
+                add_tallies(c.conventions, one);
+            }
+        }
+    }
     auto block_text = [&](int64_t j) {
         if (!meta_given) {  // a run that gave no scales (or offsets): only the reference's are known
             std::string t = "reference scale " + show(r.scales[static_cast<size_t>(j)]);
@@ -144,8 +264,14 @@ void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::
             t += ", offset " + show(c.encoded.offsets[static_cast<size_t>(j)]) + " vs " + show(r.offsets[static_cast<size_t>(j)]);
         return t;
     };
+    for (int64_t j = 0; j < nb; ++j)
+        if (explained[static_cast<size_t>(j)] && meta_differs[static_cast<size_t>(j)]) {
+            meta_differs[static_cast<size_t>(j)] = 0;
+            --c.differing_scale_blocks;
+        }
     for (int64_t i = 0; i < n; ++i) {
         const size_t k = static_cast<size_t>(i);
+        if (explained[static_cast<size_t>(block_of[k])]) continue;
         const bool differs = c.codes[k] != r.codes[k] || !same_bits(c.decoded[k], rdec[k]);
         if (!differs) continue;
         ++c.differing_elements;
@@ -174,9 +300,13 @@ void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::
                 c.first_difference = "block " + std::to_string(j) + ": " + block_text(j) + " (every code and decoded value equal)";
                 break;
             }
+    auto byte_explained = [&](size_t b) {
+        const auto it = std::upper_bound(block_byte.begin(), block_byte.end(), static_cast<int64_t>(b));
+        return it != block_byte.begin() && explained[static_cast<size_t>(it - block_byte.begin() - 1)] != 0;
+    };
     if (c.first_difference.empty())
         for (size_t b = 0; b < r.bytes.size() && b < c.encoded.codes.size(); ++b)
-            if (r.bytes[b] != c.encoded.codes[b]) {
+            if (r.bytes[b] != c.encoded.codes[b] && !byte_explained(b)) {
                 c.first_difference = "wire byte " + std::to_string(b) + ": " + std::to_string(c.encoded.codes[b]) + " vs reference " +
                                      std::to_string(r.bytes[b]) + " (the codes unpack equal: padding bits differ)";
                 break;
@@ -220,6 +350,9 @@ void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::
                 const float v = values[base + i];
                 const size_t j = i / static_cast<size_t>(block);
                 const bool poisoned = j < q.poisoned.size() && q.poisoned[j];
+                // A block a convention explains keeps the reference's values: the library's rule has
+                // no bound of the format's to meet.
+                if (explained[static_cast<size_t>(block_of[base + i])]) continue;
                 if (!poisoned && !std::isfinite(v)) {
                     if (c.bound_holds) {
                         c.first_violation = static_cast<int64_t>(base + i);
@@ -349,7 +482,7 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
     if (edge && c.first_differing >= 0)
         c.first_difference += " [input class: " + edge_input_class(*edge, c.first_differing) + "]";
     if (codec && edge) {
-        if (std::string probe = refusal_probe(*codec, format, block, seed); !probe.empty()) {
+        if (std::string probe = refusal_probe(*codec, format, block, seed, &c.conventions); !probe.empty()) {
             if (c.first_difference.empty()) c.first_difference = probe;
             if (c.violation.empty()) c.violation = probe;
             if (c.first_violation < 0) c.first_violation = 0;
@@ -384,7 +517,8 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
     return c;
 }
 
-std::string refusal_probe(const kernels::PluginCodec& codec, const FormatSpec& format, int64_t block, uint64_t seed) {
+std::string refusal_probe(const kernels::PluginCodec& codec, const FormatSpec& format, int64_t block, uint64_t seed,
+                          std::vector<ConventionTally>* tallies) {
     const int64_t len = std::max<int64_t>(block, 1);
     const float inf = std::numeric_limits<float>::infinity();
     // Unremarkable finite values of both signs, with one or two elements replaced.
@@ -440,6 +574,7 @@ std::string refusal_probe(const kernels::PluginCodec& codec, const FormatSpec& f
         opt.seed = seed;
         opt.site = site;
         if (!codec.encode(p.x, block, len, codes, scales, offsets, opt)) continue;  // refused, as it must
+        if (refusal_as_declared(codec, format, p.x, block, codes, scales, offsets, tallies)) continue;  // poisoned, as declared
         std::string where;
         for (int64_t i = 0; i < len; ++i) {
             const float e = p.x[static_cast<size_t>(i)];

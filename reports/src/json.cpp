@@ -94,9 +94,17 @@ nlohmann::json to_json(const GateResult& r) {
                                      {"differing_elements", b.differing_elements}, {"violation", b.violation}};
                     if (!b.first.empty()) e["first_difference"] = b.first;
                     if (!b.differing_what.empty()) e["differing"] = b.differing_what;
+                    if (b.elements) e["elements"] = b.elements;
+                    if (b.convention_elements) e["convention_elements"] = b.convention_elements;
                     bc.push_back(e);
                 }
                 j["boundary_classes"] = bc;
+            }
+            if (!c.conventions.empty()) {
+                nlohmann::json cm = nlohmann::json::array();
+                for (const auto& k : c.conventions)
+                    cm.push_back({{"convention", k.convention}, {"rule", k.rule}, {"blocks", k.blocks}, {"elements", k.elements}, {"first", k.first}});
+                j["convention_mismatches"] = cm;
             }
             j["bound_holds"] = c.bound_holds;
             j["max_error_to_bound"] = num(c.max_error_to_bound);

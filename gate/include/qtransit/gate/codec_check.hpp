@@ -17,6 +17,20 @@
 
 namespace qtransit::gate {
 
+// Differences a declared convention explains (docs/FORMATS.md section 10): blocks where the codec
+// wrote exactly what the library's declared rule gives, not the format's. Reported apart; not a
+// failure.
+struct ConventionTally {
+    std::string convention;  // its TOML key: nonfinite, scale_floor, divide_floor, ...
+    std::string rule;        // the declared value ("poison", "none", "1.1754944e-38")
+    int64_t blocks = 0, elements = 0;  // blocks it explained, and the differing elements in them
+    std::string first;       // the first such block, in words
+};
+// Adds `from`'s counts to `into`'s (by convention; the first example kept).
+void add_tallies(std::vector<ConventionTally>& into, const std::vector<ConventionTally>& from);
+// "divide_floor = 1.1754944e-38: 32 elements in 4 blocks; nonfinite = poison: ..." ("" for none).
+std::string tallies_summary(const std::vector<ConventionTally>& t);
+
 // One input class of the generated boundary inputs (boundaries.hpp) run against a codec: how many
 // cases it holds, how many differed from the reference and in how many elements, and the first.
 struct BoundaryClass {
@@ -25,6 +39,8 @@ struct BoundaryClass {
     bool violation = false;  // a difference past the bound, a refusal missed, a write out of bounds
     std::string first;       // the first differing case, in words ("" when none differs)
     std::vector<std::string> differing_what;  // what each differing case is (its sentence), the first 8
+    int64_t elements = 0;                     // elements compared, over every case
+    std::vector<ConventionTally> conventions;  // differences the declared conventions explain
 };
 
 struct CodecCheck {
@@ -44,6 +60,9 @@ struct CodecCheck {
     // Every class of the generated boundary inputs, when they ran (a codec on the edge tensor), in
     // the order they ran: a verdict names each class that differs, not only the first (issue 52).
     std::vector<BoundaryClass> boundary_classes;
+    // Differences explained by the format's declared conventions, on this check's own input (and the
+    // refusal probe's); the boundary classes keep theirs.
+    std::vector<ConventionTally> conventions;
     // ds-int<b>-fm only (then exact means admissible, and the differing_ counts below compare with
     // the IEEE arithmetic, which is one admissible result among several)
     bool admissible_model = false;
@@ -104,7 +123,17 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
 // otherwise the first block it encoded, in words, naming the offending element. codec_check runs it
 // on the edge-case tensor (x and shard exactly as edge_tensor() gives them for the block and seed),
 // so the gate, `formats validate` and conforms() check it once per format.
-std::string refusal_probe(const kernels::PluginCodec& codec, const FormatSpec& format, int64_t block, uint64_t seed);
+// A format with nonfinite = "poison" declared (FORMATS.md section 10): a probe block the codec
+// encodes and decodes to NaN throughout is the convention, tallied into *tallies when given.
+std::string refusal_probe(const kernels::PluginCodec& codec, const FormatSpec& format, int64_t block, uint64_t seed,
+                          std::vector<ConventionTally>* tallies = nullptr);
+
+// Whether the codec's output for a call of x (one shard, blocks of `block`) that the reference
+// refuses is what the format's declared conventions give (nonfinite = "poison"): decodes it and
+// compares every block. On success adds to *tallies (when given).
+bool refusal_as_declared(const kernels::PluginCodec& codec, const FormatSpec& format, std::span<const float> x, int64_t block,
+                         std::span<const uint8_t> codes, std::span<const float> scales, std::span<const float> offsets,
+                         std::vector<ConventionTally>* tallies);
 
 // The kernel's output as a QuantizeCheck (verify.hpp), for what prints and writes one (`quantize
 // --json`, `--out`, the properties of `formats validate`): the bound figures are the check's, and

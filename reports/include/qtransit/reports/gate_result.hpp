@@ -71,8 +71,18 @@ struct FormatCheck {
         bool violation = false;
         std::string first;
         std::vector<std::string> differing_what;  // the differing cases, in words (the first 8)
+        int64_t elements = 0;                     // elements compared over its cases
+        int64_t convention_elements = 0;          // differing elements a declared convention explains
     };
     std::vector<InputClass> boundary_classes;
+    // Differences the format's declared conventions explain (docs/FORMATS.md section 10), over this
+    // check and its boundary classes: reported apart, not failures.
+    struct Convention {
+        std::string convention, rule;
+        int64_t blocks = 0, elements = 0;
+        std::string first;
+    };
+    std::vector<Convention> conventions;
     bool bound_holds = false;
     double max_error_to_bound = 0;
     std::string gpu;                 // "match", "differ: <what>", or "not run: <why>"
