@@ -141,7 +141,7 @@ def check(config=None, *, quick=False, conformance=None, codec=None, raise_on_fa
 
 
 def check_codec(fmt, encode, decode, *, name="python-codec", config=None, quick=True, conformance="exact", device="cpu",
-                dtype="float32", raise_on_failure=False):
+                dtype="float32", raise_on_failure=False, block_min=1, block_max=0, block_multiple=1):
     """The gate with a quantizer written in Python as the codec of `fmt`: its encode and decode run
     wherever the gate runs qtransit's kernels (the kernel-vs-reference checks over edge cases and
     random blocks, every path's Q and D), judged as a codec plugin is (docs/PLUGIN.md). The verdicts
@@ -157,10 +157,15 @@ def check_codec(fmt, encode, decode, *, name="python-codec", config=None, quick=
     dtype="bfloat16" (or "float16"): the quantizer's input and output type, as a training step calls
     it. Every input is a value of that type (the gate rounds its inputs to it, as for a plugin whose
     input_type is bfloat16), encode gets ml_dtypes.bfloat16 (np.float16) arrays, and decode's values
-    must be values of that type; they are compared with the reference's, rounded to it."""
+    must be values of that type; they are compared with the reference's, rounded to it.
+    block_min, block_max (0: none), block_multiple: the block sizes the quantizer takes, as a
+    plugin's descriptor declares them; the gate checks it at those only (a block it refuses
+    otherwise is a failure). A format declared with [conventions] (docs/FORMATS.md section 10)
+    sets the library's choices at the extremes apart: reported as convention mismatches."""
     enc, dec = _codec.adapt(encode, decode, device, str(dtype))
     text, source = _config(config)
-    rep = _native.check_codec(str(fmt), enc, dec, str(name), text, source, bool(quick), str(conformance), str(dtype))
+    rep = _native.check_codec(str(fmt), enc, dec, str(name), text, source, bool(quick), str(conformance), str(dtype),
+                              int(block_min), int(block_max), int(block_multiple))
     return GateResult(rep)._raise_if(raise_on_failure)
 
 

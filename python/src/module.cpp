@@ -201,6 +201,7 @@ int py_decode(void* state, const qtransit_decode_args* a, char* err, size_t err_
 }
 
 std::unique_ptr<PyCodec> make_codec(const std::string& fmt, nb::object encode, nb::object decode, const std::string& name,
+                                    int64_t block_min, int64_t block_max, int64_t block_multiple,
                                     const std::string& dtype) {
     auto c = std::make_unique<PyCodec>();
     c->encode = std::move(encode);
@@ -226,7 +227,11 @@ std::unique_ptr<PyCodec> make_codec(const std::string& fmt, nb::object encode, n
     else raise(qt::make_error(qt::ErrorCode::kInvalidArgument, "dtype=" + qt::printable(dtype, 40) + ": float32, bfloat16 or float16"));
     d.output_type = d.input_type;
     d.scale_layout = QTRANSIT_SCALES_IN_ORDER;
-    d.block_min = 1;
+    // The block sizes the quantizer takes (bitsandbytes: powers of two from 32): the gate checks it at
+    // those only, as a plugin's descriptor says (docs/PLUGIN.md).
+    d.block_min = block_min;
+    d.block_max = block_max;
+    d.block_multiple = block_multiple;
     d.thread_safe = 0;  // the GIL serializes the callables anyway
     d.state = c.get();
     d.encode = py_encode;
@@ -371,7 +376,7 @@ nb::dict simulate(std::vector<std::string> paths, std::vector<int64_t> ranks, in
     std::unique_ptr<PyCodec> py;
     qt::cli::SimulateArgs a;
     if (!encode.is_none()) {
-        py = make_codec(fmt, std::move(encode), std::move(decode), codec_name, dtype);
+        py = make_codec(fmt, std::move(encode), std::move(decode), codec_name, 1, 0, 1, dtype);
         a.codec_object = take(qt::kernels::PluginCodec::from_descriptor(&py->desc, "python:" + codec_name));
     }
     a.paths = std::move(paths);
@@ -432,8 +437,9 @@ Report check(const std::string& config_text, const std::string& source, bool qui
 }
 
 Report check_codec(const std::string& fmt, nb::object encode, nb::object decode, const std::string& name, const std::string& config_text,
-                   const std::string& source, bool quick, const std::string& conformance, const std::string& dtype) {
-    auto py = make_codec(fmt, std::move(encode), std::move(decode), name, dtype);
+                   const std::string& source, bool quick, const std::string& conformance, const std::string& dtype,
+                   int64_t block_min, int64_t block_max, int64_t block_multiple) {
+    auto py = make_codec(fmt, std::move(encode), std::move(decode), name, block_min, block_max, block_multiple, dtype);
     Report rep;
     {
         auto codec = take(qt::kernels::PluginCodec::from_descriptor(&py->desc, "python:" + name));
@@ -504,5 +510,6 @@ NB_MODULE(_qtransit, m) {
     m.def("format_grid", &format_grid, nb::arg("fmt"));
     m.def("boundary_cases", &boundary_cases, nb::arg("fmt"), nb::arg("block"), nb::arg("seed"), nb::arg("other_blocks"));
     m.def("check_codec", &check_codec, nb::arg("fmt"), nb::arg("encode"), nb::arg("decode"), nb::arg("name"), nb::arg("config_text"),
-          nb::arg("source"), nb::arg("quick"), nb::arg("conformance"), nb::arg("dtype"));
+          nb::arg("source"), nb::arg("quick"), nb::arg("conformance"), nb::arg("dtype"), nb::arg("block_min"), nb::arg("block_max"),
+          nb::arg("block_multiple"));
 }

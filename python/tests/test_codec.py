@@ -240,3 +240,63 @@ def test_simulate_runs_a_python_codec_on_the_paths():
     assert not bad.passed
     with pytest.raises(ValueError, match="codec: name its format"):
         qtransit.simulate("a2a-rs", ranks=4, elements=512, codec=(encode, sym_decode))
+
+
+def fp8_as_written(reciprocal=False):
+    """A per-block float8 quantizer as people write it with ml_dtypes: s = amax / 448 (no floor),
+    then the cast, which does not saturate (inf -> NaN); NaN and inf go through."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    f8 = ml_dtypes.float8_e4m3fn
+
+    def encode(x, block):
+        n = x.size
+        nb = -(-n // block)
+        b = np.zeros(nb * block, np.float32)
+        b[:n] = x
+        b = b.reshape(nb, block)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            s = (np.max(np.abs(b), axis=1) / np.float32(448)).astype(np.float32)
+            v = b * (np.float32(1) / s)[:, None] if reciprocal else b / s[:, None]
+            codes = v.astype(np.float32).astype(f8).view(np.uint8)
+        return codes.reshape(-1)[:n].astype(np.int32), s
+
+    def decode(codes, scales, offsets, block):
+        n = codes.size
+        v = np.zeros(scales.size * block, np.float32)
+        v[:n] = codes.astype(np.uint8).view(f8).astype(np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return (v.reshape(scales.size, block) * scales[:, None]).reshape(-1)[:n].astype(np.float32)
+
+    return encode, decode
+
+
+CONVENTIONS = """name = "py-fp8-as-written"
+like = "fp8-e4m3"
+[conventions]
+nonfinite = "propagate"
+scale_floor = "none"
+zero_scale = "ieee"
+overflow = "nonfinite"
+"""
+
+
+def test_declared_conventions_set_a_librarys_extremes_apart(tmp_path):
+    enc, dec = fp8_as_written()
+    plain = qtransit.check_codec("fp8-e4m3", enc, dec, name="py-fp8", config=SMALL)
+    assert not plain.passed  # a zero block is 0/0 = NaN, a tiny one's scale underflows
+    decl = tmp_path / "lib.toml"
+    decl.write_text(CONVENTIONS)
+    r = qtransit.check_codec(str(decl), enc, dec, name="py-fp8", config=SMALL)
+    v = r.verdict("kernel-vs-reference/py-fp8")
+    assert r.passed, v.message
+    assert "convention mismatches, as declared: " in v.message
+    checks = [c for c in __import__("json").loads(r.to_json())["format_checks"] if c.get("convention_mismatches")]
+    found = {m["convention"]: m for c in checks for m in c["convention_mismatches"]}
+    assert {"zero_scale", "scale_floor", "nonfinite"} <= set(found), found
+    assert found["zero_scale"]["rule"] == "ieee" and found["zero_scale"]["blocks"] > 0
+    assert "decodes NaN" in found["zero_scale"]["first"]
+    # The same library with a real difference besides: the conventions do not hide it.
+    enc_r, dec_r = fp8_as_written(reciprocal=True)
+    bad = qtransit.check_codec(str(decl), enc_r, dec_r, name="py-fp8-recip", config=SMALL)
+    assert not bad.passed
+    assert "near-ties" in bad.verdict("kernel-vs-reference/py-fp8-recip").message
