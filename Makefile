@@ -34,7 +34,7 @@ help:
 	@echo "make bench  encode/decode throughput against memcpy"
 	@echo "make python-test  pip install . into $(VENV) and run the Python tests and examples (pytest)"
 	@echo "make fuzz   build the libFuzzer targets (clang) and run each for FUZZ_TIME seconds (default 30)"
-	@echo "make outside  third-party quantizers from PyPI (torchao's MX) under check_codec, report in build/outside-report/ (not in make test: a 4.6 GB download)"
+	@echo "make outside  third-party quantizers from PyPI (torchao MX and float8, torch float8, ml_dtypes, bitsandbytes NF4) under check_codec with their conventions declared, report in build/outside-report/ (not in make test: a 4.6 GB download)"
 
 # One line before any build: what was installed, or that nothing was missing. apt's own output goes to
 # build/deps.log (its tail is printed when apt fails).

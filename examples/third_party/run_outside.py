@@ -1,7 +1,9 @@
 """`make outside`: real third-party quantizers under qtransit (issue 52). Each adapter is checked by
 qtransit.check_codec (the quick tier: the edge cases, every class of the generated boundary inputs,
-two distributions, every path); the verdicts, each class that differs with its counts, and the
-packages' versions go to OUT/outside.md and OUT/<adapter>/ (the gate's reports).
+two distributions, every path) as the format its declaration in conventions/ names, with the
+library's conventions at the extremes declared there (docs/FORMATS.md section 10); the verdicts,
+the elements compared, each convention mismatch and each class that differs with its counts, and
+the packages' versions go to OUT/outside.md and OUT/<adapter>/ (the gate's reports).
 
     python examples/third_party/run_outside.py OUT
 
@@ -26,50 +28,87 @@ def version(pkg):
         return "not installed"
 
 
-def report_check(lines, out, name, fmt, enc, dec):
-    """check_codec's quick tier on one adapter; its verdict and every differing class into lines."""
-    r = qtransit.check_codec(fmt, enc, dec, name=name, quick=True)
+CONVENTIONS = os.path.join(HERE, "conventions")
+
+
+def adapters():
+    """(name, declaration, factory, check_codec keywords): each library's quantizer, checked as the
+    format its declaration names, with the library's conventions at the extremes (FORMATS.md
+    section 10) declared beside it in conventions/."""
+    import bnb_nf4
+    import ml_dtypes_fp8
+    import torch_fp8
+    import torchao_mx
+
+    return [
+        ("torchao-to-mx-floor", "torchao-mxfp8-floor.toml", lambda: torchao_mx.adapter("FLOOR"), {}),
+        ("torchao-to-mx-rceil", "torchao-mxfp8-rceil.toml", lambda: torchao_mx.adapter("RCEIL"), {}),
+        ("ml-dtypes-fp8-e4m3", "ml-dtypes-fp8-e4m3.toml", ml_dtypes_fp8.adapter, {}),
+        ("torch-fp8-e4m3-cast", "torch-fp8-e4m3.toml", torch_fp8.cast_adapter, {}),
+        # torchao's _choose_scale_float8 cannot take rows of one element (a reshape error): blocks >= 2.
+        ("torchao-fp8-rowwise", "torchao-fp8-rowwise.toml", torch_fp8.rowwise_adapter, {"block_min": 2}),
+        # bitsandbytes takes blocks of 32, 64, ..., 4096; the gate checks it at 64.
+        ("bnb-nf4", "bnb-nf4.toml", bnb_nf4.adapter,
+         {"block_min": 32, "block_max": 4096, "block_multiple": 32, "config": {"gate": {"block": 64}}}),
+    ]
+
+
+def report_check(lines, out, name, decl, enc, dec, kw):
+    """check_codec's quick tier on one adapter; its verdict, the elements compared, each differing
+    class and each convention mismatch into lines."""
+    fmt = os.path.join(CONVENTIONS, decl)
+    r = qtransit.check_codec(fmt, enc, dec, name=name, quick=True, **kw)
     r.write_reports(os.path.join(out, name))
-    lines.append(f"## {name} as {fmt}: {'PASS' if r.passed else 'FAIL'}")
-    lines.append("")
     report = json.loads(r.to_json())
-    for c in report.get("format_checks", []):
-        if c.get("cpu_matches_reference", True) and not c.get("boundary_classes"):
+    checks = [c for c in report.get("format_checks", []) if "refused" not in c]
+    compared = sum(c.get("elements", 0) for c in checks) + sum(b.get("elements", 0) for c in checks for b in c.get("boundary_classes", []))
+    lines.append(f"## {name} as conventions/{decl}: {'PASS' if r.passed else 'FAIL'} ({compared} elements compared)")
+    lines.append("")
+    conv = {}
+    for c in checks:
+        for m in c.get("convention_mismatches", []):
+            k = conv.setdefault(m["convention"], {"rule": m["rule"], "blocks": 0, "elements": 0, "first": m["first"]})
+            k["blocks"] += m["blocks"]
+            k["elements"] += m["elements"]
+    for key, m in conv.items():
+        lines.append(f"- convention `{key} = {m['rule']}` (declared): {m['elements']} differing elements in {m['blocks']} blocks; "
+                     f"e.g. {m['first'][:300]}")
+    for c in checks:
+        if c.get("cpu_matches_reference", True) and not any(b.get("differing_cases") for b in c.get("boundary_classes", [])):
             continue
         lines.append(f"- {c['dist']}: " + ("equal to the reference bit for bit" if c.get("cpu_matches_reference") else
                                              f"{c.get('differing_elements', 0)} elements differ; first: {c.get('cpu_mismatch', '')[:400]}"))
         for b in c.get("boundary_classes", []):
+            if not b.get("differing_cases"):
+                continue
             lines.append(f"  - {b['input_class']}: {b['differing_elements']} elements differ in {b['differing_cases']} of {b['cases']} cases")
             for w in b.get("differing", []):
                 lines.append(f"    - {w}")
+    for v in report.get("verdicts", []):
+        if v.get("status") == "fail" and not v["name"].startswith("kernel-vs-reference"):
+            lines.append(f"- verdict {v['name']}: {v['message'][:300]}")
     lines.append("")
 
 
 def main(out):
     os.makedirs(out, exist_ok=True)
     lines = ["# Third-party quantizers under qtransit (`make outside`)", "",
-             "qtransit " + qtransit.__version__ + "; " + ", ".join(f"{p} {version(p)}" for p in ("torch", "torchao", "numpy", "ml_dtypes")), ""]
+             "qtransit " + qtransit.__version__ + "; " +
+             ", ".join(f"{p} {version(p)}" for p in ("torch", "torchao", "bitsandbytes", "numpy", "ml_dtypes")), ""]
     try:
-        import torchao_mx
+        table = adapters()
     except Exception as e:  # noqa: BLE001  (any import failure is the same outcome: nothing ran)
-        print(f"run_outside: cannot import the torchao adapter: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"run_outside: cannot import the adapters: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
-    for fmt, mode in torchao_mx.CASES:
-        name = f"torchao-to-mx-{mode.lower()}"
+    for name, decl, factory, kw in table:
         try:
-            enc, dec = torchao_mx.adapter(mode)
+            enc, dec = factory()
         except Exception as e:  # noqa: BLE001
             print(f"run_outside: {name}: {type(e).__name__}: {e}", file=sys.stderr)
             return 2
-        report_check(lines, out, name, fmt, enc, dec)
-    try:
-        import ml_dtypes_fp8
+        report_check(lines, out, name, decl, enc, dec, kw)
+    import torchao_mx
 
-        enc, dec = ml_dtypes_fp8.adapter()
-    except Exception as e:  # noqa: BLE001
-        print(f"run_outside: ml_dtypes-fp8: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
-    report_check(lines, out, "ml-dtypes-fp8-e4m3", ml_dtypes_fp8.FORMAT, enc, dec)
     differ, total, example = torchao_mx.rceil_probe()
     lines.append(f"## RCEIL probe (docs/FINDINGS.md F1): {differ} of {total} blocks at 448 2^k and 1 or 2 ulps around it get an exponent "
                  f"other than the smallest e with absmax <= 448 2^e; e.g. absmax {example[0]!r} (k = {example[1]}, {example[2]:+d} ulp): "
