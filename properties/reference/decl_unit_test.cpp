@@ -321,5 +321,131 @@ TEST(DeclErrors, ScaleNoneAndScaleOverflow) {
     EXPECT_NE(o.error().message.find("binary16"), std::string::npos) << o.error().message;
 }
 
+
+// Declared conventions (FORMATS.md section 10): what a library with them writes for a block, worked
+// out by hand from the section's steps.
+FormatSpec with_conventions(const std::string& like, const Conventions& c) {
+    Decl d = declaration_of(fmt(like)).value();
+    d.conventions = c;
+    EXPECT_TRUE(finalize(d).ok());
+    return make_declared("conv-" + like, d);
+}
+using Want = ConventionBlock::Want;
+
+TEST(Conventions, TorchaoFloorDividesByTheSmallestNormalBelowIt) {
+    // mxfp8-e4m3, a block of 32 whose absmax is 2^-124: e = floor(log2 a) - 8 = -132, clamped to
+    // -127: s = 2^-127. The format: v = 2^-124 / 2^-127 = 8, decoded 2^-124. divide_floor 2^-126:
+    // v = 2^-124 / 2^-126 = 4 (exact in E4M3), decoded 4 * 2^-127 = 2^-125.
+    Conventions c;
+    c.divide_floor = 0x1p-126f;
+    std::vector<float> x(32, 0.0f);
+    x[0] = 0x1p-124f;
+    x[1] = -0x1p-126f;  // v = -1: decoded -2^-127
+    const auto cb = convention_block(with_conventions("mxfp8-e4m3", c), x);
+    EXPECT_EQ(cb.applied, uint32_t{kConvDivideFloor});
+    EXPECT_EQ(cb.scale, 0x1p-127f);
+    EXPECT_EQ(cb.value[0], 0x1p-125f);
+    EXPECT_EQ(cb.value[1], -0x1p-127f);
+    EXPECT_EQ(std::bit_cast<uint32_t>(cb.value[2]), 0u);  // +0 stays +0
+    // RCEIL's byte 0 multiplies by 1.0 (divide_floor_by): 2^-124 / 1 rounds to 0 in E4M3.
+    c.divide_floor_by = 1.0f;
+    const auto r = convention_block(with_conventions("mxfp8-e4m3-rceil", c), x);
+    EXPECT_EQ(r.applied, uint32_t{kConvDivideFloor});
+    EXPECT_EQ(r.scale, 0x1p-127f);
+    EXPECT_EQ(r.value[0], 0.0f);
+    // A block whose scale is 2^-126 or more is the format's: nothing applied.
+    x[0] = 1.0f;
+    EXPECT_EQ(convention_block(with_conventions("mxfp8-e4m3", c), x).applied, 0u);
+}
+
+TEST(Conventions, ZeroScaleAndOverflowAsIeeeDivisionAndANonSaturatingCast) {
+    // fp8-e4m3 with s = amax / 448 and no floor (ml_dtypes, torch casts): an all-zero block is 0/0;
+    // a block whose a / 448 underflows to 0 is x / 0 = inf, which a non-saturating cast makes NaN.
+    Conventions c;
+    c.scale_floor = ScaleFloorRule::kNone;
+    c.zero_scale_ieee = true;
+    c.overflow_nonfinite = true;
+    const FormatSpec f = with_conventions("fp8-e4m3", c);
+    const auto zero = convention_block(f, std::vector<float>{0.0f, -0.0f});
+    EXPECT_EQ(zero.applied, uint32_t{kConvZeroScale});
+    EXPECT_EQ(zero.scale, 0.0f);
+    EXPECT_EQ(zero.want[0], Want::kNaN);
+    EXPECT_EQ(zero.want[1], Want::kNaN);
+    // a = 2^-149: fl32(2^-149 / 448) = 0 (below half the smallest subnormal); the format floors it at 2^-149.
+    const auto tiny = convention_block(f, std::vector<float>{0x1p-149f, 0.0f});
+    EXPECT_EQ(tiny.applied, uint32_t{kConvScaleFloor | kConvZeroScale | kConvOverflow});
+    EXPECT_EQ(tiny.scale, 0.0f);
+    EXPECT_EQ(tiny.want[0], Want::kNonfinite);
+    EXPECT_EQ(tiny.want[1], Want::kNaN);
+    // Saturating instead (torchao's clamp before the cast): x / 0 = inf saturates to 448, decoded 448 * 0 = +0.
+    c.overflow_nonfinite = false;
+    const auto sat = convention_block(with_conventions("fp8-e4m3", c), std::vector<float>{-0x1p-149f, 0.0f});
+    EXPECT_EQ(sat.applied, uint32_t{kConvScaleFloor | kConvZeroScale});
+    EXPECT_EQ(sat.want[0], Want::kValue);
+    EXPECT_EQ(std::bit_cast<uint32_t>(sat.value[0]), 0x80000000u);  // -448 * 0 = -0
+    // An ordinary block: the format's, nothing applied.
+    EXPECT_EQ(convention_block(f, std::vector<float>{1.0f, -3.0f}).applied, 0u);
+}
+
+TEST(Conventions, OverflowPastTheLargestValueUnderTheFloorRule) {
+    // mxfp8-e4m3 with the floor rule: a = 480 gives e = 8 - 8 = 0, s = 1, v = 480 > 448. RNE on
+    // E4M3's grid at 2^8 (step 32): 480 is a grid point past 448; 464 is the tie between 448 (even
+    // mantissa 110) and 480, so it rounds to 448 and does not overflow.
+    Conventions c;
+    c.overflow_nonfinite = true;
+    std::vector<float> x(32, 1.0f);
+    x[0] = 480.0f;
+    x[1] = 464.0f;
+    x[2] = -470.0f;  // above the tie: rounds to -480, overflows
+    const auto cb = convention_block(with_conventions("mxfp8-e4m3", c), x);
+    EXPECT_EQ(cb.applied, uint32_t{kConvOverflow});
+    EXPECT_EQ(cb.want[0], Want::kNonfinite);
+    EXPECT_EQ(cb.want[1], Want::kValue);
+    EXPECT_EQ(cb.value[1], 448.0f);
+    EXPECT_EQ(cb.want[2], Want::kNonfinite);
+}
+
+TEST(Conventions, FlushesAndFloorsAndPoison) {
+    // Element subnormals: fp8-e4m3, block {448, 2^-7, 2^-6}: s = 1; 2^-7 is an E4M3 subnormal
+    // (emin = -6), 2^-6 the smallest normal.
+    Conventions c;
+    c.flush_element_subnormals = true;
+    const auto e = convention_block(with_conventions("fp8-e4m3", c), std::vector<float>{448.0f, 0x1p-7f, 0x1p-6f});
+    EXPECT_EQ(e.applied, uint32_t{kConvElementSubnormals});
+    EXPECT_EQ(e.want[1], Want::kZero);
+    EXPECT_EQ(e.want[2], Want::kValue);
+    EXPECT_EQ(e.value[2], 0x1p-6f);
+    // Scale floor 2^-20 on int8 (A = 127): a block of absmax 2^-40 gets s = 2^-20, v = 2^-20 rounds
+    // to 0; the format's s = fl32(2^-40 / 127) keeps it (code 127).
+    Conventions f;
+    f.scale_floor = ScaleFloorRule::kValue;
+    f.scale_floor_value = 0x1p-20f;
+    const auto fl = convention_block(with_conventions("int8", f), std::vector<float>{0x1p-40f, 0.0f});
+    EXPECT_EQ(fl.applied, uint32_t{kConvScaleFloor});
+    EXPECT_EQ(fl.scale, 0x1p-20f);
+    EXPECT_EQ(fl.value[0], 0.0f);
+    // A zero block under a value floor: s = 2^-20 (the format's 0), decoded zeros.
+    EXPECT_EQ(convention_block(with_conventions("int8", f), std::vector<float>{0.0f}).scale, 0x1p-20f);
+    // Scale subnormals flushed: int8, a = 2^-130: s = fl32(2^-130 / 127), subnormal, becomes 0 and
+    // the block decodes to zeros (int8's code 0 has no sign: +0; a float element keeps x's sign).
+    Conventions sf;
+    sf.flush_scale_subnormals = true;
+    const auto sub = convention_block(with_conventions("int8", sf), std::vector<float>{-0x1p-130f});
+    EXPECT_EQ(sub.applied, uint32_t{kConvScaleSubnormals});
+    EXPECT_EQ(sub.scale, 0.0f);
+    EXPECT_EQ(std::bit_cast<uint32_t>(sub.value[0]), 0u);
+    const auto subf = convention_block(with_conventions("fp8-e4m3", sf), std::vector<float>{-0x1p-130f});
+    EXPECT_EQ(subf.applied, uint32_t{kConvScaleSubnormals});
+    EXPECT_EQ(std::bit_cast<uint32_t>(subf.value[0]), 0x80000000u);
+    // Poison: a NaN anywhere makes every element NaN; without the convention, nothing applies.
+    Conventions p;
+    p.nonfinite = NonfiniteRule::kPoison;
+    const auto nan = convention_block(with_conventions("mxfp8-e4m3", p), std::vector<float>(32, std::nanf("")));
+    EXPECT_EQ(nan.applied, uint32_t{kConvNonfinite});
+    EXPECT_TRUE(nan.any_scale);
+    EXPECT_EQ(nan.want[31], Want::kNaN);
+    EXPECT_EQ(convention_block(fmt("mxfp8-e4m3"), std::vector<float>(32, INFINITY)).applied, 0u);
+}
+
 }  // namespace
 }  // namespace qtransit::reference
