@@ -64,6 +64,20 @@ Result<RefOut> reference_sharded(const FormatSpec& f, std::span<const float> x, 
 
 }  // namespace
 
+// Whether a decoded value is what a convention block wants for element i (its value rounded to the
+// codec's output type, a zero of either sign, NaN, inf or NaN, or anything).
+static bool as_wanted(const reference::ConventionBlock& cb, size_t i, float got, kernels::ValueType out) {
+    using Want = reference::ConventionBlock::Want;
+    switch (cb.want[i]) {
+        case Want::kValue: return same_bits(got, kernels::round_to(out, cb.value[i]));
+        case Want::kZero: return got == 0;
+        case Want::kNaN: return std::isnan(got);
+        case Want::kNonfinite: return !std::isfinite(got);
+        case Want::kAny: return true;
+    }
+    return false;
+}
+
 void add_tallies(std::vector<ConventionTally>& into, const std::vector<ConventionTally>& from) {
     for (const auto& t : from) {
         auto it = std::find_if(into.begin(), into.end(), [&](const ConventionTally& x) { return x.convention == t.convention; });
@@ -107,16 +121,7 @@ bool refusal_as_declared(const kernels::PluginCodec& codec, const FormatSpec& fo
             continue;
         }
         for (int64_t i = 0; i < n; ++i) {
-            const float got = dec[static_cast<size_t>(first + i)];
-            bool ok = false;
-            switch (cb.want[static_cast<size_t>(i)]) {
-                case reference::ConventionBlock::Want::kValue: ok = same_bits(got, kernels::round_to(codec.output_type(), cb.value[static_cast<size_t>(i)])); break;
-                case reference::ConventionBlock::Want::kZero: ok = got == 0; break;
-                case reference::ConventionBlock::Want::kNaN: ok = std::isnan(got); break;
-                case reference::ConventionBlock::Want::kNonfinite: ok = !std::isfinite(got); break;
-                case reference::ConventionBlock::Want::kAny: ok = true; break;
-            }
-            if (!ok) return false;
+            if (!as_wanted(cb, static_cast<size_t>(i), dec[static_cast<size_t>(first + i)], codec.output_type())) return false;
         }
         for (uint32_t bit = 1; bit <= reference::kConvAll; bit <<= 1)
             if (cb.applied & bit) {
@@ -226,15 +231,7 @@ void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::
             for (int64_t i = 0; i < len && holds; ++i) {
                 const size_t k = static_cast<size_t>(first + i);
                 const float got = c.decoded[k];
-                switch (cb.want[static_cast<size_t>(i)]) {
-                    case reference::ConventionBlock::Want::kValue:
-                        holds = same_bits(got, kernels::round_to(out, cb.value[static_cast<size_t>(i)]));
-                        break;
-                    case reference::ConventionBlock::Want::kZero: holds = got == 0; break;
-                    case reference::ConventionBlock::Want::kNaN: holds = std::isnan(got); break;
-                    case reference::ConventionBlock::Want::kNonfinite: holds = !std::isfinite(got); break;
-                    case reference::ConventionBlock::Want::kAny: holds = true; break;
-                }
+                holds = as_wanted(cb, static_cast<size_t>(i), got, out);
                 if (at < 0 && (c.codes[k] != r.codes[k] || !same_bits(got, rdec[k]))) at = first + i;
             }
             if (!holds) continue;
