@@ -421,11 +421,24 @@ std::vector<BoundaryClass> tally_boundaries(const kernels::PluginCodec& codec, c
     return out;
 }
 
+namespace {
+// The classes in the order a verdict names them (issue 52): the element grid's and the scale rule's
+// (near-ties, scale-boundaries) first, the others in the order they ran.
+std::vector<const BoundaryClass*> by_weight(const std::vector<BoundaryClass>& classes) {
+    std::vector<const BoundaryClass*> v;
+    for (const auto& c : classes) v.push_back(&c);
+    auto rank = [](const BoundaryClass* c) { return c->input_class == "near-ties" ? 0 : c->input_class == "scale-boundaries" ? 1 : 2; };
+    std::stable_sort(v.begin(), v.end(), [&](const BoundaryClass* a, const BoundaryClass* b) { return rank(a) < rank(b); });
+    return v;
+}
+}  // namespace
+
 std::optional<BoundaryFinding> first_finding(const std::vector<BoundaryClass>& classes, kernels::Conformance conformance) {
     // Under bounded a difference within the bound does not stop the search: the first violation,
     // else the first difference within the bound.
     const BoundaryClass* within = nullptr;
-    for (const auto& c : classes) {
+    for (const BoundaryClass* cp : by_weight(classes)) {
+        const BoundaryClass& c = *cp;
         if (c.differing_cases == 0) continue;
         if (c.violation || conformance == kernels::Conformance::kExact) return BoundaryFinding{c.input_class, c.first, c.violation};
         if (!within) within = &c;
@@ -436,7 +449,8 @@ std::optional<BoundaryFinding> first_finding(const std::vector<BoundaryClass>& c
 
 std::string classes_summary(const std::vector<BoundaryClass>& classes) {
     std::string s;
-    for (const auto& c : classes) {
+    for (const BoundaryClass* cp : by_weight(classes)) {
+        const BoundaryClass& c = *cp;
         if (c.differing_cases == 0) continue;
         s += (s.empty() ? "" : ", ") + c.input_class + " " +
              (c.differing_elements > 0 ? std::to_string(c.differing_elements) + " element" + (c.differing_elements == 1 ? "" : "s") + " in " : "") +

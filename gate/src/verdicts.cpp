@@ -42,7 +42,7 @@ std::vector<Verdict> kernel_verdicts(const GateConfig& cfg, const reports::GateR
         const std::string who = codec ? "codec " + codec->name() : "CPU kernel";
         const bool bounded = codec && cfg.conformance == kernels::Conformance::kBounded;
         int checked = 0, refused = 0;
-        std::string bad, differs;
+        std::string bad, bad_edge, differs;
         double worst = 0;
         int64_t elements = 0, diff = 0, diff_blocks = 0, in_blocks = 0, ulps = 0, generated = 0;
         std::vector<reports::FormatCheck::Convention> conv;  // over every input, by convention
@@ -69,12 +69,20 @@ std::vector<Verdict> kernel_verdicts(const GateConfig& cfg, const reports::GateR
             diff_blocks += c.differing_scale_blocks;
             in_blocks += c.elements_in_differing_blocks;
             ulps = std::max(ulps, c.max_ulps);
-            if (differs.empty() && !c.cpu_matches_reference) differs = c.dist + ": first difference: " + c.cpu_mismatch;
-            if (bad.empty() && !c.bound_holds)
-                bad = c.dist + ": " + (c.violation.empty() ? "an element's error exceeds the format's bound" : c.violation) +
-                      (c.cpu_mismatch.empty() || c.cpu_mismatch == c.violation ? "" : "; first difference: " + c.cpu_mismatch);
-            if (bad.empty() && !bounded && !c.cpu_matches_reference) bad = differs;
+            // A random distribution's difference (the normal range) leads over the edge cases' (issue 52).
+            if (!c.cpu_matches_reference && (differs.empty() || (c.dist != "edge-cases" && differs.rfind("edge-cases: ", 0) == 0)))
+                differs = c.dist + ": first difference: " + c.cpu_mismatch;
+            // The first violation, a random distribution's before the edge cases' (the normal range leads).
+            std::string& slot = c.dist == "edge-cases" ? bad_edge : bad;
+            const bool grid_first = c.input_class == "near-ties" || c.input_class == "scale-boundaries";
+            if (slot.empty() && !c.bound_holds && grid_first && !c.cpu_mismatch.empty() && c.cpu_mismatch != c.violation)
+                slot = c.dist + ": " + c.cpu_mismatch + "; past the format's bound: " + c.violation;  // the grid's difference leads
+            else if (slot.empty() && !c.bound_holds)
+                slot = c.dist + ": " + (c.violation.empty() ? "an element's error exceeds the format's bound" : c.violation) +
+                       (c.cpu_mismatch.empty() || c.cpu_mismatch == c.violation ? "" : "; first difference: " + c.cpu_mismatch);
         }
+        if (bad.empty()) bad = bad_edge;
+        if (bad.empty() && !bounded && !differs.empty()) bad = differs;
         std::string extra = refused ? " (" + std::to_string(refused) + " input(s) refused by both: beyond the format's range)" : "";
         if (generated) extra += "; " + std::to_string(generated) + " more elements in the generated boundary inputs";
         if (!conv.empty()) {

@@ -80,7 +80,10 @@ def test_a_bfloat16_codec_is_checked_as_bfloat16():
 def test_a_truncating_codec_fails_with_the_first_difference():
     r = qtransit.check_codec("int8", sym_encode(8, np.trunc), sym_decode, name="py-trunc", config=SMALL, quick=False)
     assert not r.passed
-    assert re.search(r"element \d+", r.verdict("kernel-vs-reference/py-trunc").message)
+    msg = r.verdict("kernel-vs-reference/py-trunc").message
+    assert re.search(r"element \d+", msg)
+    # It differs on random normal inputs as on the edge cases: the normal range leads (issue 52).
+    assert msg.startswith("normal: "), msg
 
 
 def test_bounded_conformance_accepts_a_reciprocal_multiply():
