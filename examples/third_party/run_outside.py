@@ -43,6 +43,8 @@ def adapters():
     return [
         ("torchao-to-mx-floor", "torchao-mxfp8-floor.toml", lambda: torchao_mx.adapter("FLOOR"), {}),
         ("torchao-to-mx-rceil", "torchao-mxfp8-rceil.toml", lambda: torchao_mx.adapter("RCEIL"), {}),
+        ("torchao-to-mx-fp4-floor", "torchao-mxfp4-floor.toml", lambda: torchao_mx.adapter("FLOOR", "float4_e2m1fn_x2"), {}),
+        ("torchao-to-mx-fp4-rceil", "torchao-mxfp4-rceil.toml", lambda: torchao_mx.adapter("RCEIL", "float4_e2m1fn_x2"), {}),
         ("ml-dtypes-fp8-e4m3", "ml-dtypes-fp8-e4m3.toml", ml_dtypes_fp8.adapter, {}),
         ("torch-fp8-e4m3-cast", "torch-fp8-e4m3.toml", torch_fp8.cast_adapter, {}),
         # torchao's _choose_scale_float8 cannot take rows of one element (a reshape error): blocks >= 2.

@@ -1,6 +1,6 @@
 """torchao's MX quantizer (torchao.prototype.mx_formats.to_mx) as a qtransit codec: the adapter a
-maintainer would write, checked by qtransit.check_codec against mxfp8-e4m3 (FLOOR) and
-mxfp8-e4m3-rceil (RCEIL). `make outside` runs it (examples/third_party/run_outside.py).
+maintainer would write, checked by qtransit.check_codec against mxfp8-e4m3 and mxfp4 (FLOOR) and
+their -rceil twins (RCEIL), with torchao's conventions declared (conventions/torchao-mx*.toml). `make outside` runs it (examples/third_party/run_outside.py).
 
 to_mx takes a tensor whose last dimension is a multiple of the block: a shard's short last block is
 padded with zeros here (zeros raise no absmax, so the padded block quantizes as the short one) and
@@ -19,6 +19,7 @@ def adapter(mode_name, elem="float8_e4m3fn"):
 
     mode = getattr(ScaleCalculationMode, mode_name)
     dtype = getattr(torch, elem)
+    fp4 = elem == "float4_e2m1fn_x2"  # two E2M1 codes per byte, element 2j in the low nibble (pack_uint4)
 
     def encode(x, block):
         n = x.size
@@ -26,7 +27,13 @@ def adapter(mode_name, elem="float8_e4m3fn"):
         padded = np.zeros(blocks * block, np.float32)
         padded[:n] = np.asarray(x, dtype=np.float32)
         scale, data = to_mx(torch.from_numpy(padded).reshape(1, -1), dtype, block, scaling_mode=mode)
-        codes = data.view(torch.uint8).reshape(-1)[:n].numpy().astype(np.int32)
+        raw = data.view(torch.uint8).reshape(-1).numpy()
+        if fp4:
+            unpacked = np.empty(raw.size * 2, np.uint8)
+            unpacked[0::2] = raw & 0xF
+            unpacked[1::2] = raw >> 4
+            raw = unpacked
+        codes = raw[:n].astype(np.int32)
         byte = scale.view(torch.uint8).reshape(-1).numpy().astype(np.int64)
         with np.errstate(over="ignore"):
             s = np.where(byte == 255, np.nan, np.ldexp(1.0, byte - 127)).astype(np.float32)
@@ -34,7 +41,12 @@ def adapter(mode_name, elem="float8_e4m3fn"):
 
     def decode(codes, scales, offsets, block):
         n = codes.size
-        values = torch.from_numpy(codes.astype(np.uint8)).view(dtype).to(torch.float32).numpy()
+        if fp4:
+            from torchao.prototype.mx_formats.kernels import f4_unpacked_to_f32
+
+            values = f4_unpacked_to_f32(torch.from_numpy(codes.astype(np.uint8))).numpy()
+        else:
+            values = torch.from_numpy(codes.astype(np.uint8)).view(dtype).to(torch.float32).numpy()
         padded = np.zeros(scales.size * block, np.float32)
         padded[:n] = values
         with np.errstate(over="ignore", invalid="ignore"):
