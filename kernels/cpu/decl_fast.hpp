@@ -28,6 +28,7 @@
 #include <cstring>
 #include <limits>
 
+#include "qtransit/common/cpu.hpp"
 #include "qtransit/kernels/decl_math.hpp"
 
 #if defined(__x86_64__)
@@ -866,14 +867,7 @@ QT_AVX512 inline void round_words_avx512(const RoundKey& k, int64_t n, uint32_t*
 #pragma GCC diagnostic pop
 #endif
 
-inline bool have_avx512() {
-    static const bool v = [] {
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-    }();
-    return v;
-}
+inline bool have_avx512() { return cpu_avx512(); }
 #endif
 
 inline void round_words(const RoundKey& k, int64_t n, uint32_t* out) {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "qtransit/common/cpu.hpp"
 #include "qtransit/reference/checker.hpp"
 
 #include "column_scan_avx512.hpp"
@@ -135,18 +136,7 @@ QT_REF_AVX512 void add_scaled_avx512(const float* x, size_t rows, size_t n, doub
 
 }  // namespace
 
-bool column_simd() {
-#if defined(__x86_64__)
-    static const bool v = [] {
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-    }();
-    return v;
-#else
-    return false;
-#endif
-}
+bool column_simd() { return cpu_avx512(); }
 
 ColumnScan scan_column(const float* x, size_t rows, size_t n, double* absmax, bool simd) {
 #if defined(__x86_64__)
