@@ -91,11 +91,17 @@ void add_tallies(std::vector<ConventionTally>& into, const std::vector<Conventio
     }
 }
 
+void tally_applied(std::vector<ConventionTally>& into, const Decl& d, uint32_t applied, int64_t elements, const std::string& example) {
+    for (uint32_t bit = 1; bit <= reference::kConvAll; bit <<= 1)
+        if (applied & bit)
+            add_tallies(into, {{reference::convention_key(bit), reference::convention_rule(d, bit), 1, elements, example}});
+}
+
 std::string tallies_summary(const std::vector<ConventionTally>& t) {
     std::string s;
     for (const auto& x : t)
-        s += (s.empty() ? "" : "; ") + x.convention + " = " + x.rule + ": " + std::to_string(x.elements) + " element" +
-             (x.elements == 1 ? "" : "s") + " in " + std::to_string(x.blocks) + " block" + (x.blocks == 1 ? "" : "s");
+        s += (s.empty() ? "" : "; ") + x.convention + " = " + x.rule + " in " + std::to_string(x.blocks) + " block" +
+             (x.blocks == 1 ? "" : "s") + " (" + std::to_string(x.elements) + " differing elements)";
     return s;
 }
 
@@ -123,16 +129,12 @@ bool refusal_as_declared(const kernels::PluginCodec& codec, const FormatSpec& fo
         for (int64_t i = 0; i < n; ++i) {
             if (!as_wanted(cb, static_cast<size_t>(i), dec[static_cast<size_t>(first + i)], codec.output_type())) return false;
         }
-        for (uint32_t bit = 1; bit <= reference::kConvAll; bit <<= 1)
-            if (cb.applied & bit) {
-                std::string where;
-                for (int64_t i = 0; i < n && where.empty(); ++i)
-                    if (!std::isfinite(xb[static_cast<size_t>(i)])) where = "element " + std::to_string(first + i) + " = " + show(xb[static_cast<size_t>(i)]);
-                std::vector<ConventionTally> one{{reference::convention_key(bit), reference::convention_rule(*format.decl, bit), 1, n,
-                                                  "a call of " + std::to_string(len) + " elements with " + where +
-                                                      ": encoded, and block " + std::to_string(j) + " decodes to NaN throughout"}};
-                add_tallies(found, one);
-            }
+        std::string where;
+        for (int64_t i = 0; i < n && where.empty(); ++i)
+            if (!std::isfinite(xb[static_cast<size_t>(i)])) where = "element " + std::to_string(first + i) + " = " + show(xb[static_cast<size_t>(i)]);
+        tally_applied(found, *format.decl, cb.applied, n,
+                      "a call of " + std::to_string(len) + " elements with " + where + ": encoded, and block " + std::to_string(j) +
+                          " decodes to NaN throughout");
     }
     if (tallies) add_tallies(*tallies, found);
     return true;
@@ -242,12 +244,7 @@ void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::
                 example += "element " + std::to_string(site.index_base + at) + " (input " + show(x[static_cast<size_t>(at)]) + ") decodes " +
                            show(c.decoded[static_cast<size_t>(at)]) + ", the format's reference " + show(rdec[static_cast<size_t>(at)]) + "; ";
             example += "scale " + show(c.encoded.scales[jj]) + ", the format's " + show(r.scales[jj]);
-            for (uint32_t bit = 1; bit <= reference::kConvAll; bit <<= 1) {
-                if (!(cb.applied & bit)) continue;
-                std::vector<ConventionTally> one{{reference::convention_key(bit), reference::convention_rule(*format.decl, bit), 1,
-                                                  differing_in[jj], example}};
-                add_tallies(c.conventions, one);
-            }
+            tally_applied(c.conventions, *format.decl, cb.applied, differing_in[jj], example);
         }
     }
     auto block_text = [&](int64_t j) {

@@ -136,15 +136,14 @@ reports::FormatCheck kernel_check(const GateConfig& cfg, const FormatSpec& f, co
     fc.max_ulps = c->max_ulps;
     fc.violation = c->violation;
     fc.input_class = !c->input_class.empty() ? c->input_class : c->first_difference.empty() ? "" : label;
-    std::vector<ConventionTally> conv = c->conventions;
+    fc.conventions = c->conventions;
     for (const auto& b : c->boundary_classes) {
         int64_t explained = 0;
         for (const auto& t : b.conventions) explained += t.elements;
         fc.boundary_classes.push_back(
             {b.input_class, b.cases, b.differing_cases, b.differing_elements, b.violation, b.first, b.differing_what, b.elements, explained});
-        add_tallies(conv, b.conventions);
+        add_tallies(fc.conventions, b.conventions);
     }
-    for (const auto& t : conv) fc.conventions.push_back({t.convention, t.rule, t.blocks, t.elements, t.first});
     if (kept) *kept = std::move(*c);
     return fc;
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "qtransit/gate/codec_check.hpp"
 #include "qtransit/reports/numbers.hpp"
 
 namespace qtransit::gate {
@@ -45,7 +46,7 @@ std::vector<Verdict> kernel_verdicts(const GateConfig& cfg, const reports::GateR
         std::string bad, bad_edge, differs;
         double worst = 0;
         int64_t elements = 0, diff = 0, diff_blocks = 0, in_blocks = 0, ulps = 0, generated = 0;
-        std::vector<reports::FormatCheck::Convention> conv;  // over every input, by convention
+        std::vector<ConventionTally> conv;  // over every input, by convention
         for (const auto& c : res.format_checks) {
             if (c.format != f.name()) continue;
             if (!c.refused.empty()) {
@@ -55,15 +56,7 @@ std::vector<Verdict> kernel_verdicts(const GateConfig& cfg, const reports::GateR
             ++checked;
             elements += c.elements;
             for (const auto& b : c.boundary_classes) generated += b.elements;
-            for (const auto& k : c.conventions) {
-                auto it = std::find_if(conv.begin(), conv.end(), [&](const auto& x) { return x.convention == k.convention; });
-                if (it == conv.end()) {
-                    conv.push_back(k);
-                } else {
-                    it->blocks += k.blocks;
-                    it->elements += k.elements;
-                }
-            }
+            add_tallies(conv, c.conventions);
             worst = std::max(worst, c.max_error_to_bound);
             diff += c.differing_elements;
             diff_blocks += c.differing_scale_blocks;
@@ -85,13 +78,8 @@ std::vector<Verdict> kernel_verdicts(const GateConfig& cfg, const reports::GateR
         if (bad.empty() && !bounded && !differs.empty()) bad = differs;
         std::string extra = refused ? " (" + std::to_string(refused) + " input(s) refused by both: beyond the format's range)" : "";
         if (generated) extra += "; " + std::to_string(generated) + " more elements in the generated boundary inputs";
-        if (!conv.empty()) {
-            // Declared conventions (FORMATS.md section 10): differences apart from the verdict.
-            extra += "; convention mismatches, as declared: ";
-            for (size_t i = 0; i < conv.size(); ++i)
-                extra += (i ? "; " : "") + conv[i].convention + " = " + conv[i].rule + " in " + std::to_string(conv[i].blocks) + " block" +
-                         (conv[i].blocks == 1 ? "" : "s") + " (" + std::to_string(conv[i].elements) + " differing elements)";
-        }
+        // Declared conventions (FORMATS.md section 10): differences apart from the verdict.
+        if (!conv.empty()) extra += "; convention mismatches, as declared: " + tallies_summary(conv);
         const std::string counts = std::to_string(diff) + " of " + std::to_string(elements) + " elements differ in bits (" +
                                    std::to_string(in_blocks) + " of them in the " + std::to_string(diff_blocks) +
                                    " blocks whose scale differs), largest difference " + std::to_string(ulps) + " ulp";

@@ -14,21 +14,23 @@
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/plugin.hpp"
 #include "qtransit/gate/verify.hpp"
+#include "qtransit/reference/formats.hpp"
+#include "qtransit/reports/gate_result.hpp"
 
 namespace qtransit::gate {
 
 // Differences a declared convention explains (docs/FORMATS.md section 10): blocks where the codec
 // wrote exactly what the library's declared rule gives, not the format's. Reported apart; not a
-// failure.
-struct ConventionTally {
-    std::string convention;  // its TOML key: nonfinite, scale_floor, divide_floor, ...
-    std::string rule;        // the declared value ("poison", "none", "1.1754944e-38")
-    int64_t blocks = 0, elements = 0;  // blocks it explained, and the differing elements in them
-    std::string first;       // the first such block, in words
-};
+// failure. The report's own struct (convention: its TOML key; rule: the declared value; blocks it
+// explained and the differing elements in them; the first such block, in words), so that the
+// check's tallies go into report.json as they are.
+using ConventionTally = reports::FormatCheck::Convention;
 // Adds `from`'s counts to `into`'s (by convention; the first example kept).
 void add_tallies(std::vector<ConventionTally>& into, const std::vector<ConventionTally>& from);
-// "divide_floor = 1.1754944e-38: 32 elements in 4 blocks; nonfinite = poison: ..." ("" for none).
+// One block explained by the conventions of `applied` (bits of reference::ConventionBit): counted
+// under each, with `elements` differing elements and `example` as its first example.
+void tally_applied(std::vector<ConventionTally>& into, const Decl& d, uint32_t applied, int64_t elements, const std::string& example);
+// "divide_floor = 1.1754944e-38 in 4 blocks (32 differing elements); nonfinite = poison in ..." ("" for none).
 std::string tallies_summary(const std::vector<ConventionTally>& t);
 
 // One input class of the generated boundary inputs (boundaries.hpp) run against a codec: how many
@@ -123,14 +125,15 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
 // otherwise the first block it encoded, in words, naming the offending element. codec_check runs it
 // on the edge-case tensor (x and shard exactly as edge_tensor() gives them for the block and seed),
 // so the gate, `formats validate` and conforms() check it once per format.
-// A format with nonfinite = "poison" declared (FORMATS.md section 10): a probe block the codec
-// encodes and decodes to NaN throughout is the convention, tallied into *tallies when given.
+// A format with a nonfinite convention declared (FORMATS.md section 10): a probe block the codec
+// encodes and decodes as the convention says (poison: NaN throughout; propagate: the non-finite
+// inputs non-finite) is the convention, tallied into *tallies when given.
 std::string refusal_probe(const kernels::PluginCodec& codec, const FormatSpec& format, int64_t block, uint64_t seed,
                           std::vector<ConventionTally>* tallies = nullptr);
 
 // Whether the codec's output for a call of x (one shard, blocks of `block`) that the reference
-// refuses is what the format's declared conventions give (nonfinite = "poison"): decodes it and
-// compares every block. On success adds to *tallies (when given).
+// refuses is what the format's declared conventions give (nonfinite = "poison" or "propagate"):
+// decodes it and compares every block. On success adds to *tallies (when given).
 bool refusal_as_declared(const kernels::PluginCodec& codec, const FormatSpec& format, std::span<const float> x, int64_t block,
                          std::span<const uint8_t> codes, std::span<const float> scales, std::span<const float> offsets,
                          std::vector<ConventionTally>* tallies);
