@@ -1,28 +1,12 @@
+// What every subcommand of `qtransit` shares: saying a user's mistake, printing an outcome, progress.
 #include <cstdio>
 
 #include "commands.hpp"
-#include "qtransit/common/decl_toml.hpp"
 #include "qtransit/collectives/mpi.hpp"
 
 namespace qtransit::cli {
 
 int fail(const Error& e) { return fail(e.message); }
-
-namespace {
-constexpr std::string_view kRankField = "{rank}";
-}  // namespace
-
-bool has_rank_field(const std::string& pattern) { return pattern.find(kRankField) != std::string::npos; }
-
-std::string rank_file(const std::string& pattern, int64_t rank) {
-    std::string out = pattern;
-    for (size_t at = 0; (at = out.find(kRankField, at)) != std::string::npos;) {
-        const std::string r = std::to_string(rank);
-        out.replace(at, kRankField.size(), r);
-        at += r.size();
-    }
-    return out;
-}
 
 int fail(const std::string& message) {
     // An mpi job whose ranks fell out of step (mpi.hpp: job_failure) ends here, whatever error that
@@ -32,40 +16,38 @@ int fail(const std::string& message) {
     return kExitUsage;
 }
 
-Result<CodecAndFormat> codec_and_format(const std::string& codec_path, const std::string& format, const std::string& rounding) {
-    std::shared_ptr<const kernels::PluginCodec> codec;
-    if (!codec_path.empty()) {
-        auto c = kernels::PluginCodec::load(codec_path);
-        if (!c) return make_error(c.error().code, "--codec: " + c.error().message);
-        codec = *c;
+int finish(const Result<gate::Printed>& r, bool speaker, bool codec_finding) {
+    if (!r && codec_finding && r.error().code == ErrorCode::kCodec) {
+        std::fprintf(stderr, "qtransit: %s\n", one_line(r.error().message).c_str());
+        return kExitCheckFailed;
     }
-    return codec_and_format(std::move(codec), format, rounding);
+    if (!r) return speaker || collectives::mpi::job_failure() ? fail(r.error()) : kExitUsage;
+    std::fputs(r->out.c_str(), stdout);
+    std::fflush(stdout);
+    for (const auto& line : r->complaints) std::fprintf(stderr, "qtransit: %s\n", line.c_str());
+    return r->passed ? kExitOk : kExitCheckFailed;
 }
 
-Result<CodecAndFormat> codec_and_format(std::shared_ptr<const kernels::PluginCodec> codec, const std::string& format,
-                                        const std::string& rounding) {
-    CodecAndFormat r;
-    r.codec = std::move(codec);
-    if (format.empty() && !r.codec) return make_error(ErrorCode::kInvalidArgument, "--format or --codec is required");
-    if (r.codec) {
-        if (rounding != "nearest")
-            return make_error(ErrorCode::kInvalidArgument, "--rounding is for qtransit's kernels; a codec's rounding is its format's");
-        if (!format.empty()) {
-            auto named = resolve_format(format);
-            if (!named) return named.error();
-            if (!(*named == r.codec->format()))
-                return make_error(ErrorCode::kInvalidArgument, "--format " + named->name() + " but the codec " + r.codec->name() +
-                                                                   " implements " + r.codec->format().name());
-        }
-        r.format = r.codec->format();
-        return r;
-    }
-    auto named = resolve_format(format);
-    if (!named) return named.error();
-    auto f = apply_rounding(*named, rounding);
-    if (!f) return f.error();
-    r.format = *f;
-    return r;
+gate::Emit to_stdout() {
+    return [](const std::string& text) {
+        std::fputs(text.c_str(), stdout);
+        std::fflush(stdout);
+    };
+}
+
+gate::Emit to_stderr() {
+    return [](const std::string& text) {
+        std::fputs(text.c_str(), stderr);
+        std::fflush(stderr);
+    };
+}
+
+std::function<void(int, int, const std::string&)> survey_progress(bool tty) {
+    if (!tty) return {};
+    return [](int done, int total, const std::string& what) {
+        if (total == 0) std::fprintf(stderr, "\n");
+        else std::fprintf(stderr, "\r[%d/%d] %s   ", done, total, what.c_str());
+    };
 }
 
 std::function<void(const gate::GateProgress&)> progress_printer(bool tty) {

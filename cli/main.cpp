@@ -1,9 +1,10 @@
-// `qtransit`: thin; it parses and calls the library (cli/*.cpp hold one subcommand each).
+// `qtransit`: thin; it parses the options into a command's request (gate/commands.hpp), calls it, prints the outcome and maps it to an exit code.
 #include <algorithm>
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <iostream>
+#include <unistd.h>
 
 #include "qtransit/version.hpp"
 #include "commands.hpp"
@@ -65,7 +66,7 @@ int dispatch(int argc, char** argv) {
     auto* info = app.add_subcommand("info", "Version, build features (CUDA archs, NCCL), GPUs visible now");
     info->add_flag("--json", info_json, "Print one JSON object");
 
-    FormatsArgs fa;
+    qtransit::gate::FormatsRequest fa;
     auto* formats = app.add_subcommand("formats", "List the formats: bits per element, metadata and wire bytes");
     formats->add_option("--block", fa.block, "Block size for the wire-byte column")->check(fits_int64)->capture_default_str();
     formats->add_flag("--json", fa.json, "Print JSON");
@@ -73,7 +74,7 @@ int dispatch(int argc, char** argv) {
     auto* formats_show = formats->add_subcommand(
         "show", "Print the TOML declaration of a format (built-in, or a .toml file); it parses back to the same format");
     formats_show->add_option("format", show_target, "Format name or FILE.toml")->required();
-    ValidateArgs va;
+    qtransit::gate::FormatsValidateRequest va;
     auto* formats_validate = formats->add_subcommand(
         "validate", "Check a declaration (FILE.toml), then every generic property and every path on it next to built-in "
                     "formats; writes the gate's reports. Exit 0 all promised properties and bounds hold, 1 one fails, 2 bad file");
@@ -83,7 +84,7 @@ int dispatch(int argc, char** argv) {
     formats_validate->add_option("--seed", va.seed, "Inputs' seed (and stochastic rounding's keys)")->check(seed_value)->capture_default_str();
     formats_validate->add_flag("--quick", va.quick, "Fewer blocks, ranks and elements (a few seconds)");
 
-    QuantizeArgs qa;
+    qtransit::gate::QuantizeRequest qa;
     auto* quantize = app.add_subcommand(
         "quantize", "Quantize a .npy tensor with the production kernel; check the bound exactly and the kernel "
                     "against the reference bit for bit");
@@ -108,7 +109,7 @@ int dispatch(int argc, char** argv) {
                        "With --codec: check the tensor only, not also the inputs generated at the format's boundaries "
                        "(near-ties, scale boundaries, lengths, block sizes, canaries; a fraction of a second)");
 
-    BenchArgs ba;
+    qtransit::gate::BenchRequest ba;
     auto* bench = app.add_subcommand(
         "bench", "Encode/decode throughput of the CPU kernels as a ratio to memcpy measured in the same run");
     bench->add_option("--mib", ba.mib, "Input size in MiB of binary32")->capture_default_str()->check(CLI::Range(1, 4096));
@@ -121,7 +122,7 @@ int dispatch(int argc, char** argv) {
         ->capture_default_str();
     bench->add_flag("--json", ba.json, "Print JSON");
 
-    SurveyArgs sa;
+    qtransit::gate::SurveyRequest sa;
     auto* survey = app.add_subcommand(
         "survey", "Quantize every format over every input distribution; verify kernels against the reference bit "
                   "for bit and every element's error bound in exact arithmetic; write a report");
@@ -133,7 +134,7 @@ int dispatch(int argc, char** argv) {
     survey->add_option("--report-dir", sa.report_dir, "Where survey.json and survey.md go")->capture_default_str();
     survey->add_flag("--json", sa.json, "Print the JSON report on stdout instead of the table");
 
-    SimulateArgs ma;
+    qtransit::gate::SimulateRequest ma;
     auto* simulate = app.add_subcommand(
         "simulate", "Run collective paths on simulated ranks; check every output element's error against its "
                     "a-posteriori and a-priori bounds exactly; fit the error's growth with N");
@@ -171,7 +172,7 @@ int dispatch(int argc, char** argv) {
     simulate->add_option("--backend", ma.backend, backend_help)->capture_default_str();
     simulate->add_flag("--json", ma.json, "Print {\"runs\": [...], \"fits\": [...]}");
 
-    CheckArgs ca;
+    qtransit::gate::CheckRequest ca;
     auto* check = app.add_subcommand(
         "check", "The numerics gate: every format, path, N and distribution of the gate checked exactly; named "
                  "verdicts; reports (report.json, report.md, junit.xml, report.html). Exit 0 all pass, 1 one failed");
@@ -193,7 +194,7 @@ int dispatch(int argc, char** argv) {
     auto* verify = app.add_subcommand(
         "verify", "Judge a run computed elsewhere (a framework's quantizer or collective) from its dumps, in exact arithmetic");
     verify->require_subcommand(1);
-    VerifyQuantizeArgs vq;
+    qtransit::gate::VerifyQuantizeRequest vq;
     auto* verify_quantize = verify->add_subcommand(
         "quantize", "One quantization done elsewhere: its decoded values (and codes, scales, offsets when given) against the "
                     "reference bit for bit, every element's error against the format's bound. Exit 0 the conformance holds, 1 not, 2 bad input");
@@ -214,7 +215,7 @@ int dispatch(int argc, char** argv) {
     verify_quantize->add_option("--report-dir", vq.report_dir, "Where the reports go (\"\": none)")->capture_default_str();
     verify_quantize->add_flag("--json", vq.json, "Print one JSON object");
 
-    VerifyCollectiveArgs vc;
+    qtransit::gate::VerifyCollectiveRequest vc;
     auto* verify_collective = verify->add_subcommand(
         "collective", "A collective run elsewhere: every output's exact error, judged in tiers exact (qtransit's schedule bit for "
                       "bit), same-events (the same decoded contributions, any order of adds), bounded (the path's a-priori bound). "
@@ -257,7 +258,7 @@ int dispatch(int argc, char** argv) {
         }
         if (!found) {
             std::fprintf(stderr, "qtransit: unknown command '%s'; the commands: %s (see qtransit --help)\n",
-                         qtransit::cli::one_line(argv[1]).c_str(), known.c_str());
+                         qtransit::one_line(argv[1]).c_str(), known.c_str());
             return kExitUsage;
         }
     }
@@ -272,7 +273,7 @@ int dispatch(int argc, char** argv) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
         // CLI11 quotes the value as given: escaped and cut, one line whatever it holds.
-        std::fprintf(stderr, "qtransit: %s (see qtransit --help)\n", qtransit::cli::one_line(e.what()).c_str());
+        std::fprintf(stderr, "qtransit: %s (see qtransit --help)\n", qtransit::one_line(e.what()).c_str());
         return kExitUsage;
     }
     if (const std::string name = empty_value(app); !name.empty())
@@ -282,17 +283,19 @@ int dispatch(int argc, char** argv) {
     // or starts MPI).
     if (auto st = qtransit::check_environment(); !st) return qtransit::cli::fail(st.error());
 
-    if (*info) return run_info(info_json);
-    if (*formats_show) return run_formats_show(show_target);
-    if (*formats_validate) return run_formats_validate(va);
-    if (*formats) return run_formats(fa);
-    if (*quantize) return run_quantize(qa);
-    if (*bench) return run_bench(ba);
-    if (*survey) return run_survey(sa);
+    namespace gate = qtransit::gate;
+    const bool tty = isatty(fileno(stderr)) != 0;
+    if (*info) return finish(gate::info({info_json, allocator()}));
+    if (*formats_show) return finish(gate::formats_show(show_target));
+    if (*formats_validate) return finish(gate::formats_validate(va, to_stderr(), progress_printer(tty)));
+    if (*formats) return finish(gate::formats(fa));
+    if (*quantize) return finish(gate::quantize(qa));
+    if (*bench) return finish(gate::bench(ba, to_stdout()));
+    if (*survey) return finish(gate::survey(sa, to_stdout(), survey_progress(tty)));
     if (*simulate) return run_simulate(ma);
-    if (*check) return run_check(ca);
-    if (*verify_quantize) return run_verify_quantize(vq);
-    if (*verify_collective) return run_verify_collective(vc);
+    if (*check) return finish(gate::check(ca, progress_printer(tty)), gate::speaker(ca.backend));
+    if (*verify_quantize) return finish(gate::verify_quantize(vq));
+    if (*verify_collective) return finish(gate::verify_collective(vc), vc.backend != "mpi" || qtransit::collectives::mpi::rank() == 0);
     return kExitUsage;
 }
 }  // namespace

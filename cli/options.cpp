@@ -119,16 +119,4 @@ std::string empty_list_item(const CLI::App& app, int argc, const char* const* ar
     return "";
 }
 
-std::string one_line(const std::string& message) {
-    // A name the user gave (a file, a format, a TOML key) may hold a newline, a control character or
-    // a megabyte: escaped and cut around the middle, so that the message stays one readable line.
-    constexpr size_t kMax = 1000;
-    std::string out = printable(message, std::string::npos);
-    if (out.size() > kMax) {
-        const size_t cut = out.size() - kMax;
-        out = out.substr(0, kMax / 2) + " [... " + std::to_string(cut) + " bytes cut ...] " + out.substr(out.size() - kMax / 2);
-    }
-    return out;
-}
-
 }  // namespace qtransit::cli

@@ -26,7 +26,5 @@ std::string empty_value(const CLI::App& app);
 // drops empty items, so `simulate --path a2a-rs,,ring-rs` ran as if the comma were single.
 // "" when none. Read from argv after parsing (CLI11 keeps only the split items).
 std::string empty_list_item(const CLI::App& app, int argc, const char* const* argv);
-// A message on one line: control characters escaped, cut around the middle past 1000 bytes.
-std::string one_line(const std::string& message);
 
 }  // namespace qtransit::cli

@@ -29,6 +29,18 @@ std::string printable(std::string_view s, size_t max) {
     return out;
 }
 
+std::string one_line(const std::string& message) {
+    // A name the user gave (a file, a format, a TOML key) may hold a newline, a control character or
+    // a megabyte: escaped and cut around the middle, so that the message stays one readable line.
+    constexpr size_t kMax = 1000;
+    std::string out = printable(message, std::string::npos);
+    if (out.size() > kMax) {
+        const size_t cut = out.size() - kMax;
+        out = out.substr(0, kMax / 2) + " [... " + std::to_string(cut) + " bytes cut ...] " + out.substr(out.size() - kMax / 2);
+    }
+    return out;
+}
+
 std::string describe(const Site& site, int64_t local_index) {
     std::string s = "tensor '" + site.tensor + "'";
     if (site.rank >= 0) s += " rank " + std::to_string(site.rank);

@@ -41,7 +41,7 @@ void one(const std::string& value, const char* flag, const CLI::Validator* check
     try {
         app.parse(3, argv);
     } catch (const CLI::ParseError& e) {
-        const std::string line = qtransit::cli::one_line(e.what());
+        const std::string line = qtransit::one_line(e.what());
         if (line.find('\n') != std::string::npos || line.size() > 1200) __builtin_trap();
         for (unsigned char c : line)
             if (c < 0x20 || c == 0x7f) __builtin_trap();

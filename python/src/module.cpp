@@ -1,5 +1,5 @@
 // qtransit._qtransit: the Python module's native half (nanobind). Every function here calls the
-// same library code as the qtransit command (cli/commands.hpp's option checks, qtransit::gate's
+// same library code as the qtransit command (gate/commands.hpp: each command's request and its validate(), qtransit::gate's
 // checks and JSON views), so that Python and the CLI give the same numbers, verdicts and messages.
 // Arrays arrive as C-contiguous binary32 (python/qtransit/_arrays.py converts and documents the
 // rest); results go back as JSON text, numpy arrays and Report objects (the gate's report model).
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "commands.hpp"
+#include "qtransit/gate/commands.hpp"
 #include "qtransit/codec_plugin.h"
 #include "qtransit/common/decl_toml.hpp"
 #include "qtransit/gate/boundaries.hpp"
@@ -49,8 +49,8 @@ using I32 = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cp
 // verdict, as `qtransit check --codec` does); were one to, it is not the caller's mistake, so it is a
 // RuntimeError rather than a ValueError.
 [[noreturn]] void raise(const qt::Error& e) {
-    if (e.code == qt::ErrorCode::kCodec) throw std::runtime_error(qt::cli::one_line(e.message));
-    throw nb::value_error(qt::cli::one_line(e.message).c_str());
+    if (e.code == qt::ErrorCode::kCodec) throw std::runtime_error(qt::one_line(e.message));
+    throw nb::value_error(qt::one_line(e.message).c_str());
 }
 template <class T>
 T take(qt::Result<T> r) {
@@ -245,13 +245,13 @@ std::string formats_json(int64_t block) { return take(qt::gate::formats_json(blo
 
 nb::dict quantize(const std::string& fmt, F32 x, std::vector<int64_t> shape, int64_t block, const std::string& nonfinite,
                   const std::string& rounding, uint64_t seed) {
-    qt::cli::QuantizeArgs a;
+    qt::gate::QuantizeRequest a;
     a.format = fmt;
     a.block = block;
     a.nonfinite = nonfinite;
     a.rounding = rounding;
     a.seed = seed;
-    const auto setup = take(qt::cli::quantize_setup(a));
+    const auto setup = take(a.validate());
     // As `qtransit quantize` refuses it: a check of no elements would pass over nothing.
     if (x.size() == 0) raise(qt::make_error(qt::ErrorCode::kInvalidArgument, "x: the tensor has no elements"));
     qt::Site site;
@@ -275,13 +275,13 @@ nb::dict quantize(const std::string& fmt, F32 x, std::vector<int64_t> shape, int
 
 nb::dict verify_quantize(const std::string& fmt, F32 x, F32 decoded, std::optional<I32> codes, std::optional<nb::bytes> wire,
                          std::optional<F32> scales, std::optional<F32> offsets, int64_t block, int64_t shard, const std::string& conformance) {
-    qt::cli::VerifyQuantizeArgs a;
+    qt::gate::VerifyQuantizeRequest a;
     a.format = fmt;
     a.block = block;
     a.shard = shard;
     a.conformance = conformance;
     if (offsets) a.offsets = "offsets";
-    const auto setup = take(qt::cli::verify_quantize_setup(a));
+    const auto setup = take(a.validate());
     if (decoded.shape(0) != x.shape(0))
         throw nb::value_error(("decoded: " + std::to_string(decoded.shape(0)) + " elements, but x has " + std::to_string(x.shape(0)) +
                                " (the decoded values have the input's shape)").c_str());
@@ -323,7 +323,7 @@ nb::dict verify_quantize(const std::string& fmt, F32 x, F32 decoded, std::option
 nb::dict verify_collective(const std::string& path, const std::string& fmt, F32x2 inputs, F32x2 outputs, const std::string& output_dtype,
                            int64_t ranks_per_node, int64_t block, const std::string& accum, const std::string& target,
                            const std::string& conformance, std::vector<int64_t> ring_order) {
-    qt::cli::VerifyCollectiveArgs a;
+    qt::gate::VerifyCollectiveRequest a;
     a.path = path;
     a.format = fmt;
     a.ranks = static_cast<int64_t>(inputs.shape(0));
@@ -333,7 +333,7 @@ nb::dict verify_collective(const std::string& path, const std::string& fmt, F32x
     a.target = target;
     a.conformance = conformance;
     a.ring_order = ring_order;
-    auto spec = take(qt::cli::verify_collective_spec(a));
+    auto spec = take(a.validate());
     const int64_t n = a.ranks, m = static_cast<int64_t>(inputs.shape(1));
     spec.config.elements = m;
     spec.output_dtype = output_dtype == "fp16" ? qt::gate::OutputDtype::kFp16
@@ -374,7 +374,7 @@ nb::dict simulate(std::vector<std::string> paths, std::vector<int64_t> ranks, in
     // A codec written in Python (encode and decode adapted by qtransit._codec): it runs every Q and D
     // of the paths, as --codec's library does. It outlives the outcome (declared first).
     std::unique_ptr<PyCodec> py;
-    qt::cli::SimulateArgs a;
+    qt::gate::SimulateRequest a;
     if (!encode.is_none()) {
         py = make_codec(fmt, std::move(encode), std::move(decode), codec_name, 1, 0, 1, dtype);
         a.codec_object = take(qt::kernels::PluginCodec::from_descriptor(&py->desc, "python:" + codec_name));
@@ -399,10 +399,10 @@ nb::dict simulate(std::vector<std::string> paths, std::vector<int64_t> ranks, in
         in.shape = {static_cast<int64_t>(inputs->shape(0)), static_cast<int64_t>(inputs->shape(1))};
         in.data.assign(inputs->data(), inputs->data() + inputs->size());
     }
-    std::unique_ptr<qt::cli::SimulateOutcome> o;
+    std::unique_ptr<qt::gate::SimulateOutcome> o;
     {
         nb::gil_scoped_release nogil;
-        o = take(qt::cli::simulate(a, inputs ? &in : nullptr));
+        o = take(qt::gate::simulate(a, inputs ? &in : nullptr));
         a.codec_object.reset();
     }
     nb::dict d;
@@ -417,8 +417,8 @@ nb::dict simulate(std::vector<std::string> paths, std::vector<int64_t> ranks, in
 }
 
 // check's options as the command's (config_text in place of reading the file `source` names).
-qt::cli::CheckArgs check_args(const std::string& config_text, const std::string& source, bool quick, const std::string& conformance) {
-    qt::cli::CheckArgs a;
+qt::gate::CheckRequest check_args(const std::string& config_text, const std::string& source, bool quick, const std::string& conformance) {
+    qt::gate::CheckRequest a;
     a.config_text = config_text;
     a.config = source;
     a.quick = quick;
@@ -427,9 +427,9 @@ qt::cli::CheckArgs check_args(const std::string& config_text, const std::string&
 }
 
 Report check(const std::string& config_text, const std::string& source, bool quick, const std::string& conformance, const std::string& codec) {
-    qt::cli::CheckArgs a = check_args(config_text, source, quick, conformance);
+    qt::gate::CheckRequest a = check_args(config_text, source, quick, conformance);
     a.codec = codec;
-    auto cfg = take(qt::cli::check_config(a));
+    auto cfg = take(a.validate());
     Report rep;
     nb::gil_scoped_release nogil;
     rep.r = take(qt::gate::run_gate(cfg, {}));
@@ -443,7 +443,7 @@ Report check_codec(const std::string& fmt, nb::object encode, nb::object decode,
     Report rep;
     {
         auto codec = take(qt::kernels::PluginCodec::from_descriptor(&py->desc, "python:" + name));
-        auto cfg = take(qt::cli::check_config(check_args(config_text, source, quick, conformance), codec));
+        auto cfg = take(check_args(config_text, source, quick, conformance).validate(codec));
         codec.reset();
         nb::gil_scoped_release nogil;
         rep.r = take(qt::gate::run_gate(cfg, {}));

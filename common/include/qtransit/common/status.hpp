@@ -76,6 +76,9 @@ struct Site {
 // A name a user or a plugin gave, fit for a one-line message: control characters escaped (\n, \t,
 // \xNN) and anything past `max` bytes cut, with the count of what was cut.
 std::string printable(std::string_view s, size_t max = 200);
+// A message on one line, as the command prints it: control characters escaped (\n, \t, \xNN) and
+// cut to 1,000 bytes around the middle.
+std::string one_line(const std::string& message);
 
 // "tensor 'input' rank 3 element 17" (rank omitted when < 0).
 std::string describe(const Site& site, int64_t local_index);

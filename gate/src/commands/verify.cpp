@@ -1,21 +1,21 @@
 // `qtransit verify collective`: a collective computed elsewhere (its inputs and what every rank held
 // after it, dumped as .npy or .safetensors, one file or one per rank) judged against the path in
 // exact arithmetic (gate/verify_run.hpp). Under `--backend mpi` each process reads only its own
-// chunks' slices and the verdicts are combined on rank 0.
+// chunks' slices and the verdicts are combined on rank 0. `qtransit verify quantize`: one
+// quantization done elsewhere (decoded values, and codes, scales, offsets when given) against the
+// reference.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <optional>
-#include <thread>
 #include <filesystem>
 #include <functional>
 #include <map>
 
-#include "commands.hpp"
+#include "qtransit/gate/commands.hpp"
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/common/decl_toml.hpp"
 #include "qtransit/common/text_file.hpp"
@@ -27,7 +27,7 @@
 #include "qtransit/reports/files.hpp"
 #include "qtransit/version.hpp"
 
-namespace qtransit::cli {
+namespace qtransit::gate {
 namespace {
 
 namespace mpi = collectives::mpi;
@@ -37,8 +37,6 @@ std::string shape_text(const std::vector<int64_t>& s) {
     return out + "]";
 }
 
-// One file's tensor as rows of `cols` values: a per-rank file holds one row ([cols] or [1, cols]),
-// a whole file N rows ([N, cols]). want_cols < 0: any (the inputs, which say what M is).
 // One file's tensor as rows of `cols` values: a per-rank file holds one row ([cols] or [1, cols]),
 // a whole file N rows ([N, cols]). want_cols < 0: any (the inputs, which say what M is). With a range,
 // only the flat elements [first, first + count) are read (the shape is still the file's).
@@ -54,11 +52,6 @@ Result<kernels::NpyArray> read_rows(const std::string& file, const kernels::Tens
         return make_error(ErrorCode::kBadFile, file + ": shape " + shape_text(s) + ", but " + expect);
     return a;
 }
-
-struct Loaded {
-    int64_t m = 0;
-    gate::OutputDtype out_dtype = gate::OutputDtype::kFp32;
-};
 
 // A whole binary file (the packed wire codes), its size checked against the memory there is.
 Result<std::vector<uint8_t>> read_file_bytes(const std::string& path) {
@@ -104,18 +97,19 @@ bool is_npy_file(const std::string& file) {
     return got == sizeof magic && std::memcmp(magic, "\x93NUMPY", sizeof magic) == 0;
 }
 
-gate::OutputDtype dtype_of(kernels::NpyDtype d) {
+OutputDtype dtype_of(kernels::NpyDtype d) {
     switch (d) {
-        case kernels::NpyDtype::kFloat16: return gate::OutputDtype::kFp16;
-        case kernels::NpyDtype::kBfloat16: return gate::OutputDtype::kBf16;
-        default: return gate::OutputDtype::kFp32;
+        case kernels::NpyDtype::kFloat16: return OutputDtype::kFp16;
+        case kernels::NpyDtype::kBfloat16: return OutputDtype::kBf16;
+        default: return OutputDtype::kFp32;
     }
 }
 
 }  // namespace
 
-Result<gate::CollectiveVerifySpec> verify_collective_spec(const VerifyCollectiveArgs& a) {
-    gate::CollectiveVerifySpec spec;
+Result<CollectiveVerifySpec> VerifyCollectiveRequest::validate() const {
+    const VerifyCollectiveRequest& a = *this;
+    CollectiveVerifySpec spec;
     auto path = parse_path(a.path);
     if (!path) return make_error(ErrorCode::kInvalidArgument, path.error().message);
     spec.config.path = *path;
@@ -134,7 +128,7 @@ Result<gate::CollectiveVerifySpec> verify_collective_spec(const VerifyCollective
     spec.mean = a.target == "mean";
     spec.ring_order = a.ring_order;
     if (!a.conformance.empty()) {
-        auto t = gate::parse_tier(a.conformance);
+        auto t = parse_tier(a.conformance);
         if (!t) return make_error(ErrorCode::kInvalidArgument, "--conformance: " + t.error().message);
         spec.asked = *t;
     }
@@ -151,21 +145,19 @@ Result<gate::CollectiveVerifySpec> verify_collective_spec(const VerifyCollective
     return spec;
 }
 
-int run_verify_collective(const VerifyCollectiveArgs& a) {
+Result<Printed> verify_collective(const VerifyCollectiveRequest& a) {
     // ---- options, before any file is read ---------------------------------------------------------
+    // Under mpi every process parsed the same arguments; a user error is said once, by rank 0 (the
+    // same Error on every rank).
+    auto refuse = [](const std::string& msg) { return make_error(ErrorCode::kInvalidArgument, msg); };
     const bool on_mpi = a.backend == "mpi";
     if (a.backend != "cpu" && !on_mpi)
-        return fail("--backend " + a.backend + ": verify runs on cpu (one process) or mpi (one process per rank, under mpirun)");
-    if (on_mpi && !mpi::active()) return fail("--backend mpi needs a launcher: run it as mpirun -np P qtransit verify collective ...");
+        return refuse("--backend " + a.backend + ": verify runs on cpu (one process) or mpi (one process per rank, under mpirun)");
+    if (on_mpi && !mpi::active()) return refuse("--backend mpi needs a launcher: run it as mpirun -np P qtransit verify collective ...");
     const int me = on_mpi ? mpi::rank() : 0, procs = on_mpi ? mpi::size() : 1;
     const bool speaker = me == 0;
-    // Under mpi every process parsed the same arguments; a user error is said once, by rank 0.
-    auto refuse = [&](const std::string& msg) {
-        if (speaker) return fail(msg);
-        return kExitUsage;
-    };
 
-    auto spec_or = verify_collective_spec(a);
+    auto spec_or = a.validate();
     if (!spec_or) return refuse(spec_or.error().message);
     // Where the reports go, before any file is read: rank 0 writes them, and every rank learns its verdict.
     // The directory is locked from here to the end, and the previous set removed (ReportRun).
@@ -180,7 +172,7 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
         if (on_mpi) bad_dir = mpi::first_error(bad_dir);
         if (!bad_dir.empty()) return refuse(bad_dir);
     }
-    gate::CollectiveVerifySpec spec = std::move(*spec_or);
+    CollectiveVerifySpec spec = std::move(*spec_or);
     const auto path = &spec.config.path;
     const int64_t n = a.ranks;
     const bool in_split = has_rank_field(a.inputs), out_split = has_rank_field(a.outputs);
@@ -220,13 +212,13 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
     // ---- read: every chunk's inputs and outputs this process checks --------------------------------
     // Per chunk c: the inputs of every rank over its range, and what the ranks hold there.
     struct Held {
-        gate::ChunkTensors t;
+        ChunkTensors t;
         std::vector<float> in, out;
     };
     std::map<int64_t, Held> held;
     std::string problem;
     int64_t m = -1;
-    gate::OutputDtype out_dtype = gate::OutputDtype::kFp32;
+    OutputDtype out_dtype = OutputDtype::kFp32;
     auto inputs_expect = [&](bool one) {
         return one ? std::string("a per-rank inputs file holds that rank's M elements: [M] or [1, M]")
                    : "the inputs are [N, M] with N = " + std::to_string(n) + " (row r: rank r's input)";
@@ -249,11 +241,11 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
     auto setup = [&]() -> Status {
         auto start_chunks = [&]() -> Status {
             spec.config.elements = m;
-            if (auto st = gate::check_spec(spec); !st) return st;
+            if (auto st = check_spec(spec); !st) return st;
             double bytes = 0;
             for (int64_t c : mine) {
                 Held h;
-                h.t = gate::chunk_layout(spec.config, c);
+                h.t = chunk_layout(spec.config, c);
                 const int64_t w = h.t.in_hi - h.t.in_lo;
                 bytes += 4.0 * (static_cast<double>(n * w) + static_cast<double>(h.t.out_ranks.size()) * static_cast<double>(h.t.out_hi - h.t.out_lo));
                 held.emplace(c, std::move(h));
@@ -434,9 +426,9 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
 
     // ---- check ---------------------------------------------------------------------------------------
     const auto started = std::chrono::steady_clock::now();
-    gate::CollectiveVerification total;
+    CollectiveVerification total;
     {
-        std::vector<gate::ChunkTensors> chunks;
+        std::vector<ChunkTensors> chunks;
         for (auto& [c, h] : held) {
             h.t.in = h.in.data();
             h.t.in_stride = h.t.in_hi - h.t.in_lo;
@@ -444,55 +436,46 @@ int run_verify_collective(const VerifyCollectiveArgs& a) {
             h.t.out_stride = h.t.out_hi - h.t.out_lo;
             chunks.push_back(h.t);
         }
-        auto acc = gate::verify_chunks(spec, chunks);  // none (more processes than ranks): an empty partial
+        auto acc = verify_chunks(spec, chunks);  // none (more processes than ranks): an empty partial
         std::string err = acc ? std::string() : acc.error().message;
         if (on_mpi) err = mpi::first_error(err);
         if (!err.empty()) return refuse(err);
         if (on_mpi) {
-            auto all = gate::combine_over_ranks(*acc);
-            if (!all) return fail(all.error());
+            auto all = combine_over_ranks(*acc);
+            if (!all) return all.error();
             total = std::move(*all);
         } else {
             total = std::move(*acc);
         }
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (!speaker) return total.holds() ? kExitOk : kExitCheckFailed;
+    Printed p;
+    p.passed = total.holds();
+    if (!speaker) return p;
 
     // ---- say it ----------------------------------------------------------------------------------------
-    const std::string text = gate::summary_text(total);
     if (!a.report_dir.empty()) {
         const reports::GateResult r =
-            gate::verify_collective_report("verify collective --inputs " + a.inputs + " --outputs " + a.outputs, seconds, total);
-        if (auto st = report_run->commit(reports::report_files(r)); !st) return fail(st.error());
+            verify_collective_report("verify collective --inputs " + a.inputs + " --outputs " + a.outputs, seconds, total);
+        if (auto st = report_run->commit(reports::report_files(r)); !st) return st.error();
     }
     if (a.json) {
-        std::printf("%s\n", gate::to_json(total).dump(2).c_str());
+        p.out = to_json(total).dump(2) + "\n";
     } else {
-        std::fputs(text.c_str(), stdout);
-        if (!a.report_dir.empty()) std::printf("(reports in %s)\n", a.report_dir.c_str());
+        p.out = summary_text(total);
+        if (!a.report_dir.empty()) p.out += "(reports in " + a.report_dir + ")\n";
     }
     if (!total.holds()) {
         const auto& t = total.tiers[static_cast<size_t>(total.asked)];
-        if (!t.holds) std::fprintf(stderr, "qtransit: verify: %s violated: %s\n", gate::to_string(total.asked), one_line(t.first).c_str());
+        if (!t.holds) p.complaints.push_back(std::string("verify: ") + to_string(total.asked) + " violated: " + one_line(t.first));
         if (total.same_bits_applies && !total.same_bits)
-            std::fprintf(stderr, "qtransit: verify: the ranks do not hold the same bits: %s\n", one_line(total.same_bits_first).c_str());
-        return kExitCheckFailed;
+            p.complaints.push_back("verify: the ranks do not hold the same bits: " + one_line(total.same_bits_first));
     }
-    return kExitOk;
+    return p;
 }
 
-}  // namespace qtransit::cli
-
-namespace qtransit::cli {
-namespace {
-Result<std::vector<uint8_t>> read_file_bytes(const std::string& path);
-std::string unreadable(const std::string& file);
-bool is_npy_file(const std::string& file);
-std::string shape_text(const std::vector<int64_t>& s);
-}
-
-Result<VerifyQuantizeSetup> verify_quantize_setup(const VerifyQuantizeArgs& a) {
+Result<VerifyQuantizeSetup> VerifyQuantizeRequest::validate() const {
+    const VerifyQuantizeRequest& a = *this;
     auto format = resolve_format(a.format);
     if (!format) return format.error();
     if (auto st = format->check_block(a.block); !st) return make_error(st.error().code, "--block: " + st.error().message);
@@ -504,42 +487,42 @@ Result<VerifyQuantizeSetup> verify_quantize_setup(const VerifyQuantizeArgs& a) {
     return VerifyQuantizeSetup{*format, *conf};
 }
 
-int run_verify_quantize(const VerifyQuantizeArgs& a) {
-    auto setup = verify_quantize_setup(a);
-    if (!setup) return fail(setup.error());
+Result<Printed> verify_quantize(const VerifyQuantizeRequest& a) {
+    auto setup = a.validate();
+    if (!setup) return setup.error();
     const FormatSpec* format = &setup->format;
     const kernels::Conformance* conf = &setup->conformance;
     std::optional<reports::ReportRun> report_run;
     if (!a.report_dir.empty()) {
         auto r = reports::ReportRun::begin(a.report_dir, reports::report_file_names());
-        if (!r) return fail(r.error());
+        if (!r) return r.error();
         report_run.emplace(std::move(*r));
     }
     for (const std::string* f : {&a.in, &a.decoded, &a.codes, &a.scales, &a.offsets})
         if (!f->empty())
-            if (const std::string why = unreadable(*f); !why.empty()) return fail(why);
+            if (const std::string why = unreadable(*f); !why.empty()) return make_error(ErrorCode::kBadFile, why);
 
     auto x = kernels::read_tensor(a.in, {a.tensor, a.dtype, true});
-    if (!x) return fail(x.error());
+    if (!x) return x.error();
     auto y = kernels::read_tensor(a.decoded, {a.decoded_tensor, a.dtype, true});
-    if (!y) return fail(y.error());
+    if (!y) return y.error();
     if (y->shape != x->shape)
-        return fail(a.decoded + ": shape " + shape_text(y->shape) + ", but the input " + a.in + " is " + shape_text(x->shape) +
+        return make_error(ErrorCode::kBadFile, a.decoded + ": shape " + shape_text(y->shape) + ", but the input " + a.in + " is " + shape_text(x->shape) +
                     " (the decoded values have the input's shape)");
-    gate::RunQuantization run;
+    RunQuantization run;
     run.decoded = y->data;
     if (!a.codes.empty()) {
         if (is_npy_file(a.codes)) {
             auto c = kernels::read_npy_integers(a.codes);
-            if (!c) return fail(c.error());
+            if (!c) return c.error();
             if (c->elements() != x->elements())
-                return fail(a.codes + ": shape " + shape_text(c->shape) + ", but the input is " + shape_text(x->shape) +
+                return make_error(ErrorCode::kBadFile, a.codes + ": shape " + shape_text(c->shape) + ", but the input is " + shape_text(x->shape) +
                             " (one code per element)");
             run.has_codes = true;
             run.codes.assign(c->data.begin(), c->data.end());
         } else {
             auto bytes = read_file_bytes(a.codes);
-            if (!bytes) return fail(bytes.error());
+            if (!bytes) return bytes.error();
             run.has_wire = true;
             run.wire_codes = std::move(*bytes);
         }
@@ -552,36 +535,35 @@ int run_verify_quantize(const VerifyQuantizeArgs& a) {
         flag = true;
         return Status::Ok();
     };
-    if (auto st = floats(a.scales, run.scales, run.has_scales); !st) return fail(st.error());
-    if (auto st = floats(a.offsets, run.offsets, run.has_offsets); !st) return fail(st.error());
+    if (auto st = floats(a.scales, run.scales, run.has_scales); !st) return st.error();
+    if (auto st = floats(a.offsets, run.offsets, run.has_offsets); !st) return st.error();
 
     const auto started = std::chrono::steady_clock::now();
-    auto r = gate::run_check(*format, x->data, a.block, a.shard, run, *conf);
+    auto r = run_check(*format, x->data, a.block, a.shard, run, *conf);
     if (!r) {
         std::string msg = r.error().message;
         for (auto [what, file] : {std::pair{"decoded", a.decoded}, std::pair{"codes", a.codes}, std::pair{"scales", a.scales},
                                   std::pair{"offsets", a.offsets}})
             if (msg.starts_with(what)) msg = file + ": " + msg;  // name the file the count or code came from
-        return fail(msg);
+        return make_error(ErrorCode::kBadFile, msg);
     }
-    const gate::CodecCheck& c = *r;
+    const CodecCheck& c = *r;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    const std::string text = gate::verify_quantize_text(*format, a.block, c, run, x->data, *conf,
+    const std::string text = verify_quantize_text(*format, a.block, c, run, x->data, *conf,
                                                         {a.in, a.decoded, a.codes, a.scales, a.offsets});
-    const nlohmann::json j = gate::verify_quantize_json(*format, a.block, c, run, *conf);
+    const nlohmann::json j = verify_quantize_json(*format, a.block, c, run, *conf);
     if (!a.report_dir.empty()) {
-        const reports::GateResult rep = gate::verify_quantize_report("verify quantize --in " + a.in + " --decoded " + a.decoded, seconds,
+        const reports::GateResult rep = verify_quantize_report("verify quantize --in " + a.in + " --decoded " + a.decoded, seconds,
                                                                      *format, a.block, c, *conf, j, text);
-        if (auto st = report_run->commit(reports::report_files(rep)); !st) return fail(st.error());
+        if (auto st = report_run->commit(reports::report_files(rep)); !st) return st.error();
     }
-    if (a.json) std::printf("%s\n", j.dump(2).c_str());
-    else std::fputs(text.c_str(), stdout);
-    if (!c.conforms) {
-        std::fprintf(stderr, "qtransit: verify: %s violated: %s\n", kernels::to_string(*conf),
-                     one_line(*conf == kernels::Conformance::kExact ? c.first_difference : c.violation).c_str());
-        return kExitCheckFailed;
-    }
-    return kExitOk;
+    Printed p;
+    p.out = a.json ? j.dump(2) + "\n" : text;
+    if (!c.conforms)
+        p.complaints.push_back(std::string("verify: ") + kernels::to_string(*conf) + " violated: " +
+                               one_line(*conf == kernels::Conformance::kExact ? c.first_difference : c.violation));
+    p.passed = c.conforms;
+    return p;
 }
 
-}  // namespace qtransit::cli
+}  // namespace qtransit::gate

@@ -1,0 +1,79 @@
+// `qtransit survey`: run_survey over the formats and distributions asked for; a table (or the
+// JSON), survey.json and survey.md in the report directory.
+#include <algorithm>
+#include <filesystem>
+
+#include "printf.hpp"
+#include "qtransit/common/decl_toml.hpp"
+#include "qtransit/gate/commands.hpp"
+#include "qtransit/gate/survey.hpp"
+#include "qtransit/kernels/codec.hpp"
+#include "qtransit/reports/files.hpp"
+
+namespace qtransit::gate {
+
+Result<Printed> survey(const SurveyRequest& a, const Emit& emit, const std::function<void(int, int, const std::string&)>& progress) {
+    auto refuse = [](const std::string& m) { return make_error(ErrorCode::kInvalidArgument, m); };
+    SurveySpec spec;
+    spec.elements = a.elements;
+    spec.block = a.block;
+    spec.seed = a.seed;
+    if (a.formats.empty())
+        for (const auto& f : all_builtin_formats()) {
+            if (f.check_block(a.block).ok()) spec.formats.push_back(f);
+            else spec.skipped_formats.push_back(f.name());
+        }
+    for (const auto& name : a.formats) {
+        auto f = resolve_format(name);
+        if (!f) return f.error();
+        if (auto st = f->check_block(a.block); !st) return make_error(st.error().code, "--block: " + st.error().message);
+        if (std::find(spec.formats.begin(), spec.formats.end(), *f) != spec.formats.end()) return refuse("--format " + f->name() + " is named twice");
+        spec.formats.push_back(*f);
+    }
+    if (a.distributions.empty()) spec.dists = kernels::all_distributions();
+    for (const auto& name : a.distributions) {
+        auto d = kernels::parse_distribution(name);
+        if (!d) return d.error();
+        if (std::find(spec.dists.begin(), spec.dists.end(), *d) != spec.dists.end()) return refuse("--dist " + name + " is named twice");
+        spec.dists.push_back(*d);
+    }
+    if (auto st = kernels::validate_block(a.block); !st) return st.error();
+    namespace fs = std::filesystem;
+    auto report_run = reports::ReportRun::begin(a.report_dir, {"survey.json", "survey.md"});
+    if (!report_run) return report_run.error();
+
+    Printed p;
+    const Say say(emit, p.out);
+    if (!a.json)
+        say.f("%-10s %-12s %13s %11s %11s %9s %7s %10s\n", "format", "dist", "max|err|", "err/bound", "relRMS", "=ref", "bound", "requant");
+    spec.on_case = [&](int done, int total, const SurveyCase& c) {
+        if (a.json) {
+            if (progress) progress(done, total, c.format + " " + c.dist);
+        } else if (!c.refused.empty()) {
+            say.f("%-10s %-12s refused: %s\n", c.format.c_str(), c.dist.c_str(), c.refused.c_str());
+        } else {
+            say.f("%-10s %-12s %13.4g %11.4f %11.4g %9s %7s %10lld%s\n", c.format.c_str(), c.dist.c_str(), c.max_abs_error,
+                  c.max_error_to_bound, c.rel_rms_error, c.matches_reference ? "yes" : "NO", c.bound_holds ? "yes" : "NO",
+                  static_cast<long long>(c.requantized_codes_changed), c.pass ? "" : "   FAIL");
+        }
+    };
+    auto res = run_survey(spec);
+    if (!res) return res.error();
+    if (a.json && progress) progress(0, 0, "");
+
+    const auto report = survey_json(spec, *res);
+    const fs::path json_path = fs::path(a.report_dir) / "survey.json", md_path = fs::path(a.report_dir) / "survey.md";
+    if (auto st = report_run->commit({{"survey.json", report.dump(2) + "\n"}, {"survey.md", survey_markdown(spec, *res)}}); !st)
+        return st.error();
+    if (a.json) say(report.dump(2) + "\n");
+    else say.f("%zu case(s), %d failing. Report: %s and %s\n", res->cases.size(), res->failures, json_path.c_str(), md_path.c_str());
+    if (!spec.skipped_formats.empty() && !a.json) {
+        std::string names;
+        for (const auto& n : spec.skipped_formats) names += (names.empty() ? "" : ", ") + n;
+        say.f("not run at block %lld (their blocks are fixed at 32): %s\n", static_cast<long long>(a.block), names.c_str());
+    }
+    p.passed = res->failures == 0;
+    return p;
+}
+
+}  // namespace qtransit::gate
