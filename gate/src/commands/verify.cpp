@@ -145,15 +145,316 @@ Result<CollectiveVerifySpec> VerifyCollectiveRequest::validate() const {
     return spec;
 }
 
+namespace {
+
+// What one process of `verify collective` reads: the chunks it checks (all of them, or under mpi
+// chunk c on process c mod P), and for each the inputs of every rank over its range and what the
+// ranks hold there, read whole in one process (it needs all of it) or under mpi only the slices of
+// its chunks (read_tensor_slice: the rest of a file is not read).
+class CollectiveReader {
+public:
+    CollectiveReader(const VerifyCollectiveRequest& a, CollectiveVerifySpec& spec, int me, int procs, bool sliced)
+        : a_(a), spec_(spec), n_(a.ranks), sliced_(sliced), in_split_(has_rank_field(a.inputs)), out_split_(has_rank_field(a.outputs)),
+          rs_(path_info(spec.config.path).shape == PathShape::kReduceScatter),
+          out_tensor_(a.output_tensor.empty() ? a.tensor : a.output_tensor) {
+        for (int64_t c = me; c < n_; c += procs) mine_.push_back(c);
+    }
+    // The first file this process needs that cannot be opened, named ("" when all can), before any is read.
+    std::string missing() const;
+    // M from the inputs, the chunks laid out, every input and output this process needs read; the
+    // spec's elements and output dtype set.
+    Status read();
+    // The first outputs file read and its dtype (every rank's must have it); "" before one is read.
+    const std::string& first_file() const { return first_file_; }
+    kernels::NpyDtype first_dtype() const { return first_dtype_; }
+    // The first non-finite input met, chunk by chunk and rank by rank ("" when none).
+    std::string nonfinite_input() const;
+    // The held chunks as views for verify_chunks.
+    std::vector<ChunkTensors> chunks();
+
+private:
+    struct Held {
+        ChunkTensors t;
+        std::vector<float> in, out;
+    };
+    using Range = std::function<std::pair<int64_t, int64_t>(const Held&)>;
+    using Put = std::function<void(Held&, const float*)>;
+
+    // --dtype: what raw uint16 arrays hold (typed files say it themselves); --tensor: for .safetensors files.
+    kernels::TensorReadOptions opts(const std::string& file, const std::string& tensor) const {
+        return kernels::TensorReadOptions{kernels::is_safetensors_name(file) ? tensor : "", a_.dtype, true};
+    }
+    std::string inputs_expect(bool one) const {
+        return one ? std::string("a per-rank inputs file holds that rank's M elements: [M] or [1, M]")
+                   : "the inputs are [N, M] with N = " + std::to_string(n_) + " (row r: rank r's input)";
+    }
+    std::string outputs_expect(bool one) const {
+        const std::string pname = path_info(spec_.config.path).name;
+        const int64_t cols = rs_ ? m_ / n_ : m_;
+        const std::string what = rs_ ? "S = M / N = " + std::to_string(cols) + " elements of chunk c that rank c holds"
+                                     : "M = " + std::to_string(cols) + " elements every rank holds";
+        return pname + " with N = " + std::to_string(n_) + " and M = " + std::to_string(m_) + " leaves " +
+               (one ? shape_text({cols}) + " per rank (the " + what + ")" : shape_text({n_, cols}) + " (row c: the " + what + ")");
+    }
+    Status start_chunks();
+    Result<kernels::NpyDtype> gather(const std::string& file, const kernels::TensorReadOptions& o, int64_t rows_in_file, int64_t row,
+                                     int64_t cols, const std::string& expect, const Range& range_of, const Put& put,
+                                     const kernels::NpyArray* whole);
+    Status read_m(std::optional<kernels::NpyArray>& first_in);
+    Status read_inputs(std::optional<kernels::NpyArray>& first_in);
+    Status read_outputs();
+
+    const VerifyCollectiveRequest& a_;
+    CollectiveVerifySpec& spec_;
+    const int64_t n_;
+    const bool sliced_, in_split_, out_split_, rs_;
+    const std::string out_tensor_;
+    std::vector<int64_t> mine_;
+    std::map<int64_t, Held> held_;
+    int64_t m_ = -1;
+    std::string first_file_;
+    kernels::NpyDtype first_dtype_ = kernels::NpyDtype::kFloat32;
+};
+
+Error mixed_dtypes(const std::string& file, kernels::NpyDtype d, const std::string& first, kernels::NpyDtype d0) {
+    return make_error(ErrorCode::kBadFile, file + ": " + kernels::npy_dtype_name(d) + ", but " + first + " is " +
+                                               kernels::npy_dtype_name(d0) + ": every rank's outputs must have one dtype");
+}
+
+std::string CollectiveReader::missing() const {
+    std::string missing;
+    auto need = [&](const std::string& f) {
+        if (missing.empty()) missing = unreadable(f);
+    };
+    if (in_split_)
+        for (int64_t r = 0; r < n_; ++r) need(rank_file(a_.inputs, r));
+    else
+        need(a_.inputs);
+    if (out_split_) {
+        if (rs_)
+            for (int64_t c : mine_) need(rank_file(a_.outputs, c));
+        else
+            for (int64_t r = 0; r < n_; ++r) need(rank_file(a_.outputs, r));
+    } else {
+        need(a_.outputs);
+    }
+    return missing;
+}
+
+Status CollectiveReader::start_chunks() {
+    spec_.config.elements = m_;
+    if (auto st = check_spec(spec_); !st) return st;
+    double bytes = 0;
+    for (int64_t c : mine_) {
+        Held h;
+        h.t = chunk_layout(spec_.config, c);
+        const int64_t w = h.t.in_hi - h.t.in_lo;
+        bytes += 4.0 * (static_cast<double>(n_ * w) + static_cast<double>(h.t.out_ranks.size()) * static_cast<double>(h.t.out_hi - h.t.out_lo));
+        held_.emplace(c, std::move(h));
+    }
+    if (auto st = check_memory(bytes > 9e18 ? INT64_MAX : static_cast<int64_t>(bytes), "the chunks this process checks"); !st) return st;
+    for (auto& [c, h] : held_) {
+        h.in.assign(static_cast<size_t>(n_ * (h.t.in_hi - h.t.in_lo)), 0.0f);
+        h.out.assign(h.t.out_ranks.size() * static_cast<size_t>(h.t.out_hi - h.t.out_lo), 0.0f);
+    }
+    return Status::Ok();
+}
+
+// Copies row `row` of `file` (rows_in_file rows of `cols`) into every held chunk via `put`: from
+// `whole` when the file is in memory already, else read whole, else (sliced) each chunk's range.
+Result<kernels::NpyDtype> CollectiveReader::gather(const std::string& file, const kernels::TensorReadOptions& o, int64_t rows_in_file,
+                                                   int64_t row, int64_t cols, const std::string& expect, const Range& range_of,
+                                                   const Put& put, const kernels::NpyArray* whole) {
+    if (whole) {
+        for (auto& [c, h] : held_) {
+            const auto [lo, hi] = range_of(h);
+            if (hi > lo) put(h, whole->data.data() + row * cols + lo);
+        }
+        return whole->dtype;
+    }
+    if (!sliced_) {
+        auto x = read_rows(file, o, rows_in_file, cols, expect);
+        if (!x) return x.error();
+        for (auto& [c, h] : held_) {
+            const auto [lo, hi] = range_of(h);
+            if (hi > lo) put(h, x->data.data() + row * cols + lo);
+        }
+        return x->dtype;
+    }
+    kernels::NpyDtype d = kernels::NpyDtype::kFloat32;
+    for (auto& [c, h] : held_) {
+        const auto [lo, hi] = range_of(h);
+        if (hi <= lo) continue;
+        auto x = read_rows(file, o, rows_in_file, cols, expect, std::pair{row * cols + lo, hi - lo});
+        if (!x) return x.error();
+        put(h, x->data.data());
+        d = x->dtype;
+    }
+    return d;
+}
+
+// M: from the inputs' shape (a header read when slicing). A pipe or FIFO (--inputs <(...)) can be
+// read only once: in one process it is read whole here and that array is kept in first_in.
+Status CollectiveReader::read_m(std::optional<kernels::NpyArray>& first_in) {
+    const std::string f0 = in_split_ ? rank_file(a_.inputs, 0) : a_.inputs;
+    std::error_code ec;
+    const bool once = !sliced_ && !std::filesystem::is_regular_file(f0, ec);
+    auto x = once ? read_rows(f0, opts(a_.inputs, a_.tensor), in_split_ ? 1 : n_, -1, inputs_expect(in_split_))
+                  : read_rows(f0, opts(a_.inputs, a_.tensor), in_split_ ? 1 : n_, -1, inputs_expect(in_split_), std::pair<int64_t, int64_t>{0, 0});
+    if (!x) return x.error();
+    if (once) first_in = std::move(*x);
+    const kernels::NpyArray* header = once ? &*first_in : &*x;
+    m_ = header->shape.back();
+    // M is the inputs' row length: what is wrong with it is said of that file (not of an
+    // --elements option verify does not have), before any data is read.
+    const std::string bad_m = f0 + ": shape " + shape_text(header->shape) + ": ";
+    if (m_ < 1) return make_error(ErrorCode::kBadFile, bad_m + "each rank's inputs hold no elements (M = 0); M must be at least 1");
+    if (m_ > kMaxElements)
+        return make_error(ErrorCode::kBadFile, bad_m + "M = " + std::to_string(m_) + " elements per rank is past the limit of 2^30 = 1073741824");
+    if (m_ % n_ != 0)
+        return make_error(ErrorCode::kBadFile, bad_m + "M = " + std::to_string(m_) + " elements per rank is not divisible by N = " +
+                                                   std::to_string(n_) + " ranks (each rank's shard is M / N elements)");
+    return start_chunks();
+}
+
+Status CollectiveReader::read_inputs(std::optional<kernels::NpyArray>& first_in) {
+    auto in_range = [](const Held& h) { return std::pair{h.t.in_lo, h.t.in_hi}; };
+    std::optional<kernels::NpyArray> whole_in;
+    if (!in_split_ && !sliced_) {
+        if (first_in) {
+            whole_in = std::move(first_in);
+        } else {
+            auto x = read_rows(a_.inputs, opts(a_.inputs, a_.tensor), n_, m_, inputs_expect(false));
+            if (!x) return x.error();
+            whole_in = std::move(*x);
+        }
+    }
+    for (int64_t r = 0; r < n_; ++r) {
+        auto put = [&, r](Held& h, const float* src) {
+            const int64_t w = h.t.in_hi - h.t.in_lo;
+            std::copy(src, src + w, h.in.begin() + r * w);
+        };
+        auto got = in_split_ ? gather(rank_file(a_.inputs, r), opts(a_.inputs, a_.tensor), 1, 0, m_,
+                                      inputs_expect(true) + ", and rank 0's has M = " + std::to_string(m_), in_range, put,
+                                      r == 0 && first_in ? &*first_in : nullptr)
+                             : gather(a_.inputs, opts(a_.inputs, a_.tensor), n_, r, m_, inputs_expect(false), in_range, put,
+                                      whole_in ? &*whole_in : nullptr);
+        if (!got) return got.error();
+    }
+    return Status::Ok();
+}
+
+// What each rank holds over each held chunk's output range.
+Status CollectiveReader::read_outputs() {
+    const int64_t cols = rs_ ? m_ / n_ : m_;
+    std::optional<kernels::NpyArray> whole_out;
+    if (!out_split_ && !sliced_) {
+        auto y = read_rows(a_.outputs, opts(a_.outputs, out_tensor_), n_, cols, outputs_expect(false));
+        if (!y) return y.error();
+        whole_out = std::move(*y);
+    }
+    for (int64_t r = 0; r < n_; ++r) {
+        auto out_range = [r](const Held& h) {
+            for (int64_t k : h.t.out_ranks)
+                if (k == r) return std::pair{h.t.out_lo, h.t.out_hi};
+            return std::pair<int64_t, int64_t>{0, 0};  // this chunk needs nothing of rank r
+        };
+        bool needed = false;
+        for (auto& [c, h] : held_) needed = needed || out_range(h).second > out_range(h).first;
+        if (!needed) continue;
+        auto put = [&, r](Held& h, const float* src) {
+            for (size_t k = 0; k < h.t.out_ranks.size(); ++k)
+                if (h.t.out_ranks[k] == r) {
+                    const int64_t w = h.t.out_hi - h.t.out_lo;
+                    std::copy(src, src + w, h.out.begin() + static_cast<int64_t>(k) * w);
+                }
+        };
+        auto got = out_split_ ? gather(rank_file(a_.outputs, r), opts(a_.outputs, out_tensor_), 1, 0, cols, outputs_expect(true), out_range, put,
+                                       nullptr)
+                              : gather(a_.outputs, opts(a_.outputs, out_tensor_), n_, r, cols, outputs_expect(false), out_range, put,
+                                       whole_out ? &*whole_out : nullptr);
+        if (!got) return got.error();
+        // One dtype for every rank's outputs: the tolerance is that dtype's, so a float32 file
+        // judged with a bfloat16 file's rounding would pass what float32 does not allow.
+        const std::string file = out_split_ ? rank_file(a_.outputs, r) : a_.outputs;
+        if (first_file_.empty()) {
+            first_file_ = file;
+            first_dtype_ = *got;
+            spec_.output_dtype = dtype_of(*got);
+        } else if (*got != first_dtype_) {
+            return mixed_dtypes(file, *got, first_file_, first_dtype_);
+        }
+    }
+    return Status::Ok();
+}
+
+Status CollectiveReader::read() {
+    std::optional<kernels::NpyArray> first_in;  // the inputs (rank 0's under {rank}) when read whole by read_m
+    if (auto st = read_m(first_in); !st) return st;
+    if (auto st = read_inputs(first_in); !st) return st;
+    first_in.reset();
+    return read_outputs();
+}
+
+// A run's inputs are finite (a NaN or inf in what a rank contributed is a bad dump, not a finding).
+std::string CollectiveReader::nonfinite_input() const {
+    for (const auto& [c, h] : held_) {
+        const int64_t w = h.t.in_hi - h.t.in_lo;
+        for (int64_t r = 0; r < n_; ++r)
+            for (int64_t e = 0; e < w; ++e) {
+                const float v = h.in[static_cast<size_t>(r * w + e)];
+                if (std::isfinite(v)) continue;
+                return (in_split_ ? rank_file(a_.inputs, r) : a_.inputs) + ": rank " + std::to_string(r) + ", element " +
+                       std::to_string(h.t.in_lo + e) + " is " + shortest(v) + ": a run's inputs must be finite";
+            }
+    }
+    return "";
+}
+
+std::vector<ChunkTensors> CollectiveReader::chunks() {
+    std::vector<ChunkTensors> out;
+    for (auto& [c, h] : held_) {
+        h.t.in = h.in.data();
+        h.t.in_stride = h.t.in_hi - h.t.in_lo;
+        h.t.out = h.out.data();
+        h.t.out_stride = h.t.out_hi - h.t.out_lo;
+        out.push_back(h.t);
+    }
+    return out;
+}
+
+// Under mpi each process read only its own ranks' files: their outputs' dtypes compared across the
+// processes ("" when they agree); a process whose reading failed (`read`: false) offers none.
+std::string mixed_dtypes_over_ranks(const CollectiveReader& reader, bool read) {
+    const std::string mine = read && !reader.first_file().empty()
+                                 ? std::string(1, static_cast<char>('0' + static_cast<int>(reader.first_dtype()))) + reader.first_file()
+                                 : "";
+    auto all = mpi::allgather_strings(mine);
+    if (!all) return all.error().message;
+    const std::string* ref = nullptr;
+    for (const std::string& e : *all) {
+        if (e.empty()) continue;
+        if (!ref) ref = &e;
+        else if (e[0] != (*ref)[0]) {
+            auto dt = [](const std::string& x) { return static_cast<kernels::NpyDtype>(x[0] - '0'); };
+            return mixed_dtypes(e.substr(1), dt(e), ref->substr(1), dt(*ref)).message;
+        }
+    }
+    return "";
+}
+
+}  // namespace
+
 Result<Printed> verify_collective(const VerifyCollectiveRequest& a) {
     // ---- options, before any file is read ---------------------------------------------------------
     // Under mpi every process parsed the same arguments; a user error is said once, by rank 0 (the
-    // same Error on every rank).
+    // same Error on every rank: each problem is compared across the processes first).
     auto refuse = [](const std::string& msg) { return make_error(ErrorCode::kInvalidArgument, msg); };
     const bool on_mpi = a.backend == "mpi";
     if (a.backend != "cpu" && !on_mpi)
         return refuse("--backend " + a.backend + ": verify runs on cpu (one process) or mpi (one process per rank, under mpirun)");
     if (on_mpi && !mpi::active()) return refuse("--backend mpi needs a launcher: run it as mpirun -np P qtransit verify collective ...");
+    auto agreed = [on_mpi](const std::string& problem) { return on_mpi ? mpi::first_error(problem) : problem; };
     const int me = on_mpi ? mpi::rank() : 0, procs = on_mpi ? mpi::size() : 1;
     const bool speaker = me == 0;
 
@@ -169,277 +470,33 @@ Result<Printed> verify_collective(const VerifyCollectiveRequest& a) {
             if (!r) bad_dir = r.error().message;
             else report_run.emplace(std::move(*r));
         }
-        if (on_mpi) bad_dir = mpi::first_error(bad_dir);
-        if (!bad_dir.empty()) return refuse(bad_dir);
+        if (bad_dir = agreed(bad_dir); !bad_dir.empty()) return refuse(bad_dir);
     }
     CollectiveVerifySpec spec = std::move(*spec_or);
-    const auto path = &spec.config.path;
-    const int64_t n = a.ranks;
-    const bool in_split = has_rank_field(a.inputs), out_split = has_rank_field(a.outputs);
-    // --dtype: what raw uint16 arrays hold (typed files say it themselves); --tensor: for .safetensors files.
-    auto opts = [&](const std::string& file, const std::string& tensor) {
-        return kernels::TensorReadOptions{kernels::is_safetensors_name(file) ? tensor : "", a.dtype, true};
-    };
-    const std::string out_tensor = a.output_tensor.empty() ? a.tensor : a.output_tensor;
-    const bool rs = path_info(*path).shape == PathShape::kReduceScatter;
-
-    // The chunks this process checks: all of them, or under mpi chunk c on process c mod P.
-    std::vector<int64_t> mine;
-    for (int64_t c = me; c < n; c += procs) mine.push_back(c);
-
+    CollectiveReader reader(a, spec, me, procs, on_mpi);
     // Every file this process reads exists, before any is read (a missing rank file is named).
-    {
-        std::string missing;
-        auto need = [&](const std::string& f) {
-            if (missing.empty()) missing = unreadable(f);
-        };
-        if (in_split)
-            for (int64_t r = 0; r < n; ++r) need(rank_file(a.inputs, r));
-        else
-            need(a.inputs);
-        if (out_split) {
-            if (rs)
-                for (int64_t c : mine) need(rank_file(a.outputs, c));
-            else
-                for (int64_t r = 0; r < n; ++r) need(rank_file(a.outputs, r));
-        } else {
-            need(a.outputs);
-        }
-        if (on_mpi) missing = mpi::first_error(missing);
-        if (!missing.empty()) return refuse(missing + (in_split || out_split ? " (a per-rank file: {rank} is 0.." + std::to_string(n - 1) + ")" : ""));
-    }
+    if (const std::string missing = agreed(reader.missing()); !missing.empty())
+        return refuse(missing + (has_rank_field(a.inputs) || has_rank_field(a.outputs)
+                                     ? " (a per-rank file: {rank} is 0.." + std::to_string(a.ranks - 1) + ")"
+                                     : ""));
 
     // ---- read: every chunk's inputs and outputs this process checks --------------------------------
-    // Per chunk c: the inputs of every rank over its range, and what the ranks hold there.
-    struct Held {
-        ChunkTensors t;
-        std::vector<float> in, out;
-    };
-    std::map<int64_t, Held> held;
     std::string problem;
-    int64_t m = -1;
-    OutputDtype out_dtype = OutputDtype::kFp32;
-    auto inputs_expect = [&](bool one) {
-        return one ? std::string("a per-rank inputs file holds that rank's M elements: [M] or [1, M]")
-                   : "the inputs are [N, M] with N = " + std::to_string(n) + " (row r: rank r's input)";
-    };
-    auto outputs_expect = [&](bool one) {
-        const std::string pname = path_info(*path).name;
-        const int64_t cols = rs ? m / n : m;
-        const std::string what = rs ? "S = M / N = " + std::to_string(cols) + " elements of chunk c that rank c holds"
-                                    : "M = " + std::to_string(cols) + " elements every rank holds";
-        return pname + " with N = " + std::to_string(n) + " and M = " + std::to_string(m) + " leaves " +
-               (one ? shape_text({cols}) + " per rank (the " + what + ")"
-                    : shape_text({n, cols}) + " (row c: the " + what + ")");
-    };
-    std::string first_file;  // the first outputs file read, and its dtype (every rank's must have it)
-    kernels::NpyDtype first_dtype = kernels::NpyDtype::kFloat32;
-    auto mixed_dtypes = [](const std::string& file, kernels::NpyDtype d, const std::string& first, kernels::NpyDtype d0) {
-        return make_error(ErrorCode::kBadFile, file + ": " + kernels::npy_dtype_name(d) + ", but " + first + " is " +
-                                                   kernels::npy_dtype_name(d0) + ": every rank's outputs must have one dtype");
-    };
-    auto setup = [&]() -> Status {
-        auto start_chunks = [&]() -> Status {
-            spec.config.elements = m;
-            if (auto st = check_spec(spec); !st) return st;
-            double bytes = 0;
-            for (int64_t c : mine) {
-                Held h;
-                h.t = chunk_layout(spec.config, c);
-                const int64_t w = h.t.in_hi - h.t.in_lo;
-                bytes += 4.0 * (static_cast<double>(n * w) + static_cast<double>(h.t.out_ranks.size()) * static_cast<double>(h.t.out_hi - h.t.out_lo));
-                held.emplace(c, std::move(h));
-            }
-            if (auto st = check_memory(bytes > 9e18 ? INT64_MAX : static_cast<int64_t>(bytes), "the chunks this process checks"); !st) return st;
-            for (auto& [c, h] : held) {
-                h.in.assign(static_cast<size_t>(n * (h.t.in_hi - h.t.in_lo)), 0.0f);
-                h.out.assign(h.t.out_ranks.size() * static_cast<size_t>(h.t.out_hi - h.t.out_lo), 0.0f);
-            }
-            return Status::Ok();
-        };
-        // Every (file, row) this process needs, read whole in one process (it needs all of it), or under
-        // mpi only the slices of its chunks (read_tensor_slice: the rest of the file is not read).
-        const bool sliced = on_mpi;
-        // Copies row r of `file` (rows_in_file rows; its row `row`) into every held chunk via `put`.
-        auto gather = [&](const std::string& file, const kernels::TensorReadOptions& o, int64_t rows_in_file, int64_t row, int64_t want_cols,
-                          const std::string& expect, const std::function<std::pair<int64_t, int64_t>(const Held&)>& range_of,
-                          const std::function<void(Held&, const float*)>& put, const kernels::NpyArray* whole) -> Result<kernels::NpyDtype> {
-            const int64_t cols = want_cols;
-            if (whole) {  // the file is in memory already
-                for (auto& [c, h] : held) {
-                    const auto [lo, hi] = range_of(h);
-                    if (hi > lo) put(h, whole->data.data() + row * cols + lo);
-                }
-                return whole->dtype;
-            }
-            if (!sliced) {
-                auto x = read_rows(file, o, rows_in_file, cols, expect);
-                if (!x) return x.error();
-                for (auto& [c, h] : held) {
-                    const auto [lo, hi] = range_of(h);
-                    if (hi > lo) put(h, x->data.data() + row * cols + lo);
-                }
-                return x->dtype;
-            }
-            kernels::NpyDtype d = kernels::NpyDtype::kFloat32;
-            for (auto& [c, h] : held) {
-                const auto [lo, hi] = range_of(h);
-                if (hi <= lo) continue;
-                auto x = read_rows(file, o, rows_in_file, cols, expect, std::pair{row * cols + lo, hi - lo});
-                if (!x) return x.error();
-                put(h, x->data.data());
-                d = x->dtype;
-            }
-            return d;
-        };
-        // M: from the inputs' shape (a header read when slicing). A pipe or FIFO (--inputs <(...)) can
-        // be read only once: in one process it is read whole here and that array is kept.
-        std::optional<kernels::NpyArray> first_in;  // the inputs (rank 0's under {rank}) when read whole here
-        {
-            const std::string f0 = in_split ? rank_file(a.inputs, 0) : a.inputs;
-            std::error_code ec;
-            const bool once = !sliced && !std::filesystem::is_regular_file(f0, ec);
-            auto x = once ? read_rows(f0, opts(a.inputs, a.tensor), in_split ? 1 : n, -1, inputs_expect(in_split))
-                          : read_rows(f0, opts(a.inputs, a.tensor), in_split ? 1 : n, -1, inputs_expect(in_split),
-                                      std::pair<int64_t, int64_t>{0, 0});
-            if (!x) return x.error();
-            if (once) first_in = std::move(*x);
-            const kernels::NpyArray* header = once ? &*first_in : &*x;
-            m = header->shape.back();
-            // M is the inputs' row length: what is wrong with it is said of that file (not of an
-            // --elements option verify does not have), before any data is read.
-            const std::string bad_m = f0 + ": shape " + shape_text(header->shape) + ": ";
-            if (m < 1) return make_error(ErrorCode::kBadFile, bad_m + "each rank's inputs hold no elements (M = 0); M must be at least 1");
-            if (m > kMaxElements)
-                return make_error(ErrorCode::kBadFile, bad_m + "M = " + std::to_string(m) +
-                                                           " elements per rank is past the limit of 2^30 = 1073741824");
-            if (m % n != 0)
-                return make_error(ErrorCode::kBadFile, bad_m + "M = " + std::to_string(m) + " elements per rank is not divisible by N = " +
-                                                           std::to_string(n) + " ranks (each rank's shard is M / N elements)");
-            if (auto st = start_chunks(); !st) return st;
-        }
-        auto in_range = [](const Held& h) { return std::pair{h.t.in_lo, h.t.in_hi}; };
-        std::optional<kernels::NpyArray> whole_in;
-        if (!in_split && !sliced) {
-            if (first_in) {
-                whole_in = std::move(first_in);
-            } else {
-                auto x = read_rows(a.inputs, opts(a.inputs, a.tensor), n, m, inputs_expect(false));
-                if (!x) return x.error();
-                whole_in = std::move(*x);
-            }
-        }
-        for (int64_t r = 0; r < n; ++r) {
-            auto put = [&, r](Held& h, const float* src) {
-                const int64_t w = h.t.in_hi - h.t.in_lo;
-                std::copy(src, src + w, h.in.begin() + r * w);
-            };
-            auto got = in_split ? gather(rank_file(a.inputs, r), opts(a.inputs, a.tensor), 1, 0, m,
-                                         inputs_expect(true) + ", and rank 0's has M = " + std::to_string(m), in_range, put,
-                                         r == 0 && first_in ? &*first_in : nullptr)
-                                : gather(a.inputs, opts(a.inputs, a.tensor), n, r, m, inputs_expect(false), in_range, put,
-                                         whole_in ? &*whole_in : nullptr);
-            if (!got) return got.error();
-        }
-        whole_in.reset();
-        first_in.reset();
-        // Outputs: what each rank holds over each held chunk's output range.
-        const int64_t cols = rs ? m / n : m;
-        std::optional<kernels::NpyArray> whole_out;
-        if (!out_split && !sliced) {
-            auto y = read_rows(a.outputs, opts(a.outputs, out_tensor), n, cols, outputs_expect(false));
-            if (!y) return y.error();
-            whole_out = std::move(*y);
-        }
-        for (int64_t r = 0; r < n; ++r) {
-            auto out_range = [r](const Held& h) {
-                for (int64_t k : h.t.out_ranks)
-                    if (k == r) return std::pair{h.t.out_lo, h.t.out_hi};
-                return std::pair<int64_t, int64_t>{0, 0};  // this chunk needs nothing of rank r
-            };
-            bool needed = false;
-            for (auto& [c, h] : held) needed = needed || out_range(h).second > out_range(h).first;
-            if (!needed) continue;
-            auto put = [&, r](Held& h, const float* src) {
-                for (size_t k = 0; k < h.t.out_ranks.size(); ++k)
-                    if (h.t.out_ranks[k] == r) {
-                        const int64_t w = h.t.out_hi - h.t.out_lo;
-                        std::copy(src, src + w, h.out.begin() + static_cast<int64_t>(k) * w);
-                    }
-            };
-            auto got = out_split ? gather(rank_file(a.outputs, r), opts(a.outputs, out_tensor), 1, 0, cols, outputs_expect(true), out_range,
-                                          put, nullptr)
-                                 : gather(a.outputs, opts(a.outputs, out_tensor), n, r, cols, outputs_expect(false), out_range, put,
-                                          whole_out ? &*whole_out : nullptr);
-            if (!got) return got.error();
-            // One dtype for every rank's outputs: the tolerance is that dtype's, so a float32 file
-            // judged with a bfloat16 file's rounding would pass what float32 does not allow.
-            const std::string file = out_split ? rank_file(a.outputs, r) : a.outputs;
-            if (first_file.empty()) {
-                first_file = file;
-                first_dtype = *got;
-                out_dtype = dtype_of(*got);
-            } else if (*got != first_dtype) {
-                return mixed_dtypes(file, *got, first_file, first_dtype);
-            }
-        }
-        spec.output_dtype = out_dtype;
-        return Status::Ok();
-    };
-    if (auto st = setup(); !st) problem = st.error().message;
-    // Under mpi each process read only its own ranks' files: their dtypes are compared across processes.
-    if (on_mpi && out_split) {
-        const std::string mine_first = problem.empty() && !first_file.empty() ? std::string(1, static_cast<char>('0' + static_cast<int>(first_dtype))) + first_file : "";
-        auto all = mpi::allgather_strings(mine_first);
-        if (!all) {
-            if (problem.empty()) problem = all.error().message;
-        } else if (problem.empty()) {
-            const std::string* ref = nullptr;
-            for (const std::string& e : *all) {
-                if (e.empty()) continue;
-                if (!ref) ref = &e;
-                else if (e[0] != (*ref)[0]) {
-                    auto dt = [](const std::string& x) { return static_cast<kernels::NpyDtype>(x[0] - '0'); };
-                    problem = mixed_dtypes(e.substr(1), dt(e), ref->substr(1), dt(*ref)).message;
-                    break;
-                }
-            }
-        }
+    if (auto st = reader.read(); !st) problem = st.error().message;
+    if (on_mpi && has_rank_field(a.outputs)) {
+        const std::string mixed = mixed_dtypes_over_ranks(reader, problem.empty());
+        if (problem.empty()) problem = mixed;
     }
-    // A run's inputs are finite (a NaN or inf in what a rank contributed is a bad dump, not a
-    // finding): the first one met, chunk by chunk and rank by rank, is named.
-    if (problem.empty())
-        for (const auto& [c, h] : held) {
-            const int64_t w = h.t.in_hi - h.t.in_lo;
-            for (int64_t r = 0; r < n && problem.empty(); ++r)
-                for (int64_t e = 0; e < w; ++e) {
-                    const float v = h.in[static_cast<size_t>(r * w + e)];
-                    if (std::isfinite(v)) continue;
-                    problem = (in_split ? rank_file(a.inputs, r) : a.inputs) + ": rank " + std::to_string(r) + ", element " +
-                              std::to_string(h.t.in_lo + e) + " is " + shortest(v) + ": a run's inputs must be finite";
-                    break;
-                }
-            if (!problem.empty()) break;
-        }
-    if (on_mpi) problem = mpi::first_error(problem);
-    if (!problem.empty()) return refuse(problem);
+    // The first non-finite input met, chunk by chunk and rank by rank, is named.
+    if (problem.empty()) problem = reader.nonfinite_input();
+    if (problem = agreed(problem); !problem.empty()) return refuse(problem);
 
     // ---- check ---------------------------------------------------------------------------------------
     const auto started = std::chrono::steady_clock::now();
     CollectiveVerification total;
     {
-        std::vector<ChunkTensors> chunks;
-        for (auto& [c, h] : held) {
-            h.t.in = h.in.data();
-            h.t.in_stride = h.t.in_hi - h.t.in_lo;
-            h.t.out = h.out.data();
-            h.t.out_stride = h.t.out_hi - h.t.out_lo;
-            chunks.push_back(h.t);
-        }
-        auto acc = verify_chunks(spec, chunks);  // none (more processes than ranks): an empty partial
-        std::string err = acc ? std::string() : acc.error().message;
-        if (on_mpi) err = mpi::first_error(err);
-        if (!err.empty()) return refuse(err);
+        auto acc = verify_chunks(spec, reader.chunks());  // none (more processes than ranks): an empty partial
+        if (const std::string err = agreed(acc ? std::string() : acc.error().message); !err.empty()) return refuse(err);
         if (on_mpi) {
             auto all = combine_over_ranks(*acc);
             if (!all) return all.error();
