@@ -55,198 +55,236 @@ using qtransit::cli::non_negative;
 using qtransit::cli::seed_value;
 using qtransit::cli::thread_count;
 
+// What the command line fills: one request per command (gate/commands.hpp).
+struct Requests {
+    bool info_json = false;
+    qtransit::gate::FormatsRequest formats;
+    std::string show_target;
+    qtransit::gate::FormatsValidateRequest validate;
+    qtransit::gate::QuantizeRequest quantize;
+    qtransit::gate::BenchRequest bench;
+    qtransit::gate::SurveyRequest survey;
+    qtransit::gate::SimulateRequest simulate;
+    qtransit::gate::CheckRequest check;
+    qtransit::gate::VerifyQuantizeRequest verify_quantize;
+    qtransit::gate::VerifyCollectiveRequest verify_collective;
+};
+// Its subcommands, to see which one ran.
+struct Commands {
+    CLI::App *info = nullptr, *formats = nullptr, *formats_show = nullptr, *formats_validate = nullptr, *quantize = nullptr,
+             *bench = nullptr, *survey = nullptr, *simulate = nullptr, *check = nullptr, *verify = nullptr, *verify_quantize = nullptr,
+             *verify_collective = nullptr;
+};
+
+const std::string kBackendHelp =
+    "Where the values are computed and the messages travel: cpu (in process), device (every rank on one GPU), "
+    "nccl (one rank per GPU: one process for every visible GPU, or under mpirun/srun one process per rank and "
+    "GPU), mpi (one process per rank, under mpirun)";
+
+// `info`'s options, into its request.
+void add_info(CLI::App& app, Requests& r, Commands& c) {
+    c.info = app.add_subcommand("info", "Version, build features (CUDA archs, NCCL), GPUs visible now");
+    c.info->add_flag("--json", r.info_json, "Print one JSON object");
+}
+
+// `formats`, `formats show` and `formats validate`: their options, into their requests.
+void add_formats(CLI::App& app, Requests& r, Commands& c) {
+    c.formats = app.add_subcommand("formats", "List the formats: bits per element, metadata and wire bytes");
+    c.formats->add_option("--block", r.formats.block, "Block size for the wire-byte column")->check(fits_int64)->capture_default_str();
+    c.formats->add_flag("--json", r.formats.json, "Print JSON");
+    c.formats_show = c.formats->add_subcommand(
+        "show", "Print the TOML declaration of a format (built-in, or a .toml file); it parses back to the same format");
+    c.formats_show->add_option("format", r.show_target, "Format name or FILE.toml")->required();
+    c.formats_validate = c.formats->add_subcommand(
+        "validate", "Check a declaration (FILE.toml), then every generic property and every path on it next to built-in "
+                    "formats; writes the gate's reports. Exit 0 all promised properties and bounds hold, 1 one fails, 2 bad file");
+    c.formats_validate->add_option("file", r.validate.file, "The declaration, FILE.toml (with --codec: may be left out)");
+    c.formats_validate->add_option("--codec", r.validate.codec, "A codec plugin (.so, docs/PLUGIN.md) of the format: every property and path runs it");
+    c.formats_validate->add_option("--report-dir", r.validate.report_dir, "Where the reports go")->capture_default_str();
+    c.formats_validate->add_option("--seed", r.validate.seed, "Inputs' seed (and stochastic rounding's keys)")->check(seed_value)->capture_default_str();
+    c.formats_validate->add_flag("--quick", r.validate.quick, "Fewer blocks, ranks and elements (a few seconds)");
+}
+
+// `quantize`'s options, into its request.
+void add_quantize(CLI::App& app, Requests& r, Commands& c) {
+    c.quantize = app.add_subcommand(
+        "quantize", "Quantize a .npy tensor with the production kernel; check the bound exactly and the kernel "
+                    "against the reference bit for bit");
+    c.quantize->add_option("--format", r.quantize.format, "Format name (see `qtransit formats`) or a declaration FILE.toml (with --codec: may be left out)");
+    c.quantize->add_option("--codec", r.quantize.codec, "A codec plugin (.so, docs/PLUGIN.md) run in place of qtransit's kernel; its format is the format");
+    c.quantize->add_option("--conformance", r.quantize.conformance, "With --codec: exact (every bit) or bounded (every element within the format's bound)")
+        ->capture_default_str();
+    c.quantize->add_option("--shard", r.quantize.shard, "Blocks restart every SHARD elements (0: the whole tensor; must divide it)")
+        ->check(non_negative)->capture_default_str();
+    c.quantize->add_option("--rounding", r.quantize.rounding, "nearest (the format's own) or stochastic (its -sr twin)")
+        ->capture_default_str();
+    c.quantize->add_option("--seed", r.quantize.seed, "Stochastic rounding's key (replays exactly)")->check(seed_value)->capture_default_str();
+    c.quantize->add_option("--block", r.quantize.block, "Elements per quantization block (last block may be short)")
+        ->capture_default_str();
+    c.quantize->add_option("--in", r.quantize.in, "Input .npy (binary32 or binary16, any shape, C order)")->required();
+    c.quantize->add_option("--nonfinite", r.quantize.nonfinite, "NaN/inf policy: error (refuse) or propagate (poison block)")
+        ->capture_default_str();
+    c.quantize->add_flag("--json", r.quantize.json, "Print one JSON object with scales, codes, decoded values and the bound");
+    c.quantize->add_option("--out", r.quantize.out_dir,
+                         "Directory to write decoded.npy, codes.bin (packed wire codes), scales.npy, offsets.npy");
+    c.quantize->add_flag("--no-hunt", r.quantize.no_hunt,
+                       "With --codec: check the tensor only, not also the inputs generated at the format's boundaries "
+                       "(near-ties, scale boundaries, lengths, block sizes, canaries; a fraction of a second)");
+}
+
+// `bench`'s options, into its request.
+void add_bench(CLI::App& app, Requests& r, Commands& c) {
+    c.bench = app.add_subcommand(
+        "bench", "Encode/decode throughput of the CPU kernels as a ratio to memcpy measured in the same run");
+    c.bench->add_option("--mib", r.bench.mib, "Input size in MiB of binary32")->capture_default_str()->check(CLI::Range(1, 4096));
+    c.bench->add_option("--repeats", r.bench.repeats, "Timed repetitions (the median is reported)")
+        ->capture_default_str()->check(CLI::Range(1, 1000));
+    c.bench->add_option("--threads", r.bench.threads, "Threads for the multi-thread rows (0: all)")->check(thread_count)->capture_default_str();
+    c.bench->add_option("--block", r.bench.block, "Block size")->check(fits_int64)->capture_default_str();
+    c.bench->add_option("--format", r.bench.formats, "Formats, comma-separated (names or .toml declarations)")
+        ->delimiter(',')
+        ->capture_default_str();
+    c.bench->add_flag("--json", r.bench.json, "Print JSON");
+}
+
+// `survey`'s options, into its request.
+void add_survey(CLI::App& app, Requests& r, Commands& c) {
+    c.survey = app.add_subcommand(
+        "survey", "Quantize every format over every input distribution; verify kernels against the reference bit "
+                  "for bit and every element's error bound in exact arithmetic; write a report");
+    c.survey->add_option("--format", r.survey.formats, "Formats or declaration FILE.toml (default: every built-in)")->delimiter(',');
+    c.survey->add_option("--dist", r.survey.distributions, "Distributions (default: all)")->delimiter(',');
+    c.survey->add_option("--elements", r.survey.elements, "Elements per case")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+    c.survey->add_option("--block", r.survey.block, "Block size")->check(fits_int64)->capture_default_str();
+    c.survey->add_option("--seed", r.survey.seed, "Generator seed")->check(seed_value)->capture_default_str();
+    c.survey->add_option("--report-dir", r.survey.report_dir, "Where survey.json and survey.md go")->capture_default_str();
+    c.survey->add_flag("--json", r.survey.json, "Print the JSON report on stdout instead of the table");
+}
+
+// `simulate`'s options, into its request.
+void add_simulate(CLI::App& app, Requests& r, Commands& c) {
+    c.simulate = app.add_subcommand(
+        "simulate", "Run collective paths on simulated ranks; check every output element's error against its "
+                    "a-posteriori and a-priori bounds exactly; fit the error's growth with N");
+    c.simulate->add_option("--path", r.simulate.paths, "Paths, comma-separated, or all: " + qtransit::known_path_names())
+        ->required()->delimiter(',');
+    c.simulate->add_option("--ranks", r.simulate.ranks, "N, comma-separated for a sweep (e.g. 4,8,16)")->delimiter(',')->check(fits_int64);
+    c.simulate->add_option("--ranks-per-node", r.simulate.ranks_per_node, "G (default: 8 when it divides N, else N)")->check(non_negative);
+    c.simulate->add_option("--elements", r.simulate.elements, "M, elements per rank (M % N == 0)")->check(fits_int64);
+    c.simulate->add_option("--format", r.simulate.format, "Format name (see `qtransit formats`) or a declaration FILE.toml (with --codec, or with "
+                                                "only the unquantized bf16-/fp16- paths: may be left out)");
+    c.simulate->add_option("--codec", r.simulate.codec, "A codec plugin (.so, docs/PLUGIN.md) running every quantization and decode of the paths");
+    c.simulate->add_option("--rounding", r.simulate.rounding, "nearest (the format's own) or stochastic (its -sr twin, keyed by --seed)")
+        ->capture_default_str();
+    c.simulate->add_option("--block", r.simulate.block, "Quantization block size")->check(fits_int64)->capture_default_str();
+    c.simulate->add_option("--dist", r.simulate.dist, "Input distribution")->capture_default_str();
+    c.simulate->add_option("--seed", r.simulate.seed, "Generator seed, and stochastic rounding's key")->check(seed_value)->capture_default_str();
+    c.simulate->add_option("--accum", r.simulate.accum, "Accumulation: every add rounded to fp32, fp16 or bf16 (D11, D24); the bf16-/fp16- paths "
+                                              "sum in their own type (D26)")->capture_default_str();
+    c.simulate->add_option("--divide", r.simulate.divide, "Where a mean's 1/N goes on the reduce paths: none (the sum), pre (every input "
+                                                "divided by N in the path's element type, as DeepSpeed does) or post (the result "
+                                                "divided); the target is then the exact mean (D27)")->capture_default_str();
+    c.simulate->add_option("--rotation", r.simulate.rotation, "A rotated format's sums (int4-rht, ...): each-hop (every hop decodes and "
+                                                    "rotates back) or end-to-end (inputs rotated once, sums in the rotated "
+                                                    "domain, one inverse at the destination; ring-rs, a2a-rs, a2a-hier-rs, "
+                                                    "tree-rs) (D28)")->capture_default_str();
+    c.simulate->add_option("--in", r.simulate.in,
+                         "Inputs from a file of shape [N, M], one row per rank (.npy float32/float16/bfloat16, or .safetensors), "
+                         "or one [M] file per rank named with {rank} (in.{rank}.npy; under --backend mpi each process reads its own)");
+    c.simulate->add_option("--dump", r.simulate.dump, "Write the result (one path, one N) as .npy: [N, S] or [N, M]");
+    c.simulate->add_option("--threads", r.simulate.threads, "Worker threads (0: all)")->check(thread_count)->capture_default_str();
+    c.simulate->add_option("--backend", r.simulate.backend, kBackendHelp)->capture_default_str();
+    c.simulate->add_flag("--json", r.simulate.json, "Print {\"runs\": [...], \"fits\": [...]}");
+}
+
+// `check`'s options, into its request.
+void add_check(CLI::App& app, Requests& r, Commands& c) {
+    c.check = app.add_subcommand(
+        "check", "The numerics gate: every format, path, N and distribution of the gate checked exactly; named "
+                 "verdicts; reports (report.json, report.md, junit.xml, report.html). Exit 0 all pass, 1 one failed");
+    c.check->add_option("--config", r.check.config, "Gate config (TOML; default: the embedded default gate)");
+    c.check->add_option("--report-dir", r.check.report_dir, "Where the reports go")->capture_default_str();
+    c.check->add_option("--baseline", r.check.baseline, "A previous report.json: fail on a metric worse than it by more than the margin");
+    c.check->add_flag("--update-baseline", r.check.update_baseline, "Write this run's report.json to --baseline");
+    c.check->add_option("--junit", r.check.junit, "Also write the JUnit XML here");
+    c.check->add_option("--codec", r.check.codec, "A codec plugin (.so, docs/PLUGIN.md) run in place of qtransit's kernels, on its format only");
+    c.check->add_flag("--quick", r.check.quick,
+                    "The quick tier: the same formats, paths, rules and budgets at the config's two smallest N, M = their lcm "
+                    "x block, its first two distributions (the default gate: N = 8, 64, M = 2048, normal and heavy; seconds)");
+    c.check->add_option("--conformance", r.check.conformance, "exact (every bit, the default) or bounded (every element within the format's bound)");
+    c.check->add_option("--backend", r.check.backend,
+                      kBackendHelp + ". Under mpi (and nccl under mpirun) the gate's N must equal the number of "
+                                     "processes; rank 0 writes the reports")
+        ->capture_default_str();
+}
+
+// `verify quantize` and `verify collective`: their options, into their requests.
+void add_verify(CLI::App& app, Requests& r, Commands& c) {
+    c.verify = app.add_subcommand(
+        "verify", "Judge a run computed elsewhere (a framework's quantizer or collective) from its dumps, in exact arithmetic");
+    c.verify->require_subcommand(1);
+    c.verify_quantize = c.verify->add_subcommand(
+        "quantize", "One quantization done elsewhere: its decoded values (and codes, scales, offsets when given) against the "
+                    "reference bit for bit, every element's error against the format's bound. Exit 0 the conformance holds, 1 not, 2 bad input");
+    c.verify_quantize->add_option("--format", r.verify_quantize.format, "Format name (see `qtransit formats`) or a declaration FILE.toml")->required();
+    c.verify_quantize->add_option("--in", r.verify_quantize.in, "The input x: .npy (float32, float16, bfloat16) or .safetensors")->required();
+    c.verify_quantize->add_option("--decoded", r.verify_quantize.decoded, "What the run decoded, the input's shape")->required();
+    c.verify_quantize->add_option("--codes", r.verify_quantize.codes, "Its codes: packed wire bytes (.bin, `quantize --out`'s codes.bin) or one integer per element (.npy)");
+    c.verify_quantize->add_option("--scales", r.verify_quantize.scales, "Its per-block scales (.npy)");
+    c.verify_quantize->add_option("--offsets", r.verify_quantize.offsets, "Its per-block offsets (.npy; asym formats)");
+    c.verify_quantize->add_option("--block", r.verify_quantize.block, "Elements per quantization block")->check(fits_int64)->capture_default_str();
+    c.verify_quantize->add_option("--shard", r.verify_quantize.shard, "Blocks restart every SHARD elements (0: the whole tensor)")->check(non_negative)->capture_default_str();
+    c.verify_quantize->add_option("--conformance", r.verify_quantize.conformance, "exact (every bit) or bounded (every element within the format's bound)")
+        ->capture_default_str();
+    c.verify_quantize->add_option("--dtype", r.verify_quantize.dtype, "What a raw uint16 array holds: fp16 or bf16 (typed files say it themselves)");
+    c.verify_quantize->add_option("--tensor", r.verify_quantize.tensor, "The input's tensor name in a .safetensors file");
+    c.verify_quantize->add_option("--decoded-tensor", r.verify_quantize.decoded_tensor,
+                                "The decoded values' tensor name in a .safetensors file (default: its only tensor)");
+    c.verify_quantize->add_option("--report-dir", r.verify_quantize.report_dir, "Where the reports go (\"\": none)")->capture_default_str();
+    c.verify_quantize->add_flag("--json", r.verify_quantize.json, "Print one JSON object");
+
+    c.verify_collective = c.verify->add_subcommand(
+        "collective", "A collective run elsewhere: every output's exact error, judged in tiers exact (qtransit's schedule bit for "
+                      "bit), same-events (the same decoded contributions, any order of adds), bounded (the path's a-priori bound). "
+                      "Exit 0 the tier holds, 1 a violation, 2 bad input");
+    c.verify_collective->add_option("--path", r.verify_collective.path, "The path the run took: " + qtransit::known_path_names())->required();
+    c.verify_collective->add_option("--ranks", r.verify_collective.ranks, "N, the ranks of the run")->required()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+    c.verify_collective->add_option("--ranks-per-node", r.verify_collective.ranks_per_node, "G (default: 8 when it divides N, else N)")->check(non_negative);
+    c.verify_collective->add_option("--format", r.verify_collective.format, "The format the run quantized with")->required();
+    c.verify_collective->add_option("--inputs", r.verify_collective.inputs,
+                                  "What each rank contributed: one [N, M] file, or one [M] file per rank with {rank} in the name "
+                                  "(in.{rank}.npy); .npy or .safetensors")
+        ->required();
+    c.verify_collective->add_option("--outputs", r.verify_collective.outputs,
+                                  "What each rank held after: one file, [N, S] for a reduce-scatter (row c: chunk c on rank c) or [N, M], "
+                                  "or one file per rank with {rank}")
+        ->required();
+    c.verify_collective->add_option("--block", r.verify_collective.block, "Quantization block size")->check(fits_int64)->capture_default_str();
+    c.verify_collective->add_option("--accum", r.verify_collective.accum, "The run's accumulation: fp32, fp16 or bf16")->capture_default_str();
+    c.verify_collective->add_option("--target", r.verify_collective.target, "sum, or mean (the sum times 1/N; one division allowed at any stage)")->capture_default_str();
+    c.verify_collective->add_option("--ring-order", r.verify_collective.ring_order, "A ring path's order, as data flows (each rank sends to the next); default: the worst")
+        ->delimiter(',');
+    c.verify_collective->add_option("--conformance", r.verify_collective.conformance,
+                                  "exact, same-events or bounded (default: same-events where the path allows it, else bounded)");
+    c.verify_collective->add_option("--dtype", r.verify_collective.dtype, "What raw uint16 arrays hold: fp16 or bf16");
+    c.verify_collective->add_option("--tensor", r.verify_collective.tensor, "The tensor's name in .safetensors files");
+    c.verify_collective->add_option("--output-tensor", r.verify_collective.output_tensor, "The outputs' tensor name, when it differs from --tensor");
+    c.verify_collective->add_option("--report-dir", r.verify_collective.report_dir, "Where the reports go (\"\": none)")->capture_default_str();
+    c.verify_collective->add_flag("--json", r.verify_collective.json, "Print one JSON object");
+    c.verify_collective->add_option("--backend", r.verify_collective.backend,
+                                  "cpu (one process), or mpi (under mpirun: each process reads and checks its own chunks, rank 0 reports)")
+        ->capture_default_str();
+}
+
 int dispatch(int argc, char** argv) {
     using namespace qtransit::cli;
     CLI::App app{"qtransit: numerics verification for quantized collective communication.\n"
                  "Exit codes: 0 success, 1 a check failed, 2 bad invocation or input."};
     app.require_subcommand(1);
     app.set_version_flag("--version", std::string(QTRANSIT_VERSION));
-
-    bool info_json = false;
-    auto* info = app.add_subcommand("info", "Version, build features (CUDA archs, NCCL), GPUs visible now");
-    info->add_flag("--json", info_json, "Print one JSON object");
-
-    qtransit::gate::FormatsRequest fa;
-    auto* formats = app.add_subcommand("formats", "List the formats: bits per element, metadata and wire bytes");
-    formats->add_option("--block", fa.block, "Block size for the wire-byte column")->check(fits_int64)->capture_default_str();
-    formats->add_flag("--json", fa.json, "Print JSON");
-    std::string show_target;
-    auto* formats_show = formats->add_subcommand(
-        "show", "Print the TOML declaration of a format (built-in, or a .toml file); it parses back to the same format");
-    formats_show->add_option("format", show_target, "Format name or FILE.toml")->required();
-    qtransit::gate::FormatsValidateRequest va;
-    auto* formats_validate = formats->add_subcommand(
-        "validate", "Check a declaration (FILE.toml), then every generic property and every path on it next to built-in "
-                    "formats; writes the gate's reports. Exit 0 all promised properties and bounds hold, 1 one fails, 2 bad file");
-    formats_validate->add_option("file", va.file, "The declaration, FILE.toml (with --codec: may be left out)");
-    formats_validate->add_option("--codec", va.codec, "A codec plugin (.so, docs/PLUGIN.md) of the format: every property and path runs it");
-    formats_validate->add_option("--report-dir", va.report_dir, "Where the reports go")->capture_default_str();
-    formats_validate->add_option("--seed", va.seed, "Inputs' seed (and stochastic rounding's keys)")->check(seed_value)->capture_default_str();
-    formats_validate->add_flag("--quick", va.quick, "Fewer blocks, ranks and elements (a few seconds)");
-
-    qtransit::gate::QuantizeRequest qa;
-    auto* quantize = app.add_subcommand(
-        "quantize", "Quantize a .npy tensor with the production kernel; check the bound exactly and the kernel "
-                    "against the reference bit for bit");
-    quantize->add_option("--format", qa.format, "Format name (see `qtransit formats`) or a declaration FILE.toml (with --codec: may be left out)");
-    quantize->add_option("--codec", qa.codec, "A codec plugin (.so, docs/PLUGIN.md) run in place of qtransit's kernel; its format is the format");
-    quantize->add_option("--conformance", qa.conformance, "With --codec: exact (every bit) or bounded (every element within the format's bound)")
-        ->capture_default_str();
-    quantize->add_option("--shard", qa.shard, "Blocks restart every SHARD elements (0: the whole tensor; must divide it)")
-        ->check(non_negative)->capture_default_str();
-    quantize->add_option("--rounding", qa.rounding, "nearest (the format's own) or stochastic (its -sr twin)")
-        ->capture_default_str();
-    quantize->add_option("--seed", qa.seed, "Stochastic rounding's key (replays exactly)")->check(seed_value)->capture_default_str();
-    quantize->add_option("--block", qa.block, "Elements per quantization block (last block may be short)")
-        ->capture_default_str();
-    quantize->add_option("--in", qa.in, "Input .npy (binary32 or binary16, any shape, C order)")->required();
-    quantize->add_option("--nonfinite", qa.nonfinite, "NaN/inf policy: error (refuse) or propagate (poison block)")
-        ->capture_default_str();
-    quantize->add_flag("--json", qa.json, "Print one JSON object with scales, codes, decoded values and the bound");
-    quantize->add_option("--out", qa.out_dir,
-                         "Directory to write decoded.npy, codes.bin (packed wire codes), scales.npy, offsets.npy");
-    quantize->add_flag("--no-hunt", qa.no_hunt,
-                       "With --codec: check the tensor only, not also the inputs generated at the format's boundaries "
-                       "(near-ties, scale boundaries, lengths, block sizes, canaries; a fraction of a second)");
-
-    qtransit::gate::BenchRequest ba;
-    auto* bench = app.add_subcommand(
-        "bench", "Encode/decode throughput of the CPU kernels as a ratio to memcpy measured in the same run");
-    bench->add_option("--mib", ba.mib, "Input size in MiB of binary32")->capture_default_str()->check(CLI::Range(1, 4096));
-    bench->add_option("--repeats", ba.repeats, "Timed repetitions (the median is reported)")
-        ->capture_default_str()->check(CLI::Range(1, 1000));
-    bench->add_option("--threads", ba.threads, "Threads for the multi-thread rows (0: all)")->check(thread_count)->capture_default_str();
-    bench->add_option("--block", ba.block, "Block size")->check(fits_int64)->capture_default_str();
-    bench->add_option("--format", ba.formats, "Formats, comma-separated (names or .toml declarations)")
-        ->delimiter(',')
-        ->capture_default_str();
-    bench->add_flag("--json", ba.json, "Print JSON");
-
-    qtransit::gate::SurveyRequest sa;
-    auto* survey = app.add_subcommand(
-        "survey", "Quantize every format over every input distribution; verify kernels against the reference bit "
-                  "for bit and every element's error bound in exact arithmetic; write a report");
-    survey->add_option("--format", sa.formats, "Formats or declaration FILE.toml (default: every built-in)")->delimiter(',');
-    survey->add_option("--dist", sa.distributions, "Distributions (default: all)")->delimiter(',');
-    survey->add_option("--elements", sa.elements, "Elements per case")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-    survey->add_option("--block", sa.block, "Block size")->check(fits_int64)->capture_default_str();
-    survey->add_option("--seed", sa.seed, "Generator seed")->check(seed_value)->capture_default_str();
-    survey->add_option("--report-dir", sa.report_dir, "Where survey.json and survey.md go")->capture_default_str();
-    survey->add_flag("--json", sa.json, "Print the JSON report on stdout instead of the table");
-
-    qtransit::gate::SimulateRequest ma;
-    auto* simulate = app.add_subcommand(
-        "simulate", "Run collective paths on simulated ranks; check every output element's error against its "
-                    "a-posteriori and a-priori bounds exactly; fit the error's growth with N");
-    simulate->add_option("--path", ma.paths, "Paths, comma-separated, or all: " + qtransit::known_path_names())
-        ->required()->delimiter(',');
-    simulate->add_option("--ranks", ma.ranks, "N, comma-separated for a sweep (e.g. 4,8,16)")->delimiter(',')->check(fits_int64);
-    simulate->add_option("--ranks-per-node", ma.ranks_per_node, "G (default: 8 when it divides N, else N)")->check(non_negative);
-    simulate->add_option("--elements", ma.elements, "M, elements per rank (M % N == 0)")->check(fits_int64);
-    simulate->add_option("--format", ma.format, "Format name (see `qtransit formats`) or a declaration FILE.toml (with --codec, or with "
-                                                "only the unquantized bf16-/fp16- paths: may be left out)");
-    simulate->add_option("--codec", ma.codec, "A codec plugin (.so, docs/PLUGIN.md) running every quantization and decode of the paths");
-    simulate->add_option("--rounding", ma.rounding, "nearest (the format's own) or stochastic (its -sr twin, keyed by --seed)")
-        ->capture_default_str();
-    simulate->add_option("--block", ma.block, "Quantization block size")->check(fits_int64)->capture_default_str();
-    simulate->add_option("--dist", ma.dist, "Input distribution")->capture_default_str();
-    simulate->add_option("--seed", ma.seed, "Generator seed, and stochastic rounding's key")->check(seed_value)->capture_default_str();
-    simulate->add_option("--accum", ma.accum, "Accumulation: every add rounded to fp32, fp16 or bf16 (D11, D24); the bf16-/fp16- paths "
-                                              "sum in their own type (D26)")->capture_default_str();
-    simulate->add_option("--divide", ma.divide, "Where a mean's 1/N goes on the reduce paths: none (the sum), pre (every input "
-                                                "divided by N in the path's element type, as DeepSpeed does) or post (the result "
-                                                "divided); the target is then the exact mean (D27)")->capture_default_str();
-    simulate->add_option("--rotation", ma.rotation, "A rotated format's sums (int4-rht, ...): each-hop (every hop decodes and "
-                                                    "rotates back) or end-to-end (inputs rotated once, sums in the rotated "
-                                                    "domain, one inverse at the destination; ring-rs, a2a-rs, a2a-hier-rs, "
-                                                    "tree-rs) (D28)")->capture_default_str();
-    simulate->add_option("--in", ma.in,
-                         "Inputs from a file of shape [N, M], one row per rank (.npy float32/float16/bfloat16, or .safetensors), "
-                         "or one [M] file per rank named with {rank} (in.{rank}.npy; under --backend mpi each process reads its own)");
-    simulate->add_option("--dump", ma.dump, "Write the result (one path, one N) as .npy: [N, S] or [N, M]");
-    simulate->add_option("--threads", ma.threads, "Worker threads (0: all)")->check(thread_count)->capture_default_str();
-    const std::string backend_help =
-        "Where the values are computed and the messages travel: cpu (in process), device (every rank on one GPU), "
-        "nccl (one rank per GPU: one process for every visible GPU, or under mpirun/srun one process per rank and "
-        "GPU), mpi (one process per rank, under mpirun)";
-    simulate->add_option("--backend", ma.backend, backend_help)->capture_default_str();
-    simulate->add_flag("--json", ma.json, "Print {\"runs\": [...], \"fits\": [...]}");
-
-    qtransit::gate::CheckRequest ca;
-    auto* check = app.add_subcommand(
-        "check", "The numerics gate: every format, path, N and distribution of the gate checked exactly; named "
-                 "verdicts; reports (report.json, report.md, junit.xml, report.html). Exit 0 all pass, 1 one failed");
-    check->add_option("--config", ca.config, "Gate config (TOML; default: the embedded default gate)");
-    check->add_option("--report-dir", ca.report_dir, "Where the reports go")->capture_default_str();
-    check->add_option("--baseline", ca.baseline, "A previous report.json: fail on a metric worse than it by more than the margin");
-    check->add_flag("--update-baseline", ca.update_baseline, "Write this run's report.json to --baseline");
-    check->add_option("--junit", ca.junit, "Also write the JUnit XML here");
-    check->add_option("--codec", ca.codec, "A codec plugin (.so, docs/PLUGIN.md) run in place of qtransit's kernels, on its format only");
-    check->add_flag("--quick", ca.quick,
-                    "The quick tier: the same formats, paths, rules and budgets at the config's two smallest N, M = their lcm "
-                    "x block, its first two distributions (the default gate: N = 8, 64, M = 2048, normal and heavy; seconds)");
-    check->add_option("--conformance", ca.conformance, "exact (every bit, the default) or bounded (every element within the format's bound)");
-    check->add_option("--backend", ca.backend,
-                      backend_help + ". Under mpi (and nccl under mpirun) the gate's N must equal the number of "
-                                     "processes; rank 0 writes the reports")
-        ->capture_default_str();
-
-    auto* verify = app.add_subcommand(
-        "verify", "Judge a run computed elsewhere (a framework's quantizer or collective) from its dumps, in exact arithmetic");
-    verify->require_subcommand(1);
-    qtransit::gate::VerifyQuantizeRequest vq;
-    auto* verify_quantize = verify->add_subcommand(
-        "quantize", "One quantization done elsewhere: its decoded values (and codes, scales, offsets when given) against the "
-                    "reference bit for bit, every element's error against the format's bound. Exit 0 the conformance holds, 1 not, 2 bad input");
-    verify_quantize->add_option("--format", vq.format, "Format name (see `qtransit formats`) or a declaration FILE.toml")->required();
-    verify_quantize->add_option("--in", vq.in, "The input x: .npy (float32, float16, bfloat16) or .safetensors")->required();
-    verify_quantize->add_option("--decoded", vq.decoded, "What the run decoded, the input's shape")->required();
-    verify_quantize->add_option("--codes", vq.codes, "Its codes: packed wire bytes (.bin, `quantize --out`'s codes.bin) or one integer per element (.npy)");
-    verify_quantize->add_option("--scales", vq.scales, "Its per-block scales (.npy)");
-    verify_quantize->add_option("--offsets", vq.offsets, "Its per-block offsets (.npy; asym formats)");
-    verify_quantize->add_option("--block", vq.block, "Elements per quantization block")->check(fits_int64)->capture_default_str();
-    verify_quantize->add_option("--shard", vq.shard, "Blocks restart every SHARD elements (0: the whole tensor)")->check(non_negative)->capture_default_str();
-    verify_quantize->add_option("--conformance", vq.conformance, "exact (every bit) or bounded (every element within the format's bound)")
-        ->capture_default_str();
-    verify_quantize->add_option("--dtype", vq.dtype, "What a raw uint16 array holds: fp16 or bf16 (typed files say it themselves)");
-    verify_quantize->add_option("--tensor", vq.tensor, "The input's tensor name in a .safetensors file");
-    verify_quantize->add_option("--decoded-tensor", vq.decoded_tensor,
-                                "The decoded values' tensor name in a .safetensors file (default: its only tensor)");
-    verify_quantize->add_option("--report-dir", vq.report_dir, "Where the reports go (\"\": none)")->capture_default_str();
-    verify_quantize->add_flag("--json", vq.json, "Print one JSON object");
-
-    qtransit::gate::VerifyCollectiveRequest vc;
-    auto* verify_collective = verify->add_subcommand(
-        "collective", "A collective run elsewhere: every output's exact error, judged in tiers exact (qtransit's schedule bit for "
-                      "bit), same-events (the same decoded contributions, any order of adds), bounded (the path's a-priori bound). "
-                      "Exit 0 the tier holds, 1 a violation, 2 bad input");
-    verify_collective->add_option("--path", vc.path, "The path the run took: " + qtransit::known_path_names())->required();
-    verify_collective->add_option("--ranks", vc.ranks, "N, the ranks of the run")->required()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-    verify_collective->add_option("--ranks-per-node", vc.ranks_per_node, "G (default: 8 when it divides N, else N)")->check(non_negative);
-    verify_collective->add_option("--format", vc.format, "The format the run quantized with")->required();
-    verify_collective->add_option("--inputs", vc.inputs,
-                                  "What each rank contributed: one [N, M] file, or one [M] file per rank with {rank} in the name "
-                                  "(in.{rank}.npy); .npy or .safetensors")
-        ->required();
-    verify_collective->add_option("--outputs", vc.outputs,
-                                  "What each rank held after: one file, [N, S] for a reduce-scatter (row c: chunk c on rank c) or [N, M], "
-                                  "or one file per rank with {rank}")
-        ->required();
-    verify_collective->add_option("--block", vc.block, "Quantization block size")->check(fits_int64)->capture_default_str();
-    verify_collective->add_option("--accum", vc.accum, "The run's accumulation: fp32, fp16 or bf16")->capture_default_str();
-    verify_collective->add_option("--target", vc.target, "sum, or mean (the sum times 1/N; one division allowed at any stage)")->capture_default_str();
-    verify_collective->add_option("--ring-order", vc.ring_order, "A ring path's order, as data flows (each rank sends to the next); default: the worst")
-        ->delimiter(',');
-    verify_collective->add_option("--conformance", vc.conformance,
-                                  "exact, same-events or bounded (default: same-events where the path allows it, else bounded)");
-    verify_collective->add_option("--dtype", vc.dtype, "What raw uint16 arrays hold: fp16 or bf16");
-    verify_collective->add_option("--tensor", vc.tensor, "The tensor's name in .safetensors files");
-    verify_collective->add_option("--output-tensor", vc.output_tensor, "The outputs' tensor name, when it differs from --tensor");
-    verify_collective->add_option("--report-dir", vc.report_dir, "Where the reports go (\"\": none)")->capture_default_str();
-    verify_collective->add_flag("--json", vc.json, "Print one JSON object");
-    verify_collective->add_option("--backend", vc.backend,
-                                  "cpu (one process), or mpi (under mpirun: each process reads and checks its own chunks, rank 0 reports)")
-        ->capture_default_str();
+    Requests r;
+    Commands c;
+    for (auto add : {add_info, add_formats, add_quantize, add_bench, add_survey, add_simulate, add_check, add_verify}) add(app, r, c);
 
     // A first word that is no command (a typo): CLI11 would say only "A subcommand is required".
     if (argc > 1 && argv[1][0] != '-') {
@@ -285,17 +323,17 @@ int dispatch(int argc, char** argv) {
 
     namespace gate = qtransit::gate;
     const bool tty = isatty(fileno(stderr)) != 0;
-    if (*info) return finish(gate::info({info_json, allocator()}));
-    if (*formats_show) return finish(gate::formats_show(show_target));
-    if (*formats_validate) return finish(gate::formats_validate(va, to_stderr(), progress_printer(tty)));
-    if (*formats) return finish(gate::formats(fa));
-    if (*quantize) return finish(gate::quantize(qa));
-    if (*bench) return finish(gate::bench(ba, to_stdout()));
-    if (*survey) return finish(gate::survey(sa, to_stdout(), survey_progress(tty)));
-    if (*simulate) return run_simulate(ma);
-    if (*check) return finish(gate::check(ca, progress_printer(tty)), gate::speaker(ca.backend));
-    if (*verify_quantize) return finish(gate::verify_quantize(vq));
-    if (*verify_collective) return finish(gate::verify_collective(vc), vc.backend != "mpi" || qtransit::collectives::mpi::rank() == 0);
+    if (*c.info) return finish(gate::info({r.info_json, allocator()}));
+    if (*c.formats_show) return finish(gate::formats_show(r.show_target));
+    if (*c.formats_validate) return finish(gate::formats_validate(r.validate, to_stderr(), progress_printer(tty)));
+    if (*c.formats) return finish(gate::formats(r.formats));
+    if (*c.quantize) return finish(gate::quantize(r.quantize));
+    if (*c.bench) return finish(gate::bench(r.bench, to_stdout()));
+    if (*c.survey) return finish(gate::survey(r.survey, to_stdout(), survey_progress(tty)));
+    if (*c.simulate) return run_simulate(r.simulate);
+    if (*c.check) return finish(gate::check(r.check, progress_printer(tty)), gate::speaker(r.check.backend));
+    if (*c.verify_quantize) return finish(gate::verify_quantize(r.verify_quantize));
+    if (*c.verify_collective) return finish(gate::verify_collective(r.verify_collective), r.verify_collective.backend != "mpi" || qtransit::collectives::mpi::rank() == 0);
     return kExitUsage;
 }
 }  // namespace
