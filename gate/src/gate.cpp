@@ -186,9 +186,43 @@ Status check_gate_memory(const GateConfig& cfg) {
                         "the kernel check of M = " + std::to_string(cfg.elements) + " elements (gate.elements)");
 }
 
-Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& opt) {
-    if (auto st = check_gate_memory(cfg); !st) return st.error();
-    const auto t0 = std::chrono::steady_clock::now();
+namespace {
+
+// What runs for each (format, distribution): every quantized path but tree-rs at the gate's N,
+// tree-rs at tree_ranks. The 16-bit paths quantize nothing (D26): they run once per distribution,
+// with the first format, one group per type (an fp16 refusal does not take the bf16 runs with it),
+// and on the cpu backend when --backend is a device one, which has no 16-bit schedules yet. When
+// the gate sums (gate.divide = none) their ring reduce-scatters also run pre-divided, for the
+// comparison table (issue 18): with and without DeepSpeed's division.
+struct Part {
+    std::vector<PathKind> paths;
+    bool tree = false, typed = false;
+    Divide divide = Divide::kNone;
+    std::string type;  // typed: "bf16" or "fp16"
+};
+
+std::vector<Part> gate_parts(const GateConfig& cfg, bool tree) {
+    std::vector<Part> parts;
+    Part flat{{}, false, false, cfg.divide, ""};
+    for (auto p : cfg.paths)
+        if (!typed_path(p) && p != PathKind::kTreeRs) flat.paths.push_back(p);
+    parts.push_back(flat);
+    if (tree) parts.push_back(Part{{PathKind::kTreeRs}, true, false, cfg.divide, ""});
+    for (Accum t : {Accum::kBf16, Accum::kFp16}) {
+        Part all{{}, false, true, cfg.divide, to_string(t)}, pre{{}, false, true, Divide::kPre, to_string(t)};
+        for (auto p : cfg.paths)
+            if (typed_path(p) && path_info(p).element == t) {
+                all.paths.push_back(p);
+                if (path_info(p).shape == PathShape::kReduceScatter) pre.paths.push_back(p);
+            }
+        parts.push_back(all);
+        if (cfg.divide == Divide::kNone) parts.push_back(pre);
+    }
+    return parts;
+}
+
+// The result's header: what the gate is (formats, paths, N, M, ...), and its notes.
+reports::GateResult gate_header(const GateConfig& cfg, const GateOptions& opt, bool tree) {
     reports::GateResult res;
     res.version = QTRANSIT_VERSION;
     res.config_source = cfg.source;
@@ -205,37 +239,6 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
     res.accum = to_string(cfg.accum);
     res.divide = to_string(cfg.divide);
     res.baseline = opt.baseline_path;
-    const bool tree = std::find(cfg.paths.begin(), cfg.paths.end(), PathKind::kTreeRs) != cfg.paths.end();
-    // What runs for each (format, distribution): every quantized path but tree-rs at the gate's N,
-    // tree-rs at tree_ranks. The 16-bit paths quantize nothing (D26): they run once per
-    // distribution, with the first format, one group per type (an fp16 refusal does not take the
-    // bf16 runs with it), and on the cpu backend when --backend is a device one, which has no 16-bit
-    // schedules yet. When the gate sums (gate.divide = none) their ring reduce-scatters also run
-    // pre-divided, for the comparison table (issue 18): with and without DeepSpeed's division.
-    struct Part {
-        std::vector<PathKind> paths;
-        bool tree = false, typed = false;
-        Divide divide = Divide::kNone;
-        std::string type;  // typed: "bf16" or "fp16"
-    };
-    std::vector<Part> parts;
-    {
-        Part flat{{}, false, false, cfg.divide, ""};
-        for (auto p : cfg.paths)
-            if (!typed_path(p) && p != PathKind::kTreeRs) flat.paths.push_back(p);
-        parts.push_back(flat);
-        if (tree) parts.push_back(Part{{PathKind::kTreeRs}, true, false, cfg.divide, ""});
-        for (Accum t : {Accum::kBf16, Accum::kFp16}) {
-            Part all{{}, false, true, cfg.divide, to_string(t)}, pre{{}, false, true, Divide::kPre, to_string(t)};
-            for (auto p : cfg.paths)
-                if (typed_path(p) && path_info(p).element == t) {
-                    all.paths.push_back(p);
-                    if (path_info(p).shape == PathShape::kReduceScatter) pre.paths.push_back(p);
-                }
-            parts.push_back(all);
-            if (cfg.divide == Divide::kNone) parts.push_back(pre);
-        }
-    }
     if (tree) {
         res.tree_ranks = cfg.tree_ranks;
         if (cfg.tree_ranks != cfg.ranks) {
@@ -255,195 +258,251 @@ Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& o
                       "(equal to about 1e-15 relative)."
                 : std::string("The paths ran with --backend ") + b + ".");
     }
-
     if (cfg.codec)
         res.notes.push_back("The kernel under test is the codec " + cfg.codec->describe() + ", judged under " +
                             kernels::to_string(cfg.conformance) + " conformance, wherever the gate runs " + cfg.codec->format().name() + ".");
-    std::vector<Verdict> codec_failures;
+    return res;
+}
 
-    // Every format reads the same inputs of a distribution: generated once and kept (issue 16),
-    // when a table is at most kTableBytes; larger ones are generated again by every run, as before.
-    // One process per rank generates only its own rank's, as before.
-    constexpr int64_t kTableBytes = int64_t{128} << 20;
-    std::map<kernels::Distribution, std::shared_ptr<const collectives::GeneratedTable>> tables;
-    int64_t table_ranks = 0;
-    for (int64_t n : cfg.ranks) table_ranks = std::max(table_ranks, n);
-    if (tree)
-        for (int64_t n : cfg.tree_ranks) table_ranks = std::max(table_ranks, n);
-    const bool keep_tables = !one_process_per_rank(opt.backend) &&
-                             static_cast<double>(table_ranks) * static_cast<double>(cfg.elements) * 4 <= static_cast<double>(kTableBytes);
-    auto table_for = [&](kernels::Distribution d) -> std::shared_ptr<const collectives::GeneratedTable> {
-        if (!keep_tables) return nullptr;
-        auto& t = tables[d];
-        if (!t) t = std::make_shared<const collectives::GeneratedTable>(d, cfg.seed, table_ranks, cfg.elements);
+// One run of the gate: its result filled phase by phase (the kernels and paths per format and
+// distribution, the per-stage lists, the verdicts).
+class GateRunner {
+public:
+    GateRunner(const GateConfig& cfg, const GateOptions& opt)
+        : cfg_(cfg), opt_(opt), tree_(std::find(cfg.paths.begin(), cfg.paths.end(), PathKind::kTreeRs) != cfg.paths.end()),
+          parts_(gate_parts(cfg, tree_)), res_(gate_header(cfg, opt, tree_)), total_(cfg.formats.size() * cfg.dists.size()),
+          x_(static_cast<size_t>(cfg.elements)) {
+        // Every format reads the same inputs of a distribution: generated once and kept (issue 16),
+        // when a table is at most kTableBytes; larger ones are generated again by every run, as before.
+        // One process per rank generates only its own rank's, as before.
+        constexpr int64_t kTableBytes = int64_t{128} << 20;
+        for (int64_t n : cfg.ranks) table_ranks_ = std::max(table_ranks_, n);
+        if (tree_)
+            for (int64_t n : cfg.tree_ranks) table_ranks_ = std::max(table_ranks_, n);
+        keep_tables_ = !one_process_per_rank(opt.backend) &&
+                       static_cast<double>(table_ranks_) * static_cast<double>(cfg.elements) * 4 <= static_cast<double>(kTableBytes);
+    }
+
+    Status run_formats() {
+        for (const auto& f : cfg_.formats) {
+            edge_cases(f);
+            for (auto d : cfg_.dists)
+                if (auto st = run_distribution(f, d); !st) return st;
+        }
+        return Status::Ok();
+    }
+    Status run_staged();
+    reports::GateResult finish();
+
+private:
+    std::shared_ptr<const collectives::GeneratedTable> table_for(kernels::Distribution d) {
+        if (!keep_tables_) return nullptr;
+        auto& t = tables_[d];
+        if (!t) t = std::make_shared<const collectives::GeneratedTable>(d, cfg_.seed, table_ranks_, cfg_.elements);
         return t;
-    };
+    }
+    void edge_cases(const FormatSpec& f);
+    Status run_distribution(const FormatSpec& f, kernels::Distribution d);
+    // One part's sweep; false when the part ends the distribution (a refusal or a codec's failure).
+    Result<bool> run_part(const FormatSpec& f, kernels::Distribution d, const Part& part, const reports::FormatCheck& fc);
 
+    const GateConfig& cfg_;
+    const GateOptions& opt_;
+    const bool tree_;
+    const std::vector<Part> parts_;
+    reports::GateResult res_;
+    std::vector<Verdict> codec_failures_, staged_skips_;
+    std::map<kernels::Distribution, std::shared_ptr<const collectives::GeneratedTable>> tables_;
+    int64_t table_ranks_ = 0;
+    bool keep_tables_ = false;
     // The paths that quantize nothing (fp32-ring-rs) give the same run whatever the format: run with
     // the first format that runs them on a distribution (without a codec, which casts the inputs),
     // and taken from there by every later format (SweepSpec::reuse). Not with one process per rank,
     // whose runs carry their own timings.
-    std::map<kernels::Distribution, std::vector<RunRow>> plain_runs;
-    const bool reuse_plain = !one_process_per_rank(opt.backend);
+    std::map<kernels::Distribution, std::vector<RunRow>> plain_runs_;
+    const size_t total_;
+    size_t done_ = 0;
+    std::vector<float> x_;
+};
 
-    // ---- runs ------------------------------------------------------------------------------------
-    const size_t total = cfg.formats.size() * cfg.dists.size();
-    size_t done = 0;
-    std::vector<float> x(static_cast<size_t>(cfg.elements));
-    for (const auto& f : cfg.formats) {
-        const kernels::PluginCodec* codec = cfg.codec_for(f);
-        {  // the edge cases (codec_check.hpp), in shards whose length is not a multiple of the block
-            const EdgeTensor e = edge_tensor(f, cfg.block, cfg.seed);
-            auto fc = kernel_check(cfg, f, codec, "edge-cases", "edge-case input", e.x, e.shard, nullptr);
-            if (fc.refused.empty()) fc.gpu = "not run: the edge cases are checked on the CPU";
-            if (codec && cfg.long_codec_call && fc.refused.empty() && fc.cpu_mismatch.empty())
-                if (auto h = long_call_check(*codec, f, cfg.block, cfg.seed)) {
-                    fc.cpu_matches_reference = false;
-                    fc.cpu_mismatch = h->message;
-                    fc.input_class = h->input_class;
-                    if (cfg.conformance == kernels::Conformance::kExact) fc.conforms = false;
-                }
-            res.format_checks.push_back(fc);
+// The edge cases (codec_check.hpp), in shards whose length is not a multiple of the block.
+void GateRunner::edge_cases(const FormatSpec& f) {
+    const kernels::PluginCodec* codec = cfg_.codec_for(f);
+    const EdgeTensor e = edge_tensor(f, cfg_.block, cfg_.seed);
+    auto fc = kernel_check(cfg_, f, codec, "edge-cases", "edge-case input", e.x, e.shard, nullptr);
+    if (fc.refused.empty()) fc.gpu = "not run: the edge cases are checked on the CPU";
+    if (codec && cfg_.long_codec_call && fc.refused.empty() && fc.cpu_mismatch.empty())
+        if (auto h = long_call_check(*codec, f, cfg_.block, cfg_.seed)) {
+            fc.cpu_matches_reference = false;
+            fc.cpu_mismatch = h->message;
+            fc.input_class = h->input_class;
+            if (cfg_.conformance == kernels::Conformance::kExact) fc.conforms = false;
         }
-        for (auto d : cfg.dists) {
-            const auto g0 = std::chrono::steady_clock::now();
-            const std::string dist = kernels::to_string(d);
-            size_t runs_before = res.runs.size();
-            bool refused = false;
-            // The kernels on rank 0's input.
-            kernels::generate_span(d, cfg.seed, 0, 0, x);
-            std::optional<CodecCheck> cc;
-            const std::string tensor = dist + " input";
-            auto fc = kernel_check(cfg, f, codec, dist, tensor, x, cfg.elements, &cc);
-            if (cc)
-                fc.gpu = codec ? "not run: the codec is the kernel under test"
-                         : !cfg.gpu ? "not run: gate.gpu = false"
-                         : res.gpu_available ? gpu_compare(f, x, cfg.block, kernel_site(tensor), cfg.seed, *cc)
-                                             : "not run: no GPU answered";
-            res.format_checks.push_back(fc);
+    res_.format_checks.push_back(fc);
+}
 
-            // The paths (`parts` above).
-            for (const Part& part : parts) {
-                if (refused) break;
-                if (part.paths.empty() || (part.typed && &f != &cfg.formats.front())) continue;
-                SweepSpec spec = sweep_of(cfg, part.paths, part.tree ? cfg.tree_ranks : cfg.ranks, f, d);
-                spec.divide = part.divide;
-                spec.table = table_for(d);
-                spec.backend = part.typed && (opt.backend == collectives::Backend::kDevice || opt.backend == collectives::Backend::kNccl)
-                                   ? collectives::Backend::kCpu
-                                   : opt.backend;
-                if (codec && !part.typed) spec.codec = cfg.codec;
-                const bool plain_part = reuse_plain && !part.typed && !spec.codec && part.divide == cfg.divide;
-                if (plain_part && plain_runs.count(d)) spec.reuse = &plain_runs[d];
-                if (opt.progress)
-                    spec.on_group = [&, tree_part = part.tree](size_t i, size_t groups, int64_t n) {
-                        GateProgress p;
-                        p.group = done, p.groups = total, p.format = f.name(), p.dist = dist;
-                        p.tree = tree_part, p.n = n, p.step = i, p.steps = groups;
-                        opt.progress(p);
-                    };
-                auto sw = run_sweep(spec);
-                if (!sw && codec && !part.typed && (sw.error().code == ErrorCode::kCodec || sw.error().code == ErrorCode::kCuda)) {
-                    if (!fc.refused.empty()) {
-                        // The kernel check found this input refused by codec and reference alike: the
-                        // codec refusing it in a path is the specified outcome, reported as the built-in's is.
-                        res.refusals.push_back({f.name(), dist, sw.error().message});
-                    } else {
-                        // The user's codec failed inside a path: a finding about the codec, not a bad input.
-                        Verdict v;
-                        v.name = "codec-call/" + codec->name() + "/" + dist;
-                        v.category = "codec-call";
-                        v.status = reports::VerdictStatus::kFail;
-                        v.message = "a call into the codec failed while running the paths on " + dist + " inputs: " + sw.error().message;
-                        codec_failures.push_back(v);
-                    }
-                    refused = true;
-                    break;
-                }
-                if (!sw) {
-                    if (sw.error().code == ErrorCode::kRangeOverflow || sw.error().code == ErrorCode::kNonFinite) {
-                        // ds-int<b> refuses inputs beyond binary16 (docs/DECISIONS.md D3), an fp16 path one
-                        // fp16 cannot hold (D26): reported, not run. A 16-bit refusal leaves the format's runs be.
-                        res.refusals.push_back({part.typed ? part.type : f.name(), dist, sw.error().message});
-                        if (part.typed) continue;
-                        refused = true;
-                        break;
-                    }
-                    return sw.error();
-                }
-                for (const auto& r : sw->runs) res.runs.push_back(to_run(r, dist, cfg.seed));
-                if (plain_part && !spec.reuse)
-                    for (const auto& r : sw->runs)
-                        if (!path_info(r.config.path).quantized) plain_runs[d].push_back(r);
-                if (part.divide != cfg.divide) continue;  // one fit per (path, format, dist): the gate's own runs'
-                for (const auto& fit : sw->fits)
-                    res.fits.push_back({path_info(fit.path).name, part.typed ? part.type : f.name(), dist, fit.exponent, fit.points});
-            }
-            ++done;
-            if (opt.progress) {
-                GateProgress p;
-                p.group = done - 1, p.groups = total, p.format = f.name(), p.dist = dist, p.finished = true;
-                p.runs = res.runs.size() - runs_before;
-                p.refused = refused;
-                for (size_t i = runs_before; i < res.runs.size(); ++i) p.holds = p.holds && res.runs[i].bound_holds && res.runs[i].k_mismatches == 0;
-                p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - g0).count();
-                opt.progress(p);
-            }
+// The kernels on rank 0's input, then the paths (`parts_`).
+Status GateRunner::run_distribution(const FormatSpec& f, kernels::Distribution d) {
+    const kernels::PluginCodec* codec = cfg_.codec_for(f);
+    const auto g0 = std::chrono::steady_clock::now();
+    const std::string dist = kernels::to_string(d);
+    size_t runs_before = res_.runs.size();
+    bool refused = false;
+    kernels::generate_span(d, cfg_.seed, 0, 0, x_);
+    std::optional<CodecCheck> cc;
+    const std::string tensor = dist + " input";
+    auto fc = kernel_check(cfg_, f, codec, dist, tensor, x_, cfg_.elements, &cc);
+    if (cc)
+        fc.gpu = codec ? "not run: the codec is the kernel under test"
+                 : !cfg_.gpu ? "not run: gate.gpu = false"
+                 : res_.gpu_available ? gpu_compare(f, x_, cfg_.block, kernel_site(tensor), cfg_.seed, *cc)
+                                      : "not run: no GPU answered";
+    res_.format_checks.push_back(fc);
+    for (const Part& part : parts_) {
+        if (part.paths.empty() || (part.typed && &f != &cfg_.formats.front())) continue;
+        auto go_on = run_part(f, d, part, fc);
+        if (!go_on) return go_on.error();
+        if (!*go_on) {
+            refused = true;
+            break;
         }
     }
+    ++done_;
+    if (opt_.progress) {
+        GateProgress p;
+        p.group = done_ - 1, p.groups = total_, p.format = f.name(), p.dist = dist, p.finished = true;
+        p.runs = res_.runs.size() - runs_before;
+        p.refused = refused;
+        for (size_t i = runs_before; i < res_.runs.size(); ++i) p.holds = p.holds && res_.runs[i].bound_holds && res_.runs[i].k_mismatches == 0;
+        p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - g0).count();
+        opt_.progress(p);
+    }
+    return Status::Ok();
+}
 
-    // ---- per-stage lists (D25, D28): the gate's paths that have two stages, one format per stage --------
+Result<bool> GateRunner::run_part(const FormatSpec& f, kernels::Distribution d, const Part& part, const reports::FormatCheck& fc) {
+    const kernels::PluginCodec* codec = cfg_.codec_for(f);
+    const std::string dist = kernels::to_string(d);
+    SweepSpec spec = sweep_of(cfg_, part.paths, part.tree ? cfg_.tree_ranks : cfg_.ranks, f, d);
+    spec.divide = part.divide;
+    spec.table = table_for(d);
+    spec.backend = part.typed && (opt_.backend == collectives::Backend::kDevice || opt_.backend == collectives::Backend::kNccl)
+                       ? collectives::Backend::kCpu
+                       : opt_.backend;
+    if (codec && !part.typed) spec.codec = cfg_.codec;
+    const bool plain_part = !one_process_per_rank(opt_.backend) && !part.typed && !spec.codec && part.divide == cfg_.divide;
+    if (plain_part && plain_runs_.count(d)) spec.reuse = &plain_runs_[d];
+    if (opt_.progress)
+        spec.on_group = [&, tree_part = part.tree](size_t i, size_t groups, int64_t n) {
+            GateProgress p;
+            p.group = done_, p.groups = total_, p.format = f.name(), p.dist = dist;
+            p.tree = tree_part, p.n = n, p.step = i, p.steps = groups;
+            opt_.progress(p);
+        };
+    auto sw = run_sweep(spec);
+    if (!sw && codec && !part.typed && (sw.error().code == ErrorCode::kCodec || sw.error().code == ErrorCode::kCuda)) {
+        if (!fc.refused.empty()) {
+            // The kernel check found this input refused by codec and reference alike: the codec
+            // refusing it in a path is the specified outcome, reported as the built-in's is.
+            res_.refusals.push_back({f.name(), dist, sw.error().message});
+        } else {
+            // The user's codec failed inside a path: a finding about the codec, not a bad input.
+            Verdict v;
+            v.name = "codec-call/" + codec->name() + "/" + dist;
+            v.category = "codec-call";
+            v.status = reports::VerdictStatus::kFail;
+            v.message = "a call into the codec failed while running the paths on " + dist + " inputs: " + sw.error().message;
+            codec_failures_.push_back(v);
+        }
+        return false;
+    }
+    if (!sw) {
+        if (sw.error().code == ErrorCode::kRangeOverflow || sw.error().code == ErrorCode::kNonFinite) {
+            // ds-int<b> refuses inputs beyond binary16 (docs/DECISIONS.md D3), an fp16 path one fp16
+            // cannot hold (D26): reported, not run. A 16-bit refusal leaves the format's runs be.
+            res_.refusals.push_back({part.typed ? part.type : f.name(), dist, sw.error().message});
+            return part.typed;
+        }
+        return sw.error();
+    }
+    for (const auto& r : sw->runs) res_.runs.push_back(to_run(r, dist, cfg_.seed));
+    if (plain_part && !spec.reuse)
+        for (const auto& r : sw->runs)
+            if (!path_info(r.config.path).quantized) plain_runs_[d].push_back(r);
+    if (part.divide != cfg_.divide) return true;  // one fit per (path, format, dist): the gate's own runs'
+    for (const auto& fit : sw->fits)
+        res_.fits.push_back({path_info(fit.path).name, part.typed ? part.type : f.name(), dist, fit.exponent, fit.points});
+    return true;
+}
+
+// The per-stage lists (D25, D28): the gate's paths that have two stages, one format per stage.
+Status GateRunner::run_staged() {
     std::vector<PathKind> staged_paths;
-    for (auto p : cfg.paths)
+    for (auto p : cfg_.paths)
         if (!format_stages(p).empty()) staged_paths.push_back(p);
-    std::vector<Verdict> staged_skips;
-    if (opt.backend != collectives::Backend::kCpu && !cfg.staged.empty()) {
+    if (opt_.backend != collectives::Backend::kCpu) {
+        if (cfg_.staged.empty()) return Status::Ok();
         // Only the cpu backend carries a message's own format yet (D25): said, and skipped by name.
-        res.notes.push_back(std::string("Per-stage formats run with --backend cpu only: ") + std::to_string(cfg.staged.size()) +
-                            " list(s) of gate.formats did not run under --backend " + collectives::to_string(opt.backend) + ".");
-        for (const auto& l : cfg.staged)
+        res_.notes.push_back(std::string("Per-stage formats run with --backend cpu only: ") + std::to_string(cfg_.staged.size()) +
+                             " list(s) of gate.formats did not run under --backend " + collectives::to_string(opt_.backend) + ".");
+        for (const auto& l : cfg_.staged)
             for (auto p : staged_paths)
                 for (const char* what : {"bounds/", "k/"}) {
                     Verdict v;
                     v.name = what + stages_name(l) + "/" + path_info(p).name;
                     v.category = std::string(what).substr(0, std::string(what).size() - 1);
                     v.status = reports::VerdictStatus::kSkip;
-                    v.message = std::string("not run: per-stage formats run with --backend cpu only, not ") + collectives::to_string(opt.backend);
-                    staged_skips.push_back(v);
+                    v.message = std::string("not run: per-stage formats run with --backend cpu only, not ") + collectives::to_string(opt_.backend);
+                    staged_skips_.push_back(v);
                 }
+        return Status::Ok();
     }
-    for (const auto& l : opt.backend == collectives::Backend::kCpu ? cfg.staged : std::vector<std::vector<FormatSpec>>{}) {
+    for (const auto& l : cfg_.staged) {
         const std::string name = stages_name(l);
-        for (auto d : cfg.dists) {
+        for (auto d : cfg_.dists) {
             const std::string dist = kernels::to_string(d);
-            SweepSpec spec = sweep_of(cfg, staged_paths, cfg.ranks, l.front(), d);
+            SweepSpec spec = sweep_of(cfg_, staged_paths, cfg_.ranks, l.front(), d);
             spec.stage_formats = l;
-            spec.backend = opt.backend;
+            spec.backend = opt_.backend;
             spec.table = table_for(d);
             auto sw = run_sweep(spec);
             if (!sw) {
                 if (sw.error().code == ErrorCode::kRangeOverflow || sw.error().code == ErrorCode::kNonFinite) {
-                    res.refusals.push_back({name, dist, sw.error().message});
+                    res_.refusals.push_back({name, dist, sw.error().message});
                     continue;
                 }
                 return sw.error();
             }
-            for (const auto& r : sw->runs) res.runs.push_back(to_run(r, dist, cfg.seed));
-            for (const auto& fit : sw->fits) res.fits.push_back({path_info(fit.path).name, name, dist, fit.exponent, fit.points});
+            for (const auto& r : sw->runs) res_.runs.push_back(to_run(r, dist, cfg_.seed));
+            for (const auto& fit : sw->fits) res_.fits.push_back({path_info(fit.path).name, name, dist, fit.exponent, fit.points});
         }
     }
+    return Status::Ok();
+}
 
-    // ---- verdicts ---------------------------------------------------------------------------------
-    auto add = [&res](std::vector<Verdict> v) { res.verdicts.insert(res.verdicts.end(), v.begin(), v.end()); };
-    add(kernel_verdicts(cfg, res, res.gpu_available ? "" : kernels::gpu::query_devices().note));
-    add(codec_failures);
-    add(bound_and_k_verdicts(cfg, res.runs));
-    add(staged_skips);
-    add(scaling_verdicts(cfg, res));
-    add(budget_verdicts(cfg, res.runs));
-    if (opt.baseline) add(baseline_verdicts(cfg, res.runs, *opt.baseline));
-    fail_what_checked_nothing(res.verdicts);
+// The verdicts, over everything that ran.
+reports::GateResult GateRunner::finish() {
+    auto add = [this](std::vector<Verdict> v) { res_.verdicts.insert(res_.verdicts.end(), v.begin(), v.end()); };
+    add(kernel_verdicts(cfg_, res_, res_.gpu_available ? "" : kernels::gpu::query_devices().note));
+    add(codec_failures_);
+    add(bound_and_k_verdicts(cfg_, res_.runs));
+    add(staged_skips_);
+    add(scaling_verdicts(cfg_, res_));
+    add(budget_verdicts(cfg_, res_.runs));
+    if (opt_.baseline) add(baseline_verdicts(cfg_, res_.runs, *opt_.baseline));
+    fail_what_checked_nothing(res_.verdicts);
+    return std::move(res_);
+}
 
+}  // namespace
+
+Result<reports::GateResult> run_gate(const GateConfig& cfg, const GateOptions& opt) {
+    if (auto st = check_gate_memory(cfg); !st) return st.error();
+    const auto t0 = std::chrono::steady_clock::now();
+    GateRunner runner(cfg, opt);
+    if (auto st = runner.run_formats(); !st) return st.error();
+    if (auto st = runner.run_staged(); !st) return st.error();
+    reports::GateResult res = runner.finish();
     res.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
 }
