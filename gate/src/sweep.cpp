@@ -151,10 +151,10 @@ public:
 private:
     const collectives::GeneratedTable& t_;
 };
-}  // namespace
 
-Result<SweepResult> run_sweep(const SweepSpec& spec) {
-    std::vector<std::vector<PathConfig>> groups;  // per N: the paths run together on shared inputs
+// Per N, the paths run together on shared inputs, each config validated.
+Result<std::vector<std::vector<PathConfig>>> sweep_groups(const SweepSpec& spec) {
+    std::vector<std::vector<PathConfig>> groups;
     for (int64_t n : spec.ranks) {
         std::vector<PathConfig> g;
         for (PathKind p : spec.paths) {
@@ -182,280 +182,362 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
         }
         groups.push_back(std::move(g));
     }
+    return groups;
+}
+
+// What the run will hold at once, estimated before it starts (issue 15): per thread and path, a
+// column's ledger (about 2N quantization events of a block each, values and codes, and their
+// contributor lists) and its output rows, the cached inputs of a column, and a --dump array.
+Status check_sweep_memory(const SweepSpec& spec, const std::vector<std::vector<PathConfig>>& groups, int threads) {
+    double need = 0;
+    for (const auto& g : groups) {
+        const double n = static_cast<double>(g.front().ranks);
+        double bytes = 0;
+        for (const auto& c : g) {  // a column lies within a shard (hpz's secondary: within M/G)
+            const bool hpz = c.path == PathKind::kHpzAgFp || c.path == PathKind::kHpzAgRequant;
+            const double len = static_cast<double>(std::min(c.block, hpz ? c.elements / c.ranks_per_node : c.shard()));
+            bytes += (2 * n * (len * 12 + n * 4) + n * len * 16 + n * len * 4) * threads;
+        }
+        if (spec.dump) bytes += n * static_cast<double>(path_info(g[0].path).shape == PathShape::kReduceScatter ? g[0].shard() : spec.elements) * 4;
+        need = std::max(need, bytes);
+    }
+    return check_memory(need > 9.0e18 ? INT64_MAX : static_cast<int64_t>(need), "this run");
+}
+
+// The group's paths that run; reused[k] points at spec.reuse's row for each path k that does not.
+Result<std::vector<PathConfig>> paths_to_run(const SweepSpec& spec, const std::vector<PathConfig>& all, std::vector<const RunRow*>& reused) {
+    std::vector<PathConfig> g;
+    reused.assign(all.size(), nullptr);
+    for (size_t k = 0; k < all.size(); ++k) {
+        const PathConfig& c = all[k];
+        if (spec.reuse && !path_info(c.path).quantized)
+            for (const RunRow& r : *spec.reuse) {
+                const PathConfig& o = r.config;
+                if (o.path != c.path || o.ranks != c.ranks) continue;
+                if (o.ranks_per_node != c.ranks_per_node || o.elements != c.elements || o.block != c.block || o.accum != c.accum ||
+                    o.divide != c.divide || o.rotation != c.rotation || o.seed != c.seed || o.codec)
+                    return make_error(ErrorCode::kInternal,
+                                      "internal error: a reused run of " + std::string(path_info(c.path).name) + " was made with other settings");
+                reused[k] = &r;
+            }
+        if (!reused[k]) g.push_back(c);
+    }
+    return g;
+}
+
+// The group's inputs: the file, the shared table, or generated; in a codec's element type.
+std::unique_ptr<collectives::Inputs> sweep_inputs(const SweepSpec& spec, int64_t n) {
+    std::unique_ptr<collectives::Inputs> inputs;
+    if (spec.file) inputs = std::make_unique<collectives::ArrayInputs>(spec.file->data, spec.elements, spec.file_name);
+    else if (spec.table && spec.table->ranks() >= n && spec.table->elements() >= spec.elements)
+        inputs = std::make_unique<TableView>(*spec.table);
+    else inputs = std::make_unique<collectives::GeneratedInputs>(spec.dist, spec.seed);
+    if (spec.codec && spec.codec->input_type() != kernels::ValueType::kBinary32)
+        inputs = std::make_unique<CastInputs>(std::move(inputs), spec.codec->input_type());
+    return inputs;
+}
+
+// k for every (holder, contributor) of one column of path c, against the expected table: counted
+// into kc (checked, wrong), the first mismatch written once into `first` under `mu`.
+void count_k(const PathConfig& c, const ColumnRecord& rec, int64_t n, std::pair<int64_t, int64_t>& kc, std::string& first, std::mutex& mu) {
+    // Reduce paths: every rank contributes. Gather paths: the owners of the column's elements do
+    // (hpz's columns can straddle two shards); every other rank has k = 0.
+    const bool gather = path_info(c.path).shape == PathShape::kAllGather;
+    std::vector<bool> owner(static_cast<size_t>(n), !gather);
+    if (gather)
+        for (int64_t e = 0; e < rec.len; ++e) owner[static_cast<size_t>((rec.first + e) / c.shard())] = true;
+    // A row whose ledger signature equals the previous row's has the same k, and (on every path but
+    // ring-ag-requant, whose table depends on the holder) the same expected k: the same outcome,
+    // counted without recomputing it (the rows of a gather, an all-reduce).
+    const bool holder_free = c.path != PathKind::kRingAgRequant;
+    const OutputRow* prev = nullptr;
+    int64_t prev_wrong = 0;
+    std::vector<int32_t> got;
+    const OutputRow* kof_row = nullptr;  // the row `got` holds contribution_k_of's answer for
+    bool kof_others = false;
+    // A reduce path's table is the same for every row of the column: made once (O(N)).
+    const std::vector<int32_t> want_all = gather ? std::vector<int32_t>{} : expected_ks(c, rec.first);
+    for (const auto& row : rec.outputs) {
+        if (prev != nullptr && holder_free &&
+            ((prev->event_ids == row.event_ids && prev->rounding_ids == row.rounding_ids) || same_ledger_shape(rec, *prev, row))) {
+            kc.first += n;
+            kc.second += prev_wrong;
+            continue;
+        }
+        const int64_t wrong_before = kc.second;
+        // A gather whose events carry its owners only: every other rank's k is 0, as expected, so
+        // only the owners' are computed and compared (O(events) per row).
+        int64_t lo = 0, hi = n - 1, base = 0;
+        bool others = true;
+        if (gather && rec.len > 0) {
+            lo = (rec.first) / c.shard();
+            hi = (rec.first + rec.len - 1) / c.shard();
+            // A row whose events extend those `got` was counted for (a chain) adds only its new ones.
+            const size_t from = kof_row != nullptr && extends_ledger(*kof_row, row) ? kof_row->event_ids.size() : 0;
+            others = kof_others;
+            const bool ok = contribution_k_of(rec, row, n, lo, hi, got, others, from);
+            kof_row = ok ? &row : nullptr;
+            kof_others = others;
+            if (ok && !others) {
+                base = lo;
+                kc.first += n - (hi - lo + 1);  // the non-owners: 0 = 0
+            } else {
+                others = true;
+            }
+        }
+        if (others) {
+            kof_row = nullptr;
+            got = contribution_k(rec, row, n);
+            lo = 0;
+            hi = n - 1;
+            base = 0;
+        }
+        for (int64_t j = lo; j <= hi; ++j) {
+            const int32_t want = !gather                         ? want_all[static_cast<size_t>(j)]
+                                 : owner[static_cast<size_t>(j)] ? expected_k(c, rec.first, row.rank, j)
+                                                                 : 0;
+            ++kc.first;
+            if (got[static_cast<size_t>(j - base)] == want) continue;
+            if (kc.second++ == 0) {
+                std::lock_guard<std::mutex> lock(mu);
+                if (first.empty())
+                    first = "column " + std::to_string(rec.first) + " holder " + std::to_string(row.rank) + " contributor " +
+                            std::to_string(j) + ": k " + std::to_string(got[static_cast<size_t>(j - base)]) + ", expected " +
+                            std::to_string(want);
+            }
+        }
+        prev_wrong = kc.second - wrong_before;
+        prev = &row;
+    }
+}
+
+// One process per rank: the seconds each process measured for path k of a group, gathered: the
+// busiest's checking, the median collective and the checking-to-collective ratios (bench/RESULTS.md).
+Status gather_timings(RunRow& r, int64_t n, double group_s, double check_s, double check_cpu, double coll_s, double coll_cpu_s) {
+    constexpr size_t w = 5;
+    const auto gathered = collectives::mpi::allgather({group_s, check_s, check_cpu, coll_s, coll_cpu_s});
+    if (!gathered) return gathered.error();
+    const std::vector<double>& t = *gathered;
+    std::vector<double> coll, coll_cpu, ratio;
+    for (size_t i = 0; i + w <= t.size(); i += w) {
+        r.group_seconds = std::max(r.group_seconds, t[i]);
+        r.check_seconds = std::max(r.check_seconds, t[i + 1]);
+        r.check_cpu_seconds = std::max(r.check_cpu_seconds, t[i + 2]);
+        coll.push_back(t[i + 3]);
+        coll_cpu.push_back(t[i + 4]);
+        ratio.push_back(t[i + 4] > 0 ? t[i + 2] / (t[i + 4] / static_cast<double>(n)) : 0.0);
+    }
+    auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        const size_t h = v.size() / 2;
+        return v.empty() ? 0.0 : v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+    };
+    r.collective_seconds = median(coll);
+    r.collective_cpu_seconds = median(coll_cpu);
+    r.check_to_collective = median(ratio);
+    r.check_to_collective_max = ratio.empty() ? 0.0 : *std::max_element(ratio.begin(), ratio.end());
+    return Status::Ok();
+}
+
+// One group (one N): its paths run over the transport, every column checked by per-thread checkers
+// as it is made (and dumped), then one row per path.
+class GroupRun {
+public:
+    GroupRun(const SweepSpec& spec, std::vector<PathConfig> g, int threads)
+        : spec_(spec), g_(std::move(g)), n_(g_.front().ranks), threads_(threads), checkers_(g_.size()),
+          kcount_(g_.size(), std::vector<std::pair<int64_t, int64_t>>(static_cast<size_t>(threads))), kfirst_(g_.size()),
+          on_mpi_(one_process_per_rank(spec.backend)), me_(on_mpi_ ? collectives::mpi::rank() : -1), check_s_(g_.size(), 0.0),
+          check_cpu_(g_.size(), 0.0) {
+        for (size_t k = 0; k < g_.size(); ++k)
+            for (int t = 0; t < threads; ++t) checkers_[k].emplace_back(g_[k]);
+        if (spec.dump) {
+            dump_cols_ = path_info(g_[0].path).shape == PathShape::kReduceScatter ? g_[0].shard() : spec.elements;
+            spec.dump->assign(static_cast<size_t>(n_ * dump_cols_), 0.0f);
+            if (spec.dump_shape) *spec.dump_shape = {n_, dump_cols_};
+        }
+    }
+    Result<std::vector<RunRow>> run(const collectives::Inputs& inputs);
+
+private:
+    void sink(size_t k, int tid, const ColumnRecord& full);
+    // One process per rank: this process's rows of the column (nullptr: it holds none of them).
+    const ColumnRecord* own_rows(const ColumnRecord& full);
+    Result<RunRow> row(size_t k, const collectives::RunTotals& totals, double group_s);
+
+    const SweepSpec& spec_;
+    const std::vector<PathConfig> g_;
+    const int64_t n_;
+    const int threads_;
+    std::vector<std::vector<reference::PathChecker>> checkers_;
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> kcount_;  // per path, per thread: (checked, wrong)
+    std::vector<std::string> kfirst_;
+    int64_t dump_cols_ = 0;
+    std::mutex mu_;
+    // One process per rank (mpi; nccl under mpirun): this process holds (and checks, and dumps)
+    // only its own rank's rows.
+    const bool on_mpi_;
+    const int64_t me_;
+    ColumnRecord own_;
+    std::vector<double> check_s_, check_cpu_;
+};
+
+const ColumnRecord* GroupRun::own_rows(const ColumnRecord& full) {
+    bool any = false;
+    for (const auto& row : full.outputs) any = any || row.rank == me_;
+    if (!any) return nullptr;  // nothing of this column is held here: nothing to check
+    own_.first = full.first;
+    own_.len = full.len;
+    own_.contribution_rows = full.contribution_rows;
+    own_.contributions = full.contributions;
+    own_.first_block_absmax = full.first_block_absmax;
+    own_.events = full.events;
+    own_.roundings = full.roundings;
+    own_.outputs.clear();
+    for (const auto& row : full.outputs)
+        if (row.rank == me_) own_.outputs.push_back(row);
+    return &own_;
+}
+
+void GroupRun::sink(size_t k, int tid, const ColumnRecord& full) {
+    const auto t0 = on_mpi_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    struct Timer {  // the checking time of this column, wall and CPU (one process per rank only)
+        bool on;
+        std::chrono::steady_clock::time_point t0;
+        double c0;
+        double& acc;
+        double& acc_cpu;
+        ~Timer() {
+            if (!on) return;
+            acc += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            acc_cpu += collectives::thread_cpu_seconds() - c0;
+        }
+    } timer{on_mpi_, t0, on_mpi_ ? collectives::thread_cpu_seconds() : 0.0, check_s_[k], check_cpu_[k]};
+    const ColumnRecord* pick = on_mpi_ ? own_rows(full) : &full;
+    if (!pick) return;
+    const ColumnRecord& rec = *pick;
+    checkers_[k][static_cast<size_t>(tid)].add(rec);
+    if (spec_.check_k) count_k(g_[k], rec, n_, kcount_[k][static_cast<size_t>(tid)], kfirst_[k], mu_);
+    if (!spec_.dump) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    const bool rs = path_info(g_[k].path).shape == PathShape::kReduceScatter;
+    for (const auto& row : rec.outputs) {
+        const int64_t col0 = rs ? rec.first - row.rank * g_[k].shard() : rec.first;
+        std::copy(row.values.begin(), row.values.end(), spec_.dump->begin() + static_cast<std::ptrdiff_t>(row.rank * dump_cols_ + col0));
+    }
+}
+
+Result<RunRow> GroupRun::row(size_t k, const collectives::RunTotals& totals, double group_s) {
+    RunRow r;
+    r.config = g_[k];
+    reference::PathChecker all(g_[k]);
+    for (auto& c : checkers_[k]) all.merge(c);
+    if (on_mpi_) {
+        auto combined = combine_ranks(all);
+        if (!combined) return combined.error();
+        r.stats = std::move(*combined);
+        std::vector<int64_t> kc{r.k_checked, r.k_mismatches};
+        for (const auto& [checked, wrong] : kcount_[k]) {
+            kc[0] += checked;
+            kc[1] += wrong;
+        }
+        if (auto st = collectives::mpi::allreduce_sum(kc); !st) return st.error();
+        kcount_[k].assign(1, {kc[0], kc[1]});
+        const auto firsts = collectives::mpi::allgather_strings(kfirst_[k]);
+        if (!firsts) return firsts.error();
+        for (const auto& f : *firsts)
+            if (!f.empty()) {
+                kfirst_[k] = f;
+                break;
+            }
+        if (auto st = gather_timings(r, n_, group_s, check_s_[k], check_cpu_[k], totals.seconds[k], totals.cpu_seconds[k]); !st)
+            return st.error();
+    } else {
+        r.stats = all.stats();
+    }
+    const auto& b = totals.bytes[k];
+    r.bytes_per_rank = max_of(b.sent);
+    r.cross_node_bytes_per_rank = max_of(b.cross_node);
+    r.fp16_path_bytes_per_rank = max_of(b.fp16_equiv);
+    r.fp16_ring_rs = static_cast<double>((n_ - 1) * g_[k].shard() * 2);
+    for (const auto& [checked, wrong] : kcount_[k]) {
+        r.k_checked += checked;
+        r.k_mismatches += wrong;
+    }
+    r.first_k_mismatch = kfirst_[k];
+    return r;
+}
+
+Result<std::vector<RunRow>> GroupRun::run(const collectives::Inputs& inputs) {
+    const auto group_start = std::chrono::steady_clock::now();
+    auto totals = collectives::run_paths(g_, inputs, threads_, [this](size_t k, int tid, const ColumnRecord& rec) { sink(k, tid, rec); },
+                                         spec_.backend);
+    if (!totals) return totals.error();
+    const double group_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - group_start).count();
+    if (on_mpi_) {  // each process counted what it sent; each holds its own dump row
+        for (auto& b : totals->bytes)
+            for (std::vector<int64_t>* v : {&b.sent, &b.cross_node, &b.fp16_equiv})
+                if (auto st = collectives::mpi::allreduce_sum(*v); !st) return st.error();
+        if (spec_.dump) {
+            const std::vector<float> mine(spec_.dump->begin() + me_ * dump_cols_, spec_.dump->begin() + (me_ + 1) * dump_cols_);
+            auto all = collectives::mpi::gather_rows(mine);
+            if (!all) return all.error();
+            if (me_ == 0) *spec_.dump = std::move(*all);
+        }
+    }
+    std::vector<RunRow> made;
+    for (size_t k = 0; k < g_.size(); ++k) {
+        auto r = row(k, *totals, group_s);
+        if (!r) return r.error();
+        made.push_back(std::move(*r));
+    }
+    return made;
+}
+
+// A fitted exponent of the relative RMS error against N for every path run at two N or more.
+std::vector<FitRow> sweep_fits(const SweepSpec& spec, const std::vector<RunRow>& runs) {
+    std::vector<FitRow> fits;
+    for (PathKind p : spec.paths) {
+        FitRow f{p, 0, {}};
+        std::vector<double> ns, errs;
+        for (const auto& r : runs) {
+            const double e = r.stats.rel_rms_error();
+            if (r.config.path != p || !(e > 0) || !std::isfinite(e)) continue;
+            ns.push_back(static_cast<double>(r.config.ranks));
+            errs.push_back(e);
+            f.points.emplace_back(r.config.ranks, e);
+        }
+        if (ns.size() < 2) continue;
+        f.exponent = reference::fit_exponent(ns, errs);
+        fits.push_back(std::move(f));
+    }
+    return fits;
+}
+
+}  // namespace
+
+Result<SweepResult> run_sweep(const SweepSpec& spec) {
+    auto groups = sweep_groups(spec);
+    if (!groups) return groups.error();
     const int threads = spec.backend != collectives::Backend::kCpu
                             ? 1  // run_paths runs a device backend on one thread
                             : (spec.threads > 0 ? spec.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-    // What the run will hold at once, estimated before it starts (issue 15): per thread and path, a
-    // column's ledger (about 2N quantization events of a block each, values and codes, and their
-    // contributor lists) and its output rows, the cached inputs of a column, and a --dump array.
-    {
-        double need = 0;
-        for (const auto& g : groups) {
-            const double n = static_cast<double>(g.front().ranks);
-            double bytes = 0;
-            for (const auto& c : g) {  // a column lies within a shard (hpz's secondary: within M/G)
-                const bool hpz = c.path == PathKind::kHpzAgFp || c.path == PathKind::kHpzAgRequant;
-                const double len = static_cast<double>(std::min(c.block, hpz ? c.elements / c.ranks_per_node : c.shard()));
-                bytes += (2 * n * (len * 12 + n * 4) + n * len * 16 + n * len * 4) * threads;
-            }
-            if (spec.dump) bytes += n * static_cast<double>(path_info(g[0].path).shape == PathShape::kReduceScatter ? g[0].shard() : spec.elements) * 4;
-            need = std::max(need, bytes);
-        }
-        if (auto st = check_memory(need > 9.0e18 ? INT64_MAX : static_cast<int64_t>(need), "this run"); !st) return st.error();
-    }
-
+    if (auto st = check_sweep_memory(spec, *groups, threads); !st) return st.error();
     if (spec.reuse && (spec.codec || spec.dump))
         return make_error(ErrorCode::kInternal, "internal error: a sweep with a codec or a dump reuses no runs");
     SweepResult out;
-    for (size_t gi = 0; gi < groups.size(); ++gi) {
-        const auto& all = groups[gi];
+    for (size_t gi = 0; gi < groups->size(); ++gi) {
+        const auto& all = (*groups)[gi];
         const int64_t n = all.front().ranks;
-        if (spec.on_group) spec.on_group(gi, groups.size(), n);
-        // The paths that run; the others' rows come from spec.reuse.
-        std::vector<PathConfig> g;
-        std::vector<const RunRow*> reused(all.size(), nullptr);
-        for (size_t k = 0; k < all.size(); ++k) {
-            const PathConfig& c = all[k];
-            if (spec.reuse && !path_info(c.path).quantized)
-                for (const RunRow& r : *spec.reuse) {
-                    const PathConfig& o = r.config;
-                    if (o.path != c.path || o.ranks != c.ranks) continue;
-                    if (o.ranks_per_node != c.ranks_per_node || o.elements != c.elements || o.block != c.block ||
-                        o.accum != c.accum || o.divide != c.divide || o.rotation != c.rotation || o.seed != c.seed || o.codec)
-                        return make_error(ErrorCode::kInternal, "internal error: a reused run of " + std::string(path_info(c.path).name) +
-                                                                    " was made with other settings");
-                    reused[k] = &r;
-                }
-            if (!reused[k]) g.push_back(c);
-        }
-        if (g.empty()) {
-            for (size_t k = 0; k < all.size(); ++k) {
-                out.runs.push_back(*reused[k]);
-                out.runs.back().config = all[k];
-            }
-            continue;
-        }
-        std::unique_ptr<collectives::Inputs> inputs;
-        if (spec.file) inputs = std::make_unique<collectives::ArrayInputs>(spec.file->data, spec.elements, spec.file_name);
-        else if (spec.table && spec.table->ranks() >= n && spec.table->elements() >= spec.elements)
-            inputs = std::make_unique<TableView>(*spec.table);
-        else inputs = std::make_unique<collectives::GeneratedInputs>(spec.dist, spec.seed);
-        if (spec.codec && spec.codec->input_type() != kernels::ValueType::kBinary32)
-            inputs = std::make_unique<CastInputs>(std::move(inputs), spec.codec->input_type());
-
-        std::vector<std::vector<reference::PathChecker>> checkers(g.size());
-        for (size_t k = 0; k < g.size(); ++k)
-            for (int t = 0; t < threads; ++t) checkers[k].emplace_back(g[k]);
-        int64_t dump_cols = 0;
-        if (spec.dump) {
-            dump_cols = path_info(g[0].path).shape == PathShape::kReduceScatter ? g[0].shard() : spec.elements;
-            spec.dump->assign(static_cast<size_t>(n * dump_cols), 0.0f);
-            if (spec.dump_shape) *spec.dump_shape = {n, dump_cols};
-        }
-        std::mutex dump_mu;
-        std::vector<std::vector<std::pair<int64_t, int64_t>>> kcount(  // per path, per thread: (checked, wrong)
-            g.size(), std::vector<std::pair<int64_t, int64_t>>(static_cast<size_t>(threads)));
-        std::vector<std::string> kfirst(g.size());
-        // One process per rank (mpi; nccl under mpirun): this process holds (and checks, and dumps)
-        // only its own rank's rows.
-        const bool on_mpi = one_process_per_rank(spec.backend);
-        const int64_t me = on_mpi ? collectives::mpi::rank() : -1;
-        ColumnRecord own;
-        std::vector<double> check_s(g.size(), 0.0), check_cpu(g.size(), 0.0);
-        const auto group_start = std::chrono::steady_clock::now();
-        auto sink = [&](size_t k, int tid, const ColumnRecord& full) {
-            const ColumnRecord* pick = &full;
-            const auto t0 = on_mpi ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-            struct Timer {  // the checking time of this column, wall and CPU (one process per rank only)
-                bool on;
-                std::chrono::steady_clock::time_point t0;
-                double c0;
-                double& acc;
-                double& acc_cpu;
-                ~Timer() {
-                    if (!on) return;
-                    acc += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                    acc_cpu += collectives::thread_cpu_seconds() - c0;
-                }
-            } timer{on_mpi, t0, on_mpi ? collectives::thread_cpu_seconds() : 0.0, check_s[k], check_cpu[k]};
-            if (on_mpi) {
-                bool any = false;
-                for (const auto& row : full.outputs) any = any || row.rank == me;
-                if (!any) return;  // nothing of this column is held here: nothing to check
-                own.first = full.first;
-                own.len = full.len;
-                own.contribution_rows = full.contribution_rows;
-                own.contributions = full.contributions;
-                own.first_block_absmax = full.first_block_absmax;
-                own.events = full.events;
-                own.roundings = full.roundings;
-                own.outputs.clear();
-                for (const auto& row : full.outputs)
-                    if (row.rank == me) own.outputs.push_back(row);
-                pick = &own;
-            }
-            const ColumnRecord& rec = *pick;
-            checkers[k][static_cast<size_t>(tid)].add(rec);
-            if (spec.check_k) {
-                auto& kc = kcount[k][static_cast<size_t>(tid)];
-                // Reduce paths: every rank contributes. Gather paths: the owners of the column's
-                // elements do (hpz's columns can straddle two shards); every other rank has k = 0.
-                const bool gather = path_info(g[k].path).shape == PathShape::kAllGather;
-                std::vector<bool> owner(static_cast<size_t>(n), !gather);
-                if (gather)
-                    for (int64_t e = 0; e < rec.len; ++e) owner[static_cast<size_t>((rec.first + e) / g[k].shard())] = true;
-                // A row whose ledger signature equals the previous row's has the same k, and (on every
-                // path but ring-ag-requant, whose table depends on the holder) the same expected k:
-                // the same outcome, counted without recomputing it (the rows of a gather, an all-reduce).
-                const bool holder_free = g[k].path != PathKind::kRingAgRequant;
-                const OutputRow* prev = nullptr;
-                int64_t prev_wrong = 0;
-                std::vector<int32_t> got;
-                const OutputRow* kof_row = nullptr;  // the row `got` holds contribution_k_of's answer for
-                bool kof_others = false;
-                // A reduce path's table is the same for every row of the column: made once (O(N)).
-                const std::vector<int32_t> want_all = gather ? std::vector<int32_t>{} : expected_ks(g[k], rec.first);
-                for (const auto& row : rec.outputs) {
-                    if (prev != nullptr && holder_free &&
-                        ((prev->event_ids == row.event_ids && prev->rounding_ids == row.rounding_ids) || same_ledger_shape(rec, *prev, row))) {
-                        kc.first += n;
-                        kc.second += prev_wrong;
-                        continue;
-                    }
-                    const int64_t wrong_before = kc.second;
-                    // A gather whose events carry its owners only: every other rank's k is 0, as
-                    // expected, so only the owners' are computed and compared (O(events) per row).
-                    int64_t lo = 0, hi = n - 1, base = 0;
-                    bool others = true;
-                    if (gather && rec.len > 0) {
-                        lo = (rec.first) / g[k].shard();
-                        hi = (rec.first + rec.len - 1) / g[k].shard();
-                        // A row whose events extend those `got` was counted for (a chain) adds only its new ones.
-                        const size_t from = kof_row != nullptr && extends_ledger(*kof_row, row) ? kof_row->event_ids.size() : 0;
-                        others = kof_others;
-                        const bool ok = contribution_k_of(rec, row, n, lo, hi, got, others, from);
-                        kof_row = ok ? &row : nullptr;
-                        kof_others = others;
-                        if (ok && !others) {
-                            base = lo;
-                            kc.first += n - (hi - lo + 1);  // the non-owners: 0 = 0
-                        } else {
-                            others = true;
-                        }
-                    }
-                    if (others) {
-                        kof_row = nullptr;
-                        got = contribution_k(rec, row, n);
-                        lo = 0;
-                        hi = n - 1;
-                        base = 0;
-                    }
-                    for (int64_t j = lo; j <= hi; ++j) {
-                        const int32_t want = !gather                     ? want_all[static_cast<size_t>(j)]
-                                             : owner[static_cast<size_t>(j)] ? expected_k(g[k], rec.first, row.rank, j)
-                                                                             : 0;
-                        ++kc.first;
-                        if (got[static_cast<size_t>(j - base)] == want) continue;
-                        if (kc.second++ == 0) {
-                            std::lock_guard<std::mutex> lock(dump_mu);
-                            if (kfirst[k].empty())
-                                kfirst[k] = "column " + std::to_string(rec.first) + " holder " + std::to_string(row.rank) +
-                                            " contributor " + std::to_string(j) + ": k " + std::to_string(got[static_cast<size_t>(j - base)]) +
-                                            ", expected " + std::to_string(want);
-                        }
-                    }
-                    prev_wrong = kc.second - wrong_before;
-                    prev = &row;
-                }
-            }
-            if (!spec.dump) return;
-            std::lock_guard<std::mutex> lock(dump_mu);
-            const bool rs = path_info(g[k].path).shape == PathShape::kReduceScatter;
-            for (const auto& row : rec.outputs) {
-                const int64_t col0 = rs ? rec.first - row.rank * g[k].shard() : rec.first;
-                std::copy(row.values.begin(), row.values.end(),
-                          spec.dump->begin() + static_cast<std::ptrdiff_t>(row.rank * dump_cols + col0));
-            }
-        };
-        auto totals = collectives::run_paths(g, *inputs, threads, sink, spec.backend);
-        if (!totals) return totals.error();
-        const double group_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - group_start).count();
-        if (on_mpi) {  // each process counted what it sent; each holds its own dump row
-            for (auto& b : totals->bytes)
-                for (std::vector<int64_t>* v : {&b.sent, &b.cross_node, &b.fp16_equiv})
-                    if (auto st = collectives::mpi::allreduce_sum(*v); !st) return st.error();
-            if (spec.dump) {
-                const std::vector<float> mine(spec.dump->begin() + me * dump_cols, spec.dump->begin() + (me + 1) * dump_cols);
-                auto all = collectives::mpi::gather_rows(mine);
-                if (!all) return all.error();
-                if (me == 0) *spec.dump = std::move(*all);
-            }
-        }
+        if (spec.on_group) spec.on_group(gi, groups->size(), n);
+        std::vector<const RunRow*> reused;
+        auto g = paths_to_run(spec, all, reused);  // the others' rows come from spec.reuse
+        if (!g) return g.error();
         std::vector<RunRow> made;
-        for (size_t k = 0; k < g.size(); ++k) {
-            RunRow r;
-            r.config = g[k];
-            reference::PathChecker all(g[k]);
-            for (auto& c : checkers[k]) all.merge(c);
-            if (on_mpi) {
-                auto combined = combine_ranks(all);
-                if (!combined) return combined.error();
-                r.stats = std::move(*combined);
-            } else {
-                r.stats = all.stats();
-            }
-            if (on_mpi) {
-                std::vector<int64_t> kc{r.k_checked, r.k_mismatches};
-                for (const auto& [checked, wrong] : kcount[k]) {
-                    kc[0] += checked;
-                    kc[1] += wrong;
-                }
-                if (auto st = collectives::mpi::allreduce_sum(kc); !st) return st.error();
-                kcount[k].assign(1, {kc[0], kc[1]});
-                const auto firsts = collectives::mpi::allgather_strings(kfirst[k]);
-                if (!firsts) return firsts.error();
-                for (const auto& f : *firsts)
-                    if (!f.empty()) {
-                        kfirst[k] = f;
-                        break;
-                    }
-            }
-            if (on_mpi) {
-                constexpr size_t w = 5;
-                const auto gathered = collectives::mpi::allgather(
-                    {group_s, check_s[k], check_cpu[k], totals->seconds[k], totals->cpu_seconds[k]});
-                if (!gathered) return gathered.error();
-                const std::vector<double>& t = *gathered;
-                std::vector<double> coll, coll_cpu, ratio;
-                for (size_t i = 0; i + w <= t.size(); i += w) {
-                    r.group_seconds = std::max(r.group_seconds, t[i]);
-                    r.check_seconds = std::max(r.check_seconds, t[i + 1]);
-                    r.check_cpu_seconds = std::max(r.check_cpu_seconds, t[i + 2]);
-                    coll.push_back(t[i + 3]);
-                    coll_cpu.push_back(t[i + 4]);
-                    ratio.push_back(t[i + 4] > 0 ? t[i + 2] / (t[i + 4] / static_cast<double>(n)) : 0.0);
-                }
-                auto median = [](std::vector<double> v) {
-                    std::sort(v.begin(), v.end());
-                    const size_t h = v.size() / 2;
-                    return v.empty() ? 0.0 : v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
-                };
-                r.collective_seconds = median(coll);
-                r.collective_cpu_seconds = median(coll_cpu);
-                r.check_to_collective = median(ratio);
-                r.check_to_collective_max = ratio.empty() ? 0.0 : *std::max_element(ratio.begin(), ratio.end());
-            }
-            const auto& b = totals->bytes[k];
-            r.bytes_per_rank = max_of(b.sent);
-            r.cross_node_bytes_per_rank = max_of(b.cross_node);
-            r.fp16_path_bytes_per_rank = max_of(b.fp16_equiv);
-            r.fp16_ring_rs = static_cast<double>((n - 1) * g[k].shard() * 2);
-            for (const auto& [checked, wrong] : kcount[k]) {
-                r.k_checked += checked;
-                r.k_mismatches += wrong;
-            }
-            r.first_k_mismatch = kfirst[k];
-            made.push_back(std::move(r));
+        if (!g->empty()) {
+            const auto inputs = sweep_inputs(spec, n);
+            auto rows = GroupRun(spec, std::move(*g), threads).run(*inputs);
+            if (!rows) return rows.error();
+            made = std::move(*rows);
         }
         for (size_t k = 0, next = 0; k < all.size(); ++k) {  // in the group's path order, reused or made
             if (reused[k]) {
@@ -466,21 +548,7 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
             }
         }
     }
-
-    for (PathKind p : spec.paths) {
-        FitRow f{p, 0, {}};
-        std::vector<double> ns, errs;
-        for (const auto& r : out.runs) {
-            const double e = r.stats.rel_rms_error();
-            if (r.config.path != p || !(e > 0) || !std::isfinite(e)) continue;
-            ns.push_back(static_cast<double>(r.config.ranks));
-            errs.push_back(e);
-            f.points.emplace_back(r.config.ranks, e);
-        }
-        if (ns.size() < 2) continue;
-        f.exponent = reference::fit_exponent(ns, errs);
-        out.fits.push_back(std::move(f));
-    }
+    out.fits = sweep_fits(spec, out.runs);
     return out;
 }
 
