@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -353,268 +354,315 @@ double reduce_bound(const CollectiveVerifySpec& s, int64_t first, int64_t holder
 
 }  // namespace
 
-Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, const ChunkTensors& t) {
-    const PathConfig& c = spec.config;
-    const int64_t n = c.ranks, s = c.shard();
-    CollectiveVerification v = empty_verification(spec);
-    const Ring ring(spec);
-    const bool permute = !spec.ring_order.empty();
-    const bool rs = is_rs(c.path), gather = is_gather(c.path), hpz = is_hpz(c.path);
-    // The chunk's columns in the relabelled run.
-    const int64_t p = ring.pos[static_cast<size_t>(t.chunk)];
-    std::vector<std::pair<int64_t, int64_t>> cols;
-    const int64_t total = collectives::column_count(c);
-    for (int64_t k = 0; k < total; ++k) {
-        const auto col = collectives::column_at(c, k);
-        if (std::clamp<int64_t>(col.first / s, 0, n - 1) == p) cols.push_back(col);
+namespace {
+
+// Same-events: the exact sum of the same decoded contributions (a2a-rs, two-shot-ar), or of the
+// inputs (fp32-ring-rs), per element, and its tolerance, times N for a mean.
+struct SameEvents {
+    std::vector<SuperAcc> sum;
+    std::vector<double> tol;
+};
+
+// One chunk of a run, judged column by column against qtransit's schedule on the same inputs: the
+// three tiers per output element, k from the schedule's ledger, same bits across the ranks.
+class ChunkVerifier {
+public:
+    ChunkVerifier(const CollectiveVerifySpec& spec, const ChunkTensors& t)
+        : spec_(spec), c_(spec.config), t_(t), n_(c_.ranks), s_(c_.shard()), v_(empty_verification(spec)), ring_(spec),
+          permute_(!spec.ring_order.empty()), rs_(is_rs(c_.path)), gather_(is_gather(c_.path)), hpz_(is_hpz(c_.path)),
+          p_(ring_.pos[static_cast<size_t>(t.chunk)]), scale_(spec.mean ? static_cast<double>(n_) : 1.0),
+          inv_n_(static_cast<float>(1.0 / static_cast<double>(n_))), uo_(out_u(spec)),
+          div_u_(spec.mean ? 2 * kU32 + kU32 * kU32 : 0.0), u_acc_(accum_type(c_.accum).u), inputs_(t, ring_, s_, permute_),
+          transport_(n_, c_.ranks_per_node, c_.format), exact_{v_.tiers[0]}, same_{v_.tiers[1]}, bounded_{v_.tiers[2]},
+          do_same_(v_.tiers[1].not_applicable.empty()), do_exact_(v_.tiers[0].not_applicable.empty()) {}
+
+    Result<CollectiveVerification> run() {
+        // The chunk's columns in the relabelled run.
+        const int64_t total = collectives::column_count(c_);
+        for (int64_t k = 0; k < total; ++k) {
+            const auto col = collectives::column_at(c_, k);
+            if (std::clamp<int64_t>(col.first / s_, 0, n_ - 1) != p_) continue;
+            if (auto st = column(col.first, col.second); !st) return st.error();
+        }
+        v_.round_sums();
+        return std::move(v_);
     }
-    const double scale = spec.mean ? static_cast<double>(n) : 1.0;  // deviations are measured times N for a mean
-    const float inv_n = static_cast<float>(1.0 / static_cast<double>(n));  // NUMERICS 3: fl32(1/N), once at the end
-    const double uo = out_u(spec);
-    const double div_u = spec.mean ? 2 * kU32 + kU32 * kU32 : 0.0;  // a division by N, or a multiply by fl32(1/N)
-    const double u_acc = accum_type(c.accum).u;
 
-    ChunkInputs inputs(t, ring, s, permute);
-    collectives::SimTransport transport(n, c.ranks_per_node, c.format);
-    ColumnRecord rec;
-    Recorder exact{v.tiers[0]}, same{v.tiers[1]}, bounded{v.tiers[2]};
-    const bool do_same = v.tiers[1].not_applicable.empty(), do_exact = v.tiers[0].not_applicable.empty();
+private:
+    Status column(int64_t first, int64_t len);
+    Result<SameEvents> same_events(int64_t len) const;
+    void note_k(const OutputRow& row, int64_t first, int64_t len);
+    double row_bound(int64_t first, int64_t holder, const std::vector<double>& absmax) const;
+    void check_element(const OutputRow& row, int64_t rank, size_t i, int64_t first, int64_t pos, float got, const SuperAcc& target,
+                       double target_d, const SameEvents& ev, double col_bound, double gather_amax, const std::vector<double>& absmax);
+    void check_same_bits(size_t ulen, const std::function<int64_t(int64_t)>& tensor_pos);
 
-    for (const auto& col : cols) {
-        const int64_t first = col.first, len = col.second;
-        if (auto st = collectives::run_column(c, inputs, transport, first, len, rec); !st) return st.error();
-        if (inputs.outside())
-            return make_error(ErrorCode::kInternal, "verify: the schedule read inputs outside chunk " + std::to_string(t.chunk) + "'s");
-        const size_t ulen = static_cast<size_t>(len);
-        // Original tensor position of element i of this column: the relabelled chunk p is chunk t.chunk.
-        const int64_t off = first - p * s;  // within the chunk (hpz: may pass its end)
-        auto tensor_pos = [&](int64_t i) { return hpz ? first + i : t.chunk * s + off + i; };
+    const CollectiveVerifySpec& spec_;
+    const PathConfig& c_;
+    const ChunkTensors& t_;
+    const int64_t n_, s_;
+    CollectiveVerification v_;
+    const Ring ring_;
+    const bool permute_, rs_, gather_, hpz_;
+    const int64_t p_;            // the chunk's position in the relabelled run
+    const double scale_;         // deviations are measured times N for a mean
+    const float inv_n_;          // NUMERICS 3: fl32(1/N), once at the end
+    const double uo_;            // the outputs' dtype's unit roundoff (0: binary32)
+    const double div_u_;         // a division by N, or a multiply by fl32(1/N)
+    const double u_acc_;
+    ChunkInputs inputs_;
+    collectives::SimTransport transport_;
+    ColumnRecord rec_;
+    Recorder exact_, same_, bounded_;
+    const bool do_same_, do_exact_;
+};
 
-        // Exact targets and the absmax of every contribution row (relabelled rank order).
-        std::vector<SuperAcc> target(ulen);
-        std::vector<double> absmax(static_cast<size_t>(rec.contribution_rows), 0.0);
-        for (int64_t r = 0; r < rec.contribution_rows; ++r)
-            for (size_t i = 0; i < ulen; ++i) {
-                const float x = rec.contributions[static_cast<size_t>(r) * ulen + i];
-                target[i].add(x);
-                absmax[static_cast<size_t>(r)] = std::max(absmax[static_cast<size_t>(r)], static_cast<double>(std::fabs(x)));
-            }
-        std::vector<double> target_d(ulen);
-        for (size_t i = 0; i < ulen; ++i) target_d[i] = target[i].to_double();
-
-        // Same-events: the exact sum of the same decoded contributions (a2a-rs, two-shot-ar), or of
-        // the inputs (fp32-ring-rs), and its tolerance, times N for a mean.
-        std::vector<SuperAcc> ev_sum;
-        std::vector<double> ev_tol;
-        if (do_same && !gather) {
-            ev_sum.assign(ulen, SuperAcc());
-            std::vector<double> abs_sum(ulen, 0.0);
-            const bool low = low_precision(c.accum);
-            for (int64_t r = 0; r < n; ++r) {
-                std::span<const float> x(rec.contributions.data() + static_cast<size_t>(r) * ulen, ulen);
-                std::vector<float> d(x.begin(), x.end());
-                if (c.path != PathKind::kFp32RingRs) {
-                    auto q = reference::quantize(c.format, x, len);
-                    if (!q) return q.error();
-                    d = q->decoded;
-                }
-                // Under fp16 (bf16) accumulation every term is rounded to binary16 (bfloat16) first
-                // (D11, D24), except the lone input of an add-free fp32-ring-rs with N = 1.
-                if (low && !(c.path == PathKind::kFp32RingRs && n == 1))
-                    for (float& e : d) e = reference::round_to_accum(e, c.accum);
-                for (size_t i = 0; i < ulen; ++i) {
-                    ev_sum[i].add(d[i]);
-                    abs_sum[i] += std::fabs(static_cast<double>(d[i]));
-                }
-            }
-            ev_tol.resize(ulen);
-            const double g = gamma(n - 1, u_acc);
-            double amax_r = 0;  // two-shot-ar: a bound of the absmax of the reduced block before its gather
-            for (size_t i = 0; i < ulen; ++i) {
-                ev_tol[i] = g * abs_sum[i] * (1 + static_cast<double>(n) * 0x1p-52) * kUp;
-                amax_r = std::max(amax_r, (std::fabs(ev_sum[i].to_double()) * (1 + 0x1p-52) + ev_tol[i]) * kUp);
-            }
-            for (size_t i = 0; i < ulen; ++i) {
-                const double sabs = std::fabs(ev_sum[i].to_double()) * (1 + 0x1p-52);
-                double tol = ev_tol[i];
-                if (c.path == PathKind::kTwoShotAr) {
-                    // The reduced block R (|R_i| <= |S_i| + tol_i) is quantized once more for the gather:
-                    // one event within e(absmax R); for a mean, R may be divided before it (then the
-                    // event is on R / N) or after.
-                    double q = reference::event_bound_of_absmax(c.format, amax_r);
-                    if (spec.mean) q = std::max(q, static_cast<double>(n) * reference::event_bound_of_absmax(c.format, amax_r * (1 + 3 * kU32) / static_cast<double>(n)));
-                    tol = (tol + q * kUp) * kUp;
-                }
-                if (spec.mean) tol = (tol + div_u * (sabs + tol)) * kUp;
-                if (uo > 0) tol = (tol + uo * (sabs + tol) * (1 + div_u)) * kUp;  // the final store in the outputs' dtype
-                ev_tol[i] = tol;
-            }
+Result<SameEvents> ChunkVerifier::same_events(int64_t len) const {
+    const size_t ulen = static_cast<size_t>(len);
+    SameEvents ev;
+    ev.sum.assign(ulen, SuperAcc());
+    std::vector<double> abs_sum(ulen, 0.0);
+    const bool low = low_precision(c_.accum);
+    for (int64_t r = 0; r < n_; ++r) {
+        std::span<const float> x(rec_.contributions.data() + static_cast<size_t>(r) * ulen, ulen);
+        std::vector<float> d(x.begin(), x.end());
+        if (c_.path != PathKind::kFp32RingRs) {
+            auto q = reference::quantize(c_.format, x, len);
+            if (!q) return q.error();
+            d = q->decoded;
         }
-
-        // Per output row.
-        for (const OutputRow& row : rec.outputs) {
-            const int64_t rank = ring.pi[static_cast<size_t>(row.rank)];  // original rank
-            const int64_t oi = rs ? 0 : rank;                            // index in out_ranks
-            if (rs && rank != t.chunk)
-                return make_error(ErrorCode::kInternal, "verify: a reduce-scatter row of chunk " + std::to_string(t.chunk) +
-                                                            " is held by rank " + std::to_string(rank));
-            // k from qtransit's ledger.
-            {
-                const auto ks = contribution_k(rec, row, n);
-                int64_t lo = 0, hi = n - 1;
-                if (gather) {
-                    lo = std::clamp<int64_t>(first / s, 0, n - 1);
-                    hi = std::clamp<int64_t>((first + len - 1) / s, 0, n - 1);
-                }
-                for (int64_t j = lo; j <= hi; ++j) {
-                    const int32_t k = ks[static_cast<size_t>(j)];
-                    v.k_min = v.have_k ? std::min(v.k_min, k) : k;
-                    v.k_max = v.have_k ? std::max(v.k_max, k) : k;
-                    v.have_k = true;
-                }
-            }
-            // The bounded tier's bound for this row: per column for reduce paths, per element for gathers.
-            double col_bound = 0;
-            if (!gather) {
-                const double b = reduce_bound(spec, first, row.rank, absmax);
-                if (!spec.mean) {
-                    col_bound = b;
-                } else {
-                    // The division by N at any stage (D21): the part before it, divided; the part after
-                    // it on inputs of at most (a_j (1 + 3u) + b) / N; the division's own rounding.
-                    std::vector<double> ah(absmax), ap(absmax);
-                    double asum = 0;
-                    for (double& a : ah) a *= 1 + 3 * kU32;
-                    const double bh = reduce_bound(spec, first, row.rank, ah);
-                    for (size_t j = 0; j < ap.size(); ++j) {
-                        ap[j] = (ah[j] + bh) / static_cast<double>(n) * kUp;
-                        asum += ah[j];
-                    }
-                    const double bp = reduce_bound(spec, first, row.rank, ap);
-                    col_bound = (bh + static_cast<double>(n) * bp + div_u * (asum + bh)) * kUp;  // times N
-                }
-            }
-            double gather_amax = 0;
-            if (gather)
-                for (float a : rec.first_block_absmax) gather_amax = std::max(gather_amax, static_cast<double>(std::fabs(a)));
-
-            for (size_t i = 0; i < ulen; ++i) {
-                const int64_t pos = tensor_pos(static_cast<int64_t>(i));
-                const int64_t opos = rs ? off + static_cast<int64_t>(i) : pos;  // position in the output row
-                const float got = t.output(oi, opos);
-                float sim = row.values[i];
-                if (spec.mean) sim = sim * inv_n;
-                sim = round_out(spec, sim);
-                ++v.outputs;
-                // Where and what, for a failure's message only: built when one fails, not per element.
-                auto at = [&] { return where(c, rank, pos); };
-
-                // Error statistics against the exact target.
-                const SuperAcc dev = deviation(target[i], got, scale);
-                const SuperAcc sdev = deviation(target[i], sim, scale);
-                const double tgt = target_d[i] / scale;
-                v.exact_sum_sq_target.add(tgt * tgt);
-                if (std::isfinite(got)) {
-                    const double e = dev.to_double() / scale;
-                    v.max_abs_error = std::max(v.max_abs_error, std::fabs(e));
-                    v.exact_sum_sq_error.add(e * e);
-                    v.exact_sum_error.add(e);
-                }
-                if (std::isfinite(sim)) {
-                    const double e = sdev.to_double() / scale;
-                    v.sim_max_abs_error = std::max(v.sim_max_abs_error, std::fabs(e));
-                    v.exact_sim_sum_sq_error.add(e * e);
-                    v.exact_sim_sum_error.add(e);
-                }
-                const bool finite = std::isfinite(got);
-                auto value = [&] { return "value " + shortest(got); };
-
-                // Tier 1: exact.
-                const bool equal = same_bits(got, sim);
-                if (!equal) ++v.differing_from_schedule;
-                if (do_exact) {
-                    exact.check();
-                    if (!equal) {
-                        const int64_t ulps = finite && std::isfinite(sim) ? std::llabs(ordered(got) - ordered(sim)) : -1;
-                        if (ulps >= 0) v.tiers[0].max_ratio = std::max(v.tiers[0].max_ratio, static_cast<double>(ulps));
-                        exact.fail(pos, rank,
-                                   at() + ": " + value() + ", qtransit's schedule " + shortest(sim) +
-                                       (ulps >= 0 ? " (" + std::to_string(ulps) + " ulp" + (ulps == 1 ? "" : "s") + " apart, difference " +
-                                                        show(static_cast<double>(got) - static_cast<double>(sim)) + ")"
-                                                  : ""));
-                    }
-                }
-                // Tier 2: same events.
-                if (do_same) {
-                    same.check();
-                    if (gather) {
-                        if (!equal)
-                            same.fail(pos, rank,
-                                      at() + ": " + value() + ", but the gathered value is " + shortest(sim) +
-                                          " (a gather adds nothing: the same events give the same bits)");
-                    } else {
-                        const SuperAcc d = deviation(ev_sum[i], got, scale);
-                        const double tol = ev_tol[i];
-                        const bool ok = finite && d.compare_abs(tol) <= 0;
-                        const double dd = std::fabs(d.to_double());
-                        if (finite) v.tiers[1].max_ratio = std::max(v.tiers[1].max_ratio, tol > 0 ? dd / tol : (dd > 0 ? kInf : 0.0));
-                        // The exact target is what the run was asked for: the sum, or the mean (sum / N).
-                        if (!ok)
-                            same.fail(pos, rank,
-                                      at() + ": " + value() + ", but the exact " + (spec.mean ? "mean" : "sum") +
-                                          " of the same decoded contributions is " + show(ev_sum[i].to_double() / scale) +
-                                          (finite ? ": |difference| " + show(dd / scale) + " > tolerance " + show(tol / scale)
-                                                  : ": a non-finite output (" + shortest(got) + ") is never within tolerance " +
-                                                        show(tol / scale)));
-                    }
-                }
-                // Tier 3: bounded.
-                {
-                    bounded.check();
-                    double b = col_bound;
-                    if (gather) {
-                        const double ai = rec.first_block_absmax.empty() ? absmax[0] : std::fabs(static_cast<double>(rec.first_block_absmax[i]));
-                        int64_t holder = row.rank;
-                        if (c.path == PathKind::kRingAgRequant && spec.ring_order.empty())
-                            holder = (std::clamp<int64_t>(first / s, 0, n - 1) + n - 1) % n;  // the longest chain
-                        b = reference::a_priori_bound(c, first, holder, std::vector<double>{ai, gather_amax});
-                    }
-                    if (uo > 0) b = (b + uo * (std::fabs(target_d[i]) * (1 + 0x1p-52) + b) * (1 + div_u)) * kUp;
-                    const bool ok = finite && dev.compare_abs(b) <= 0;
-                    const double dd = std::fabs(dev.to_double());
-                    if (finite) v.tiers[2].max_ratio = std::max(v.tiers[2].max_ratio, b > 0 ? dd / b : (dd > 0 ? kInf : 0.0));
-                    if (!ok)
-                        bounded.fail(pos, rank,
-                                     at() + ": " + value() + ", target " + show(tgt) +
-                                         (finite ? ": |error| " + show(dd / scale) + " > the path's a-priori bound " + show(b / scale)
-                                                 : ": a non-finite output (" + shortest(got) + ") is never within the path's a-priori bound " +
-                                                       show(b / scale)));
-                }
-            }
-        }
-        // Every rank the same bits (all-reduce, all-gather).
-        if (v.same_bits_applies) {
-            for (size_t i = 0; i < ulen; ++i) {
-                const int64_t pos = tensor_pos(static_cast<int64_t>(i));
-                const float ref = t.output(0, pos);
-                for (int64_t r = 1; r < n; ++r) {
-                    ++v.same_bits_checked;
-                    const float got = t.output(r, pos);
-                    if (same_bits(got, ref)) continue;
-                    v.same_bits = false;
-                    if (v.same_bits_pos < 0 || pos < v.same_bits_pos) {
-                        v.same_bits_pos = pos;
-                        v.same_bits_first = "tensor index " + std::to_string(pos) + " (shard " + std::to_string(pos / s) + "): rank " +
-                                            std::to_string(r) + " holds " + shortest(got) + ", rank 0 " + shortest(ref);
-                    }
-                    break;
-                }
-            }
+        // Under fp16 (bf16) accumulation every term is rounded to binary16 (bfloat16) first (D11,
+        // D24), except the lone input of an add-free fp32-ring-rs with N = 1.
+        if (low && !(c_.path == PathKind::kFp32RingRs && n_ == 1))
+            for (float& e : d) e = reference::round_to_accum(e, c_.accum);
+        for (size_t i = 0; i < ulen; ++i) {
+            ev.sum[i].add(d[i]);
+            abs_sum[i] += std::fabs(static_cast<double>(d[i]));
         }
     }
-    v.round_sums();
-    return v;
+    ev.tol.resize(ulen);
+    const double g = gamma(n_ - 1, u_acc_);
+    double amax_r = 0;  // two-shot-ar: a bound of the absmax of the reduced block before its gather
+    for (size_t i = 0; i < ulen; ++i) {
+        ev.tol[i] = g * abs_sum[i] * (1 + static_cast<double>(n_) * 0x1p-52) * kUp;
+        amax_r = std::max(amax_r, (std::fabs(ev.sum[i].to_double()) * (1 + 0x1p-52) + ev.tol[i]) * kUp);
+    }
+    for (size_t i = 0; i < ulen; ++i) {
+        const double sabs = std::fabs(ev.sum[i].to_double()) * (1 + 0x1p-52);
+        double tol = ev.tol[i];
+        if (c_.path == PathKind::kTwoShotAr) {
+            // The reduced block R (|R_i| <= |S_i| + tol_i) is quantized once more for the gather: one
+            // event within e(absmax R); for a mean, R may be divided before it (then the event is on
+            // R / N) or after.
+            double q = reference::event_bound_of_absmax(c_.format, amax_r);
+            if (spec_.mean)
+                q = std::max(q, static_cast<double>(n_) *
+                                    reference::event_bound_of_absmax(c_.format, amax_r * (1 + 3 * kU32) / static_cast<double>(n_)));
+            tol = (tol + q * kUp) * kUp;
+        }
+        if (spec_.mean) tol = (tol + div_u_ * (sabs + tol)) * kUp;
+        if (uo_ > 0) tol = (tol + uo_ * (sabs + tol) * (1 + div_u_)) * kUp;  // the final store in the outputs' dtype
+        ev.tol[i] = tol;
+    }
+    return ev;
 }
+
+// k from qtransit's ledger, for the contributors this row's elements depend on.
+void ChunkVerifier::note_k(const OutputRow& row, int64_t first, int64_t len) {
+    const auto ks = contribution_k(rec_, row, n_);
+    int64_t lo = 0, hi = n_ - 1;
+    if (gather_) {
+        lo = std::clamp<int64_t>(first / s_, 0, n_ - 1);
+        hi = std::clamp<int64_t>((first + len - 1) / s_, 0, n_ - 1);
+    }
+    for (int64_t j = lo; j <= hi; ++j) {
+        const int32_t k = ks[static_cast<size_t>(j)];
+        v_.k_min = v_.have_k ? std::min(v_.k_min, k) : k;
+        v_.k_max = v_.have_k ? std::max(v_.k_max, k) : k;
+        v_.have_k = true;
+    }
+}
+
+// The bounded tier's bound for a reduce path's row (per column), times N for a mean.
+double ChunkVerifier::row_bound(int64_t first, int64_t holder, const std::vector<double>& absmax) const {
+    const double b = reduce_bound(spec_, first, holder, absmax);
+    if (!spec_.mean) return b;
+    // The division by N at any stage (D21): the part before it, divided; the part after it on
+    // inputs of at most (a_j (1 + 3u) + b) / N; the division's own rounding.
+    std::vector<double> ah(absmax), ap(absmax);
+    double asum = 0;
+    for (double& a : ah) a *= 1 + 3 * kU32;
+    const double bh = reduce_bound(spec_, first, holder, ah);
+    for (size_t j = 0; j < ap.size(); ++j) {
+        ap[j] = (ah[j] + bh) / static_cast<double>(n_) * kUp;
+        asum += ah[j];
+    }
+    const double bp = reduce_bound(spec_, first, holder, ap);
+    return (bh + static_cast<double>(n_) * bp + div_u_ * (asum + bh)) * kUp;  // times N
+}
+
+// One output element: the error statistics and the three tiers.
+void ChunkVerifier::check_element(const OutputRow& row, int64_t rank, size_t i, int64_t first, int64_t pos, float got, const SuperAcc& target,
+                                  double target_d, const SameEvents& ev, double col_bound, double gather_amax,
+                                  const std::vector<double>& absmax) {
+    float sim = row.values[i];
+    if (spec_.mean) sim = sim * inv_n_;
+    sim = round_out(spec_, sim);
+    ++v_.outputs;
+    // Where and what, for a failure's message only: built when one fails, not per element.
+    auto at = [&] { return where(c_, rank, pos); };
+
+    // Error statistics against the exact target.
+    const SuperAcc dev = deviation(target, got, scale_);
+    const SuperAcc sdev = deviation(target, sim, scale_);
+    const double tgt = target_d / scale_;
+    v_.exact_sum_sq_target.add(tgt * tgt);
+    if (std::isfinite(got)) {
+        const double e = dev.to_double() / scale_;
+        v_.max_abs_error = std::max(v_.max_abs_error, std::fabs(e));
+        v_.exact_sum_sq_error.add(e * e);
+        v_.exact_sum_error.add(e);
+    }
+    if (std::isfinite(sim)) {
+        const double e = sdev.to_double() / scale_;
+        v_.sim_max_abs_error = std::max(v_.sim_max_abs_error, std::fabs(e));
+        v_.exact_sim_sum_sq_error.add(e * e);
+        v_.exact_sim_sum_error.add(e);
+    }
+    const bool finite = std::isfinite(got);
+    auto value = [&] { return "value " + shortest(got); };
+
+    // Tier 1: exact.
+    const bool equal = same_bits(got, sim);
+    if (!equal) ++v_.differing_from_schedule;
+    if (do_exact_) {
+        exact_.check();
+        if (!equal) {
+            const int64_t ulps = finite && std::isfinite(sim) ? std::llabs(ordered(got) - ordered(sim)) : -1;
+            if (ulps >= 0) v_.tiers[0].max_ratio = std::max(v_.tiers[0].max_ratio, static_cast<double>(ulps));
+            exact_.fail(pos, rank,
+                        at() + ": " + value() + ", qtransit's schedule " + shortest(sim) +
+                            (ulps >= 0 ? " (" + std::to_string(ulps) + " ulp" + (ulps == 1 ? "" : "s") + " apart, difference " +
+                                             show(static_cast<double>(got) - static_cast<double>(sim)) + ")"
+                                       : ""));
+        }
+    }
+    // Tier 2: same events.
+    if (do_same_) {
+        same_.check();
+        if (gather_) {
+            if (!equal)
+                same_.fail(pos, rank,
+                           at() + ": " + value() + ", but the gathered value is " + shortest(sim) +
+                               " (a gather adds nothing: the same events give the same bits)");
+        } else {
+            const SuperAcc d = deviation(ev.sum[i], got, scale_);
+            const double tol = ev.tol[i];
+            const bool ok = finite && d.compare_abs(tol) <= 0;
+            const double dd = std::fabs(d.to_double());
+            if (finite) v_.tiers[1].max_ratio = std::max(v_.tiers[1].max_ratio, tol > 0 ? dd / tol : (dd > 0 ? kInf : 0.0));
+            // The exact target is what the run was asked for: the sum, or the mean (sum / N).
+            if (!ok)
+                same_.fail(pos, rank,
+                           at() + ": " + value() + ", but the exact " + (spec_.mean ? "mean" : "sum") +
+                               " of the same decoded contributions is " + show(ev.sum[i].to_double() / scale_) +
+                               (finite ? ": |difference| " + show(dd / scale_) + " > tolerance " + show(tol / scale_)
+                                       : ": a non-finite output (" + shortest(got) + ") is never within tolerance " + show(tol / scale_)));
+        }
+    }
+    // Tier 3: bounded.
+    bounded_.check();
+    double b = col_bound;
+    if (gather_) {
+        const double ai = rec_.first_block_absmax.empty() ? absmax[0] : std::fabs(static_cast<double>(rec_.first_block_absmax[i]));
+        int64_t holder = row.rank;
+        if (c_.path == PathKind::kRingAgRequant && spec_.ring_order.empty())
+            holder = (std::clamp<int64_t>(first / s_, 0, n_ - 1) + n_ - 1) % n_;  // the longest chain
+        b = reference::a_priori_bound(c_, first, holder, std::vector<double>{ai, gather_amax});
+    }
+    if (uo_ > 0) b = (b + uo_ * (std::fabs(target_d) * (1 + 0x1p-52) + b) * (1 + div_u_)) * kUp;
+    const bool ok = finite && dev.compare_abs(b) <= 0;
+    const double dd = std::fabs(dev.to_double());
+    if (finite) v_.tiers[2].max_ratio = std::max(v_.tiers[2].max_ratio, b > 0 ? dd / b : (dd > 0 ? kInf : 0.0));
+    if (!ok)
+        bounded_.fail(pos, rank,
+                      at() + ": " + value() + ", target " + show(tgt) +
+                          (finite ? ": |error| " + show(dd / scale_) + " > the path's a-priori bound " + show(b / scale_)
+                                  : ": a non-finite output (" + shortest(got) + ") is never within the path's a-priori bound " +
+                                        show(b / scale_)));
+}
+
+// Every rank the same bits (all-reduce, all-gather).
+void ChunkVerifier::check_same_bits(size_t ulen, const std::function<int64_t(int64_t)>& tensor_pos) {
+    for (size_t i = 0; i < ulen; ++i) {
+        const int64_t pos = tensor_pos(static_cast<int64_t>(i));
+        const float ref = t_.output(0, pos);
+        for (int64_t r = 1; r < n_; ++r) {
+            ++v_.same_bits_checked;
+            const float got = t_.output(r, pos);
+            if (same_bits(got, ref)) continue;
+            v_.same_bits = false;
+            if (v_.same_bits_pos < 0 || pos < v_.same_bits_pos) {
+                v_.same_bits_pos = pos;
+                v_.same_bits_first = "tensor index " + std::to_string(pos) + " (shard " + std::to_string(pos / s_) + "): rank " +
+                                     std::to_string(r) + " holds " + shortest(got) + ", rank 0 " + shortest(ref);
+            }
+            break;
+        }
+    }
+}
+
+Status ChunkVerifier::column(int64_t first, int64_t len) {
+    if (auto st = collectives::run_column(c_, inputs_, transport_, first, len, rec_); !st) return st.error();
+    if (inputs_.outside())
+        return make_error(ErrorCode::kInternal, "verify: the schedule read inputs outside chunk " + std::to_string(t_.chunk) + "'s");
+    const size_t ulen = static_cast<size_t>(len);
+    // Original tensor position of element i of this column: the relabelled chunk p is chunk t.chunk.
+    const int64_t off = first - p_ * s_;  // within the chunk (hpz: may pass its end)
+    auto tensor_pos = [&](int64_t i) { return hpz_ ? first + i : t_.chunk * s_ + off + i; };
+
+    // Exact targets and the absmax of every contribution row (relabelled rank order).
+    std::vector<SuperAcc> target(ulen);
+    std::vector<double> absmax(static_cast<size_t>(rec_.contribution_rows), 0.0);
+    for (int64_t r = 0; r < rec_.contribution_rows; ++r)
+        for (size_t i = 0; i < ulen; ++i) {
+            const float x = rec_.contributions[static_cast<size_t>(r) * ulen + i];
+            target[i].add(x);
+            absmax[static_cast<size_t>(r)] = std::max(absmax[static_cast<size_t>(r)], static_cast<double>(std::fabs(x)));
+        }
+    std::vector<double> target_d(ulen);
+    for (size_t i = 0; i < ulen; ++i) target_d[i] = target[i].to_double();
+    SameEvents ev;
+    if (do_same_ && !gather_) {
+        auto e = same_events(len);
+        if (!e) return e.error();
+        ev = std::move(*e);
+    }
+    for (const OutputRow& row : rec_.outputs) {
+        const int64_t rank = ring_.pi[static_cast<size_t>(row.rank)];  // original rank
+        const int64_t oi = rs_ ? 0 : rank;                             // index in out_ranks
+        if (rs_ && rank != t_.chunk)
+            return make_error(ErrorCode::kInternal, "verify: a reduce-scatter row of chunk " + std::to_string(t_.chunk) +
+                                                        " is held by rank " + std::to_string(rank));
+        note_k(row, first, len);
+        // The bounded tier's bound for this row: per column for reduce paths, per element for gathers.
+        const double col_bound = gather_ ? 0.0 : row_bound(first, row.rank, absmax);
+        double gather_amax = 0;
+        if (gather_)
+            for (float a : rec_.first_block_absmax) gather_amax = std::max(gather_amax, static_cast<double>(std::fabs(a)));
+        for (size_t i = 0; i < ulen; ++i) {
+            const int64_t pos = tensor_pos(static_cast<int64_t>(i));
+            const int64_t opos = rs_ ? off + static_cast<int64_t>(i) : pos;  // position in the output row
+            check_element(row, rank, i, first, pos, t_.output(oi, opos), target[i], target_d[i], ev, col_bound, gather_amax, absmax);
+        }
+    }
+    if (v_.same_bits_applies) check_same_bits(ulen, tensor_pos);
+    return Status::Ok();
+}
+
+}  // namespace
+
+Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, const ChunkTensors& t) { return ChunkVerifier(spec, t).run(); }
 
 Result<CollectiveVerification> verify_chunks(const CollectiveVerifySpec& spec, std::span<const ChunkTensors> chunks) {
     CollectiveVerification total = empty_verification(spec);
