@@ -176,223 +176,278 @@ Status builtin_sharded(const FormatSpec& f, std::span<const float> x, int64_t bl
 // Everything after the kernel ran: c.encoded and c.decoded (the kernel's, or a run's) against the
 // reference, bit for bit and against the format's bound (see codec_check's comment); sets every
 // comparison field of c, and c.conforms under c.conformance. `who` names the kernel in messages.
-void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::vector<float>& x, const Site& site,
-           kernels::ValueType out, const char* who_word, bool codes_given = true, bool meta_given = true) {
-    const int64_t n = c.elements, block = c.block, shard = c.shard;
-    c.ulp_histogram.assign(8, 0);
-    const auto sz = kernels::sharded_sizes(format, n, block, shard);
-    const auto one = kernels::sharded_sizes(format, shard, block, shard);  // one shard's
-    // Codes in qtransit's layout, block by block over the shards.
-    c.codes.assign(static_cast<size_t>(n), 0);
-    std::vector<int64_t> block_of(static_cast<size_t>(n));
-    std::vector<int64_t> block_first, block_len, block_byte;  // per block: first element, length, first wire byte
-    {
-        int64_t byte = 0, j = 0;
-        for (int64_t s = 0; s < n / shard; ++s)
-            for (int64_t b = 0; b * block < shard; ++b, ++j) {
-                const int64_t len = std::min(block, shard - b * block), first = s * shard + b * block;
-                block_first.push_back(first);
-                block_len.push_back(len);
-                block_byte.push_back(byte);
-                for (int64_t i = 0; i < len; ++i) {
-                    c.codes[static_cast<size_t>(first + i)] = kernels::unpack_code(format, c.encoded.codes.data() + byte, i);
-                    block_of[static_cast<size_t>(first + i)] = j;
-                }
-                byte += format.code_bytes(len);
-            }
-    }
-    std::vector<float> rdec(r.decoded);
-    for (float& v : rdec) v = kernels::round_to(out, v);
+class Judge {
+public:
+    Judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::vector<float>& x, const Site& site, kernels::ValueType out,
+          const char* who_word, bool codes_given, bool meta_given)
+        : c_(c), r_(r), format_(format), x_(x), site_(site), out_(out), who_word_(who_word), codes_given_(codes_given),
+          meta_given_(meta_given), n_(c.elements), block_(c.block), shard_(c.shard) {}
 
-    // Blocks whose metadata differs.
-    const int64_t nb = sz.blocks;
-    std::vector<uint8_t> meta_differs(static_cast<size_t>(nb), 0);
-    for (int64_t j = 0; j < nb; ++j) {
-        const bool ds = !same_bits(c.encoded.scales[static_cast<size_t>(j)], r.scales[static_cast<size_t>(j)]);
-        const bool dof = format.has_offset() && !same_bits(c.encoded.offsets[static_cast<size_t>(j)], r.offsets[static_cast<size_t>(j)]);
-        meta_differs[static_cast<size_t>(j)] = ds || dof;
-        c.differing_scale_blocks += ds || dof;
+    void run() {
+        c_.ulp_histogram.assign(8, 0);
+        unpack_codes();
+        rdec_ = r_.decoded;
+        for (float& v : rdec_) v = kernels::round_to(out_, v);
+        compare_metadata();
+        explain_by_conventions();
+        compare_elements();
+        if (format_.kind == FormatKind::kDs && format_.fast_math) judge_admissible();
+        bound_check(c_.decoded, r_.decoded, "decoded");
+        wire_bound_check();
+        c_.ulp_histogram[0] += n_ - c_.differing_elements;  // equal decoded values (a differing code alone counts as 0 ulps)
+        c_.conforms = c_.conformance == kernels::Conformance::kExact ? c_.exact : c_.bound_holds;
     }
-    // Blocks a declared convention explains (FORMATS.md section 10): the codec wrote exactly what the
-    // library's rule gives there. Left out of every comparison below and tallied apart.
-    std::vector<uint32_t> explained(static_cast<size_t>(nb), 0);
-    if (format.kind == FormatKind::kDecl && format.decl && format.decl->conventions.any()) {
-        std::vector<int64_t> differing_in(static_cast<size_t>(nb), 0);
-        for (int64_t i = 0; i < n; ++i) {
-            const size_t k = static_cast<size_t>(i);
-            if (c.codes[k] != r.codes[k] || !same_bits(c.decoded[k], rdec[k])) ++differing_in[static_cast<size_t>(block_of[k])];
-        }
-        for (int64_t j = 0; j < nb; ++j) {
-            const size_t jj = static_cast<size_t>(j);
-            if (!differing_in[jj] && !meta_differs[jj]) continue;
-            const int64_t first = block_first[jj], len = block_len[jj];
-            const auto cb = reference::convention_block(format, std::span<const float>(x).subspan(static_cast<size_t>(first), static_cast<size_t>(len)));
-            if (!cb.applied) continue;
-            bool holds = !meta_given || cb.any_scale || same_bits(c.encoded.scales[jj], cb.scale);
-            int64_t at = -1;  // the first element whose difference it explains
-            for (int64_t i = 0; i < len && holds; ++i) {
-                const size_t k = static_cast<size_t>(first + i);
-                const float got = c.decoded[k];
-                holds = as_wanted(cb, static_cast<size_t>(i), got, out);
-                if (at < 0 && (c.codes[k] != r.codes[k] || !same_bits(got, rdec[k]))) at = first + i;
+
+private:
+    void unpack_codes();
+    void compare_metadata();
+    void explain_by_conventions();
+    void compare_elements();
+    void judge_admissible();
+    void bound_check(const std::vector<float>& values, const std::vector<float>& unrounded, const char* what);
+    void wire_bound_check();
+    std::string block_text(int64_t j) const;
+
+    CodecCheck& c_;
+    const RefOut& r_;
+    const FormatSpec& format_;
+    const std::vector<float>& x_;
+    const Site& site_;
+    const kernels::ValueType out_;
+    const char* who_word_;
+    const bool codes_given_, meta_given_;
+    const int64_t n_, block_, shard_;
+    std::vector<float> rdec_;                                  // the reference's decoded values, in the codec's output type
+    std::vector<int64_t> block_of_;                            // per element: its block
+    std::vector<int64_t> block_first_, block_len_, block_byte_;  // per block: first element, length, first wire byte
+    std::vector<uint8_t> meta_differs_;                        // per block: its scale (or offset) differs
+    std::vector<uint32_t> explained_;                          // per block: the conventions that explain it (0: none)
+};
+
+// Codes in qtransit's layout, block by block over the shards.
+void Judge::unpack_codes() {
+    c_.codes.assign(static_cast<size_t>(n_), 0);
+    block_of_.assign(static_cast<size_t>(n_), 0);
+    int64_t byte = 0, j = 0;
+    for (int64_t s = 0; s < n_ / shard_; ++s)
+        for (int64_t b = 0; b * block_ < shard_; ++b, ++j) {
+            const int64_t len = std::min(block_, shard_ - b * block_), first = s * shard_ + b * block_;
+            block_first_.push_back(first);
+            block_len_.push_back(len);
+            block_byte_.push_back(byte);
+            for (int64_t i = 0; i < len; ++i) {
+                c_.codes[static_cast<size_t>(first + i)] = kernels::unpack_code(format_, c_.encoded.codes.data() + byte, i);
+                block_of_[static_cast<size_t>(first + i)] = j;
             }
-            if (!holds) continue;
-            explained[jj] = cb.applied;
-            std::string example = "block " + std::to_string(j) + " (elements " + std::to_string(site.index_base + first) + ".." +
-                                  std::to_string(site.index_base + first + len - 1) + "): ";
-            if (at >= 0)
-                example += "element " + std::to_string(site.index_base + at) + " (input " + show(x[static_cast<size_t>(at)]) + ") decodes " +
-                           show(c.decoded[static_cast<size_t>(at)]) + ", the format's reference " + show(rdec[static_cast<size_t>(at)]) + "; ";
-            example += "scale " + show(c.encoded.scales[jj]) + ", the format's " + show(r.scales[jj]);
-            tally_applied(c.conventions, *format.decl, cb.applied, differing_in[jj], example);
+            byte += format_.code_bytes(len);
         }
+}
+
+// Blocks whose metadata differs.
+void Judge::compare_metadata() {
+    const int64_t nb = kernels::sharded_sizes(format_, n_, block_, shard_).blocks;
+    meta_differs_.assign(static_cast<size_t>(nb), 0);
+    for (int64_t j = 0; j < nb; ++j) {
+        const bool ds = !same_bits(c_.encoded.scales[static_cast<size_t>(j)], r_.scales[static_cast<size_t>(j)]);
+        const bool dof = format_.has_offset() && !same_bits(c_.encoded.offsets[static_cast<size_t>(j)], r_.offsets[static_cast<size_t>(j)]);
+        meta_differs_[static_cast<size_t>(j)] = ds || dof;
+        c_.differing_scale_blocks += ds || dof;
     }
-    auto block_text = [&](int64_t j) {
-        if (!meta_given) {  // a run that gave no scales (or offsets): only the reference's are known
-            std::string t = "reference scale " + show(r.scales[static_cast<size_t>(j)]);
-            if (format.has_offset()) t += ", offset " + show(r.offsets[static_cast<size_t>(j)]);
-            return t;
-        }
-        std::string t = "scale " + show(c.encoded.scales[static_cast<size_t>(j)]) + " vs reference " + show(r.scales[static_cast<size_t>(j)]);
-        if (format.has_offset())
-            t += ", offset " + show(c.encoded.offsets[static_cast<size_t>(j)]) + " vs " + show(r.offsets[static_cast<size_t>(j)]);
-        return t;
-    };
-    for (int64_t j = 0; j < nb; ++j)
-        if (explained[static_cast<size_t>(j)] && meta_differs[static_cast<size_t>(j)]) {
-            meta_differs[static_cast<size_t>(j)] = 0;
-            --c.differing_scale_blocks;
-        }
-    for (int64_t i = 0; i < n; ++i) {
+}
+
+// Blocks a declared convention explains (FORMATS.md section 10): the codec wrote exactly what the
+// library's rule gives there. Left out of every comparison after this and tallied apart.
+void Judge::explain_by_conventions() {
+    const int64_t nb = static_cast<int64_t>(meta_differs_.size());
+    explained_.assign(static_cast<size_t>(nb), 0);
+    if (!(format_.kind == FormatKind::kDecl && format_.decl && format_.decl->conventions.any())) return;
+    std::vector<int64_t> differing_in(static_cast<size_t>(nb), 0);
+    for (int64_t i = 0; i < n_; ++i) {
         const size_t k = static_cast<size_t>(i);
-        if (explained[static_cast<size_t>(block_of[k])]) continue;
-        const bool differs = c.codes[k] != r.codes[k] || !same_bits(c.decoded[k], rdec[k]);
-        if (!differs) continue;
-        ++c.differing_elements;
-        const int64_t j = block_of[k];
-        if (meta_differs[static_cast<size_t>(j)]) ++c.elements_in_differing_blocks;
-        if (std::isfinite(c.decoded[k]) && std::isfinite(rdec[k])) {
-            const int64_t u = std::llabs(ordered(c.decoded[k]) - ordered(rdec[k]));
-            c.max_ulps = std::max<int64_t>(c.max_ulps, u);
-            ++c.ulp_histogram[u == 0 ? 0 : u == 1 ? 1 : u == 2 ? 2 : u <= 4 ? 3 : u <= 16 ? 4 : u <= 256 ? 5 : 6];
-        } else if (!same_bits(c.decoded[k], rdec[k])) {
-            ++c.ulp_histogram[7];
+        if (c_.codes[k] != r_.codes[k] || !same_bits(c_.decoded[k], rdec_[k])) ++differing_in[static_cast<size_t>(block_of_[k])];
+    }
+    for (int64_t j = 0; j < nb; ++j) {
+        const size_t jj = static_cast<size_t>(j);
+        if (!differing_in[jj] && !meta_differs_[jj]) continue;
+        const int64_t first = block_first_[jj], len = block_len_[jj];
+        const auto cb = reference::convention_block(format_, std::span<const float>(x_).subspan(static_cast<size_t>(first), static_cast<size_t>(len)));
+        if (!cb.applied) continue;
+        bool holds = !meta_given_ || cb.any_scale || same_bits(c_.encoded.scales[jj], cb.scale);
+        int64_t at = -1;  // the first element whose difference it explains
+        for (int64_t i = 0; i < len && holds; ++i) {
+            const size_t k = static_cast<size_t>(first + i);
+            const float got = c_.decoded[k];
+            holds = as_wanted(cb, static_cast<size_t>(i), got, out_);
+            if (at < 0 && (c_.codes[k] != r_.codes[k] || !same_bits(got, rdec_[k]))) at = first + i;
         }
-        if (c.first_difference.empty()) {
-            c.first_differing = i;
-            const int64_t s = i / shard, in_shard = i % shard;
-            c.first_difference = "element " + std::to_string(site.index_base + i) + " (shard " + std::to_string(s) + ", block " +
-                                 std::to_string(j) + ", element " + std::to_string(in_shard % block) + " of it; input " +
-                                 show(x[k]) + "): " + who_word + " decodes " + show(c.decoded[k]) +
-                                 (codes_given ? " (code " + std::to_string(c.codes[k]) + ")" : "") + ", reference " + show(rdec[k]) + " (code " + std::to_string(r.codes[k]) +
-                                 "); " + block_text(j);
+        if (!holds) continue;
+        explained_[jj] = cb.applied;
+        std::string example = "block " + std::to_string(j) + " (elements " + std::to_string(site_.index_base + first) + ".." +
+                              std::to_string(site_.index_base + first + len - 1) + "): ";
+        if (at >= 0)
+            example += "element " + std::to_string(site_.index_base + at) + " (input " + show(x_[static_cast<size_t>(at)]) + ") decodes " +
+                       show(c_.decoded[static_cast<size_t>(at)]) + ", the format's reference " + show(rdec_[static_cast<size_t>(at)]) + "; ";
+        example += "scale " + show(c_.encoded.scales[jj]) + ", the format's " + show(r_.scales[jj]);
+        tally_applied(c_.conventions, *format_.decl, cb.applied, differing_in[jj], example);
+    }
+    for (int64_t j = 0; j < nb; ++j)
+        if (explained_[static_cast<size_t>(j)] && meta_differs_[static_cast<size_t>(j)]) {
+            meta_differs_[static_cast<size_t>(j)] = 0;
+            --c_.differing_scale_blocks;
+        }
+}
+
+std::string Judge::block_text(int64_t j) const {
+    if (!meta_given_) {  // a run that gave no scales (or offsets): only the reference's are known
+        std::string t = "reference scale " + show(r_.scales[static_cast<size_t>(j)]);
+        if (format_.has_offset()) t += ", offset " + show(r_.offsets[static_cast<size_t>(j)]);
+        return t;
+    }
+    std::string t = "scale " + show(c_.encoded.scales[static_cast<size_t>(j)]) + " vs reference " + show(r_.scales[static_cast<size_t>(j)]);
+    if (format_.has_offset())
+        t += ", offset " + show(c_.encoded.offsets[static_cast<size_t>(j)]) + " vs " + show(r_.offsets[static_cast<size_t>(j)]);
+    return t;
+}
+
+// Element by element (then block metadata, then wire bytes): the differences, their ulps, the first.
+void Judge::compare_elements() {
+    for (int64_t i = 0; i < n_; ++i) {
+        const size_t k = static_cast<size_t>(i);
+        if (explained_[static_cast<size_t>(block_of_[k])]) continue;
+        const bool differs = c_.codes[k] != r_.codes[k] || !same_bits(c_.decoded[k], rdec_[k]);
+        if (!differs) continue;
+        ++c_.differing_elements;
+        const int64_t j = block_of_[k];
+        if (meta_differs_[static_cast<size_t>(j)]) ++c_.elements_in_differing_blocks;
+        if (std::isfinite(c_.decoded[k]) && std::isfinite(rdec_[k])) {
+            const int64_t u = std::llabs(ordered(c_.decoded[k]) - ordered(rdec_[k]));
+            c_.max_ulps = std::max<int64_t>(c_.max_ulps, u);
+            ++c_.ulp_histogram[u == 0 ? 0 : u == 1 ? 1 : u == 2 ? 2 : u <= 4 ? 3 : u <= 16 ? 4 : u <= 256 ? 5 : 6];
+        } else if (!same_bits(c_.decoded[k], rdec_[k])) {
+            ++c_.ulp_histogram[7];
+        }
+        if (c_.first_difference.empty()) {
+            c_.first_differing = i;
+            const int64_t s = i / shard_, in_shard = i % shard_;
+            c_.first_difference = "element " + std::to_string(site_.index_base + i) + " (shard " + std::to_string(s) + ", block " +
+                                  std::to_string(j) + ", element " + std::to_string(in_shard % block_) + " of it; input " + show(x_[k]) +
+                                  "): " + who_word_ + " decodes " + show(c_.decoded[k]) +
+                                  (codes_given_ ? " (code " + std::to_string(c_.codes[k]) + ")" : "") + ", reference " + show(rdec_[k]) +
+                                  " (code " + std::to_string(r_.codes[k]) + "); " + block_text(j);
         }
     }
-    if (c.first_difference.empty() && c.differing_scale_blocks)
-        for (int64_t j = 0; j < nb; ++j)
-            if (meta_differs[static_cast<size_t>(j)]) {
-                c.first_difference = "block " + std::to_string(j) + ": " + block_text(j) + " (every code and decoded value equal)";
+    if (c_.first_difference.empty() && c_.differing_scale_blocks)
+        for (size_t j = 0; j < meta_differs_.size(); ++j)
+            if (meta_differs_[j]) {
+                c_.first_difference = "block " + std::to_string(j) + ": " + block_text(static_cast<int64_t>(j)) +
+                                      " (every code and decoded value equal)";
                 break;
             }
     auto byte_explained = [&](size_t b) {
-        const auto it = std::upper_bound(block_byte.begin(), block_byte.end(), static_cast<int64_t>(b));
-        return it != block_byte.begin() && explained[static_cast<size_t>(it - block_byte.begin() - 1)] != 0;
+        const auto it = std::upper_bound(block_byte_.begin(), block_byte_.end(), static_cast<int64_t>(b));
+        return it != block_byte_.begin() && explained_[static_cast<size_t>(it - block_byte_.begin() - 1)] != 0;
     };
-    if (c.first_difference.empty())
-        for (size_t b = 0; b < r.bytes.size() && b < c.encoded.codes.size(); ++b)
-            if (r.bytes[b] != c.encoded.codes[b] && !byte_explained(b)) {
-                c.first_difference = "wire byte " + std::to_string(b) + ": " + std::to_string(c.encoded.codes[b]) + " vs reference " +
-                                     std::to_string(r.bytes[b]) + " (the codes unpack equal: padding bits differ)";
+    if (c_.first_difference.empty())
+        for (size_t b = 0; b < r_.bytes.size() && b < c_.encoded.codes.size(); ++b)
+            if (r_.bytes[b] != c_.encoded.codes[b] && !byte_explained(b)) {
+                c_.first_difference = "wire byte " + std::to_string(b) + ": " + std::to_string(c_.encoded.codes[b]) + " vs reference " +
+                                      std::to_string(r_.bytes[b]) + " (the codes unpack equal: padding bits differ)";
                 break;
             }
-    c.exact = c.first_difference.empty();
-    if (format.kind == FormatKind::kDs && format.fast_math) {
-        // D23: a fast-math build may pick any admissible scale and step, so exact conformance asks
-        // for one of the admissible results on every element, not for the IEEE bits.
-        c.admissible_model = true;
-        c.first_difference.clear();
-        for (int64_t s = 0; s < n / shard; ++s) {
-            const size_t at = static_cast<size_t>(s * shard), len = static_cast<size_t>(shard);
-            const auto a = reference::check_admissible(
-                format, std::span<const float>(x).subspan(at, len), block, std::span<const int32_t>(c.codes).subspan(at, len),
-                std::span<const float>(c.encoded.scales).subspan(static_cast<size_t>(s * one.blocks), static_cast<size_t>(one.blocks)),
-                std::span<const float>(c.decoded).subspan(at, len), site.index_base + static_cast<int64_t>(at));
-            c.inadmissible_elements += a.inadmissible_elements;
-            c.inadmissible_steps += a.inadmissible_steps;
-            if (!a.holds && c.first_difference.empty())
-                c.first_difference = "not an admissible result (shard " + std::to_string(s) + "): " + a.first_text;
-        }
-        c.exact = c.first_difference.empty();
-    }
+    c_.exact = c_.first_difference.empty();
+}
 
-    // The bound, per shard, with the reference's block statistics, on two sets of values: the
-    // kernel's decoded values, and what a receiver decoding the kernel's wire form (codes, scales,
-    // offsets) by the format's definition gets. The second is what another rank holds: a codec whose
-    // codes mean something else (another nibble order, sign-magnitude) fails it even when it decodes
-    // its own codes back to the right values.
-    //
-    // A codec whose output type is bfloat16 or binary16 (a plugin's output_type, check_codec's dtype)
-    // returns values rounded to it: that rounding is the type's, not the format's error, and the
-    // format's bound does not cover it. Where a value is exactly the rounding of the binary32 value
-    // it stands for (`unrounded`: the reference's decoded value, or the format's decode of the
-    // codec's wire form), the bound is checked on that value; anywhere else on the value itself.
-    auto bound_check = [&](const std::vector<float>& values, const std::vector<float>& unrounded, const char* what) {
-        for (size_t s = 0; s < r.per_shard.size(); ++s) {
-            reference::Quantized q = r.per_shard[s];
-            const size_t base = s * static_cast<size_t>(shard);
-            for (size_t i = 0; i < q.decoded.size(); ++i) {
-                const float v = values[base + i];
-                const size_t j = i / static_cast<size_t>(block);
-                const bool poisoned = j < q.poisoned.size() && q.poisoned[j];
-                // A block a convention explains keeps the reference's values: the library's rule has
-                // no bound of the format's to meet.
-                if (explained[static_cast<size_t>(block_of[base + i])]) continue;
-                if (!poisoned && !std::isfinite(v)) {
-                    if (c.bound_holds) {
-                        c.first_violation = static_cast<int64_t>(base + i);
-                        c.violation = std::string(what) + " element " + std::to_string(site.index_base + static_cast<int64_t>(base + i)) +
-                                      " is " + show(v) + " (input " + show(x[base + i]) + ")";
-                    }
-                    c.bound_holds = false;
-                    // q.decoded[i] keeps the reference's value: the exact check needs finite values.
-                } else {
-                    const float u = unrounded[base + i];
-                    q.decoded[i] = out != kernels::ValueType::kBinary32 && same_bits(v, kernels::round_to(out, u)) ? u : v;
-                }
-            }
-            const auto bc = reference::check_bounds(q, std::span<const float>(x).subspan(base, q.decoded.size()));
-            c.max_error_to_bound = std::max(c.max_error_to_bound, bc.max_error_to_bound);
-            if (!bc.holds) {
-                if (c.bound_holds) {
-                    c.first_violation = static_cast<int64_t>(base) + bc.first_violation;
-                    const size_t k = base + static_cast<size_t>(bc.first_violation);
-                    c.violation = std::string(what) + " element " + std::to_string(site.index_base + static_cast<int64_t>(k)) +
-                                  " is " + show(values[k]) + " for input " + show(x[k]) + ", past the format's bound (the reference decodes " +
-                                  show(rdec[k]) + ")";
-                }
-                c.bound_holds = false;
-            }
-        }
-    };
-    bound_check(c.decoded, r.decoded, "decoded");
-    {
-        std::vector<float> wire(static_cast<size_t>(n)), wire32(static_cast<size_t>(n));
-        for (int64_t s = 0; s < n / shard; ++s) {
-            const auto codes = std::span<const int32_t>(c.codes).subspan(static_cast<size_t>(s * shard), static_cast<size_t>(shard));
-            const auto scales = std::span<const float>(c.encoded.scales).subspan(static_cast<size_t>(s * one.blocks), static_cast<size_t>(one.blocks));
-            const auto offs = std::span<const float>(c.encoded.offsets).subspan(static_cast<size_t>(s * one.offsets), static_cast<size_t>(one.offsets));
-            // A rotated format's signs: the key the reference drew this shard's with (FORMATS.md section 9).
-            const auto& ref_shard = r.per_shard[static_cast<size_t>(s)];
-            const auto d = reference::decode(format, codes, scales, offs, block, ref_shard.sign_seed, ref_shard.sign_first);
-            for (int64_t i = 0; i < shard; ++i) {
-                wire32[static_cast<size_t>(s * shard + i)] = d[static_cast<size_t>(i)];
-                wire[static_cast<size_t>(s * shard + i)] = kernels::round_to(out, d[static_cast<size_t>(i)]);
-            }
-        }
-        bound_check(wire, wire32, "wire-decoded");  // the codes and metadata decoded by the format's definition
+// D23: a fast-math build may pick any admissible scale and step, so exact conformance asks for one
+// of the admissible results on every element, not for the IEEE bits.
+void Judge::judge_admissible() {
+    const auto one = kernels::sharded_sizes(format_, shard_, block_, shard_);  // one shard's
+    c_.admissible_model = true;
+    c_.first_difference.clear();
+    for (int64_t s = 0; s < n_ / shard_; ++s) {
+        const size_t at = static_cast<size_t>(s * shard_), len = static_cast<size_t>(shard_);
+        const auto a = reference::check_admissible(
+            format_, std::span<const float>(x_).subspan(at, len), block_, std::span<const int32_t>(c_.codes).subspan(at, len),
+            std::span<const float>(c_.encoded.scales).subspan(static_cast<size_t>(s * one.blocks), static_cast<size_t>(one.blocks)),
+            std::span<const float>(c_.decoded).subspan(at, len), site_.index_base + static_cast<int64_t>(at));
+        c_.inadmissible_elements += a.inadmissible_elements;
+        c_.inadmissible_steps += a.inadmissible_steps;
+        if (!a.holds && c_.first_difference.empty()) c_.first_difference = "not an admissible result (shard " + std::to_string(s) + "): " + a.first_text;
     }
-    c.ulp_histogram[0] += n - c.differing_elements;  // equal decoded values (a differing code alone counts as 0 ulps)
-    c.conforms = c.conformance == kernels::Conformance::kExact ? c.exact : c.bound_holds;
+    c_.exact = c_.first_difference.empty();
+}
+
+// The bound, per shard, with the reference's block statistics, on two sets of values: the kernel's
+// decoded values, and what a receiver decoding the kernel's wire form (codes, scales, offsets) by
+// the format's definition gets (wire_bound_check). The second is what another rank holds: a codec
+// whose codes mean something else (another nibble order, sign-magnitude) fails it even when it
+// decodes its own codes back to the right values.
+//
+// A codec whose output type is bfloat16 or binary16 (a plugin's output_type, check_codec's dtype)
+// returns values rounded to it: that rounding is the type's, not the format's error, and the
+// format's bound does not cover it. Where a value is exactly the rounding of the binary32 value it
+// stands for (`unrounded`: the reference's decoded value, or the format's decode of the codec's
+// wire form), the bound is checked on that value; anywhere else on the value itself.
+void Judge::bound_check(const std::vector<float>& values, const std::vector<float>& unrounded, const char* what) {
+    for (size_t s = 0; s < r_.per_shard.size(); ++s) {
+        reference::Quantized q = r_.per_shard[s];
+        const size_t base = s * static_cast<size_t>(shard_);
+        for (size_t i = 0; i < q.decoded.size(); ++i) {
+            const float v = values[base + i];
+            const size_t j = i / static_cast<size_t>(block_);
+            const bool poisoned = j < q.poisoned.size() && q.poisoned[j];
+            // A block a convention explains keeps the reference's values: the library's rule has no
+            // bound of the format's to meet.
+            if (explained_[static_cast<size_t>(block_of_[base + i])]) continue;
+            if (!poisoned && !std::isfinite(v)) {
+                if (c_.bound_holds) {
+                    c_.first_violation = static_cast<int64_t>(base + i);
+                    c_.violation = std::string(what) + " element " + std::to_string(site_.index_base + static_cast<int64_t>(base + i)) +
+                                   " is " + show(v) + " (input " + show(x_[base + i]) + ")";
+                }
+                c_.bound_holds = false;
+                // q.decoded[i] keeps the reference's value: the exact check needs finite values.
+            } else {
+                const float u = unrounded[base + i];
+                q.decoded[i] = out_ != kernels::ValueType::kBinary32 && same_bits(v, kernels::round_to(out_, u)) ? u : v;
+            }
+        }
+        const auto bc = reference::check_bounds(q, std::span<const float>(x_).subspan(base, q.decoded.size()));
+        c_.max_error_to_bound = std::max(c_.max_error_to_bound, bc.max_error_to_bound);
+        if (!bc.holds) {
+            if (c_.bound_holds) {
+                c_.first_violation = static_cast<int64_t>(base) + bc.first_violation;
+                const size_t k = base + static_cast<size_t>(bc.first_violation);
+                c_.violation = std::string(what) + " element " + std::to_string(site_.index_base + static_cast<int64_t>(k)) + " is " +
+                               show(values[k]) + " for input " + show(x_[k]) + ", past the format's bound (the reference decodes " +
+                               show(rdec_[k]) + ")";
+            }
+            c_.bound_holds = false;
+        }
+    }
+}
+
+// The codes and metadata decoded by the format's definition, under the bound.
+void Judge::wire_bound_check() {
+    const auto one = kernels::sharded_sizes(format_, shard_, block_, shard_);  // one shard's
+    std::vector<float> wire(static_cast<size_t>(n_)), wire32(static_cast<size_t>(n_));
+    for (int64_t s = 0; s < n_ / shard_; ++s) {
+        const auto codes = std::span<const int32_t>(c_.codes).subspan(static_cast<size_t>(s * shard_), static_cast<size_t>(shard_));
+        const auto scales = std::span<const float>(c_.encoded.scales).subspan(static_cast<size_t>(s * one.blocks), static_cast<size_t>(one.blocks));
+        const auto offs = std::span<const float>(c_.encoded.offsets).subspan(static_cast<size_t>(s * one.offsets), static_cast<size_t>(one.offsets));
+        // A rotated format's signs: the key the reference drew this shard's with (FORMATS.md section 9).
+        const auto& ref_shard = r_.per_shard[static_cast<size_t>(s)];
+        const auto d = reference::decode(format_, codes, scales, offs, block_, ref_shard.sign_seed, ref_shard.sign_first);
+        for (int64_t i = 0; i < shard_; ++i) {
+            wire32[static_cast<size_t>(s * shard_ + i)] = d[static_cast<size_t>(i)];
+            wire[static_cast<size_t>(s * shard_ + i)] = kernels::round_to(out_, d[static_cast<size_t>(i)]);
+        }
+    }
+    bound_check(wire, wire32, "wire-decoded");
+}
+
+void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::vector<float>& x, const Site& site,
+           kernels::ValueType out, const char* who_word, bool codes_given = true, bool meta_given = true) {
+    Judge(c, r, format, x, site, out, who_word, codes_given, meta_given).run();
 }
 
 // Whether x, in shards of `shard`, is edge_tensor(format, block, seed) (the gate's, conforms()'s).
