@@ -236,9 +236,256 @@ Result<QuantizeCheck> qcheck(const kernels::PluginCodec* codec, const FormatSpec
     return to_quantize_check(*c, x);
 }
 
+// One input set of check_properties: the kernel's (or codec's) encoding of x, its codes and decoded
+// values, and what the properties of one set need of the format.
+struct PropInput {
+    const kernels::PluginCodec* codec;
+    const FormatSpec& f;
+    const Decl& d;
+    int64_t block;
+    const std::string& label;
+    std::span<const float> x;
+    int64_t nb;                          // blocks
+    const kernels::EncodedTensor& enc;
+    const std::vector<int32_t>& codes;
+    const std::vector<float>& dec;
+};
+
+// Codes in range; monotone: sort the block by x, then decoded (and int/table codes) must not decrease.
+void check_range_monotone(const PropInput& in, Props& p) {
+    const FormatSpec& f = in.f;
+    const Decl& d = in.d;
+    const int64_t block = in.block;
+    const std::span<const float> x = in.x;
+    const int64_t nb = in.nb;
+    const std::vector<int32_t>& codes = in.codes;
+    const std::vector<float>& dec = in.dec;
+    const bool int_codes = d.elem != ElemType::kFloat;  // codes ordered like values (int two's complement, table index)
+    const std::string& t_label = in.label;
+    for (int64_t j = 0; j < nb; ++j) {
+        const size_t lo = static_cast<size_t>(j * block), hi = std::min(x.size(), lo + static_cast<size_t>(block));
+        // codes in range
+        ++p.range.checked;
+        for (size_t i = lo; i < hi; ++i)
+            if (codes[i] < f.code_min() || codes[i] > f.code_max()) {
+                p.range.fail(t_label + " element " + std::to_string(i) + ": code " + std::to_string(codes[i]));
+                break;
+            }
+        // monotone: sort the block by x, then decoded (and int/table codes) must not decrease
+        std::vector<size_t> idx(hi - lo);
+        std::iota(idx.begin(), idx.end(), lo);
+        std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return x[a] < x[b]; });
+        ++p.monotone.checked;
+        for (size_t k = 1; k < idx.size(); ++k) {
+            const size_t a = idx[k - 1], b = idx[k];
+            if (dec[a] > dec[b] || (int_codes && codes[a] > codes[b])) {
+                p.monotone.fail(t_label + ": x " + num(x[a]) + " <= " + num(x[b]) + " but decoded " + num(dec[a]) + " > " + num(dec[b]));
+                break;
+            }
+        }
+    }
+}
+
+// Odd symmetry: -x decodes to minus what x decodes to.
+void check_odd(const PropInput& in, Props& p) {
+    const kernels::PluginCodec* codec = in.codec;
+    const FormatSpec& f = in.f;
+    const int64_t block = in.block;
+    const std::span<const float> x = in.x;
+    const int64_t nb = in.nb;
+    const std::vector<float>& dec = in.dec;
+    const std::string& t_label = in.label;
+    std::vector<float> neg(x.begin(), x.end());
+    for (float& v : neg) v = -v;
+    if (auto en = encode(codec, f, neg, block); en) {
+        const auto dn = decode(codec, *en);
+        for (int64_t j = 0; j < nb; ++j) {
+            ++p.odd.checked;
+            const size_t lo = static_cast<size_t>(j * block), hi = std::min(x.size(), lo + static_cast<size_t>(block));
+            for (size_t i = lo; i < hi; ++i)
+                if (!(dn[i] == -dec[i])) {
+                    p.odd.fail(t_label + " element " + std::to_string(i) + ": x " + num(x[i]) + " decodes to " + num(dec[i]) +
+                               ", -x to " + num(dn[i]));
+                    break;
+                }
+        }
+    }
+}
+
+// Idempotence: requantize the decoded values, block by block.
+void check_idempotent(const PropInput& in, Props& p) {
+    const kernels::PluginCodec* codec = in.codec;
+    const FormatSpec& f = in.f;
+    const Decl& d = in.d;
+    const int64_t block = in.block;
+    const std::span<const float> x = in.x;
+    const int64_t nb = in.nb;
+    const std::vector<int32_t>& codes = in.codes;
+    const std::vector<float>& dec = in.dec;
+    const auto& scales = in.enc.scales;
+    const std::string& t_label = in.label;
+    if (auto e2 = encode(codec, f, dec, block); e2) {
+        const auto c2 = kernels::unpack_codes(*e2);
+        for (int64_t j = 0; j < nb; ++j) {
+            const float s = scales[static_cast<size_t>(j)];
+            const size_t lo = static_cast<size_t>(j * block), hi = std::min(x.size(), lo + static_cast<size_t>(block));
+            if (!normal_scale(d, s)) {
+                p.idem.skip("a subnormal or clamped scale");
+                continue;
+            }
+            if (d.elem == ElemType::kFloat && d.scale_bytes() == 1) {  // e8m0 "unless saturated": |x| beyond vmax s
+                bool sat = false;
+                for (size_t i = lo; i < hi; ++i) sat = sat || std::fabs(static_cast<double>(x[i])) > static_cast<double>(d.vmax) * s;
+                if (sat) {
+                    p.idem.skip("a saturated block");
+                    continue;
+                }
+            }
+            ++p.idem.checked;
+            if (!same_bits(e2->scales[static_cast<size_t>(j)], s)) {
+                p.idem.fail(t_label + " block " + std::to_string(j) + ": scale " + num(s) + " requantizes to " + num(e2->scales[static_cast<size_t>(j)]));
+                continue;
+            }
+            for (size_t i = lo; i < hi; ++i)
+                if (c2[i] != codes[i]) {
+                    p.idem.fail(t_label + " element " + std::to_string(i) + ": code " + std::to_string(codes[i]) + " requantizes to " +
+                                std::to_string(c2[i]));
+                    break;
+                }
+        }
+    }
+}
+
+// Power-of-two scale equivariance, k = +3 and -5.
+void check_equivariant(const PropInput& in, Props& p) {
+    const kernels::PluginCodec* codec = in.codec;
+    const FormatSpec& f = in.f;
+    const Decl& d = in.d;
+    const int64_t block = in.block;
+    const std::span<const float> x = in.x;
+    const int64_t nb = in.nb;
+    const std::vector<int32_t>& codes = in.codes;
+    const std::vector<float>& dec = in.dec;
+    const auto& scales = in.enc.scales;
+    const std::string& t_label = in.label;
+    for (int k : {3, -5}) {
+        std::vector<float> y(x.begin(), x.end());
+        for (float& v : y) v = std::ldexp(v, k);
+        auto ey = encode(codec, f, y, block);
+        if (!ey) continue;
+        const auto cy = kernels::unpack_codes(*ey);
+        const auto dy = decode(codec, *ey);
+        for (int64_t j = 0; j < nb; ++j) {
+            const size_t lo = static_cast<size_t>(j * block), hi = std::min(x.size(), lo + static_cast<size_t>(block));
+            const float sx = scales[static_cast<size_t>(j)], sy = ey->scales[static_cast<size_t>(j)];
+            bool premise = normal_scale(d, sx) && normal_scale(d, sy);
+            for (size_t i = lo; i < hi && premise; ++i)
+                premise = (x[i] == 0 || (std::fabs(x[i]) >= FLT_MIN && std::fabs(y[i]) >= FLT_MIN)) &&
+                          (dec[i] == 0 || (std::fabs(dec[i]) >= FLT_MIN && std::fabs(std::ldexp(dec[i], k)) >= FLT_MIN &&
+                                           std::fabs(dec[i]) < FLT_MAX)) &&
+                          std::isfinite(y[i]);  // scaled into the subnormals it rounds twice; FLT_MAX may be a saturated val s (D1)
+            if (!premise) {
+                p.equi.skip("values or scales outside the normal range");
+                continue;
+            }
+            ++p.equi.checked;
+            if (d.scale != ScaleType::kNone && !(sy == std::ldexp(sx, k))) {
+                p.equi.fail(t_label + " block " + std::to_string(j) + " x2^" + std::to_string(k) + ": scale " + num(sx) + " -> " + num(sy));
+                continue;
+            }
+            for (size_t i = lo; i < hi; ++i)
+                if (cy[i] != codes[i] || !(dy[i] == std::ldexp(dec[i], k))) {
+                    p.equi.fail(t_label + " element " + std::to_string(i) + " x2^" + std::to_string(k) + ": code " +
+                                std::to_string(codes[i]) + " -> " + std::to_string(cy[i]));
+                    break;
+                }
+        }
+    }
+}
+
+// Pack -> unpack over random codes and block lengths (reference pack, kernel unpack).
+void check_pack(const FormatSpec& f, uint64_t seed, bool quick, Props& p) {
+    uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+    auto next = [&] {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        return static_cast<uint32_t>(state >> 33);
+    };
+    for (int c = 0; c < (quick ? 50 : 400); ++c) {
+        const int64_t len = 1 + next() % 97, blk = f.fixed_block() ? f.fixed_block() : 1 + next() % 70;
+        std::vector<int32_t> codes(static_cast<size_t>(len));
+        const uint32_t span = static_cast<uint32_t>(f.code_max() - f.code_min() + 1);
+        for (auto& q : codes) q = f.code_min() + static_cast<int32_t>(next() % span);
+        const auto bytes = reference::pack(f, codes, blk);
+        ++p.pack.checked;
+        if (static_cast<int64_t>(bytes.size()) != f.wire_bytes(len, blk) - f.metadata_bytes() * ((len + blk - 1) / blk)) {
+            p.pack.fail("length " + std::to_string(len) + " block " + std::to_string(blk) + ": " + std::to_string(bytes.size()) + " bytes");
+            continue;
+        }
+        if (reference::unpack(f, bytes, len, blk) != codes) {
+            p.pack.fail("length " + std::to_string(len) + " block " + std::to_string(blk) + ": the reference's unpack differs");
+            continue;
+        }
+        for (int64_t i = 0; i < len; ++i) {
+            const int64_t b = i / blk;
+            const int32_t got = kernels::unpack_code(f, bytes.data() + b * f.code_bytes(blk), i % blk);
+            if (got != codes[static_cast<size_t>(i)]) {
+                p.pack.fail("length " + std::to_string(len) + " block " + std::to_string(blk) + " element " + std::to_string(i) +
+                            ": kernel unpacks " + std::to_string(got) + ", packed " + std::to_string(codes[static_cast<size_t>(i)]));
+                break;
+            }
+        }
+    }
+}
+
+// Stochastic rounding: replay, bound on every key's output, mean error over many keys.
+void check_stochastic(const kernels::PluginCodec* codec, const FormatSpec& f, const Decl& d, int64_t block, uint64_t seed, bool quick,
+                      Props& p, std::vector<std::string>& notes) {
+    const int keys = quick ? 24 : 200;
+    std::vector<float> x(static_cast<size_t>(block * (quick ? 16 : 64)));
+    for (int di = 0; di < 2; ++di) {
+        const auto dist = di == 0 ? kernels::Distribution::kNormal : kernels::Distribution::kUniform;
+        kernels::generate_span(dist, seed, 100 + static_cast<uint32_t>(di), 0, x);
+        double sum = 0, sum2 = 0;
+        int64_t n = 0;
+        for (int key = 0; key < keys; ++key) {
+            auto e = encode(codec, f, x, block, seed * 1000003ull + static_cast<uint64_t>(key) + 1);
+            if (!e) {
+                p.unbiased.fail(std::string(kernels::to_string(dist)) + ": " + e.error().message);
+                break;
+            }
+            const auto dx = decode(codec, *e);
+            if (key < 2) {  // the same key replays bit for bit, and the reference agrees at that key
+                const uint64_t k = seed * 1000003ull + static_cast<uint64_t>(key) + 1;
+                auto again = encode(codec, f, x, block, k);
+                if (!again || again->codes != e->codes) p.unbiased.fail("the same key gave different codes");
+                auto qc = qcheck(codec, f, x, block, Nonfinite::kError, {}, k);
+                ++p.kernel.checked;
+                ++p.bound.checked;
+                if (!qc) p.kernel.fail("stochastic key " + std::to_string(k) + ": " + qc.error().message);
+                else if (!qc->matches_reference) p.kernel.fail("stochastic key " + std::to_string(k) + ": " + qc->mismatch);
+                else if (!qc->bounds.holds) p.bound.fail("stochastic key " + std::to_string(k) + ": an element exceeds its bound");
+            }
+            for (size_t i = 0; i < x.size(); ++i) {
+                const float s = e->scales[i / static_cast<size_t>(block)];
+                if (std::fabs(static_cast<double>(x[i])) > static_cast<double>(d.vmax) * s) continue;  // saturated: biased by design
+                const double err = static_cast<double>(dx[i]) - static_cast<double>(x[i]);
+                sum += err;
+                sum2 += err * err;
+                ++n;
+            }
+        }
+        ++p.unbiased.checked;
+        const double z = sum2 > 0 ? sum / std::sqrt(sum2) : 0.0;
+        const std::string m = std::string(kernels::to_string(dist)) + ": mean error " + g4(n ? sum / static_cast<double>(n) : 0) +
+                              " against RMS " + g4(n ? std::sqrt(sum2 / static_cast<double>(n)) : 0) + " over " + std::to_string(keys) +
+                              " keys x " + std::to_string(x.size()) + " elements: z = " + g4(z);
+        if (!(std::fabs(z) <= 5.0)) p.unbiased.fail(m + " (|z| > 5)");
+        else notes.push_back("stochastic rounding, " + m);
+    }
+}
+
 void check_properties(const kernels::PluginCodec* codec, const FormatSpec& f, const Decl& d, int64_t block, uint64_t seed, bool quick,
                       Props& p, std::vector<std::string>& notes) {
-    const bool int_codes = d.elem != ElemType::kFloat;  // codes ordered like values (int two's complement, table index)
     const int64_t nblocks = quick ? 40 : 500;
     int64_t refused = 0;
     for (const auto& t : inputs(f, block, nblocks, seed)) {
@@ -275,193 +522,15 @@ void check_properties(const kernels::PluginCodec* codec, const FormatSpec& f, co
         }
         const auto codes = kernels::unpack_codes(*enc);
         const auto dec = decode(codec, *enc);
-        const auto& scales = enc->scales;
-        for (int64_t j = 0; j < nb; ++j) {
-            const size_t lo = static_cast<size_t>(j * block), hi = std::min(x.size(), lo + static_cast<size_t>(block));
-            // codes in range
-            ++p.range.checked;
-            for (size_t i = lo; i < hi; ++i)
-                if (codes[i] < f.code_min() || codes[i] > f.code_max()) {
-                    p.range.fail(t.label + " element " + std::to_string(i) + ": code " + std::to_string(codes[i]));
-                    break;
-                }
-            // monotone: sort the block by x, then decoded (and int/table codes) must not decrease
-            std::vector<size_t> idx(hi - lo);
-            std::iota(idx.begin(), idx.end(), lo);
-            std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return x[a] < x[b]; });
-            ++p.monotone.checked;
-            for (size_t k = 1; k < idx.size(); ++k) {
-                const size_t a = idx[k - 1], b = idx[k];
-                if (dec[a] > dec[b] || (int_codes && codes[a] > codes[b])) {
-                    p.monotone.fail(t.label + ": x " + num(x[a]) + " <= " + num(x[b]) + " but decoded " + num(dec[a]) + " > " + num(dec[b]));
-                    break;
-                }
-            }
-        }
-
-        // odd symmetry
-        std::vector<float> neg(t.x);
-        for (float& v : neg) v = -v;
-        if (auto en = encode(codec, f, neg, block); en) {
-            const auto dn = decode(codec, *en);
-            for (int64_t j = 0; j < nb; ++j) {
-                ++p.odd.checked;
-                const size_t lo = static_cast<size_t>(j * block), hi = std::min(x.size(), lo + static_cast<size_t>(block));
-                for (size_t i = lo; i < hi; ++i)
-                    if (!(dn[i] == -dec[i])) {
-                        p.odd.fail(t.label + " element " + std::to_string(i) + ": x " + num(x[i]) + " decodes to " + num(dec[i]) +
-                                   ", -x to " + num(dn[i]));
-                        break;
-                    }
-            }
-        }
-
-        // idempotence: requantize the decoded values, block by block
-        if (auto e2 = encode(codec, f, dec, block); e2) {
-            const auto c2 = kernels::unpack_codes(*e2);
-            for (int64_t j = 0; j < nb; ++j) {
-                const float s = scales[static_cast<size_t>(j)];
-                const size_t lo = static_cast<size_t>(j * block), hi = std::min(x.size(), lo + static_cast<size_t>(block));
-                if (!normal_scale(d, s)) {
-                    p.idem.skip("a subnormal or clamped scale");
-                    continue;
-                }
-                if (d.elem == ElemType::kFloat && d.scale_bytes() == 1) {  // e8m0 "unless saturated": |x| beyond vmax s
-                    bool sat = false;
-                    for (size_t i = lo; i < hi; ++i) sat = sat || std::fabs(static_cast<double>(x[i])) > static_cast<double>(d.vmax) * s;
-                    if (sat) {
-                        p.idem.skip("a saturated block");
-                        continue;
-                    }
-                }
-                ++p.idem.checked;
-                if (!same_bits(e2->scales[static_cast<size_t>(j)], s)) {
-                    p.idem.fail(t.label + " block " + std::to_string(j) + ": scale " + num(s) + " requantizes to " + num(e2->scales[static_cast<size_t>(j)]));
-                    continue;
-                }
-                for (size_t i = lo; i < hi; ++i)
-                    if (c2[i] != codes[i]) {
-                        p.idem.fail(t.label + " element " + std::to_string(i) + ": code " + std::to_string(codes[i]) + " requantizes to " +
-                                    std::to_string(c2[i]));
-                        break;
-                    }
-            }
-        }
-
-        // power-of-two scale equivariance, k = +3 and -5
-        for (int k : {3, -5}) {
-            std::vector<float> y(t.x);
-            for (float& v : y) v = std::ldexp(v, k);
-            auto ey = encode(codec, f, y, block);
-            if (!ey) continue;
-            const auto cy = kernels::unpack_codes(*ey);
-            const auto dy = decode(codec, *ey);
-            for (int64_t j = 0; j < nb; ++j) {
-                const size_t lo = static_cast<size_t>(j * block), hi = std::min(x.size(), lo + static_cast<size_t>(block));
-                const float sx = scales[static_cast<size_t>(j)], sy = ey->scales[static_cast<size_t>(j)];
-                bool premise = normal_scale(d, sx) && normal_scale(d, sy);
-                for (size_t i = lo; i < hi && premise; ++i)
-                    premise = (x[i] == 0 || (std::fabs(x[i]) >= FLT_MIN && std::fabs(y[i]) >= FLT_MIN)) &&
-                              (dec[i] == 0 || (std::fabs(dec[i]) >= FLT_MIN && std::fabs(std::ldexp(dec[i], k)) >= FLT_MIN &&
-                                               std::fabs(dec[i]) < FLT_MAX)) &&
-                              std::isfinite(y[i]);  // scaled into the subnormals it rounds twice; FLT_MAX may be a saturated val s (D1)
-                if (!premise) {
-                    p.equi.skip("values or scales outside the normal range");
-                    continue;
-                }
-                ++p.equi.checked;
-                if (d.scale != ScaleType::kNone && !(sy == std::ldexp(sx, k))) {
-                    p.equi.fail(t.label + " block " + std::to_string(j) + " x2^" + std::to_string(k) + ": scale " + num(sx) + " -> " + num(sy));
-                    continue;
-                }
-                for (size_t i = lo; i < hi; ++i)
-                    if (cy[i] != codes[i] || !(dy[i] == std::ldexp(dec[i], k))) {
-                        p.equi.fail(t.label + " element " + std::to_string(i) + " x2^" + std::to_string(k) + ": code " +
-                                    std::to_string(codes[i]) + " -> " + std::to_string(cy[i]));
-                        break;
-                    }
-            }
-        }
+        const PropInput in{codec, f, d, block, t.label, x, nb, *enc, codes, dec};
+        check_range_monotone(in, p);
+        check_odd(in, p);
+        check_idempotent(in, p);
+        check_equivariant(in, p);
     }
     if (refused) notes.push_back(std::to_string(refused) + " input set(s) refused by both kernel and reference (range overflow): the specified outcome");
-
-    // pack -> unpack over random codes and block lengths (reference pack, kernel unpack)
-    uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
-    auto next = [&] {
-        state = state * 6364136223846793005ull + 1442695040888963407ull;
-        return static_cast<uint32_t>(state >> 33);
-    };
-    for (int c = 0; c < (quick ? 50 : 400); ++c) {
-        const int64_t len = 1 + next() % 97, blk = f.fixed_block() ? f.fixed_block() : 1 + next() % 70;
-        std::vector<int32_t> codes(static_cast<size_t>(len));
-        const uint32_t span = static_cast<uint32_t>(f.code_max() - f.code_min() + 1);
-        for (auto& q : codes) q = f.code_min() + static_cast<int32_t>(next() % span);
-        const auto bytes = reference::pack(f, codes, blk);
-        ++p.pack.checked;
-        if (static_cast<int64_t>(bytes.size()) != f.wire_bytes(len, blk) - f.metadata_bytes() * ((len + blk - 1) / blk)) {
-            p.pack.fail("length " + std::to_string(len) + " block " + std::to_string(blk) + ": " + std::to_string(bytes.size()) + " bytes");
-            continue;
-        }
-        if (reference::unpack(f, bytes, len, blk) != codes) {
-            p.pack.fail("length " + std::to_string(len) + " block " + std::to_string(blk) + ": the reference's unpack differs");
-            continue;
-        }
-        for (int64_t i = 0; i < len; ++i) {
-            const int64_t b = i / blk;
-            const int32_t got = kernels::unpack_code(f, bytes.data() + b * f.code_bytes(blk), i % blk);
-            if (got != codes[static_cast<size_t>(i)]) {
-                p.pack.fail("length " + std::to_string(len) + " block " + std::to_string(blk) + " element " + std::to_string(i) +
-                            ": kernel unpacks " + std::to_string(got) + ", packed " + std::to_string(codes[static_cast<size_t>(i)]));
-                break;
-            }
-        }
-    }
-
-    // stochastic rounding: replay, bound on every key's output, mean error over many keys
-    if (d.rounding == Rounding::kStochastic) {
-        const int keys = quick ? 24 : 200;
-        std::vector<float> x(static_cast<size_t>(block * (quick ? 16 : 64)));
-        for (int di = 0; di < 2; ++di) {
-            const auto dist = di == 0 ? kernels::Distribution::kNormal : kernels::Distribution::kUniform;
-            kernels::generate_span(dist, seed, 100 + static_cast<uint32_t>(di), 0, x);
-            double sum = 0, sum2 = 0;
-            int64_t n = 0;
-            for (int key = 0; key < keys; ++key) {
-                auto e = encode(codec, f, x, block, seed * 1000003ull + static_cast<uint64_t>(key) + 1);
-                if (!e) {
-                    p.unbiased.fail(std::string(kernels::to_string(dist)) + ": " + e.error().message);
-                    break;
-                }
-                const auto dx = decode(codec, *e);
-                if (key < 2) {  // the same key replays bit for bit, and the reference agrees at that key
-                    const uint64_t k = seed * 1000003ull + static_cast<uint64_t>(key) + 1;
-                    auto again = encode(codec, f, x, block, k);
-                    if (!again || again->codes != e->codes) p.unbiased.fail("the same key gave different codes");
-                    auto qc = qcheck(codec, f, x, block, Nonfinite::kError, {}, k);
-                    ++p.kernel.checked;
-                    ++p.bound.checked;
-                    if (!qc) p.kernel.fail("stochastic key " + std::to_string(k) + ": " + qc.error().message);
-                    else if (!qc->matches_reference) p.kernel.fail("stochastic key " + std::to_string(k) + ": " + qc->mismatch);
-                    else if (!qc->bounds.holds) p.bound.fail("stochastic key " + std::to_string(k) + ": an element exceeds its bound");
-                }
-                for (size_t i = 0; i < x.size(); ++i) {
-                    const float s = e->scales[i / static_cast<size_t>(block)];
-                    if (std::fabs(static_cast<double>(x[i])) > static_cast<double>(d.vmax) * s) continue;  // saturated: biased by design
-                    const double err = static_cast<double>(dx[i]) - static_cast<double>(x[i]);
-                    sum += err;
-                    sum2 += err * err;
-                    ++n;
-                }
-            }
-            ++p.unbiased.checked;
-            const double z = sum2 > 0 ? sum / std::sqrt(sum2) : 0.0;
-            const std::string m = std::string(kernels::to_string(dist)) + ": mean error " + g4(n ? sum / static_cast<double>(n) : 0) +
-                                  " against RMS " + g4(n ? std::sqrt(sum2 / static_cast<double>(n)) : 0) + " over " + std::to_string(keys) +
-                                  " keys x " + std::to_string(x.size()) + " elements: z = " + g4(z);
-            if (!(std::fabs(z) <= 5.0)) p.unbiased.fail(m + " (|z| > 5)");
-            else notes.push_back("stochastic rounding, " + m);
-        }
-    }
+    check_pack(f, seed, quick, p);
+    if (d.rounding == Rounding::kStochastic) check_stochastic(codec, f, d, block, seed, quick, p, notes);
 }
 
 // The formats the declared one is placed against: a few built-ins that allow its block size.
