@@ -180,9 +180,8 @@ Status unknown(const Ctx& c, const toml::key& k, const std::string& prefix, cons
     return c.err(k.source(), prefix + std::string(k.str()), "unknown key (known: " + list + ")");
 }
 
-// Applies one parsed document to cfg. `lines` records where the size keys were set.
-Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines) {
-    // [[format]]: declarations (docs/FORMATS.md section 8) registered before anything names them.
+// [[format]]: declarations (docs/FORMATS.md section 8) registered before anything names them.
+Status apply_formats(const Ctx& c, const toml::table& doc) {
     if (const toml::node* fmts = doc.get("format")) {
         if (auto st = want(c, *fmts, toml::node_type::array, "format", "an array of tables ([[format]])"); !st) return st;
         size_t idx = 0;
@@ -194,6 +193,248 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
             if (auto st = register_or_find(*f); !st) return c.err(e.source(), at + ".name", st.error().message);
         }
     }
+    return {};
+}
+
+// One key of [gate] (`name` is "gate.<key>").
+Status apply_gate_key(const Ctx& c, const toml::key& gk, const toml::node& gv, const std::string& name, GateConfig& cfg) {
+    const std::string g(gk.str());
+    if (g == "formats") {
+        std::vector<std::vector<FormatSpec>> staged;
+        auto f = formats_of(c, gv, name, &staged);
+        if (!f) return f.error();
+        if (auto st = no_duplicates(c, gv, name, *f, [](const FormatSpec& x) { return x.name(); }); !st) return st;
+        if (auto st = no_duplicates(c, gv, name, staged, [](const std::vector<FormatSpec>& x) { return stages_name(x); }); !st)
+            return st;
+        cfg.formats = *f;
+        cfg.staged = std::move(staged);
+    } else if (g == "paths") {
+        auto names = get_strs(c, gv, name);
+        if (!names) return names.error();
+        cfg.paths.clear();
+        for (const auto& s : *names) {
+            if (s == "all") {
+                for (const auto& p : all_paths()) cfg.paths.push_back(p.kind);
+                continue;
+            }
+            auto p = parse_path(s);
+            if (!p) return c.err(gv.source(), name, p.error().message);
+            cfg.paths.push_back(*p);
+        }
+        if (auto st = no_duplicates(c, gv, name, cfg.paths, [](PathKind x) { return std::string(path_info(x).name); }); !st)
+            return st;
+    } else if (g == "distributions") {
+        auto d = dists_of(c, gv, name);
+        if (!d) return d.error();
+        if (auto st = no_duplicates(c, gv, name, *d, [](kernels::Distribution x) { return std::string(kernels::to_string(x)); }); !st)
+            return st;
+        cfg.dists = *d;
+    } else if (g == "ranks" || g == "tree_ranks") {
+        auto r = get_ints(c, gv, name);
+        if (!r) return r.error();
+        for (int64_t n : *r)
+            if (n < 1 || n > kMaxRanks)
+                return c.err(gv.source(), name, "N = " + std::to_string(n) + " is not a number of ranks (1..65536)");
+        if (auto st = no_duplicates(c, gv, name, *r, [](int64_t x) { return "N = " + std::to_string(x); }); !st) return st;
+        if (g == "ranks") {
+            cfg.ranks = *r;
+        } else {
+            cfg.tree_ranks = *r;
+            cfg.tree_ranks_derived = false;
+        }
+    } else if (g == "ranks_per_node" || g == "elements" || g == "block" || g == "seed" || g == "threads") {
+        auto i = get_int(c, gv, name);
+        if (!i) return i.error();
+        const int64_t lo = g == "ranks_per_node" || g == "seed" || g == "threads" ? 0 : 1;
+        if (*i < lo) return c.err(gv.source(), name, "must be >= " + std::to_string(lo) + ", got " + std::to_string(*i));
+        if (g == "elements" && *i > kMaxElements) return c.err(gv.source(), name, "at most 2^30 elements per rank");
+        if (g == "block" && *i > kMaxBlock) return c.err(gv.source(), name, "at most 2^30 elements per block");
+        if (g == "threads" && *i > 4096) return c.err(gv.source(), name, "at most 4096 threads, got " + std::to_string(*i));
+        if (g == "ranks_per_node") cfg.ranks_per_node = *i;
+        else if (g == "elements") cfg.elements = *i;
+        else if (g == "block") cfg.block = *i;
+        else if (g == "seed") cfg.seed = static_cast<uint64_t>(*i);
+        else cfg.threads = static_cast<int>(*i);
+    } else if (g == "gpu" || g == "long_codec_call") {
+        auto b = get_bool(c, gv, name);
+        if (!b) return b.error();
+        (g == "gpu" ? cfg.gpu : cfg.long_codec_call) = *b;
+    } else if (g == "codec") {
+        auto p = get_str(c, gv, name);
+        if (!p) return p.error();
+        if (p->empty()) return c.err(gv.source(), name, "is empty: give the path of a codec plugin (.so)");
+        // Relative to the config file, as a user moving the pair together expects.
+        std::filesystem::path lib(*p);
+        if (lib.is_relative() && c.source != "default gate")
+            lib = std::filesystem::path(c.source).parent_path() / lib;
+        cfg.codec_path = lib.string();
+    } else if (g == "accum") {
+        auto p = get_str(c, gv, name);
+        if (!p) return p.error();
+        auto a = parse_accum(*p);
+        if (!a) return c.err(gv.source(), name, a.error().message);
+        cfg.accum = *a;
+    } else if (g == "divide") {
+        auto p = get_str(c, gv, name);
+        if (!p) return p.error();
+        auto d = parse_divide(*p);
+        if (!d) return c.err(gv.source(), name, d.error().message);
+        cfg.divide = *d;
+    } else if (g == "conformance") {
+        auto p = get_str(c, gv, name);
+        if (!p) return p.error();
+        auto k = kernels::parse_conformance(*p);
+        if (!k) return c.err(gv.source(), name, k.error().message);
+        cfg.conformance = *k;
+    } else {
+        return unknown(c, gk, "gate.", {"formats", "paths", "distributions", "ranks", "tree_ranks", "ranks_per_node",
+                                        "elements", "block", "seed", "accum", "divide", "threads", "gpu", "long_codec_call", "codec",
+                                        "conformance"});
+    }
+    return {};
+}
+
+// [baseline]: margin and metrics.
+Status apply_baseline(const Ctx& c, const toml::node& v, GateConfig& cfg) {
+    if (auto st = want(c, v, toml::node_type::table, "baseline", "a table"); !st) return st;
+    for (auto&& [bk, bv] : *v.as_table()) {
+        const std::string b(bk.str()), name = "baseline." + b;
+        if (b == "margin") {
+            auto m = get_num(c, bv, name);
+            if (!m) return m.error();
+            if (!(*m >= 0)) return c.err(bv.source(), name, "must be >= 0 (0.10: 10% worse allowed)");
+            cfg.baseline_margin = *m;
+        } else if (b == "metrics") {
+            auto m = get_strs(c, bv, name);
+            if (!m) return m.error();
+            cfg.baseline_metrics.clear();
+            for (const auto& s : *m) {
+                auto x = parse_metric(s);
+                if (!x) return c.err(bv.source(), name, x.error().message);
+                cfg.baseline_metrics.push_back(*x);
+            }
+        } else {
+            return unknown(c, bk, "baseline.", {"margin", "metrics"});
+        }
+    }
+    return {};
+}
+
+// One [[scaling]] entry (`at` is "scaling[i]", e its node).
+Result<ScalingRule> scaling_rule_of(const Ctx& c, const std::string& at, const toml::node& e) {
+    const auto& t = *e.as_table();
+    ScalingRule r;
+    bool have_path = false;
+    for (auto&& [sk, sv] : t) {
+        const std::string s(sk.str()), name = at + "." + s;
+        if (s == "path") {
+            auto p = path_of(c, sv, name);
+            if (!p) return p.error();
+            r.path = *p;
+            have_path = true;
+        } else if (s == "formats") {
+            auto f = formats_of(c, sv, name, &r.staged);
+            if (!f) return f.error();
+            r.formats = *f;
+        } else if (s == "distributions") {
+            auto d = dists_of(c, sv, name);
+            if (!d) return d.error();
+            r.dists = *d;
+        } else if (s == "min" || s == "max") {
+            auto x = get_num(c, sv, name);
+            if (!x) return x.error();
+            (s == "min" ? r.min : r.max) = *x;
+        } else if (s == "why") {
+            auto w = get_str(c, sv, name);
+            if (!w) return w.error();
+            r.why = *w;
+        } else {
+            return unknown(c, sk, at + ".", {"path", "formats", "distributions", "min", "max", "why"}).error();
+        }
+    }
+    if (!have_path) return c.err(e.source(), at + ".path", "is required");
+    if (r.min > r.max) return c.err(e.source(), at + ".min", "is greater than max");
+    if (!r.staged.empty() && format_stages(r.path).empty())
+        return c.err(e.source(), at + ".formats", std::string("path ") + path_info(r.path).name + " has one stage; " +
+                                                     stages_name(r.staged.front()) +
+                                                     " runs on a2a-hier-rs, two-shot-ar and hpz-ag-requant");
+    return r;
+}
+
+// One [[budget]] entry (`at` is "budget[i]", e its node).
+Result<Budget> budget_of(const Ctx& c, const std::string& at, const toml::node& e, Lines& lines) {
+    const auto& t = *e.as_table();
+    Budget b;
+    bool have_path = false, have_format = false, have_max = false, have_name = false;
+    for (auto&& [sk, sv] : t) {
+        const std::string s(sk.str()), name = at + "." + s;
+        if (s == "name") {
+            auto x = get_str(c, sv, name);
+            if (!x) return x.error();
+            // A name is printed on the summary's lines and in every report: a control
+            // character could forge a line ("\nPASS") or drive the terminal.
+            for (unsigned char ch : *x)
+                if (ch < 0x20 || ch == 0x7F)
+                    return c.err(sv.source(), name, "has a control character (code " + std::to_string(ch) +
+                                                        "): a budget's name is printed in the reports");
+            if (x->empty()) return c.err(sv.source(), name, "is empty");
+            b.name = *x;
+            have_name = true;
+        } else if (s == "path") {
+            auto p = path_of(c, sv, name);
+            if (!p) return p.error();
+            b.path = *p;
+            have_path = true;
+        } else if (s == "format") {
+            auto x = get_str(c, sv, name);
+            if (!x) return x.error();
+            if (x->find(',') != std::string::npos) {  // a per-stage list (D25)
+                auto l = stage_list_of(c, sv, name, *x);
+                if (!l) return l.error();
+                b.stages = *l;
+                b.format = l->front();
+            } else {
+                auto f = c.format(*x);
+                if (!f) return c.err(sv.source(), name, f.error().message);
+                b.format = *f;
+            }
+            have_format = true;
+        } else if (s == "dist") {
+            auto x = get_str(c, sv, name);
+            if (!x) return x.error();
+            if (auto d = kernels::parse_distribution(*x); !d) return c.err(sv.source(), name, d.error().message);
+            b.dist = *x;
+        } else if (s == "ranks") {
+            auto x = get_int(c, sv, name);
+            if (!x) return x.error();
+            b.ranks = *x;
+            lines.at[name] = sv.source();
+        } else if (s == "metric") {
+            auto x = get_str(c, sv, name);
+            if (!x) return x.error();
+            auto m = parse_metric(*x);
+            if (!m) return c.err(sv.source(), name, m.error().message);
+            b.metric = *m;
+        } else if (s == "max") {
+            auto x = get_num(c, sv, name);
+            if (!x) return x.error();
+            b.max = *x;
+            have_max = true;
+        } else {
+            return unknown(c, sk, at + ".", {"name", "path", "format", "dist", "ranks", "metric", "max"}).error();
+        }
+    }
+    for (auto [have, what] : {std::pair{have_path, "path"}, {have_format, "format"}, {have_max, "max"}})
+        if (!have) return c.err(e.source(), at + "." + what, "is required");
+    if (!have_name)
+        b.name = std::string(path_info(b.path).name) + "-" + (b.stages.empty() ? b.format.name() : stages_name(b.stages)) +
+                 (b.dist.empty() ? "" : "-" + b.dist) + "-" + to_string(b.metric);
+    return b;
+}
+
+// Applies one parsed document to cfg. `lines` records where the size keys were set.
+Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines) {
+    if (auto st = apply_formats(c, doc); !st) return st;
     for (auto&& [k, v] : doc) {
         const std::string key(k.str());
         if (key == "format") continue;
@@ -201,123 +442,11 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
             if (auto st = want(c, v, toml::node_type::table, "gate", "a table"); !st) return st;
             for (auto&& [gk, gv] : *v.as_table()) {
                 const std::string name = "gate." + std::string(gk.str());
-                const std::string g(gk.str());
                 lines.at[name] = gv.source();
-                if (g == "formats") {
-                    std::vector<std::vector<FormatSpec>> staged;
-                    auto f = formats_of(c, gv, name, &staged);
-                    if (!f) return f.error();
-                    if (auto st = no_duplicates(c, gv, name, *f, [](const FormatSpec& x) { return x.name(); }); !st) return st;
-                    if (auto st = no_duplicates(c, gv, name, staged, [](const std::vector<FormatSpec>& x) { return stages_name(x); }); !st)
-                        return st;
-                    cfg.formats = *f;
-                    cfg.staged = std::move(staged);
-                } else if (g == "paths") {
-                    auto names = get_strs(c, gv, name);
-                    if (!names) return names.error();
-                    cfg.paths.clear();
-                    for (const auto& s : *names) {
-                        if (s == "all") {
-                            for (const auto& p : all_paths()) cfg.paths.push_back(p.kind);
-                            continue;
-                        }
-                        auto p = parse_path(s);
-                        if (!p) return c.err(gv.source(), name, p.error().message);
-                        cfg.paths.push_back(*p);
-                    }
-                    if (auto st = no_duplicates(c, gv, name, cfg.paths, [](PathKind x) { return std::string(path_info(x).name); }); !st)
-                        return st;
-                } else if (g == "distributions") {
-                    auto d = dists_of(c, gv, name);
-                    if (!d) return d.error();
-                    if (auto st = no_duplicates(c, gv, name, *d, [](kernels::Distribution x) { return std::string(kernels::to_string(x)); }); !st)
-                        return st;
-                    cfg.dists = *d;
-                } else if (g == "ranks" || g == "tree_ranks") {
-                    auto r = get_ints(c, gv, name);
-                    if (!r) return r.error();
-                    for (int64_t n : *r)
-                        if (n < 1 || n > kMaxRanks)
-                            return c.err(gv.source(), name, "N = " + std::to_string(n) + " is not a number of ranks (1..65536)");
-                    if (auto st = no_duplicates(c, gv, name, *r, [](int64_t x) { return "N = " + std::to_string(x); }); !st) return st;
-                    if (g == "ranks") {
-                        cfg.ranks = *r;
-                    } else {
-                        cfg.tree_ranks = *r;
-                        cfg.tree_ranks_derived = false;
-                    }
-                } else if (g == "ranks_per_node" || g == "elements" || g == "block" || g == "seed" || g == "threads") {
-                    auto i = get_int(c, gv, name);
-                    if (!i) return i.error();
-                    const int64_t lo = g == "ranks_per_node" || g == "seed" || g == "threads" ? 0 : 1;
-                    if (*i < lo) return c.err(gv.source(), name, "must be >= " + std::to_string(lo) + ", got " + std::to_string(*i));
-                    if (g == "elements" && *i > kMaxElements) return c.err(gv.source(), name, "at most 2^30 elements per rank");
-                    if (g == "block" && *i > kMaxBlock) return c.err(gv.source(), name, "at most 2^30 elements per block");
-                    if (g == "threads" && *i > 4096) return c.err(gv.source(), name, "at most 4096 threads, got " + std::to_string(*i));
-                    if (g == "ranks_per_node") cfg.ranks_per_node = *i;
-                    else if (g == "elements") cfg.elements = *i;
-                    else if (g == "block") cfg.block = *i;
-                    else if (g == "seed") cfg.seed = static_cast<uint64_t>(*i);
-                    else cfg.threads = static_cast<int>(*i);
-                } else if (g == "gpu" || g == "long_codec_call") {
-                    auto b = get_bool(c, gv, name);
-                    if (!b) return b.error();
-                    (g == "gpu" ? cfg.gpu : cfg.long_codec_call) = *b;
-                } else if (g == "codec") {
-                    auto p = get_str(c, gv, name);
-                    if (!p) return p.error();
-                    if (p->empty()) return c.err(gv.source(), name, "is empty: give the path of a codec plugin (.so)");
-                    // Relative to the config file, as a user moving the pair together expects.
-                    std::filesystem::path lib(*p);
-                    if (lib.is_relative() && c.source != "default gate")
-                        lib = std::filesystem::path(c.source).parent_path() / lib;
-                    cfg.codec_path = lib.string();
-                } else if (g == "accum") {
-                    auto p = get_str(c, gv, name);
-                    if (!p) return p.error();
-                    auto a = parse_accum(*p);
-                    if (!a) return c.err(gv.source(), name, a.error().message);
-                    cfg.accum = *a;
-                } else if (g == "divide") {
-                    auto p = get_str(c, gv, name);
-                    if (!p) return p.error();
-                    auto d = parse_divide(*p);
-                    if (!d) return c.err(gv.source(), name, d.error().message);
-                    cfg.divide = *d;
-                } else if (g == "conformance") {
-                    auto p = get_str(c, gv, name);
-                    if (!p) return p.error();
-                    auto k = kernels::parse_conformance(*p);
-                    if (!k) return c.err(gv.source(), name, k.error().message);
-                    cfg.conformance = *k;
-                } else {
-                    return unknown(c, gk, "gate.", {"formats", "paths", "distributions", "ranks", "tree_ranks", "ranks_per_node",
-                                                    "elements", "block", "seed", "accum", "divide", "threads", "gpu", "long_codec_call", "codec",
-                                                    "conformance"});
-                }
+                if (auto st = apply_gate_key(c, gk, gv, name, cfg); !st) return st;
             }
         } else if (key == "baseline") {
-            if (auto st = want(c, v, toml::node_type::table, "baseline", "a table"); !st) return st;
-            for (auto&& [bk, bv] : *v.as_table()) {
-                const std::string b(bk.str()), name = "baseline." + b;
-                if (b == "margin") {
-                    auto m = get_num(c, bv, name);
-                    if (!m) return m.error();
-                    if (!(*m >= 0)) return c.err(bv.source(), name, "must be >= 0 (0.10: 10% worse allowed)");
-                    cfg.baseline_margin = *m;
-                } else if (b == "metrics") {
-                    auto m = get_strs(c, bv, name);
-                    if (!m) return m.error();
-                    cfg.baseline_metrics.clear();
-                    for (const auto& s : *m) {
-                        auto x = parse_metric(s);
-                        if (!x) return c.err(bv.source(), name, x.error().message);
-                        cfg.baseline_metrics.push_back(*x);
-                    }
-                } else {
-                    return unknown(c, bk, "baseline.", {"margin", "metrics"});
-                }
-            }
+            if (auto st = apply_baseline(c, v, cfg); !st) return st;
         } else if (key == "scaling" || key == "budget") {
             if (auto st = want(c, v, toml::node_type::array, key, "an array of tables ([[" + key + "]])"); !st) return st;
             if (key == "scaling") cfg.scaling.clear();
@@ -327,111 +456,14 @@ Status apply(const Ctx& c, const toml::table& doc, GateConfig& cfg, Lines& lines
                 const std::string at = key + "[" + std::to_string(idx++) + "]";
                 if (auto st = want(c, e, toml::node_type::table, at, "a table"); !st) return st;
                 lines.at[at] = e.source();  // so that a later check of this entry names its file and line
-                const auto& t = *e.as_table();
                 if (key == "scaling") {
-                    ScalingRule r;
-                    bool have_path = false;
-                    for (auto&& [sk, sv] : t) {
-                        const std::string s(sk.str()), name = at + "." + s;
-                        if (s == "path") {
-                            auto p = path_of(c, sv, name);
-                            if (!p) return p.error();
-                            r.path = *p;
-                            have_path = true;
-                        } else if (s == "formats") {
-                            auto f = formats_of(c, sv, name, &r.staged);
-                            if (!f) return f.error();
-                            r.formats = *f;
-                        } else if (s == "distributions") {
-                            auto d = dists_of(c, sv, name);
-                            if (!d) return d.error();
-                            r.dists = *d;
-                        } else if (s == "min" || s == "max") {
-                            auto x = get_num(c, sv, name);
-                            if (!x) return x.error();
-                            (s == "min" ? r.min : r.max) = *x;
-                        } else if (s == "why") {
-                            auto w = get_str(c, sv, name);
-                            if (!w) return w.error();
-                            r.why = *w;
-                        } else {
-                            return unknown(c, sk, at + ".", {"path", "formats", "distributions", "min", "max", "why"});
-                        }
-                    }
-                    if (!have_path) return c.err(e.source(), at + ".path", "is required");
-                    if (r.min > r.max) return c.err(e.source(), at + ".min", "is greater than max");
-                    if (!r.staged.empty() && format_stages(r.path).empty())
-                        return c.err(e.source(), at + ".formats", std::string("path ") + path_info(r.path).name + " has one stage; " +
-                                                                     stages_name(r.staged.front()) +
-                                                                     " runs on a2a-hier-rs, two-shot-ar and hpz-ag-requant");
-                    cfg.scaling.push_back(std::move(r));
+                    auto r = scaling_rule_of(c, at, e);
+                    if (!r) return r.error();
+                    cfg.scaling.push_back(std::move(*r));
                 } else {
-                    Budget b;
-                    bool have_path = false, have_format = false, have_max = false, have_name = false;
-                    for (auto&& [sk, sv] : t) {
-                        const std::string s(sk.str()), name = at + "." + s;
-                        if (s == "name") {
-                            auto x = get_str(c, sv, name);
-                            if (!x) return x.error();
-                            // A name is printed on the summary's lines and in every report: a control
-                            // character could forge a line ("\nPASS") or drive the terminal.
-                            for (unsigned char ch : *x)
-                                if (ch < 0x20 || ch == 0x7F)
-                                    return c.err(sv.source(), name, "has a control character (code " + std::to_string(ch) +
-                                                                        "): a budget's name is printed in the reports");
-                            if (x->empty()) return c.err(sv.source(), name, "is empty");
-                            b.name = *x;
-                            have_name = true;
-                        } else if (s == "path") {
-                            auto p = path_of(c, sv, name);
-                            if (!p) return p.error();
-                            b.path = *p;
-                            have_path = true;
-                        } else if (s == "format") {
-                            auto x = get_str(c, sv, name);
-                            if (!x) return x.error();
-                            if (x->find(',') != std::string::npos) {  // a per-stage list (D25)
-                                auto l = stage_list_of(c, sv, name, *x);
-                                if (!l) return l.error();
-                                b.stages = *l;
-                                b.format = l->front();
-                            } else {
-                                auto f = c.format(*x);
-                                if (!f) return c.err(sv.source(), name, f.error().message);
-                                b.format = *f;
-                            }
-                            have_format = true;
-                        } else if (s == "dist") {
-                            auto x = get_str(c, sv, name);
-                            if (!x) return x.error();
-                            if (auto d = kernels::parse_distribution(*x); !d) return c.err(sv.source(), name, d.error().message);
-                            b.dist = *x;
-                        } else if (s == "ranks") {
-                            auto x = get_int(c, sv, name);
-                            if (!x) return x.error();
-                            b.ranks = *x;
-                            lines.at[name] = sv.source();
-                        } else if (s == "metric") {
-                            auto x = get_str(c, sv, name);
-                            if (!x) return x.error();
-                            auto m = parse_metric(*x);
-                            if (!m) return c.err(sv.source(), name, m.error().message);
-                            b.metric = *m;
-                        } else if (s == "max") {
-                            auto x = get_num(c, sv, name);
-                            if (!x) return x.error();
-                            b.max = *x;
-                            have_max = true;
-                        } else {
-                            return unknown(c, sk, at + ".", {"name", "path", "format", "dist", "ranks", "metric", "max"});
-                        }
-                    }
-                    for (auto [have, what] : {std::pair{have_path, "path"}, {have_format, "format"}, {have_max, "max"}})
-                        if (!have) return c.err(e.source(), at + "." + what, "is required");
-                    if (!have_name)
-                        b.name = std::string(path_info(b.path).name) + "-" + (b.stages.empty() ? b.format.name() : stages_name(b.stages)) +
-                                 (b.dist.empty() ? "" : "-" + b.dist) + "-" + to_string(b.metric);
-                    cfg.budgets.push_back(std::move(b));
+                    auto b = budget_of(c, at, e, lines);
+                    if (!b) return b.error();
+                    cfg.budgets.push_back(std::move(*b));
                 }
             }
         } else {
