@@ -11,6 +11,10 @@ with the numbers of the command's JSON as attributes (``.passed``, ``.first_fail
     qtransit.verify_collective(path, inputs, outputs)    a collective run elsewhere, judged
     qtransit.check(config)                               the numerics gate
     qtransit.check_codec(fmt, encode, decode)            the gate with a quantizer written in Python
+    qtransit.validate_format("my.toml")                  a declared format: every property and path
+    qtransit.show_format(fmt)                            a format's TOML declaration
+    qtransit.survey(formats=..., dists=...)              every format over every input distribution
+    qtransit.info()                                      version, build features, GPUs visible
     qtransit.strategies.blocks(...)                      Hypothesis strategies for binary32 blocks
     qtransit.strategies.boundary_blocks(...)             ... and for the blocks at a format's boundaries
 
@@ -27,10 +31,11 @@ import os
 from . import _arrays, _codec, _toml
 from ._qtransit import __version__
 from . import _qtransit as _native
-from ._results import (CheckFailed, FormatInfo, GateResult, QuantizeResult, Record, Result, SimulateResult,
-                       VerifyCollectiveResult, VerifyQuantizeResult)
+from ._results import (CheckFailed, FormatInfo, FormatValidationResult, GateResult, QuantizeResult, Record, Result,
+                       SimulateResult, SurveyResult, VerifyCollectiveResult, VerifyQuantizeResult)
 
 __all__ = ["formats", "quantize", "verify_quantize", "simulate", "verify_collective", "check", "check_codec",
+           "validate_format", "show_format", "survey", "info",
            "CheckFailed", "Record", "Result", "__version__"]
 
 
@@ -167,6 +172,41 @@ def check_codec(fmt, encode, decode, *, name="python-codec", config=None, quick=
     rep = _native.check_codec(str(fmt), enc, dec, str(name), text, source, bool(quick), str(conformance), str(dtype),
                               int(block_min), int(block_max), int(block_multiple))
     return GateResult(rep)._raise_if(raise_on_failure)
+
+
+def validate_format(file=None, *, codec=None, quick=False, seed=1, raise_on_failure=False):
+    """A declared format (a .toml file, docs/FORMATS.md section 8) through every generic property
+    and every path next to built-in formats, as `qtransit formats validate FILE.toml`: `.passed`
+    when every promised property and bound holds, `.summary()` the command's text (the properties
+    and the comparison table), `.write_reports(dir)` its files (declaration.toml too). codec: a codec
+    plugin library (.so) of the format, run as the kernel (file may then be left out). quick: fewer
+    blocks, ranks and elements (seconds)."""
+    if file is None and codec is None:
+        raise ValueError("validate_format takes a declaration file (FILE.toml), or codec= a plugin library (.so)")
+    v = _native.validate_format(os.fspath(file) if file is not None else "", bool(quick), int(seed),
+                                os.fspath(codec) if codec is not None else "")
+    return FormatValidationResult(v)._raise_if(raise_on_failure)
+
+
+def show_format(fmt):
+    """The TOML declaration of a format (a built-in's name or a .toml file), as `qtransit formats
+    show`: it parses back to the same format."""
+    return _native.show_format(os.fspath(fmt))
+
+
+def survey(formats=None, dists=None, *, elements=1 << 16, block=32, seed=1, raise_on_failure=False):
+    """Every format (default: every built-in that takes `block`) over every input distribution
+    (default: all), each case's kernel checked against the reference bit for bit and every
+    element's error against its bound, as `qtransit survey --json`."""
+    r = _native.survey([str(f) for f in _list(formats or [])], [str(d) for d in _list(dists or [])], int(elements), int(block),
+                       int(seed))
+    return SurveyResult(json.loads(r))._raise_if(raise_on_failure)
+
+
+def info():
+    """Version, build features (CPU variant, CUDA archs, NCCL) and the GPUs visible now, as
+    `qtransit info --json` (the allocator is the interpreter's)."""
+    return Record(json.loads(_native.info_json()))
 
 
 from . import strategies  # noqa: E402  (needs the names above; Hypothesis is imported only when used)

@@ -221,3 +221,28 @@ class GateResult(Result):
             if v.get("name") == name:
                 return Record(v)
         return None
+
+
+class FormatValidationResult(GateResult):
+    """report.json of `qtransit formats validate` (the gate's verdicts, one per property, and
+    format_comparison); ``.summary()`` is the command's text, ``.write_reports(dir)`` its files with
+    declaration.toml."""
+
+
+class SurveyResult(Result):
+    """`qtransit survey --json`'s object: ``.cases`` (one per format and distribution), ``.failures``."""
+
+    @property
+    def passed(self):
+        return int(self._data.get("failures", 0)) == 0
+
+    @property
+    def first_failure(self):
+        for c in self._data.get("cases", []):
+            if not c.get("pass", True):
+                if c.get("refused"):
+                    return f"{c.get('format')} {c.get('dist')}: refused: {c['refused']}"
+                if not c.get("matches_reference", True):
+                    return f"{c.get('format')} {c.get('dist')}: kernel and reference differ: {c.get('reference_mismatch', '')}"
+                return f"{c.get('format')} {c.get('dist')}: an element's error exceeds its bound"
+        return ""

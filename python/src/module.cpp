@@ -27,6 +27,8 @@
 #include "qtransit/reports/numbers.hpp"
 #include "qtransit/gate/codec_check.hpp"
 #include "qtransit/gate/gate.hpp"
+#include "qtransit/gate/validate.hpp"
+#include "qtransit/gate/survey.hpp"
 #include "qtransit/gate/verify.hpp"
 #include "qtransit/gate/verify_run.hpp"
 #include "qtransit/gate/views.hpp"
@@ -451,6 +453,63 @@ Report check_codec(const std::string& fmt, nb::object encode, nb::object decode,
     return rep;
 }
 
+// formats validate's outcome: the gate's report with the properties and the comparison, the text
+// the command prints, and its files (report.json, report.md, junit.xml, report.html, declaration.toml).
+struct Validation {
+    qt::gate::FormatValidation v;
+    std::string json() const {
+        for (const auto& [name, text] : qt::gate::validation_reports(v))
+            if (name == "report.json") return text;
+        return "{}";
+    }
+    std::string summary() const { return qt::gate::validation_text(v); }
+    void write(const std::string& dir) const { take(qt::reports::write_files(dir, qt::gate::validation_reports(v))); }
+    bool passed() const { return v.result.passed(); }
+};
+
+// `qtransit formats validate FILE.toml` (or --codec lib.so): the request's checks, then the work,
+// without the command's report directory (Validation.write writes the same files).
+Validation validate_format(const std::string& file, bool quick, uint64_t seed, const std::string& codec) {
+    qt::gate::FormatsValidateRequest a;
+    a.file = file;
+    a.quick = quick;
+    a.seed = seed;
+    a.codec = codec;
+    auto setup = take(a.validate());
+    qt::gate::ValidateOptions o;
+    o.seed = seed;
+    o.quick = quick;
+    o.codec = setup.codec;
+    Validation out;
+    {
+        nb::gil_scoped_release nogil;
+        out.v = take(qt::gate::validate_format(setup.format, setup.source, o));
+    }
+    return out;
+}
+
+// `qtransit formats show`: a format's declaration as TOML.
+std::string show_format(const std::string& target) { return take(qt::gate::formats_show(target)).out; }
+
+// `qtransit info --json`, for this process (the interpreter's allocator).
+std::string info_json() { return qt::gate::info({true, "the Python interpreter's (the C library's malloc)"}).out; }
+
+// `qtransit survey --json`'s object, without its report directory.
+std::string survey(std::vector<std::string> formats, std::vector<std::string> dists, int64_t elements, int64_t block, uint64_t seed) {
+    qt::gate::SurveyRequest a;
+    a.formats = std::move(formats);
+    a.distributions = std::move(dists);
+    a.elements = elements;
+    a.block = block;
+    a.seed = seed;
+    if (elements < 1 || elements > (int64_t{1} << 30))
+        raise(qt::make_error(qt::ErrorCode::kInvalidArgument, "elements=" + std::to_string(elements) + ": between 1 and 2^30"));
+    auto spec = take(a.validate());
+    nb::gil_scoped_release nogil;
+    auto res = take(qt::gate::run_survey(spec));
+    return qt::gate::survey_json(spec, res).dump();
+}
+
 // What qtransit.strategies.blocks needs of a format (a name or a declaration file): the amplitude A
 // the scale maps a block's absmax onto, and whether the grid is the integers q s (exact ties at
 // (k + 1/2) s).
@@ -493,7 +552,16 @@ NB_MODULE(_qtransit, m) {
         .def("summary", &Report::summary, "the text summary `qtransit check` prints")
         .def("write", &Report::write, nb::arg("dir"), "report.json, report.md, junit.xml and report.html into dir")
         .def_prop_ro("passed", &Report::passed);
+    nb::class_<Validation>(m, "Validation")
+        .def("json", &Validation::json, "report.json's text (with the properties and format_comparison)")
+        .def("summary", &Validation::summary, "the text `qtransit formats validate` prints")
+        .def("write", &Validation::write, nb::arg("dir"), "report.json, report.md, junit.xml, report.html, declaration.toml into dir")
+        .def_prop_ro("passed", &Validation::passed);
     m.def("formats_json", &formats_json, nb::arg("block"));
+    m.def("validate_format", &validate_format, nb::arg("file"), nb::arg("quick"), nb::arg("seed"), nb::arg("codec"));
+    m.def("show_format", &show_format, nb::arg("target"));
+    m.def("info_json", &info_json);
+    m.def("survey", &survey, nb::arg("formats"), nb::arg("dists"), nb::arg("elements"), nb::arg("block"), nb::arg("seed"));
     m.def("quantize", &quantize, nb::arg("fmt"), nb::arg("x"), nb::arg("shape"), nb::arg("block"), nb::arg("nonfinite"),
           nb::arg("rounding"), nb::arg("seed"));
     m.def("verify_quantize", &verify_quantize, nb::arg("fmt"), nb::arg("x"), nb::arg("decoded"), nb::arg("codes").none(),

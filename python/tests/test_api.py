@@ -421,3 +421,79 @@ def test_check_quick_default_gate():
     assert r.passed, r.first_failure
     assert r.gate.ranks == [8, 64] and r.gate.elements == 2048
     assert r.verdict("kernel-vs-reference/int4").status == "pass"
+
+
+# ---- formats validate, formats show, survey, info (gate/commands.hpp: the command's own requests) ----
+
+def test_show_format_is_the_clis_and_parses_back(cli, tmp_path):
+    text = qtransit.show_format("int4")
+    assert text == run_cli(cli, "formats", "show", "int4").stdout
+    path = tmp_path / "my4.toml"
+    path.write_text(text.replace('name = "int4"', 'name = "my4"'))
+    assert qtransit.show_format(path) == run_cli(cli, "formats", "show", path).stdout
+    assert 'name = "my4"' in qtransit.show_format(path)
+    with pytest.raises(ValueError, match="unknown format 'nope'"):
+        qtransit.show_format("nope")
+
+
+def test_validate_format_matches_the_cli(cli, tmp_path):
+    path = tmp_path / "my4.toml"
+    path.write_text(qtransit.show_format("int4").replace('name = "int4"', 'name = "my4"'))
+    r = qtransit.validate_format(path, quick=True)
+    assert r.passed, r.first_failure
+    assert r.verdict("kernel-vs-reference/my4").status == "pass"
+    p = run_cli(cli, "formats", "validate", path, "--quick", "--report-dir", tmp_path / "cli")
+    # The command's text is the summary and one line naming its files (times apart).
+    import re
+
+    def untimed(t):
+        return re.sub(r"\d+(\.\d+)? s\b", "T s", t)
+
+    assert untimed(p.stdout).startswith(untimed(r.summary()))
+    assert untimed(p.stdout)[len(untimed(r.summary())):].startswith("report: ")
+    want = json.loads((tmp_path / "cli" / "report.json").read_text())
+    got = r.to_dict()
+    assert [(v["name"], v["status"]) for v in strip(got)["verdicts"]] == [(v["name"], v["status"]) for v in strip(want)["verdicts"]]
+    assert got["format_comparison"] == want["format_comparison"]
+    r.write_reports(tmp_path / "py")
+    assert sorted(os.listdir(tmp_path / "py")) == sorted(os.listdir(tmp_path / "cli"))
+    assert "declaration.toml" in os.listdir(tmp_path / "py")
+
+
+def test_validate_format_errors(tmp_path):
+    with pytest.raises(ValueError, match="declaration file"):
+        qtransit.validate_format()
+    with pytest.raises(ValueError, match="formats validate takes a declaration file"):
+        qtransit.validate_format(tmp_path / "not-a-declaration.txt")
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\nscale = "fp33"\n')
+    with pytest.raises(ValueError, match="bad.toml"):
+        qtransit.validate_format(bad)
+
+
+def test_survey_matches_the_cli(cli, tmp_path):
+    r = qtransit.survey(["int4", "fp8-e4m3"], ["normal", "heavy"], elements=4096)
+    assert r.passed, r.first_failure
+    assert [(c.format, c.dist) for c in r.cases] == [("int4", "normal"), ("int4", "heavy"), ("fp8-e4m3", "normal"),
+                                                     ("fp8-e4m3", "heavy")]
+    want = cli_json(cli, "survey", "--format", "int4,fp8-e4m3", "--dist", "normal,heavy", "--elements", 4096, "--json",
+                    "--report-dir", tmp_path / "cli")
+    assert r.to_dict() == want
+    with pytest.raises(ValueError, match="--format int4 is named twice"):
+        qtransit.survey(["int4", "int4"])
+    with pytest.raises(ValueError, match="elements"):
+        qtransit.survey("int4", elements=0)
+
+
+def test_info_is_the_clis_but_the_allocator(cli):
+    got = qtransit.info().to_dict()
+    want = cli_json(cli, "info", "--json")
+    assert got.pop("allocator").startswith("the Python interpreter's")
+    want.pop("allocator")
+    # The package is built without CUDA or NCCL (docs/PYTHON.md), and this process may have declared
+    # formats of its own (validate_format registers them after the built-ins); the rest is the machine's.
+    for k in ("cuda", "nccl", "gpu_note"):
+        got.pop(k, None), want.pop(k, None)
+    assert got.pop("formats")[:len(want["formats"])] == want.pop("formats")
+    assert got == want
+    assert qtransit.info().version == qtransit.__version__

@@ -12,32 +12,39 @@
 
 namespace qtransit::gate {
 
-Result<Printed> survey(const SurveyRequest& a, const Emit& emit, const std::function<void(int, int, const std::string&)>& progress) {
+Result<SurveySpec> SurveyRequest::validate() const {
     auto refuse = [](const std::string& m) { return make_error(ErrorCode::kInvalidArgument, m); };
     SurveySpec spec;
-    spec.elements = a.elements;
-    spec.block = a.block;
-    spec.seed = a.seed;
-    if (a.formats.empty())
+    spec.elements = elements;
+    spec.block = block;
+    spec.seed = seed;
+    if (formats.empty())
         for (const auto& f : all_builtin_formats()) {
-            if (f.check_block(a.block).ok()) spec.formats.push_back(f);
+            if (f.check_block(block).ok()) spec.formats.push_back(f);
             else spec.skipped_formats.push_back(f.name());
         }
-    for (const auto& name : a.formats) {
+    for (const auto& name : formats) {
         auto f = resolve_format(name);
         if (!f) return f.error();
-        if (auto st = f->check_block(a.block); !st) return make_error(st.error().code, "--block: " + st.error().message);
+        if (auto st = f->check_block(block); !st) return make_error(st.error().code, "--block: " + st.error().message);
         if (std::find(spec.formats.begin(), spec.formats.end(), *f) != spec.formats.end()) return refuse("--format " + f->name() + " is named twice");
         spec.formats.push_back(*f);
     }
-    if (a.distributions.empty()) spec.dists = kernels::all_distributions();
-    for (const auto& name : a.distributions) {
+    if (distributions.empty()) spec.dists = kernels::all_distributions();
+    for (const auto& name : distributions) {
         auto d = kernels::parse_distribution(name);
         if (!d) return d.error();
         if (std::find(spec.dists.begin(), spec.dists.end(), *d) != spec.dists.end()) return refuse("--dist " + name + " is named twice");
         spec.dists.push_back(*d);
     }
-    if (auto st = kernels::validate_block(a.block); !st) return st.error();
+    if (auto st = kernels::validate_block(block); !st) return st.error();
+    return spec;
+}
+
+Result<Printed> survey(const SurveyRequest& a, const Emit& emit, const std::function<void(int, int, const std::string&)>& progress) {
+    auto valid = a.validate();
+    if (!valid) return valid.error();
+    SurveySpec& spec = *valid;
     namespace fs = std::filesystem;
     auto report_run = reports::ReportRun::begin(a.report_dir, {"survey.json", "survey.md"});
     if (!report_run) return report_run.error();

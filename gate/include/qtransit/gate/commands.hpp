@@ -21,6 +21,7 @@
 
 #include "qtransit/common/status.hpp"
 #include "qtransit/gate/gate.hpp"
+#include "qtransit/gate/survey.hpp"
 #include "qtransit/gate/sweep.hpp"
 #include "qtransit/gate/verify_run.hpp"
 #include "qtransit/kernels/npy.hpp"
@@ -222,6 +223,9 @@ struct SurveyRequest {
     uint64_t seed = 1;
     std::string report_dir = "qtransit-report";
     bool json = false;
+    // The formats (every built-in that takes the block when none is named), the distributions and
+    // the block, checked: the survey's spec (its on_case left for the caller).
+    Result<SurveySpec> validate() const;
 };
 // Every format over every distribution, survey.json and survey.md in report_dir; the table's rows
 // go to `emit` as the cases finish; progress: "[i/n] format dist" per case under --json.
