@@ -10,6 +10,7 @@
 #include <string>
 
 #include "options.hpp"
+#include "qtransit/common/status.hpp"
 
 namespace {
 

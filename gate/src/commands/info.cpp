@@ -2,6 +2,7 @@
 #include <thread>
 
 #include "printf.hpp"
+#include "qtransit/common/cpu.hpp"
 #include "qtransit/common/format.hpp"
 #include "qtransit/gate/commands.hpp"
 #include "qtransit/kernels/codec.hpp"
@@ -14,10 +15,16 @@ namespace {
 // Which of the CPU backend's compiled variants the loader picks on this machine (codec.cpp builds
 // its hot loops for x86-64-v4, x86-64-v3 and baseline x86-64 and chooses at load time).
 std::string cpu_variant() {
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(__clang__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("x86-64-v4")) return "x86-64-v4 (AVX-512)";
     if (__builtin_cpu_supports("x86-64-v3")) return "x86-64-v3 (AVX2)";
+    return "x86-64 baseline (SSE2)";
+#elif defined(__x86_64__)
+    // clang (the fuzz build) has no x86-64-vN names for __builtin_cpu_supports: the levels' features.
+    __builtin_cpu_init();
+    if (cpu_avx512() && __builtin_cpu_supports("avx512cd")) return "x86-64-v4 (AVX-512)";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2")) return "x86-64-v3 (AVX2)";
     return "x86-64 baseline (SSE2)";
 #else
     return "generic";
