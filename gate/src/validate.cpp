@@ -249,26 +249,23 @@ struct PropInput {
     const kernels::EncodedTensor& enc;
     const std::vector<int32_t>& codes;
     const std::vector<float>& dec;
+
+    void check_range_monotone(Props& p) const;  // codes in range; decoded values monotone in x
+    void check_odd(Props& p) const;             // -x decodes to minus what x decodes to
+    void check_idempotent(Props& p) const;      // the decoded values requantize to the same codes
+    void check_equivariant(Props& p) const;     // x 2^k quantizes to the same codes, scale times 2^k
 };
 
 // Codes in range; monotone: sort the block by x, then decoded (and int/table codes) must not decrease.
-void check_range_monotone(const PropInput& in, Props& p) {
-    const FormatSpec& f = in.f;
-    const Decl& d = in.d;
-    const int64_t block = in.block;
-    const std::span<const float> x = in.x;
-    const int64_t nb = in.nb;
-    const std::vector<int32_t>& codes = in.codes;
-    const std::vector<float>& dec = in.dec;
+void PropInput::check_range_monotone(Props& p) const {
     const bool int_codes = d.elem != ElemType::kFloat;  // codes ordered like values (int two's complement, table index)
-    const std::string& t_label = in.label;
     for (int64_t j = 0; j < nb; ++j) {
         const size_t lo = static_cast<size_t>(j * block), hi = std::min(x.size(), lo + static_cast<size_t>(block));
         // codes in range
         ++p.range.checked;
         for (size_t i = lo; i < hi; ++i)
             if (codes[i] < f.code_min() || codes[i] > f.code_max()) {
-                p.range.fail(t_label + " element " + std::to_string(i) + ": code " + std::to_string(codes[i]));
+                p.range.fail(label + " element " + std::to_string(i) + ": code " + std::to_string(codes[i]));
                 break;
             }
         // monotone: sort the block by x, then decoded (and int/table codes) must not decrease
@@ -279,7 +276,7 @@ void check_range_monotone(const PropInput& in, Props& p) {
         for (size_t k = 1; k < idx.size(); ++k) {
             const size_t a = idx[k - 1], b = idx[k];
             if (dec[a] > dec[b] || (int_codes && codes[a] > codes[b])) {
-                p.monotone.fail(t_label + ": x " + num(x[a]) + " <= " + num(x[b]) + " but decoded " + num(dec[a]) + " > " + num(dec[b]));
+                p.monotone.fail(label + ": x " + num(x[a]) + " <= " + num(x[b]) + " but decoded " + num(dec[a]) + " > " + num(dec[b]));
                 break;
             }
         }
@@ -287,14 +284,7 @@ void check_range_monotone(const PropInput& in, Props& p) {
 }
 
 // Odd symmetry: -x decodes to minus what x decodes to.
-void check_odd(const PropInput& in, Props& p) {
-    const kernels::PluginCodec* codec = in.codec;
-    const FormatSpec& f = in.f;
-    const int64_t block = in.block;
-    const std::span<const float> x = in.x;
-    const int64_t nb = in.nb;
-    const std::vector<float>& dec = in.dec;
-    const std::string& t_label = in.label;
+void PropInput::check_odd(Props& p) const {
     std::vector<float> neg(x.begin(), x.end());
     for (float& v : neg) v = -v;
     if (auto en = encode(codec, f, neg, block); en) {
@@ -304,7 +294,7 @@ void check_odd(const PropInput& in, Props& p) {
             const size_t lo = static_cast<size_t>(j * block), hi = std::min(x.size(), lo + static_cast<size_t>(block));
             for (size_t i = lo; i < hi; ++i)
                 if (!(dn[i] == -dec[i])) {
-                    p.odd.fail(t_label + " element " + std::to_string(i) + ": x " + num(x[i]) + " decodes to " + num(dec[i]) +
+                    p.odd.fail(label + " element " + std::to_string(i) + ": x " + num(x[i]) + " decodes to " + num(dec[i]) +
                                ", -x to " + num(dn[i]));
                     break;
                 }
@@ -313,17 +303,8 @@ void check_odd(const PropInput& in, Props& p) {
 }
 
 // Idempotence: requantize the decoded values, block by block.
-void check_idempotent(const PropInput& in, Props& p) {
-    const kernels::PluginCodec* codec = in.codec;
-    const FormatSpec& f = in.f;
-    const Decl& d = in.d;
-    const int64_t block = in.block;
-    const std::span<const float> x = in.x;
-    const int64_t nb = in.nb;
-    const std::vector<int32_t>& codes = in.codes;
-    const std::vector<float>& dec = in.dec;
-    const auto& scales = in.enc.scales;
-    const std::string& t_label = in.label;
+void PropInput::check_idempotent(Props& p) const {
+    const auto& scales = enc.scales;
     if (auto e2 = encode(codec, f, dec, block); e2) {
         const auto c2 = kernels::unpack_codes(*e2);
         for (int64_t j = 0; j < nb; ++j) {
@@ -343,12 +324,12 @@ void check_idempotent(const PropInput& in, Props& p) {
             }
             ++p.idem.checked;
             if (!same_bits(e2->scales[static_cast<size_t>(j)], s)) {
-                p.idem.fail(t_label + " block " + std::to_string(j) + ": scale " + num(s) + " requantizes to " + num(e2->scales[static_cast<size_t>(j)]));
+                p.idem.fail(label + " block " + std::to_string(j) + ": scale " + num(s) + " requantizes to " + num(e2->scales[static_cast<size_t>(j)]));
                 continue;
             }
             for (size_t i = lo; i < hi; ++i)
                 if (c2[i] != codes[i]) {
-                    p.idem.fail(t_label + " element " + std::to_string(i) + ": code " + std::to_string(codes[i]) + " requantizes to " +
+                    p.idem.fail(label + " element " + std::to_string(i) + ": code " + std::to_string(codes[i]) + " requantizes to " +
                                 std::to_string(c2[i]));
                     break;
                 }
@@ -357,17 +338,8 @@ void check_idempotent(const PropInput& in, Props& p) {
 }
 
 // Power-of-two scale equivariance, k = +3 and -5.
-void check_equivariant(const PropInput& in, Props& p) {
-    const kernels::PluginCodec* codec = in.codec;
-    const FormatSpec& f = in.f;
-    const Decl& d = in.d;
-    const int64_t block = in.block;
-    const std::span<const float> x = in.x;
-    const int64_t nb = in.nb;
-    const std::vector<int32_t>& codes = in.codes;
-    const std::vector<float>& dec = in.dec;
-    const auto& scales = in.enc.scales;
-    const std::string& t_label = in.label;
+void PropInput::check_equivariant(Props& p) const {
+    const auto& scales = enc.scales;
     for (int k : {3, -5}) {
         std::vector<float> y(x.begin(), x.end());
         for (float& v : y) v = std::ldexp(v, k);
@@ -390,12 +362,12 @@ void check_equivariant(const PropInput& in, Props& p) {
             }
             ++p.equi.checked;
             if (d.scale != ScaleType::kNone && !(sy == std::ldexp(sx, k))) {
-                p.equi.fail(t_label + " block " + std::to_string(j) + " x2^" + std::to_string(k) + ": scale " + num(sx) + " -> " + num(sy));
+                p.equi.fail(label + " block " + std::to_string(j) + " x2^" + std::to_string(k) + ": scale " + num(sx) + " -> " + num(sy));
                 continue;
             }
             for (size_t i = lo; i < hi; ++i)
                 if (cy[i] != codes[i] || !(dy[i] == std::ldexp(dec[i], k))) {
-                    p.equi.fail(t_label + " element " + std::to_string(i) + " x2^" + std::to_string(k) + ": code " +
+                    p.equi.fail(label + " element " + std::to_string(i) + " x2^" + std::to_string(k) + ": code " +
                                 std::to_string(codes[i]) + " -> " + std::to_string(cy[i]));
                     break;
                 }
@@ -523,10 +495,10 @@ void check_properties(const kernels::PluginCodec* codec, const FormatSpec& f, co
         const auto codes = kernels::unpack_codes(*enc);
         const auto dec = decode(codec, *enc);
         const PropInput in{codec, f, d, block, t.label, x, nb, *enc, codes, dec};
-        check_range_monotone(in, p);
-        check_odd(in, p);
-        check_idempotent(in, p);
-        check_equivariant(in, p);
+        in.check_range_monotone(p);
+        in.check_odd(p);
+        in.check_idempotent(p);
+        in.check_equivariant(p);
     }
     if (refused) notes.push_back(std::to_string(refused) + " input set(s) refused by both kernel and reference (range overflow): the specified outcome");
     check_pack(f, seed, quick, p);
