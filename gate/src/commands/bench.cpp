@@ -7,16 +7,23 @@
 
 namespace qtransit::gate {
 
-Result<Printed> bench(const BenchRequest& a, const Emit& emit) {
-    if (auto st = kernels::validate_block(a.block); !st) return st.error();
+Result<ThroughputSpec> BenchRequest::validate() const {
+    if (auto st = kernels::validate_block(block); !st) return st.error();
     ThroughputSpec spec;
-    spec.mib = a.mib, spec.block = a.block, spec.repeats = a.repeats, spec.threads = a.threads;
-    for (const auto& name : a.formats) {
+    spec.mib = mib, spec.block = block, spec.repeats = repeats, spec.threads = threads;
+    for (const auto& name : formats) {
         auto f = resolve_format(name);
         if (!f) return f.error();
-        if (auto st = f->check_block(a.block); !st) return make_error(st.error().code, "--block: " + st.error().message);
+        if (auto st = f->check_block(block); !st) return make_error(st.error().code, "--block: " + st.error().message);
         spec.formats.push_back(*f);
     }
+    return spec;
+}
+
+Result<Printed> bench(const BenchRequest& a, const Emit& emit) {
+    auto valid = a.validate();
+    if (!valid) return valid.error();
+    const ThroughputSpec& spec = *valid;
     Printed p;
     const Say say(emit, p.out);
     if (!a.json) say.f("%-18s %-7s %7s %11s %11s %11s\n", "format", "op", "threads", "ms", "memcpy ms", "vs memcpy");

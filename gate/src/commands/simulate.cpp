@@ -74,10 +74,8 @@ Error refusal(const std::string& message) { return make_error(ErrorCode::kInvali
 
 }  // namespace
 
-Result<std::unique_ptr<SimulateOutcome>> simulate(const SimulateRequest& a, const kernels::NpyArray* inputs,
-                                 const std::function<void(size_t, size_t, int64_t)>& on_group) {
-    auto out = std::make_unique<SimulateOutcome>();
-    // ---- parse and validate everything before any work -------------------------------------------
+Result<SimulatePlan> SimulateRequest::validate() const {
+    const SimulateRequest& a = *this;
     SweepSpec spec;
     for (const auto& name : a.paths) {
         if (name == "all") {
@@ -169,8 +167,21 @@ Result<std::unique_ptr<SimulateOutcome>> simulate(const SimulateRequest& a, cons
     auto backend = collectives::parse_backend(a.backend);
     if (!backend) return refusal(backend.error());
     spec.backend = *backend;
-    const bool per_rank = one_process_per_rank(spec.backend);  // mpi; nccl under mpirun
     if (const auto problem = sweep_backend_problem(spec, a.backend); !problem.empty()) return refusal(problem);
+
+    return SimulatePlan{std::move(spec), format, codec, only_typed};
+}
+
+Result<std::unique_ptr<SimulateOutcome>> simulate(const SimulateRequest& a, const kernels::NpyArray* inputs,
+                                                  const std::function<void(size_t, size_t, int64_t)>& on_group) {
+    auto out = std::make_unique<SimulateOutcome>();
+    auto plan = a.validate();
+    if (!plan) return plan.error();
+    SweepSpec& spec = plan->spec;
+    const FormatSpec& format = plan->format;
+    const auto& codec = plan->codec;
+    const bool only_typed = plan->only_typed;
+    const bool per_rank = one_process_per_rank(spec.backend);  // mpi; nccl under mpirun
 
     kernels::NpyArray file;
     if (!a.in.empty() || inputs) {
@@ -212,7 +223,7 @@ Result<std::unique_ptr<SimulateOutcome>> simulate(const SimulateRequest& a, cons
     out->result = std::move(*result);
     out->format = format;
     out->codec = codec;
-    out->accum = *accum;
+    out->accum = spec.accum;
     out->divide = spec.divide;
     out->rotation = spec.rotation;
     out->only_typed = only_typed;

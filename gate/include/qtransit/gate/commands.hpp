@@ -23,6 +23,7 @@
 #include "qtransit/gate/gate.hpp"
 #include "qtransit/gate/survey.hpp"
 #include "qtransit/gate/sweep.hpp"
+#include "qtransit/gate/throughput.hpp"
 #include "qtransit/gate/verify_run.hpp"
 #include "qtransit/kernels/npy.hpp"
 #include "qtransit/kernels/plugin.hpp"
@@ -84,6 +85,14 @@ struct QuantizeRequest {
 Result<Printed> quantize(const QuantizeRequest& r);
 
 // ---- simulate -----------------------------------------------------------------------------------
+// What SimulateRequest::validate makes of the options: the sweep (without its inputs, dump and
+// progress), the quantized paths' format and codec, whether only 16-bit paths run.
+struct SimulatePlan {
+    SweepSpec spec;
+    FormatSpec format;
+    std::shared_ptr<const kernels::PluginCodec> codec;
+    bool only_typed = false;
+};
 struct SimulateRequest {
     std::vector<std::string> paths;
     std::vector<int64_t> ranks;
@@ -104,6 +113,9 @@ struct SimulateRequest {
     std::string codec;                 // a codec plugin (.so) running every Q and D
     std::shared_ptr<const kernels::PluginCodec> codec_object;  // or one already loaded (Python's callables)
     bool keep_outputs = false;         // keep the one run's output rows in SimulateOutcome::dump (as --dump writes)
+    // Every option but those about --in's array (paths, formats per stage, codec, block, accum,
+    // divide, rotation, distribution, backend), loading --codec; never an Error of kind kCodec.
+    Result<SimulatePlan> validate() const;
 };
 // What simulate computed.
 struct SimulateOutcome {
@@ -124,7 +136,8 @@ struct SimulateOutcome {
     Printed printed(const SimulateRequest& r) const;
     std::string costs(const SimulateRequest& r) const;
 };
-// Every option checked before any work, then the sweep; --dump written (by the speaker). `inputs`
+// validate(), then --in read (or `inputs`) and checked against --ranks and --elements, --dump's
+// place checked, then the sweep; --dump written (by the speaker). `inputs`
 // (one [N, M] array) stands for --in when given (r.in then only names it). on_group: (group,
 // groups, N) as each group starts.
 Result<std::unique_ptr<SimulateOutcome>> simulate(const SimulateRequest& r, const kernels::NpyArray* inputs = nullptr,
@@ -239,6 +252,7 @@ struct BenchRequest {
     bool json = false;
     int64_t block = 32;
     std::vector<std::string> formats{"int8", "int4"};  // names or .toml declarations
+    Result<ThroughputSpec> validate() const;            // the block and the formats
 };
 // Encode/decode throughput as a ratio to memcpy in the same run; rows to `emit` as measured.
 Result<Printed> bench(const BenchRequest& r, const Emit& emit = {});
