@@ -232,12 +232,15 @@ Result<ReportRun> ReportRun::begin(const fs::path& dir, const std::vector<std::s
     }
     // A run that dies (a codec's crash, SIGKILL, the OOM killer) must not leave the previous run's
     // PASS for a CI job to read as its own: the set goes now, and comes back whole at the end or not
-    // at all. A temporary folder a killed run left goes too.
-    for (const auto& n : names) fs::remove(dir / n, ec);
+    // at all. A temporary folder a killed run left goes too. The first name (report.json, the one a
+    // reader takes the verdict from) goes last: one killed between two removals leaves no report.json
+    // beside files of the set, so whoever finds it gone finds the whole set gone.
+    for (size_t i = 1; i < names.size(); ++i) fs::remove(dir / names[i], ec);
     for (const auto& p : extra) {
         fs::file_status st;
         if (something_at(p, st, ec) && (st.type() == fs::file_type::regular || st.type() == fs::file_type::symlink)) fs::remove(p, ec);
     }
+    if (!names.empty()) fs::remove(dir / names.front(), ec);
     for (const auto& e : fs::directory_iterator(dir, ec))
         if (e.path().filename().string().rfind(".qtransit-tmp-", 0) == 0) fs::remove_all(e.path(), ec);
     return run;

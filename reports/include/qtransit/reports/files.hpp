@@ -33,9 +33,9 @@ Status write_files(const std::filesystem::path& dir, const ReportFiles& files,
 // One command's report set from the start of its work to its end (issue 46). begin(), after every
 // check and before any work: creates dir, locks it for the run (a second run into the same directory
 // is refused, not interleaved), and removes the previous run's files of this set, the `extra` files
-// (--junit) and any temporary folder a killed run left, so a run that dies for any reason leaves no
-// report that could be taken for its own. commit() writes the set as write_files does. The lock is
-// released when the object goes.
+// (--junit) and any temporary folder a killed run left, names.front() (report.json) last, so that a
+// run that dies for any reason leaves no report that could be taken for its own. commit() writes the
+// set as write_files does. The lock is released when the object goes.
 class ReportRun {
 public:
     static Result<ReportRun> begin(const std::filesystem::path& dir, const std::vector<std::string>& names,
