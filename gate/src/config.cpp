@@ -154,12 +154,18 @@ Result<std::vector<FormatSpec>> formats_of(const Ctx& c, const toml::node& n, co
     }
     return out;
 }
-Result<PathKind> path_of(const Ctx& c, const toml::node& n, const std::string& key) {
+// A string read with `parse` (a Result-returning parser: parse_path, parse_accum, ...), its
+// failure said at the key's line.
+template <class Parse>
+auto parsed_of(const Ctx& c, const toml::node& n, const std::string& key, Parse parse) -> decltype(parse(std::string())) {
     auto s = get_str(c, n, key);
     if (!s) return s.error();
-    auto p = parse_path(*s);
-    if (!p) return c.err(n.source(), key, p.error().message);
-    return *p;
+    auto x = parse(*s);
+    if (!x) return c.err(n.source(), key, x.error().message);
+    return x;
+}
+Result<PathKind> path_of(const Ctx& c, const toml::node& n, const std::string& key) {
+    return parsed_of(c, n, key, [](const std::string& s) { return parse_path(s); });
 }
 Result<std::vector<kernels::Distribution>> dists_of(const Ctx& c, const toml::node& n, const std::string& key) {
     auto names = get_strs(c, n, key);
@@ -269,22 +275,16 @@ Status apply_gate_key(const Ctx& c, const toml::key& gk, const toml::node& gv, c
             lib = std::filesystem::path(c.source).parent_path() / lib;
         cfg.codec_path = lib.string();
     } else if (g == "accum") {
-        auto p = get_str(c, gv, name);
-        if (!p) return p.error();
-        auto a = parse_accum(*p);
-        if (!a) return c.err(gv.source(), name, a.error().message);
+        auto a = parsed_of(c, gv, name, [](const std::string& v) { return parse_accum(v); });
+        if (!a) return a.error();
         cfg.accum = *a;
     } else if (g == "divide") {
-        auto p = get_str(c, gv, name);
-        if (!p) return p.error();
-        auto d = parse_divide(*p);
-        if (!d) return c.err(gv.source(), name, d.error().message);
+        auto d = parsed_of(c, gv, name, [](const std::string& v) { return parse_divide(v); });
+        if (!d) return d.error();
         cfg.divide = *d;
     } else if (g == "conformance") {
-        auto p = get_str(c, gv, name);
-        if (!p) return p.error();
-        auto k = kernels::parse_conformance(*p);
-        if (!k) return c.err(gv.source(), name, k.error().message);
+        auto k = parsed_of(c, gv, name, [](const std::string& v) { return kernels::parse_conformance(v); });
+        if (!k) return k.error();
         cfg.conformance = *k;
     } else {
         return unknown(c, gk, "gate.", {"formats", "paths", "distributions", "ranks", "tree_ranks", "ranks_per_node",
@@ -410,10 +410,8 @@ Result<Budget> budget_of(const Ctx& c, const std::string& at, const toml::node& 
             b.ranks = *x;
             lines.at[name] = sv.source();
         } else if (s == "metric") {
-            auto x = get_str(c, sv, name);
-            if (!x) return x.error();
-            auto m = parse_metric(*x);
-            if (!m) return c.err(sv.source(), name, m.error().message);
+            auto m = parsed_of(c, sv, name, [](const std::string& v) { return parse_metric(v); });
+            if (!m) return m.error();
             b.metric = *m;
         } else if (s == "max") {
             auto x = get_num(c, sv, name);

@@ -476,14 +476,10 @@ Validation validate_format(const std::string& file, bool quick, uint64_t seed, c
     a.seed = seed;
     a.codec = codec;
     auto setup = take(a.validate());
-    qt::gate::ValidateOptions o;
-    o.seed = seed;
-    o.quick = quick;
-    o.codec = setup.codec;
     Validation out;
     {
         nb::gil_scoped_release nogil;
-        out.v = take(qt::gate::validate_format(setup.format, setup.source, o));
+        out.v = take(qt::gate::validate_declared(a, setup));
     }
     return out;
 }
@@ -502,8 +498,6 @@ std::string survey(std::vector<std::string> formats, std::vector<std::string> di
     a.elements = elements;
     a.block = block;
     a.seed = seed;
-    if (elements < 1 || elements > (int64_t{1} << 30))
-        raise(qt::make_error(qt::ErrorCode::kInvalidArgument, "elements=" + std::to_string(elements) + ": between 1 and 2^30"));
     auto spec = take(a.validate());
     nb::gil_scoped_release nogil;
     auto res = take(qt::gate::run_survey(spec));

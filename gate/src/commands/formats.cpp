@@ -72,18 +72,23 @@ Result<FormatsValidateRequest::Setup> FormatsValidateRequest::validate() const {
     return s;
 }
 
+Result<FormatValidation> validate_declared(const FormatsValidateRequest& a, const FormatsValidateRequest::Setup& s,
+                                          const std::function<void(const GateProgress&)>& progress) {
+    ValidateOptions o;
+    o.seed = a.seed;
+    o.quick = a.quick;
+    o.codec = s.codec;
+    o.gate.progress = progress;
+    return validate_format(s.format, s.source, o);
+}
+
 Result<Printed> formats_validate(const FormatsValidateRequest& a, const Emit& note, const std::function<void(const GateProgress&)>& progress) {
     auto s = a.validate();
     if (!s) return s.error();
     auto report_run = reports::ReportRun::begin(a.report_dir, {"report.json", "report.md", "junit.xml", "report.html", "declaration.toml"});
     if (!report_run) return report_run.error();
     if (note) note("qtransit formats validate: " + s->format.name() + " (" + s->source + "): generic properties ...\n");
-    ValidateOptions o;
-    o.seed = a.seed;
-    o.quick = a.quick;
-    o.codec = s->codec;
-    o.gate.progress = progress;
-    auto v = validate_format(s->format, s->source, o);
+    auto v = validate_declared(a, *s, progress);
     if (!v) return v.error();
     if (auto st = report_run->commit(validation_reports(*v)); !st) return st.error();
     Printed p;

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdarg>
-#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -11,19 +10,24 @@
 
 namespace qtransit::gate {
 
-[[gnu::format(printf, 2, 3)]] inline void appendf(std::string& out, const char* fmt, ...) {
-    va_list ap, again;
-    va_start(ap, fmt);
+// vprintf's text appended to out.
+inline void vappendf(std::string& out, const char* fmt, va_list ap) {
+    va_list again;
     va_copy(again, ap);
-    const int n = std::vsnprintf(nullptr, 0, fmt, ap);
-    va_end(ap);
-    if (n > 0) {
-        const size_t at = out.size();
-        out.resize(at + static_cast<size_t>(n) + 1);
-        std::vsnprintf(out.data() + at, static_cast<size_t>(n) + 1, fmt, again);
-        out.resize(at + static_cast<size_t>(n));
-    }
+    const int n = std::vsnprintf(nullptr, 0, fmt, again);
     va_end(again);
+    if (n <= 0) return;
+    const size_t at = out.size();
+    out.resize(at + static_cast<size_t>(n) + 1);
+    std::vsnprintf(out.data() + at, static_cast<size_t>(n) + 1, fmt, ap);
+    out.resize(at + static_cast<size_t>(n));
+}
+
+[[gnu::format(printf, 2, 3)]] inline void appendf(std::string& out, const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vappendf(out, fmt, ap);
+    va_end(ap);
 }
 
 // A command's stdout: to `emit` as it is produced when one is given, else into `out`.
@@ -35,14 +39,11 @@ public:
         else out_ += text;
     }
     [[gnu::format(printf, 2, 3)]] void f(const char* fmt, ...) const {
-        va_list ap, again;
+        std::string text;
+        va_list ap;
         va_start(ap, fmt);
-        va_copy(again, ap);
-        std::string text(static_cast<size_t>(std::max(std::vsnprintf(nullptr, 0, fmt, ap), 0)) + 1, '\0');
+        vappendf(text, fmt, ap);
         va_end(ap);
-        std::vsnprintf(text.data(), text.size(), fmt, again);
-        va_end(again);
-        text.pop_back();
         (*this)(text);
     }
 

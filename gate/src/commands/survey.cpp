@@ -14,6 +14,8 @@ namespace qtransit::gate {
 
 Result<SurveySpec> SurveyRequest::validate() const {
     auto refuse = [](const std::string& m) { return make_error(ErrorCode::kInvalidArgument, m); };
+    if (elements < 1 || elements > kMaxElements)
+        return refuse("--elements " + std::to_string(elements) + ": between 1 and 2^30 = 1073741824 elements per case");
     SurveySpec spec;
     spec.elements = elements;
     spec.block = block;

@@ -24,6 +24,7 @@
 #include "qtransit/gate/survey.hpp"
 #include "qtransit/gate/sweep.hpp"
 #include "qtransit/gate/throughput.hpp"
+#include "qtransit/gate/validate.hpp"
 #include "qtransit/gate/verify_run.hpp"
 #include "qtransit/kernels/npy.hpp"
 #include "qtransit/kernels/plugin.hpp"
@@ -223,6 +224,9 @@ struct FormatsValidateRequest {
     // The declaration read and registered, the codec loaded and matched to it.
     Result<Setup> validate() const;
 };
+// The work of formats validate on a validated request, without its report directory (Python's).
+Result<FormatValidation> validate_declared(const FormatsValidateRequest& r, const FormatsValidateRequest::Setup& s,
+                                          const std::function<void(const GateProgress&)>& progress = {});
 // note: the line said before the work starts (stderr); progress: the path runs'.
 Result<Printed> formats_validate(const FormatsValidateRequest& r, const Emit& note = {},
                                  const std::function<void(const GateProgress&)>& progress = {});
