@@ -166,13 +166,14 @@ void add_simulate(CLI::App& app, Requests& r, Commands& c) {
     c.simulate = app.add_subcommand(
         "simulate", "Run collective paths on simulated ranks; check every output element's error against its "
                     "a-posteriori and a-priori bounds exactly; fit the error's growth with N");
-    c.simulate->add_option("--path", r.simulate.paths, "Paths, comma-separated, or all: " + qtransit::known_path_names())
+    c.simulate->add_option("--path", r.simulate.paths, "Paths, comma-separated, or all (every one but the nccl-fp8- paths, "
+                           "whose inputs must fit FP8): " + qtransit::known_path_names())
         ->required()->delimiter(',');
     c.simulate->add_option("--ranks", r.simulate.ranks, "N, comma-separated for a sweep (e.g. 4,8,16)")->delimiter(',')->check(fits_int64);
     c.simulate->add_option("--ranks-per-node", r.simulate.ranks_per_node, "G (default: 8 when it divides N, else N)")->check(non_negative);
     c.simulate->add_option("--elements", r.simulate.elements, "M, elements per rank (M % N == 0)")->check(fits_int64);
     c.simulate->add_option("--format", r.simulate.format, "Format name (see `qtransit formats`) or a declaration FILE.toml (with --codec, or with "
-                                                "only the unquantized bf16-/fp16- paths: may be left out)");
+                                                "only the unquantized bf16-/fp16-/nccl-fp8- paths: may be left out)");
     c.simulate->add_option("--codec", r.simulate.codec, "A codec plugin (.so, docs/PLUGIN.md) running every quantization and decode of the paths");
     c.simulate->add_option("--rounding", r.simulate.rounding, "nearest (the format's own) or stochastic (its -sr twin, keyed by --seed)")
         ->capture_default_str();

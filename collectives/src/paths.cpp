@@ -96,6 +96,8 @@ struct Provenance {
     std::vector<int32_t> rids;  // the 16-bit paths' roundings (ColumnRecord::roundings, D26)
     std::vector<double> add_abs, tr_abs;
     std::vector<int32_t> add_n, tr_n;
+    std::vector<double> sat_ex;  // NCCL's FP8 paths (D41): what saturated adds clamped away
+    std::vector<int32_t> sat_n;  // and how many saturated
 };
 
 struct Partial {
@@ -107,7 +109,7 @@ struct Partial {
 class Column {
 public:
     Column(const PathConfig& c, const Inputs& in, Transport& t, int64_t first, int64_t len, ColumnRecord& rec)
-        : c_(c), in_(in), t_(t), first_(first), len_(len), rec_(rec), accum_(c.accum), low_(low_precision(c.accum)),
+        : c_(c), in_(in), t_(t), first_(first), len_(len), rec_(rec), accum_(c.accum), low_(low_precision(c.accum)), sat_(saturating(c.accum)),
           typed_(typed_path(c.path)), rot_(c.rotation == Rotation::kEndToEnd), dev_(t.device_ops()) {
         t_.begin_column();
         rec_.first = first;
@@ -151,7 +153,7 @@ public:
             for (int64_t i = 0; i < len; ++i) {
                 float& v = p.v[static_cast<size_t>(i)];
                 const float r = kernels::accum_round(v, accum_);
-                if (!std::isfinite(r)) {
+                if (!std::isfinite(r) || kernels::accum_saturates(v, accum_)) {
                     Site site;
                     site.tensor = in_.name();
                     site.rank = rank;
@@ -308,6 +310,10 @@ public:
                 const float a = acc.v[i], b = round_term(acc, i, tv[i]);
                 acc.v[i] = kernels::accum_round(a + b, accum_);  // the correctly rounded sum of two values of the type (D11)
                 merge_add(acc, tp, i);
+                if (sat_ && kernels::accum_saturates(a + b, accum_)) {  // D41: |a + b| - max, exact in binary64
+                    acc.p.sat_ex[i] += std::abs(static_cast<double>(a) + static_cast<double>(b)) - saturation_max(accum_);
+                    acc.p.sat_n[i] += 1;
+                }
             }
         }
         acc.p.ids.insert(acc.p.ids.end(), tp.ids.begin(), tp.ids.end());
@@ -423,6 +429,16 @@ public:
             row.term_round_abs_sum.clear();
             row.term_round_count.clear();
         }
+        if (sat_ && prov.sat_ex.empty()) {
+            row.saturation_excess.assign(n, 0.0);
+            row.saturation_count.assign(n, 0);
+        } else if (sat_) {
+            row.saturation_excess.assign(prov.sat_ex.begin(), prov.sat_ex.end());
+            row.saturation_count.assign(prov.sat_n.begin(), prov.sat_n.end());
+        } else {
+            row.saturation_excess.clear();
+            row.saturation_count.clear();
+        }
     }
 
     // The exact target's inputs: the N rows X_j (reduce paths) or the gathered row W (gathers).
@@ -530,6 +546,10 @@ private:
             acc.p.tr_abs[i] += rounds ? tp.tr_abs[i] : 0.0;
             acc.p.tr_n[i] += rounds ? tp.tr_n[i] : 0;
         }
+        if (sat_ && !tp.sat_ex.empty()) {
+            acc.p.sat_ex[i] += tp.sat_ex[i];
+            acc.p.sat_n[i] += tp.sat_n[i];
+        }
     }
 
     // round_term's ledger half: t rounded to r.
@@ -550,6 +570,8 @@ private:
         p.add_n.clear();
         p.tr_abs.clear();
         p.tr_n.clear();
+        p.sat_ex.clear();
+        p.sat_n.clear();
     }
     // The accumulator's per-element ledger made explicit (zeros where it was empty) before an add or
     // a rounding writes it.
@@ -562,6 +584,10 @@ private:
         if (low_ && acc.p.tr_abs.size() != n) {
             acc.p.tr_abs.assign(n, 0.0);
             acc.p.tr_n.assign(n, 0);
+        }
+        if (sat_ && acc.p.sat_ex.size() != n) {
+            acc.p.sat_ex.assign(n, 0.0);
+            acc.p.sat_n.assign(n, 0);
         }
     }
     // A rounding that leaves the value unchanged (a partial that is already of the type) has no
@@ -594,6 +620,7 @@ private:
     ColumnRecord& rec_;
     Accum accum_;
     bool low_;  // fp16 or bf16: terms and sums rounded to the type
+    bool sat_;  // NCCL's FP8 (D41): sums stored with saturation, each clamp in the ledger
     bool typed_;  // a 16-bit path (D26): inputs cast to the type, roundings in the ledger
     bool rot_;    // Rotation::kEndToEnd (D28): the column sums in the rotated domain
     DeviceOps* dev_;  // null: the CPU kernels (SimTransport)
@@ -802,7 +829,9 @@ void run_reduce_scatter(Column& col, PathKind path) {
         case PathKind::kRingRs: out = ring_reduce(col, x, chunk, true); break;
         case PathKind::kFp32RingRs: out = ring_reduce(col, x, chunk, false); break;
         case PathKind::kBf16RingRs:
-        case PathKind::kFp16RingRs: out = ring_reduce_typed(col, x, chunk); break;
+        case PathKind::kFp16RingRs:
+        case PathKind::kFp8E4m3RingRs:
+        case PathKind::kFp8E5m2RingRs: out = ring_reduce_typed(col, x, chunk); break;
         case PathKind::kA2aRs: out = a2a_reduce(col, x, chunk); break;
         case PathKind::kA2aHierRs: out = a2a_hier_reduce(col, x, chunk); break;
         default: out = tree_reduce(col, x, chunk); break;
@@ -1015,11 +1044,17 @@ Status run_column(const PathConfig& c, const Inputs& inputs, Transport& transpor
             case PathKind::kA2aHierRs:
             case PathKind::kTreeRs:
             case PathKind::kBf16RingRs:
-            case PathKind::kFp16RingRs: run_reduce_scatter(col, c.path); break;
+            case PathKind::kFp16RingRs:
+            case PathKind::kFp8E4m3RingRs:
+            case PathKind::kFp8E5m2RingRs: run_reduce_scatter(col, c.path); break;
             case PathKind::kBf16RingAr:
-            case PathKind::kFp16RingAr: run_ring_ar(col); break;
+            case PathKind::kFp16RingAr:
+            case PathKind::kFp8E4m3RingAr:
+            case PathKind::kFp8E5m2RingAr: run_ring_ar(col); break;
             case PathKind::kBf16TreeAr:
-            case PathKind::kFp16TreeAr: run_tree_ar(col); break;
+            case PathKind::kFp16TreeAr:
+            case PathKind::kFp8E4m3TreeAr:
+            case PathKind::kFp8E5m2TreeAr: run_tree_ar(col); break;
             case PathKind::kTwoShotAr: run_two_shot(col); break;
             case PathKind::kRingAg: run_all_gather(col, false); break;
             case PathKind::kRingAgRequant: run_all_gather(col, true); break;

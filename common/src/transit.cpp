@@ -23,8 +23,39 @@ const std::vector<PathInfo>& all_paths() {
         {PathKind::kFp16RingAr, "fp16-ring-ar", PathShape::kAllReduce, false, Accum::kFp16},
         {PathKind::kBf16TreeAr, "bf16-tree-ar", PathShape::kAllReduce, false, Accum::kBf16},
         {PathKind::kFp16TreeAr, "fp16-tree-ar", PathShape::kAllReduce, false, Accum::kFp16},
+        {PathKind::kFp8E4m3RingRs, "nccl-fp8-e4m3-ring-rs", PathShape::kReduceScatter, false, Accum::kFp8E4m3, false},
+        {PathKind::kFp8E5m2RingRs, "nccl-fp8-e5m2-ring-rs", PathShape::kReduceScatter, false, Accum::kFp8E5m2, false},
+        {PathKind::kFp8E4m3RingAr, "nccl-fp8-e4m3-ring-ar", PathShape::kAllReduce, false, Accum::kFp8E4m3, false},
+        {PathKind::kFp8E5m2RingAr, "nccl-fp8-e5m2-ring-ar", PathShape::kAllReduce, false, Accum::kFp8E5m2, false},
+        {PathKind::kFp8E4m3TreeAr, "nccl-fp8-e4m3-tree-ar", PathShape::kAllReduce, false, Accum::kFp8E4m3, false},
+        {PathKind::kFp8E5m2TreeAr, "nccl-fp8-e5m2-tree-ar", PathShape::kAllReduce, false, Accum::kFp8E5m2, false},
     };
     return paths;
+}
+
+std::vector<PathKind> all_path_kinds() {
+    std::vector<PathKind> v;
+    for (const auto& p : all_paths())
+        if (p.in_all) v.push_back(p.kind);
+    return v;
+}
+
+TypedSchedule typed_schedule(PathKind k) {
+    switch (k) {
+        case PathKind::kBf16RingRs:
+        case PathKind::kFp16RingRs:
+        case PathKind::kFp8E4m3RingRs:
+        case PathKind::kFp8E5m2RingRs: return TypedSchedule::kRingRs;
+        case PathKind::kBf16RingAr:
+        case PathKind::kFp16RingAr:
+        case PathKind::kFp8E4m3RingAr:
+        case PathKind::kFp8E5m2RingAr: return TypedSchedule::kRingAr;
+        case PathKind::kBf16TreeAr:
+        case PathKind::kFp16TreeAr:
+        case PathKind::kFp8E4m3TreeAr:
+        case PathKind::kFp8E5m2TreeAr: return TypedSchedule::kTreeAr;
+        default: return TypedSchedule::kNone;
+    }
 }
 
 const PathInfo& path_info(PathKind kind) {
@@ -45,8 +76,8 @@ std::string known_path_names() {
 Result<PathKind> parse_path(std::string_view name) {
     for (const auto& p : all_paths())
         if (name == p.name) return p.kind;
-    return make_error(ErrorCode::kInvalidArgument,
-                      "unknown path '" + std::string(name) + "'; known paths: " + known_path_names() + " (or all)");
+    return make_error(ErrorCode::kInvalidArgument, "unknown path '" + std::string(name) + "'; known paths: " + known_path_names() +
+                                                       " (or all: every one but the nccl-fp8- paths)");
 }
 
 Result<Accum> parse_accum(std::string_view name) {
@@ -74,7 +105,16 @@ Result<Rotation> parse_rotation(std::string_view name) {
 
 const char* to_string(Rotation r) { return r == Rotation::kEachHop ? "each-hop" : "end-to-end"; }
 
-const char* to_string(Accum a) { return a == Accum::kFp32 ? "fp32" : a == Accum::kFp16 ? "fp16" : "bf16"; }
+const char* to_string(Accum a) {
+    switch (a) {
+        case Accum::kFp32: return "fp32";
+        case Accum::kFp16: return "fp16";
+        case Accum::kBf16: return "bf16";
+        case Accum::kFp8E4m3: return "fp8-e4m3";
+        case Accum::kFp8E5m2: return "fp8-e5m2";
+    }
+    return "?";
+}
 
 std::string PathConfig::format_name() const {
     if (typed_path(path)) return to_string(path_info(path).element);
@@ -117,11 +157,17 @@ Status validate(const PathConfig& c) {
             return bad(name + " sums in " + to_string(t) + ", its element type, not " + to_string(c.accum) +
                        ": the path sets its accumulation (leave --accum out, or give " + to_string(t) + ")");
         if (c.codec) return bad(name + " does not quantize: a codec plugin has nothing to run there");
+        if (saturating(t) && c.divide == Divide::kPost)
+            return bad("--divide post is not what NCCL's FP8 ring and tree do: ncclAvg multiplies every input by 1/N rounded to FP8 "
+                       "before the sum (--divide pre, D41)");
         if (!c.stage_formats.empty()) return bad(name + " does not quantize: it takes no per-stage formats");
         if (c.block < 1) return bad("block must be at least 1, got " + std::to_string(c.block));
         if (c.block > kMaxBlock) return bad("block " + std::to_string(c.block) + " is past the limit of 2^30");
         return Status::Ok();
     }
+    if (saturating(c.accum))
+        return bad(std::string("accumulation ") + to_string(c.accum) + " is the element type of NCCL's FP8 paths (nccl-fp8-" +
+                   (c.accum == Accum::kFp8E4m3 ? "e4m3" : "e5m2") + "-ring-rs, ...), not of " + path_info(c.path).name);
     if (auto st = c.format.check_block(c.block); !st) return st;
     if (!c.stage_formats.empty()) {
         const auto stages = format_stages(c.path);
@@ -327,7 +373,11 @@ int32_t expected_k(const PathConfig& c, int64_t first, int64_t holder, int64_t c
         case PathKind::kBf16RingRs:
         case PathKind::kFp16RingRs:
         case PathKind::kBf16RingAr:
-        case PathKind::kFp16RingAr: {
+        case PathKind::kFp16RingAr:
+        case PathKind::kFp8E4m3RingRs:
+        case PathKind::kFp8E5m2RingRs:
+        case PathKind::kFp8E4m3RingAr:
+        case PathKind::kFp8E5m2RingAr: {
             // The ring of ring-rs without Q: P starts as X_{c+1}, and hop h adds X_{c+1+h}: X_{c+1} and
             // X_{c+2} are in all N - 1 adds, X_{c+j} (j = 3..N, j = N being c) in N - j + 1.
             if (n < 2) return 0;
@@ -336,7 +386,9 @@ int32_t expected_k(const PathConfig& c, int64_t first, int64_t holder, int64_t c
             return static_cast<int32_t>(n - (j == 0 ? n : j) + 1);
         }
         case PathKind::kBf16TreeAr:
-        case PathKind::kFp16TreeAr: {
+        case PathKind::kFp16TreeAr:
+        case PathKind::kFp8E4m3TreeAr:
+        case PathKind::kFp8E5m2TreeAr: {
             if (contributor < 0 || contributor >= n) return -1;
             return expected_ks(c, first)[static_cast<size_t>(contributor)];
         }
@@ -370,7 +422,7 @@ std::vector<int32_t> expected_ks(const PathConfig& c, int64_t first) {
     const int64_t n = c.ranks;
     std::vector<int32_t> k(static_cast<size_t>(std::max<int64_t>(n, 0)), 0);
     if (n < 1) return k;
-    if (c.path != PathKind::kBf16TreeAr && c.path != PathKind::kFp16TreeAr) {
+    if (typed_schedule(c.path) != TypedSchedule::kTreeAr) {
         for (int64_t j = 0; j < n; ++j) k[static_cast<size_t>(j)] = expected_k(c, first, 0, j);
         return k;
     }

@@ -220,7 +220,7 @@ Status apply_gate_key(const Ctx& c, const toml::key& gk, const toml::node& gv, c
         cfg.paths.clear();
         for (const auto& s : *names) {
             if (s == "all") {
-                for (const auto& p : all_paths()) cfg.paths.push_back(p.kind);
+                for (PathKind p : all_path_kinds()) cfg.paths.push_back(p);
                 continue;
             }
             auto p = parse_path(s);

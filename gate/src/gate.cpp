@@ -57,6 +57,9 @@ GateRun to_run(const RunRow& r, const std::string& dist, uint64_t seed) {
     x.bound_holds = s.bound_holds;
     x.violations = s.violations;
     x.nonfinite_outputs = s.nonfinite_outputs;
+    x.saturating = saturating(r.config.accum);
+    x.saturated_outputs = s.saturated_outputs;
+    x.max_saturations = s.max_saturations;
     x.outputs_checked = s.outputs_checked;
     x.first_violation = s.first_violation;
     x.bytes_per_rank = r.bytes_per_rank;
@@ -198,7 +201,7 @@ struct Part {
     std::vector<PathKind> paths;
     bool tree = false, typed = false;
     Divide divide = Divide::kNone;
-    std::string type;  // typed: "bf16" or "fp16"
+    std::string type;  // typed: "bf16", "fp16", "fp8-e4m3" or "fp8-e5m2"
 };
 
 std::vector<Part> gate_parts(const GateConfig& cfg, bool tree) {
@@ -208,7 +211,7 @@ std::vector<Part> gate_parts(const GateConfig& cfg, bool tree) {
         if (!typed_path(p) && p != PathKind::kTreeRs) flat.paths.push_back(p);
     parts.push_back(flat);
     if (tree) parts.push_back(Part{{PathKind::kTreeRs}, true, false, cfg.divide, ""});
-    for (Accum t : {Accum::kBf16, Accum::kFp16}) {
+    for (Accum t : {Accum::kBf16, Accum::kFp16, Accum::kFp8E4m3, Accum::kFp8E5m2}) {
         Part all{{}, false, true, cfg.divide, to_string(t)}, pre{{}, false, true, Divide::kPre, to_string(t)};
         for (auto p : cfg.paths)
             if (typed_path(p) && path_info(p).element == t) {
@@ -216,7 +219,7 @@ std::vector<Part> gate_parts(const GateConfig& cfg, bool tree) {
                 if (path_info(p).shape == PathShape::kReduceScatter) pre.paths.push_back(p);
             }
         parts.push_back(all);
-        if (cfg.divide == Divide::kNone) parts.push_back(pre);
+        if (cfg.divide == Divide::kNone) parts.push_back(pre);  // (for NCCL's FP8 paths: ncclAvg, D41)
     }
     return parts;
 }

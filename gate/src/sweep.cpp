@@ -34,7 +34,8 @@ Result<reference::PathStats> combine_ranks(const reference::PathChecker& checker
     std::vector<double> mine{static_cast<double>(s.outputs_checked), s.max_abs_error, s.max_a_posteriori,
                              s.max_a_priori, s.max_error_to_a_posteriori, s.bound_holds ? 1.0 : 0.0,
                              static_cast<double>(s.violations), static_cast<double>(s.k_min),
-                             static_cast<double>(s.k_max), static_cast<double>(s.nonfinite_outputs)};
+                             static_cast<double>(s.k_max), static_cast<double>(s.nonfinite_outputs),
+                             static_cast<double>(s.saturated_outputs), static_cast<double>(s.max_saturations)};
     const size_t sums_at = mine.size();
     for (const reference::DoubleAcc* acc : {&checker.exact_sum_sq_error(), &checker.exact_sum_sq_target()}) {
         const std::vector<double> words = acc->to_words();
@@ -68,6 +69,8 @@ Result<reference::PathStats> combine_ranks(const reference::PathChecker& checker
             have_k = true;
         }
         out.nonfinite_outputs += static_cast<int64_t>(v[9]);
+        out.saturated_outputs += static_cast<int64_t>(v[10]);
+        out.max_saturations = std::max(out.max_saturations, static_cast<int32_t>(v[11]));
         if (out.first_violation.empty()) out.first_violation = firsts[static_cast<size_t>(r)];
     }
     out.sum_sq_error = sse.to_double();
@@ -581,6 +584,10 @@ nlohmann::json run_json(const RunRow& r, const std::string& dist, uint64_t seed)
                      {"cross_node_bytes_per_rank", r.cross_node_bytes_per_rank},
                      {"fp16_bytes_per_rank", r.fp16_path_bytes_per_rank},
                      {"fp16_ring_rs_bytes_per_rank", r.fp16_ring_rs}};
+    if (saturating(r.config.accum)) {  // NCCL's FP8 paths (D41): the outputs a clamp reached
+        j["saturated_outputs"] = s.saturated_outputs;
+        j["max_saturations"] = s.max_saturations;
+    }
     if (!s.first_violation.empty()) j["first_violation"] = s.first_violation;
     // JSON has no inf or NaN: an unbounded a-priori bound (fp16 accumulation that can overflow) or
     // an error that overflowed is null.

@@ -369,3 +369,66 @@ TEST_F(Cli, SimulateBackendChoice) {
 }
 
 }  // namespace
+
+// NCCL's FP8 paths (issue 49, D41): a clamp at 448 is named in the text and counted in the JSON,
+// the bound still holds (the clamp's excess is in it), and `all` leaves the paths out.
+TEST_F(Cli, NcclFp8PathsNameTheirSaturations) {
+    // N = 2, S = 2: chunk 0 sums X_1 + X_0 = 448 + 32 (past 464: clamps), 1 + 2; chunk 1 3 + 4, 5 + 6.
+    const std::string in = npy("x.npy", {32, 1, 3, 5, 448, 2, 4, 6}, {2, 4});
+    const Outcome t = run("simulate --path nccl-fp8-e4m3-ring-rs --ranks 2 --elements 4 --block 2 --in " + in);
+    ASSERT_EQ(t.code, 0) << t.err;
+    EXPECT_NE(t.out.find("nccl-fp8-e4m3-ring-rs N=2: 1 of 4 output values saturated (at most 1 clamps on one value's way)"),
+              std::string::npos) << t.out;
+    const Outcome j = run("simulate --path nccl-fp8-e4m3-ring-rs,nccl-fp8-e4m3-ring-ar --ranks 2 --elements 4 --block 2 --in " + in + " --json");
+    ASSERT_EQ(j.code, 0) << j.err;
+    const auto js = nlohmann::json::parse(j.out);
+    ASSERT_EQ(js["runs"].size(), 2u);
+    EXPECT_EQ(js["runs"][0]["saturated_outputs"], 1);
+    EXPECT_EQ(js["runs"][1]["saturated_outputs"], 2);  // both ranks hold the clamped value
+    EXPECT_EQ(js["runs"][0]["max_saturations"], 1);
+    EXPECT_TRUE(js["runs"][0]["bound_holds"].get<bool>());
+    EXPECT_EQ(js["runs"][0]["max_abs_error"], 32.0);
+    EXPECT_EQ(js["runs"][0]["max_a_priori"], nullptr);  // unbounded where a clamp can happen
+    // The other paths carry no such field.
+    const Outcome b = run("simulate --path bf16-ring-rs --ranks 2 --elements 4 --block 2 --in " + in + " --json");
+    ASSERT_EQ(b.code, 0) << b.err;
+    EXPECT_FALSE(nlohmann::json::parse(b.out)["runs"][0].contains("saturated_outputs"));
+    // An input past FP8's range is refused, and so is a mean taken after the sum (ncclAvg divides first).
+    refused("simulate --path nccl-fp8-e4m3-tree-ar --ranks 2 --elements 4 --block 2 --in " + npy("big.npy", {1, 2, 3, 4, 5, 6, 7, 500}, {2, 4}),
+            "rank 1 element 3: value 500 overflows fp8-e4m3, the element type of nccl-fp8-e4m3-tree-ar");
+    refused("simulate --path nccl-fp8-e5m2-ring-rs --ranks 2 --elements 4 --divide post", "--divide post is not what NCCL's FP8 ring and tree do");
+    // ncclAvg: 3 ranks of 104 in e4m3 give 112 (the factor 0.34375 is 3.1% high), and the text says how it divided.
+    const Outcome m = run("simulate --path nccl-fp8-e4m3-ring-ar --ranks 3 --elements 3 --block 1 --divide pre --in " +
+                          npy("avg.npy", std::vector<float>(9, 104.0f), {3, 3}) + " --json");
+    ASSERT_EQ(m.code, 0) << m.err;
+    EXPECT_EQ(nlohmann::json::parse(m.out)["runs"][0]["max_abs_error"], 8.0);
+    EXPECT_NE(run("simulate --path nccl-fp8-e4m3-ring-ar --ranks 3 --elements 3 --block 1 --divide pre --in " + (dir_ / "avg.npy").string())
+                  .out.find("every input times 1/N rounded to FP8 before the reduce (ncclAvg)"),
+              std::string::npos);
+    // `all` is every path but these; named, they run.
+    const Outcome a = run("simulate --path all --ranks 4 --elements 64 --format int8 --json");
+    ASSERT_EQ(a.code, 0) << a.err;
+    const auto all = nlohmann::json::parse(a.out);
+    for (const auto& r : all["runs"])
+        EXPECT_EQ(r["path"].get<std::string>().rfind("nccl-fp8-", 0), std::string::npos) << r["path"];
+}
+
+// A gate config names them: they run once per distribution beside the 16-bit paths, a refused
+// input (heavy tails past 448) is reported as a refusal, and a saturated sum gets its section.
+TEST_F(Cli, GateRunsNamedNcclFp8Paths) {
+    const fs::path cfg = dir_ / "g.toml";
+    std::ofstream(cfg) << "[gate]\nformats = [\"int8\"]\npaths = [\"a2a-rs\", \"nccl-fp8-e4m3-ring-rs\", \"nccl-fp8-e5m2-tree-ar\"]\n"
+                          "distributions = [\"normal\", \"heavy\"]\nranks = [8, 16]\nranks_per_node = 8\nelements = 1024\n";
+    const Outcome o = run("check --config " + cfg.string() + " --report-dir " + (dir_ / "rep").string());
+    ASSERT_NE(o.code, 2) << o.err;
+    const auto js = nlohmann::json::parse(slurp(dir_ / "rep" / "report.json"));
+    int fp8_runs = 0;
+    for (const auto& r : js["runs"])
+        if (r["path"].get<std::string>().rfind("nccl-fp8-", 0) == 0) {
+            ++fp8_runs;
+            EXPECT_TRUE(r.contains("saturated_outputs")) << r["path"];
+            EXPECT_TRUE(r["bound_holds"].get<bool>()) << r["path"];
+        }
+    EXPECT_GE(fp8_runs, 4);  // e4m3 on normal, e5m2 on normal and heavy, at N = 8 and 16
+    EXPECT_NE(slurp(dir_ / "rep" / "report.md").find("fp8-e4m3 on heavy: tensor 'input'"), std::string::npos);
+}

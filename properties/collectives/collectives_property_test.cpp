@@ -120,10 +120,11 @@ rc::Gen<PathConfig> config_for(PathKind path) {
                                                       {1, rc::gen::just(qt::Accum::kBf16)}});
         qt::apply_element_type(c);  // the 16-bit paths sum in their own type (D26)
         // Where a mean's 1/N goes (D27), on the reduce paths a third of the time.
+        // (NCCL's FP8 paths: pre only, their ncclAvg, D41.)
         if (qt::path_info(path).shape != qt::PathShape::kAllGather && !end_to_end)
             c.divide = *rc::gen::weightedOneOf<qt::Divide>({{4, rc::gen::just(qt::Divide::kNone)},
                                                             {1, rc::gen::just(qt::Divide::kPre)},
-                                                            {1, rc::gen::just(qt::Divide::kPost)}});
+                                                            {qt::saturating(c.accum) ? 0 : 1, rc::gen::just(qt::Divide::kPost)}});
         return c;
     });
 }
@@ -136,6 +137,10 @@ std::vector<float> inputs_for(const PathConfig& c, qt::kernels::Distribution d, 
     // ds-int<b> refuses what overflows binary16 (D3): heavy-tailed inputs are brought inside.
     if (c.format.kind == FormatKind::kDs || c.format_of_stage(1).kind == FormatKind::kDs || c.accum == qt::Accum::kFp16)
         for (float& v : x) v = std::fmod(v, 1000.0f);
+    // NCCL's FP8 paths take FP8 tensors (D41): folded inside the format's range (heavy tails and
+    // outliers then sum past it, and saturate).
+    if (qt::saturating(c.accum))
+        for (float& v : x) v = std::fmod(v, static_cast<float>(qt::saturation_max(c.accum)));
     return x;
 }
 
@@ -172,6 +177,9 @@ void check_path(PathKind path) {
                             " element " + std::to_string(e) + ": production " + std::to_string(a) + ", reference " +
                             std::to_string(b));
             }
+            // NCCL's FP8 paths: the same clamps on every value's way, and what they removed (D41).
+            RC_ASSERT(m.outputs[row].saturation_count == r.outputs[row].saturation_count);
+            RC_ASSERT(m.outputs[row].saturation_excess == r.outputs[row].saturation_excess);
             const auto km = qt::contribution_k(m, m.outputs[row], c.ranks);
             const auto kr = qt::contribution_k(r, r.outputs[row], c.ranks);
             RC_ASSERT(km == kr);
@@ -225,6 +233,8 @@ void check_path(PathKind path) {
     if (s.nonfinite_outputs == 0 && !s.bound_holds) RC_FAIL("production: " + s.first_violation + "; reference schedule: " +
                                                            (check_ref.stats().bound_holds ? "holds" : check_ref.stats().first_violation));
     RC_ASSERT(check_ref.stats().bound_holds == s.bound_holds);
+    RC_ASSERT(check_ref.stats().saturated_outputs == s.saturated_outputs);
+    RC_CLASSIFY(s.saturated_outputs > 0, "saturated");
     // ring-ag-requant's rows extend the previous row's chain but at the owner: the test above ran.
     if (c.path == PathKind::kRingAgRequant && c.ranks >= 3) RC_ASSERT(chained > 0);
 }
@@ -272,6 +282,12 @@ RC_GTEST_PROP(Paths, Bf16RingArEqualsReferenceWithinBounds, ()) { check_path(Pat
 RC_GTEST_PROP(Paths, Fp16RingArEqualsReferenceWithinBounds, ()) { check_path(PathKind::kFp16RingAr); }
 RC_GTEST_PROP(Paths, Bf16TreeArEqualsReferenceWithinBounds, ()) { check_path(PathKind::kBf16TreeAr); }
 RC_GTEST_PROP(Paths, Fp16TreeArEqualsReferenceWithinBounds, ()) { check_path(PathKind::kFp16TreeAr); }
+RC_GTEST_PROP(Paths, NcclFp8E4m3RingRsEqualsReferenceWithinBounds, ()) { check_path(PathKind::kFp8E4m3RingRs); }
+RC_GTEST_PROP(Paths, NcclFp8E5m2RingRsEqualsReferenceWithinBounds, ()) { check_path(PathKind::kFp8E5m2RingRs); }
+RC_GTEST_PROP(Paths, NcclFp8E4m3RingArEqualsReferenceWithinBounds, ()) { check_path(PathKind::kFp8E4m3RingAr); }
+RC_GTEST_PROP(Paths, NcclFp8E5m2RingArEqualsReferenceWithinBounds, ()) { check_path(PathKind::kFp8E5m2RingAr); }
+RC_GTEST_PROP(Paths, NcclFp8E4m3TreeArEqualsReferenceWithinBounds, ()) { check_path(PathKind::kFp8E4m3TreeAr); }
+RC_GTEST_PROP(Paths, NcclFp8E5m2TreeArEqualsReferenceWithinBounds, ()) { check_path(PathKind::kFp8E5m2TreeAr); }
 
 // Placement, exactly: every input is 0 but one element of one rank. A zero block quantizes to
 // exact zeros and 0 + 0 = 0, so the single nonzero output must sit exactly where that element
@@ -316,7 +332,8 @@ RC_GTEST_PROP(Paths, PlacementIsExact, ()) {
 // point is that they differ for a non-idempotent format).
 RC_GTEST_PROP(Paths, GathersAndAllReduceGiveIdenticalBitsOnEveryRank, ()) {
     const PathKind path = *rc::gen::element(PathKind::kTwoShotAr, PathKind::kRingAg, PathKind::kHpzAgFp, PathKind::kHpzAgRequant,
-                                            PathKind::kBf16RingAr, PathKind::kFp16RingAr, PathKind::kBf16TreeAr, PathKind::kFp16TreeAr);
+                                            PathKind::kBf16RingAr, PathKind::kFp16RingAr, PathKind::kBf16TreeAr, PathKind::kFp16TreeAr,
+                                            PathKind::kFp8E4m3RingAr, PathKind::kFp8E5m2TreeAr);
     const PathConfig c = *config_for(path);
     RC_TAG(c.format.name());
     const auto x = inputs_for(c, qt::kernels::Distribution::kNormal, *rc::gen::arbitrary<uint64_t>());

@@ -572,3 +572,25 @@ TEST(Gate, RotationGateComparesTheArrangements) {
                              "int8 a2a-hier-rs", "bf16 ring reduce-scatter"})
         EXPECT_NE(std::find(rows.begin(), rows.end(), want), rows.end()) << want;
 }
+
+// NCCL's FP8 paths (D41): a run that saturated is named in report.md's own section and counted in
+// report.json; a run of a path that cannot saturate carries no such field.
+TEST(GateReports, SaturatedSumsAreNamedInTheReports) {
+    qt::reports::GateResult res;
+    GateRun a = run("nccl-fp8-e4m3-ring-rs", "fp8-e4m3", 64, 0.15);
+    a.saturating = true, a.saturated_outputs = 37, a.max_saturations = 2, a.outputs_checked = 12288;
+    GateRun b = run("nccl-fp8-e5m2-ring-rs", "fp8-e5m2", 64, 0.30);
+    b.saturating = true;  // saturates in principle, did not here
+    res.runs = {a, b, run("a2a-rs", "int4", 64, 0.1)};
+    const std::string md = qt::reports::to_markdown(res);
+    EXPECT_NE(md.find("## Saturated sums"), std::string::npos) << md;
+    EXPECT_NE(md.find("- `nccl-fp8-e4m3-ring-rs` N=64 on normal: 37 of 12288 output values saturated (at most 2 clamps"),
+              std::string::npos) << md;
+    EXPECT_EQ(md.find("`nccl-fp8-e5m2-ring-rs` N=64 on normal:"), std::string::npos) << md;
+    const auto js = qt::reports::to_json(res);
+    EXPECT_EQ(js["runs"][0]["saturated_outputs"], 37);
+    EXPECT_EQ(js["runs"][1]["saturated_outputs"], 0);
+    EXPECT_FALSE(js["runs"][2].contains("saturated_outputs"));
+    res.runs = {run("a2a-rs", "int4", 64, 0.1)};
+    EXPECT_EQ(qt::reports::to_markdown(res).find("Saturated"), std::string::npos);
+}

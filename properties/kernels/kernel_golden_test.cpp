@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "qtransit/kernels/block_math.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/inputs.hpp"
 #include "qtransit/reference/formats.hpp"
@@ -171,4 +172,52 @@ TEST(KernelGolden, Bf16RoundingEqualsTheReferenceOnEveryInputClass) {
     EXPECT_EQ(ties_even, ties);
     EXPECT_GT(to_inf, 0);
     EXPECT_GT(checked, 390000);
+}
+
+// NCCL's FP8 add (D41): kernels::accum_round (binary16, then the FP8 grid with saturation, on host
+// and device) against the reference's round_to_accum (its own round_to_format), and the kernel's
+// saturation test against the reference's, on every class of binary32 input of the bf16 test above
+// (every upper half of the bits with the lower halves that decide a binary16 rounding too) and on
+// the exact sum of every pair of finite FP8 values (all that NCCL's add ever sees). NaN stays NaN.
+TEST(KernelGolden, Fp8AccumulationEqualsTheReference) {
+    for (qt::Accum t : {qt::Accum::kFp8E4m3, qt::Accum::kFp8E5m2}) {
+        int64_t checked = 0, clamps = 0;
+        auto one = [&](float x) {
+            const float k = qt::kernels::accum_round(x, t), r = qt::reference::round_to_accum(x, t);
+            if (std::isnan(x)) {
+                ASSERT_TRUE(std::isnan(k));
+                return;
+            }
+            uint32_t kb, rb, xb;
+            std::memcpy(&kb, &k, 4);
+            std::memcpy(&rb, &r, 4);
+            std::memcpy(&xb, &x, 4);
+            ASSERT_EQ(kb, rb) << qt::to_string(t) << " input bits 0x" << std::hex << xb;
+            const bool ks = qt::kernels::accum_saturates(x, t);
+            ASSERT_EQ(ks, qt::reference::saturates_in(x, t)) << qt::to_string(t) << " input bits 0x" << std::hex << xb;
+            clamps += ks;
+            ++checked;
+        };
+        for (uint32_t hi = 0; hi <= 0xFFFFu; ++hi)
+            for (uint32_t lo : {0x0000u, 0x0001u, 0x0FFFu, 0x1000u, 0x1001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) {
+                const uint32_t u = (hi << 16) | lo;
+                float x;
+                std::memcpy(&x, &u, 4);
+                one(x);
+            }
+        std::vector<float> vals;  // every finite FP8 value: the reference's rounding of itself
+        for (int e = -17; e <= 16; ++e)
+            for (int m = 0; m < 16; ++m) {
+                const float v = qt::reference::round_to_accum(std::ldexp(1.0f + static_cast<float>(m) / 16.0f, e), t);
+                if (!qt::reference::saturates_in(v, t)) vals.push_back(v), vals.push_back(-v);
+            }
+        vals.push_back(0.0f);
+        std::sort(vals.begin(), vals.end());
+        vals.erase(std::unique(vals.begin(), vals.end()), vals.end());
+        for (float a : vals)
+            for (float b : vals) one(a + b);
+        EXPECT_GT(vals.size(), t == qt::Accum::kFp8E4m3 ? 200u : 180u);
+        EXPECT_GT(clamps, 0);
+        EXPECT_GT(checked, 600000);
+    }
 }

@@ -16,10 +16,12 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "qtransit/reference/checker.hpp"
@@ -36,12 +38,14 @@ using qt::reference::Exact;
 namespace {
 
 const std::vector<PathKind>& typed_kinds() {
-    static const std::vector<PathKind> v{PathKind::kBf16RingRs, PathKind::kFp16RingRs, PathKind::kBf16RingAr,
-                                         PathKind::kFp16RingAr, PathKind::kBf16TreeAr, PathKind::kFp16TreeAr};
+    static const std::vector<PathKind> v{PathKind::kBf16RingRs,    PathKind::kFp16RingRs,    PathKind::kBf16RingAr,
+                                         PathKind::kFp16RingAr,    PathKind::kBf16TreeAr,    PathKind::kFp16TreeAr,
+                                         PathKind::kFp8E4m3RingRs, PathKind::kFp8E5m2RingRs, PathKind::kFp8E4m3RingAr,
+                                         PathKind::kFp8E5m2RingAr, PathKind::kFp8E4m3TreeAr, PathKind::kFp8E5m2TreeAr};
     return v;
 }
 
-bool is_tree(PathKind k) { return k == PathKind::kBf16TreeAr || k == PathKind::kFp16TreeAr; }
+bool is_tree(PathKind k) { return qt::typed_schedule(k) == qt::TypedSchedule::kTreeAr; }
 bool is_ar(PathKind k) { return qt::path_info(k).shape == qt::PathShape::kAllReduce; }
 
 // ---- the tree ------------------------------------------------------------------------------------
@@ -132,6 +136,123 @@ TEST(TypedPathsByHand, InputTheTypeCannotHoldIsRefused) {
     EXPECT_TRUE(qt::reference::run_path_plain(config(PathKind::kBf16TreeAr, 2, 1, 2, 2), std::vector<float>{1, 2, 3, 70000}).ok());
 }
 
+// NCCL's FP8 add (D41): fl8sat(fl16(a + b)).
+TEST(TypedPathsByHand, Fp8AddsSaturateAtTheLargestValue) {
+    using qt::reference::round_to_accum;
+    using qt::reference::saturates_in;
+    // e4m3: 448 + 32 = 480 is past 464 (448 + half its ulp of 32): 448, a clamp; 240 + 224 = 464 is the
+    // tie between 448 (mantissa 110, even) and 480: 448 by rounding, no clamp; 464.25 clamps.
+    EXPECT_EQ(round_to_accum(480.0f, Accum::kFp8E4m3), 448.0f);
+    EXPECT_TRUE(saturates_in(480.0f, Accum::kFp8E4m3));
+    EXPECT_EQ(round_to_accum(464.0f, Accum::kFp8E4m3), 448.0f);
+    EXPECT_FALSE(saturates_in(464.0f, Accum::kFp8E4m3));
+    EXPECT_TRUE(saturates_in(464.25f, Accum::kFp8E4m3));
+    EXPECT_EQ(round_to_accum(-1000.0f, Accum::kFp8E4m3), -448.0f);
+    // 1 + 1/16 is a tie at 4 bits: 1 (even); 1 + 3/16: 1.25; the least subnormal 2^-9 and half of it.
+    EXPECT_EQ(round_to_accum(1.0625f, Accum::kFp8E4m3), 1.0f);
+    EXPECT_EQ(round_to_accum(1.1875f, Accum::kFp8E4m3), 1.25f);
+    EXPECT_EQ(round_to_accum(0x1p-9f + 0x1p-9f, Accum::kFp8E4m3), 0x1p-8f);
+    EXPECT_EQ(round_to_accum(0x1p-10f, Accum::kFp8E4m3), 0.0f);  // a tie between 0 and 2^-9: 0
+    // e5m2: 57344 + 57344 overflows binary16 (an infinite __hadd), then saturates: 57344, a clamp;
+    // 61440 is the tie between 57344 (mantissa 11, odd) and 65536: rounds up, so it clamps.
+    EXPECT_EQ(round_to_accum(114688.0f, Accum::kFp8E5m2), 57344.0f);
+    EXPECT_TRUE(saturates_in(114688.0f, Accum::kFp8E5m2));
+    EXPECT_TRUE(saturates_in(61440.0f, Accum::kFp8E5m2));
+    EXPECT_FALSE(saturates_in(61400.0f, Accum::kFp8E5m2));  // binary16 61408: 7.496 x 8192, 57344
+    EXPECT_FALSE(saturates_in(1e30f, Accum::kFp16));
+    // Through a ring of N = 2 (one add each chunk): 448 + 32 clamps, the ledger says by 32.
+    const PathConfig c = config(PathKind::kFp8E4m3RingRs, 2, 2, 2, 1);
+    auto r = qt::reference::run_path_plain(c, std::vector<float>{448.0f, 1.0f, 32.0f, 2.0f});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ((*r)[0].outputs.at(0).values.at(0), 448.0f);
+    EXPECT_EQ((*r)[0].outputs.at(0).saturation_count.at(0), 1);
+    EXPECT_EQ((*r)[0].outputs.at(0).saturation_excess.at(0), 32.0);
+    EXPECT_EQ((*r)[1].outputs.at(0).values.at(0), 3.0f);
+    EXPECT_EQ((*r)[1].outputs.at(0).saturation_count.at(0), 0);
+    qt::reference::PathChecker check(c);
+    for (const auto& col : *r) check.add(col);
+    EXPECT_TRUE(check.stats().bound_holds) << check.stats().first_violation;
+    EXPECT_EQ(check.stats().saturated_outputs, 1);
+    EXPECT_EQ(check.stats().max_saturations, 1);
+    // ncclAvg (--divide pre): every input times fl8(1/3) = 0.34375 (+3.1%): three ranks of 104 give
+    // 104 * 0.34375 = 35.75 -> 36, 36 + 36 = 72, 72 + 36 = 108, a tie between 104 and 112: 112.
+    EXPECT_EQ(qt::reference::avg_factor(3, Accum::kFp8E4m3), 0.34375f);
+    EXPECT_EQ(qt::reference::avg_factor(3, Accum::kFp8E5m2), 0.3125f);
+    EXPECT_EQ(qt::reference::avg_factor(4, Accum::kFp8E4m3), 0.25f);
+    PathConfig avg = config(PathKind::kFp8E4m3RingAr, 3, 3, 3, 1);
+    avg.divide = qt::Divide::kPre;
+    auto ra = qt::reference::run_path_plain(avg, std::vector<float>(9, 104.0f));
+    ASSERT_TRUE(ra.ok()) << ra.error().message;
+    for (const auto& col : *ra)
+        for (const auto& row : col.outputs) EXPECT_EQ(row.values.at(0), 112.0f);
+    qt::reference::PathChecker avg_check(avg);
+    for (const auto& col : *ra) avg_check.add(col);
+    EXPECT_TRUE(avg_check.stats().bound_holds) << avg_check.stats().first_violation;
+    EXPECT_EQ(avg_check.stats().max_abs_error, 8.0);  // against the exact mean, 104
+    avg.divide = qt::Divide::kPost;
+    EXPECT_FALSE(qt::validate(avg).ok());
+    // An input past FP8's range is refused (its inputs are FP8 tensors), as fp16's past binary16.
+    auto bad = qt::reference::run_path_plain(c, std::vector<float>{465.0f, 1.0f, 32.0f, 2.0f});
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().message.find("overflows fp8-e4m3"), std::string::npos) << bad.error().message;
+}
+
+// Every finite FP8 value, from the bit layout: e4m3 (bias 7, no inf, S.1111.111 NaN), e5m2 (bias
+// 15, IEEE's inf and NaN), with each value's code.
+std::vector<std::pair<double, int>> fp8_values(Accum t) {
+    std::vector<std::pair<double, int>> v;
+    const bool e4 = t == Accum::kFp8E4m3;
+    const int mbits = e4 ? 3 : 2, bias = e4 ? 7 : 15, emax_field = e4 ? 15 : 31;
+    for (int code = 0; code < 256; ++code) {
+        const int sign = code >> 7, e = (code >> mbits) & ((1 << (7 - mbits)) - 1), m = code & ((1 << mbits) - 1);
+        if (e4 && e == emax_field && m == (1 << mbits) - 1) continue;  // NaN
+        if (!e4 && e == emax_field) continue;                           // inf, NaN
+        const double mag = e == 0 ? std::ldexp(m, 1 - bias - mbits) : std::ldexp((1 << mbits) + m, e - bias - mbits);
+        v.push_back({sign ? -mag : mag, code});
+    }
+    return v;
+}
+
+// For every pair of finite FP8 values, the reference's fl8sat(fl16(a + b)) is the FP8 value nearest
+// to the exact sum (ties to the even code), a sum past the largest value being that value: the
+// binary16 step changes nothing, which is what lets the bounds use FP8's own u (D41). The nearest is
+// found on the sorted list of values with one more point above the largest (480, code 0x7F's
+// mantissa: odd; 65536: even), whose choice is the clamp.
+TEST(TypedPathsExact, EveryFp8PairAddsToTheNearestValue) {
+    for (Accum t : {Accum::kFp8E4m3, Accum::kFp8E5m2}) {
+        auto vals = fp8_values(t);
+        std::vector<std::pair<double, int>> grid;  // non-negative values, code parity, and the virtual point
+        for (const auto& [x, code] : vals)
+            if (x >= 0 && !(x == 0 && code != 0)) grid.push_back({x, code & 1});
+        std::sort(grid.begin(), grid.end());
+        const double mx = grid.back().first;
+        grid.push_back(t == Accum::kFp8E4m3 ? std::pair<double, int>{480.0, 1} : std::pair<double, int>{65536.0, 0});
+        int64_t pairs = 0, clamps = 0;
+        for (const auto& [a, ca] : vals)
+            for (const auto& [b, cb] : vals) {
+                const double v = a + b, m = std::fabs(v);  // exact in binary64
+                size_t k = 0;
+                while (k + 1 < grid.size() && grid[k + 1].first <= m) ++k;
+                size_t pick = k;
+                if (k + 1 < grid.size()) {
+                    const double dl = m - grid[k].first, dh = grid[k + 1].first - m;
+                    if (dh < dl || (dh == dl && grid[k + 1].second == 0)) pick = k + 1;
+                }
+                const bool clamp = pick == grid.size() - 1 || m > grid.back().first;
+                const double want = std::copysign(clamp ? mx : grid[pick].first, v);
+                const float sum = static_cast<float>(a) + static_cast<float>(b);
+                const float got = qt::reference::round_to_accum(sum, t);
+                ASSERT_EQ(static_cast<double>(got), want) << qt::to_string(t) << " " << a << " + " << b;
+                if (want != 0) ASSERT_EQ(std::signbit(got), std::signbit(want));
+                ASSERT_EQ(qt::reference::saturates_in(sum, t), clamp) << qt::to_string(t) << " " << a << " + " << b;
+                ++pairs;
+                clamps += clamp;
+            }
+        EXPECT_EQ(pairs, static_cast<int64_t>(vals.size() * vals.size()));
+        EXPECT_GT(clamps, 0);
+    }
+}
+
 TEST(TypedPathsByHand, ConfigErrors) {
     PathConfig c = config(PathKind::kBf16RingRs, 4, 4, 8, 2);
     c.accum = Accum::kFp16;
@@ -154,7 +275,8 @@ float value_of_type(Accum t, int max_exp, int spread) {
     if (kind == 0) return 0.0f;
     float v;
     if (kind == 1) {
-        v = (t == Accum::kFp16 ? 0x1p-24f : 0x1p-133f) * static_cast<float>(*rc::gen::inRange(1, 64));
+        const float least = t == Accum::kFp16 ? 0x1p-24f : t == Accum::kFp8E4m3 ? 0x1p-9f : t == Accum::kFp8E5m2 ? 0x1p-16f : 0x1p-133f;
+        v = least * static_cast<float>(*rc::gen::inRange(1, saturating(t) ? 8 : 64));
     } else {
         const int e = *rc::gen::inRange(max_exp - spread, max_exp);
         v = std::ldexp(1.0f + static_cast<float>(*rc::gen::inRange(0, 1 << 23)) * 0x1p-23f, e);
@@ -166,6 +288,8 @@ float value_of_type(Accum t, int max_exp, int spread) {
 struct Sum {
     float v = 0;
     Exact abs_r;                 // sum of |r| over the adds behind v
+    Exact clamped;               // FP8 (D41): sum of |a + b| - max over the adds that saturated
+    int32_t clamps = 0;
     std::vector<int32_t> k;      // per contributor, the adds it went through (-1: not held)
     bool finite = true;
 };
@@ -175,6 +299,16 @@ Sum add_sums(const Sum& a, const Sum& b, Accum t) {
     s.v = qt::reference::round_to_accum(a.v + b.v, t);  // exact in binary32 first (24 >= 2p + 2)
     s.finite = a.finite && b.finite && std::isfinite(s.v);
     s.abs_r = a.abs_r + b.abs_r;
+    s.clamped = a.clamped + b.clamped;
+    s.clamps = a.clamps + b.clamps;
+    if (saturating(t)) {  // a clamp: exactly when the exact sum's magnitude rounds past the largest value
+        const Exact v = (Exact(a.v) + Exact(b.v)).abs(), mx = Exact(qt::saturation_max(t));
+        if (v > mx && std::fabs(qt::reference::round_to_accum(a.v + b.v, t)) == qt::saturation_max(t) &&
+            qt::reference::saturates_in(a.v + b.v, t)) {
+            s.clamped += v - mx;
+            ++s.clamps;
+        }
+    }
     if (std::isfinite(s.v)) s.abs_r += Exact(s.v).abs();
     s.k.resize(a.k.size());
     for (size_t j = 0; j < a.k.size(); ++j) {
@@ -224,10 +358,12 @@ void check_exact(PathKind kind) {
     const Accum t = c.accum;
     const qt::AccumType at = qt::accum_type(t);
     // Near the top of the range now and then, so that sums overflow.
-    const int top = t == Accum::kFp16 ? 15 : 127;
+    const int top = t == Accum::kFp16 ? 15 : t == Accum::kFp8E4m3 ? 8 : t == Accum::kFp8E5m2 ? 15 : 127;
     const bool near_top = *rc::gen::inRange(0, 5) == 0;
-    const int max_exp = near_top ? *rc::gen::inRange(top - 3, top + 1) : *rc::gen::inRange(-12, 12);
-    const int spread = near_top ? 2 : *rc::gen::inRange(0, 13);
+    // (FP8: at the very top, as RapidCheck's small sizes pick the low end of a range, and FP8's range is short.)
+    const int max_exp = near_top ? (saturating(t) ? top + 1 : *rc::gen::inRange(top - 3, top + 1))
+                                 : *rc::gen::inRange(saturating(t) ? -8 : -12, saturating(t) ? 6 : 12);
+    const int spread = near_top ? 2 : *rc::gen::inRange(0, saturating(t) ? 8 : 13);
     std::vector<float> x(static_cast<size_t>(c.ranks * c.elements));
     for (float& v : x) {
         v = value_of_type(t, max_exp, spread);
@@ -237,7 +373,7 @@ void check_exact(PathKind kind) {
     auto ref = qt::reference::run_path_plain(c, x);
     RC_ASSERT(ref.ok());
     const Exact u = Exact(at.u), one = Exact::from_int(1);
-    bool overflowed = false, rounded = false;
+    bool overflowed = false, rounded = false, clamped = false;
     for (const auto& col : *ref) {
         const int64_t ch = col.first / c.shard();
         std::vector<double> absmax(static_cast<size_t>(c.ranks), 0.0);
@@ -274,6 +410,14 @@ void check_exact(PathKind kind) {
                 for (int64_t j = 0; j < c.ranks; ++j) target += Exact(x[static_cast<size_t>(j * c.elements + col.first + i)]);
                 const Exact err = (Exact(got) - target).abs();
                 if (err.sign() != 0) rounded = true;
+                // The ledger counts the clamps this value went through (D41).
+                if (saturating(t)) RC_ASSERT(row.saturation_count.at(static_cast<size_t>(i)) == s.clamps);
+                if (s.clamps > 0) {  // the error is within the roundings' bound plus what the clamps removed
+                    clamped = true;
+                    RC_ASSERT((one - u) * (err - s.clamped) <= u * s.abs_r);
+                    RC_ASSERT(std::isinf(prio));  // a clamp was possible: no a-priori bound
+                    continue;
+                }
                 RC_ASSERT((one - u) * err <= u * s.abs_r);  // |error| <= a_posteriori
                 RC_ASSERT(u * s.abs_r <= lhs);              // a_posteriori <= the a-priori bound of k
                 if (std::isfinite(prio)) RC_ASSERT(Exact(prio) * (one - u) >= lhs);  // the checker's double is above it
@@ -289,6 +433,7 @@ void check_exact(PathKind kind) {
         if (st.nonfinite_outputs == 0) RC_ASSERT(st.bound_holds);
         else RC_ASSERT(!st.bound_holds);
     }
+    RC_CLASSIFY(clamped, "a sum saturated");
     RC_CLASSIFY(overflowed, "a sum overflowed");
     RC_CLASSIFY(rounded, "an output with an error");
 }
@@ -301,8 +446,14 @@ RC_GTEST_PROP(TypedPathsExact, Bf16RingAr, ()) { check_exact(PathKind::kBf16Ring
 RC_GTEST_PROP(TypedPathsExact, Fp16RingAr, ()) { check_exact(PathKind::kFp16RingAr); }
 RC_GTEST_PROP(TypedPathsExact, Bf16TreeAr, ()) { check_exact(PathKind::kBf16TreeAr); }
 RC_GTEST_PROP(TypedPathsExact, Fp16TreeAr, ()) { check_exact(PathKind::kFp16TreeAr); }
+RC_GTEST_PROP(TypedPathsExact, NcclFp8E4m3RingRs, ()) { check_exact(PathKind::kFp8E4m3RingRs); }
+RC_GTEST_PROP(TypedPathsExact, NcclFp8E5m2RingRs, ()) { check_exact(PathKind::kFp8E5m2RingRs); }
+RC_GTEST_PROP(TypedPathsExact, NcclFp8E4m3RingAr, ()) { check_exact(PathKind::kFp8E4m3RingAr); }
+RC_GTEST_PROP(TypedPathsExact, NcclFp8E5m2RingAr, ()) { check_exact(PathKind::kFp8E5m2RingAr); }
+RC_GTEST_PROP(TypedPathsExact, NcclFp8E4m3TreeAr, ()) { check_exact(PathKind::kFp8E4m3TreeAr); }
+RC_GTEST_PROP(TypedPathsExact, NcclFp8E5m2TreeAr, ()) { check_exact(PathKind::kFp8E5m2TreeAr); }
 
-TEST(TypedPathsExact, KindsAreTheSixTypedPaths) {
+TEST(TypedPathsExact, KindsAreTheTwelveTypedPaths) {
     int n = 0;
     for (const auto& p : qt::all_paths()) n += qt::typed_path(p.kind);
     EXPECT_EQ(n, static_cast<int>(typed_kinds().size()));

@@ -290,6 +290,23 @@ def test_simulate_on_given_inputs(cli, tmp_path):
     assert h.runs[0].elements == 512
 
 
+def test_simulate_nccl_fp8_counts_its_saturations(cli, tmp_path):
+    # NCCL's FP8 ring all-reduce (D41): e4m3 inputs near 448 clamp; the count is in the result, as in
+    # the command's JSON; the outputs are FP8 values (ml_dtypes' e4m3fn holds them exactly).
+    rng = np.random.default_rng(3)
+    x = (rng.integers(-14, 15, size=(4, 64)) * 16.0).astype(np.float32)  # multiples of 16 up to 224: e4m3 values
+    r = qtransit.simulate("nccl-fp8-e4m3-ring-ar", inputs=x, keep_outputs=True)
+    assert r.passed and r.outputs.shape == (4, 64)
+    run = r.to_dict()["runs"][0]
+    assert run["saturated_outputs"] > 0 and run["max_saturations"] >= 1
+    assert np.array_equal(r.outputs.astype(ml_dtypes.float8_e4m3fn).astype(np.float32), r.outputs)
+    assert np.abs(r.outputs).max() <= 448
+    np.save(tmp_path / "in.npy", x)
+    want = cli_json(cli, "simulate", "--path", "nccl-fp8-e4m3-ring-ar", "--in", tmp_path / "in.npy", "--json")
+    want["runs"][0]["dist"] = "file:inputs"
+    assert r.to_dict() == want
+
+
 def test_simulate_errors():
     with pytest.raises(ValueError, match="dimensions"):
         qtransit.simulate("ring-rs", inputs=normal(512), format="int8")

@@ -615,11 +615,21 @@ EventBound prepare_event(const FormatSpec& f, const QuantEvent& ev, uint64_t see
 // ledger's bound of |out - sum y_j|; under post it is the ledger's bound of |out - T| divided by
 // N plus at(|out'|). The a-priori bounds take the same terms at the extremes: |y_j| <= div(A_j),
 // and |out'| <= ((sum A_j + prior)/N (1 + u) + 2^-150)(1 + u_t) + h_t.
+// NCCL's FP8 ncclAvg (D41) is y = fl8(h), h = fl16(p), p = x f exactly, f = avg_factor(N): with
+// |h - p| <= u16 |h| + 2^-25, |y - h| <= u8 |y| + h8 and so |h| <= (1 + u8)|y| + h8,
+//   |y - p| <= (u8 + u16 (1 + u8)) |y| + h8 (1 + u16) + 2^-25,
+// and |p - x/N| = |x| |f - 1/N| (the factor's own error, 3.1% for e4m3 at N = 3), which x_term adds
+// from |x| (the contribution, or its absmax for the a-priori bound); 0 for every other type.
 struct DivBound {
-    double a = 0, b = 0;
-    explicit DivBound(Accum t) {
+    double a = 0, b = 0, bias = 0;
+    explicit DivBound(Accum t, int64_t n) {
         const AccumType at = accum_type(t);
-        if (t == Accum::kFp32) {
+        if (saturating(t)) {
+            a = at.u + 0x1p-11 * (1 + at.u);
+            b = at.half_subnormal * (1 + 0x1p-11) + 0x1p-25;
+            const double f = static_cast<double>(avg_factor(n, t)), nn = static_cast<double>(n);
+            bias = std::fabs(f * nn - 1) / nn * (1 + 0x1p-50);  // f N - 1 exact; one rounding in the quotient
+        } else if (t == Accum::kFp32) {
             a = kU;
             b = 0x1p-150;
         } else {
@@ -628,6 +638,7 @@ struct DivBound {
         }
     }
     double at(double y) const { return a * y + b; }
+    double x_term(double x) const { return bias * x; }
 };
 
 // ---- a_priori --------------------------------------------------------------------------------------
@@ -862,14 +873,9 @@ double reduce_prior(const PathConfig& c, const Prior& p, const Prior& p1, int64_
             const int levels = std::bit_width(static_cast<uint64_t>(n)) - 1;  // n is a power of two
             return tree_bound(p, a, n, ch, levels - 1).err;
         }
-        case PathKind::kBf16RingRs:
-        case PathKind::kFp16RingRs:
-        case PathKind::kBf16RingAr:
-        case PathKind::kFp16RingAr:
-        case PathKind::kBf16TreeAr:
-        case PathKind::kFp16TreeAr: return typed_prior(c, first, a);
         default: break;
     }
+    if (typed_schedule(c.path) != TypedSchedule::kNone) return typed_prior(c, first, a);
     return kInf;
 }
 
@@ -1317,7 +1323,7 @@ void PathChecker::add(const ColumnRecord& col) {
 
     // A priori, per column (reduce paths) or per element (gather paths; see a_priori_bound).
     const double sc = dv == Divide::kNone ? 1.0 : static_cast<double>(n);
-    const DivBound db(division_type(cfg_));
+    const DivBound db(division_type(cfg_), n);
     double col_prior = kInf;
     pre_extra_.assign(dv == Divide::kPre ? ulen : 0, 0.0);
     if (fold_prior) {
@@ -1344,13 +1350,14 @@ void PathChecker::add(const ColumnRecord& col) {
         double extra = 0;
         for (size_t j = 0; j < ay.size(); ++j) {
             ay[j] = std::fabs(static_cast<double>(divide_to(static_cast<float>(absmax_[j]), n, division_type(cfg_))));
-            extra += db.at(ay[j]);
+            extra += db.at(ay[j]) + db.x_term(absmax_[j]);
         }
         col_prior = (reduce_prior(cfg_, prior, prior1, col.first, ay) + extra) * kPrioInflation;
         for (int64_t r = 0; r < col.contribution_rows; ++r) {
             const float* x = col.contributions.data() + r * len;
             for (size_t i = 0; i < ulen; ++i)
-                pre_extra_[i] += db.at(std::fabs(static_cast<double>(divide_to(x[i], n, division_type(cfg_)))));
+                pre_extra_[i] += db.at(std::fabs(static_cast<double>(divide_to(x[i], n, division_type(cfg_))))) +
+                                 db.x_term(std::fabs(static_cast<double>(x[i])));
         }
     } else if (!gather) {  // post: |out| <= sum A_j + prior, |out'| <= mo
         const double ps = reduce_prior(cfg_, prior, prior1, col.first, absmax_);
@@ -1580,6 +1587,17 @@ void PathChecker::add(const ColumnRecord& col) {
             for (size_t i = 0; i < ulen; ++i) apost_[i] += at.u * row.term_round_abs_sum[i];
         if (row.term_round_count.size() == ulen)
             for (size_t i = 0; i < ulen; ++i) apost_[i] += at.half_subnormal * row.term_round_count[i];
+        // NCCL's FP8 paths (D41): a saturated add's error is exactly what its clamp removed, |v| - max,
+        // summed in binary64 by the producer (the slack covers that sum's roundings); the outputs a
+        // clamp reached are counted apart, so that a saturating run is never silently within bounds.
+        if (row.saturation_excess.size() == ulen)
+            for (size_t i = 0; i < ulen; ++i) apost_[i] += row.saturation_excess[i] * (1 + 0x1p-40);
+        if (row.saturation_count.size() == ulen)
+            for (size_t i = 0; i < ulen; ++i)
+                if (row.saturation_count[i] > 0) {
+                    ++st_.saturated_outputs;
+                    st_.max_saturations = std::max(st_.max_saturations, row.saturation_count[i]);
+                }
         if (col.rotated_sum) {  // D28: the rotated domain's bounds, taken back through the inverse rotation
             double sum = 0;
             for (double v : apost_) sum += v;
@@ -1749,6 +1767,8 @@ void PathChecker::merge(const PathChecker& o) {
     st_.bound_holds = st_.bound_holds && b.bound_holds;
     st_.violations += b.violations;
     st_.nonfinite_outputs += b.nonfinite_outputs;
+    st_.saturated_outputs += b.saturated_outputs;
+    st_.max_saturations = std::max(st_.max_saturations, b.max_saturations);
     if (o.first_pos_ >= 0 &&
         (first_pos_ < 0 || o.first_pos_ < first_pos_ || (o.first_pos_ == first_pos_ && o.first_rank_ < first_rank_))) {
         first_pos_ = o.first_pos_;

@@ -486,11 +486,50 @@ float round_to_bf16(float v) {
     return static_cast<float>(round_to_format(static_cast<double>(v), 8, -126, 127));  // exact cast
 }
 
+namespace {
+// NCCL's FP8 add (D41), from its definition: the binary32 value rounded to binary16 (NCCL adds in
+// __half), then to nearest even on the FP8 grid (e4m3: 4 significand bits, least normal exponent -6;
+// e5m2: 3 bits, -14), with no upper limit on the exponent; a result whose magnitude passes the
+// largest finite value (448, 57344), or an infinite binary16 sum, saturates to it (__NV_SATFINITE).
+struct Fp8Rounded {
+    float value;
+    bool saturated;
+};
+Fp8Rounded round_to_fp8_sat(float v, Accum type) {
+    const bool e4 = type == Accum::kFp8E4m3;
+    const double max = e4 ? 448.0 : 57344.0;
+    const float h = round_to_fp16(v);
+    if (std::isnan(h)) return {h, false};
+    const double r = std::isinf(h) ? static_cast<double>(h) : round_to_format(static_cast<double>(h), e4 ? 4 : 3, e4 ? -6 : -14, 64);
+    if (std::fabs(r) > max) return {static_cast<float>(std::copysign(max, static_cast<double>(v))), true};
+    return {static_cast<float>(r), false};  // exact: at most 4 significand bits
+}
+}  // namespace
+
 float round_to_accum(float v, Accum type) {
-    return type == Accum::kFp16 ? round_to_fp16(v) : type == Accum::kBf16 ? round_to_bf16(v) : v;
+    switch (type) {
+        case Accum::kFp16: return round_to_fp16(v);
+        case Accum::kBf16: return round_to_bf16(v);
+        case Accum::kFp8E4m3:
+        case Accum::kFp8E5m2: return round_to_fp8_sat(v, type).value;
+        case Accum::kFp32: break;
+    }
+    return v;
 }
 
-float divide_to(float v, int64_t n, Accum type) { return round_to_accum(v / static_cast<float>(n), type); }
+bool saturates_in(float v, Accum type) { return saturating(type) && round_to_fp8_sat(v, type).saturated; }
+
+float avg_factor(int64_t n, Accum type) {
+    const bool e4 = type == Accum::kFp8E4m3;
+    const double q = static_cast<double>(div32(1.0f, static_cast<float>(n)));  // fl32(1/N), as NCCL's float(1.0 / nRanks)
+    const double f = round_to_format(q, e4 ? 4 : 3, e4 ? -6 : -14, 64);        // straight to FP8, no binary16 between
+    return static_cast<float>(std::min(f, e4 ? 448.0 : 57344.0));
+}
+
+float divide_to(float v, int64_t n, Accum type) {
+    if (saturating(type)) return round_to_accum(mul32(v, avg_factor(n, type)), type);  // exact product, then fl8sat(fl16(.))
+    return round_to_accum(v / static_cast<float>(n), type);
+}
 
 Result<Quantized> quantize(const FormatSpec& format, std::span<const float> x, int64_t block, Nonfinite policy,
                            const Site& site, const StochasticKey& key) {

@@ -85,6 +85,8 @@ struct Partial {
     std::vector<int32_t> tr_n;    // fp16 and bf16 accumulation only
     std::vector<int32_t> holds;   // contributors whose inputs are in v (ascending)
     std::vector<int32_t> rounds;  // the 16-bit paths: ids into ColumnRecord::roundings (D26)
+    std::vector<double> sat_ex;   // NCCL's FP8 paths only (D41): what the saturated adds clamped away
+    std::vector<int32_t> sat_n;   // and how many adds saturated
     bool low_sum = false;         // v is the result of an add rounded to the accumulation type
     bool started = false;         // accumulate(): the sum has its first term
 };
@@ -98,6 +100,10 @@ Partial make_partial(int64_t len, Accum ty) {
         p.tr_abs.assign(static_cast<size_t>(len), 0.0);
         p.tr_n.assign(static_cast<size_t>(len), 0);
     }
+    if (saturating(ty)) {
+        p.sat_ex.assign(static_cast<size_t>(len), 0.0);
+        p.sat_n.assign(static_cast<size_t>(len), 0);
+    }
     return p;
 }
 
@@ -109,6 +115,10 @@ void absorb(Partial& dst, const Partial& src) {
         if (!dst.tr_abs.empty()) {
             dst.tr_abs[i] += src.tr_abs[i];
             dst.tr_n[i] += src.tr_n[i];
+        }
+        if (!dst.sat_ex.empty()) {
+            dst.sat_ex[i] += src.sat_ex[i];
+            dst.sat_n[i] += src.sat_n[i];
         }
     }
     dst.events.insert(dst.events.end(), src.events.begin(), src.events.end());
@@ -129,12 +139,17 @@ float term(Partial& p, size_t i, float t, Accum ty, bool record) {
     return round_to_accum(t, ty);
 }
 
-// One add of the accumulation, left operand first: fl32(a + b), fl16(a + b) or flbf16(a + b);
-// recorded in p.
+// One add of the accumulation, left operand first: fl32(a + b), fl16(a + b), flbf16(a + b) or
+// NCCL's FP8 fl8sat(fl16(a + b)); recorded in p, a saturation with what it clamped away (D41):
+// |a + b| - max, exact in binary64 (two FP8 values).
 float add(Partial& p, size_t i, float a, float b, Accum ty) {
     const float r = round_to_accum(a + b, ty);
     p.add_abs[i] += std::fabs(static_cast<double>(r));
     p.add_n[i] += 1;
+    if (saturates_in(a + b, ty)) {
+        p.sat_ex[i] += std::fabs(static_cast<double>(a) + static_cast<double>(b)) - saturation_max(ty);
+        p.sat_n[i] += 1;
+    }
     return r;
 }
 
@@ -237,6 +252,8 @@ OutputRow to_row(int64_t rank, const Partial& p, const std::vector<QuantEvent>& 
     row.add_count = p.add_n;
     row.term_round_abs_sum = p.tr_abs;
     row.term_round_count = p.tr_n;
+    row.saturation_count = p.sat_n;
+    row.saturation_excess = p.sat_ex;
     return row;
 }
 
@@ -313,17 +330,17 @@ private:
             case PathKind::kTwoShotAr: return two_shot(ch, first, len, rec);
             case PathKind::kRingAg: return ring_ag(ch, first, len, rec);
             case PathKind::kRingAgRequant: return ring_ag_requant(ch, first, len, rec);
-            case PathKind::kBf16RingRs:
-            case PathKind::kFp16RingRs: return ring16(ch, first, len, false, rec);
-            case PathKind::kBf16RingAr:
-            case PathKind::kFp16RingAr: return ring16(ch, first, len, true, rec);
-            case PathKind::kBf16TreeAr:
-            case PathKind::kFp16TreeAr: {
+            default: break;
+        }
+        switch (typed_schedule(c_.path)) {
+            case TypedSchedule::kRingRs: return ring16(ch, first, len, false, rec);
+            case TypedSchedule::kRingAr: return ring16(ch, first, len, true, rec);
+            case TypedSchedule::kTreeAr: {
                 const Partial s = node_sum(0, first, len, rec);
                 for (int64_t r = 0; r < n_; ++r) rec.outputs.push_back(to_row(r, s, rec.events));
                 return Status::Ok();
             }
-            default: break;
+            case TypedSchedule::kNone: break;
         }
         return make_error(ErrorCode::kInvalidArgument, "internal: unhandled path");
     }
@@ -698,7 +715,7 @@ Result<std::vector<ColumnRecord>> run_path_plain(const PathConfig& c, std::span<
         std::vector<float> cast(x.begin(), x.end());
         for (size_t j = 0; j < cast.size(); ++j) {
             const float r = round_to_accum(cast[j], c.accum);
-            if (!std::isfinite(r)) {
+            if (!std::isfinite(r) || saturates_in(cast[j], c.accum)) {
                 const int64_t rank = static_cast<int64_t>(j) / c.elements, i = static_cast<int64_t>(j) % c.elements;
                 return make_error(ErrorCode::kRangeOverflow, describe(Site{"input", rank, 0}, i) + ": value " + fmt(cast[j]) +
                                                                  " overflows " + to_string(c.accum) + ", the element type of " +

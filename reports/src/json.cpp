@@ -68,6 +68,10 @@ nlohmann::json to_json(const GateResult& r) {
                          {"wire_bits_per_element", x.wire_bits_per_element()}};
         if (!x.first_violation.empty()) j["first_violation"] = x.first_violation;
         if (!x.first_k_mismatch.empty()) j["first_k_mismatch"] = x.first_k_mismatch;
+        if (x.saturating) {  // NCCL's FP8 paths (D41)
+            j["saturated_outputs"] = x.saturated_outputs;
+            j["max_saturations"] = x.max_saturations;
+        }
         runs.push_back(std::move(j));
     }
     nlohmann::json refusals = nlohmann::json::array();

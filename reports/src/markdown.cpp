@@ -279,6 +279,20 @@ std::string to_markdown(const GateResult& r) {
         for (const auto& line : detail::compare_notes(r)) o << "- " << line << ".\n";
         o << "\n";
     }
+    // NCCL's FP8 paths (D41): every run in which a sum clamped at the format's largest value.
+    bool sat_header = false;
+    for (const auto& x : r.runs) {
+        if (!x.saturating || x.saturated_outputs == 0) continue;
+        if (!sat_header) {
+            o << "## Saturated sums\n\n"
+                 "A clamp at the FP8 format's largest value: its error is in the a-posteriori bound, and the a-priori bound is "
+                 "unbounded there (D41).\n\n";
+            sat_header = true;
+        }
+        o << "- `" << x.path << "` N=" << x.ranks << " on " << x.dist << ": " << x.saturated_outputs << " of " << x.outputs_checked
+          << " output values saturated (at most " << x.max_saturations << " clamps on one value's way)\n";
+    }
+    if (sat_header) o << "\n";
     if (!r.refusals.empty()) {
         o << "## Refused inputs\n\n";
         for (const auto& x : r.refusals) o << "- " << x.format << " on " << x.dist << ": " << x.what << "\n";

@@ -2,6 +2,7 @@
 // check every output element exactly (error, a-posteriori and a-priori bounds), and report per run,
 // with a fitted exponent of the relative RMS error against N for every path run at several N.
 #include <algorithm>
+#include <cstring>
 
 #include "printf.hpp"
 #include "qtransit/collectives/mpi.hpp"
@@ -79,7 +80,7 @@ Result<SimulatePlan> SimulateRequest::validate() const {
     SweepSpec spec;
     for (const auto& name : a.paths) {
         if (name == "all") {
-            for (const auto& p : all_paths()) spec.paths.push_back(p.kind);
+            for (PathKind p : all_path_kinds()) spec.paths.push_back(p);
             continue;
         }
         auto p = parse_path(name);
@@ -256,29 +257,43 @@ Printed SimulateOutcome::printed(const SimulateRequest& a) const {
         o = json(a.seed).dump(2) + "\n";
         return p;
     }
-    appendf(o, "%-16s %5s %3s %5s %11s %11s %11s %11s %6s %12s %12s %12s\n", "path", "N", "G", "k", "max|err|", "relRMS", "max a_post",
+    int w = 16;  // the path column: as wide as the longest name (nccl-fp8-e4m3-ring-rs)
+    for (const auto& r : result.runs) w = std::max(w, static_cast<int>(std::strlen(path_info(r.config.path).name)));
+    appendf(o, "%-*s %5s %3s %5s %11s %11s %11s %11s %6s %12s %12s %12s\n", w, "path", "N", "G", "k", "max|err|", "relRMS", "max a_post",
             "max a_prio", "bound", "bytes/rank", "cross-node", "fp16 RS");
     for (const auto& r : result.runs) {
         const auto& s = r.stats;
         const std::string k = std::to_string(s.k_min) + (s.k_min == s.k_max ? "" : ".." + std::to_string(s.k_max));
-        appendf(o, "%-16s %5lld %3lld %5s %11.4g %11.4g %11.4g %11.4g %6s %12.0f %12.0f %12.0f\n", path_info(r.config.path).name,
+        appendf(o, "%-*s %5lld %3lld %5s %11.4g %11.4g %11.4g %11.4g %6s %12.0f %12.0f %12.0f\n", w, path_info(r.config.path).name,
                 static_cast<long long>(r.config.ranks), static_cast<long long>(r.config.ranks_per_node), k.c_str(), s.max_abs_error,
                 s.rel_rms_error(), s.max_a_posteriori, s.max_a_priori, s.bound_holds ? "holds" : "FAILS", r.bytes_per_rank,
                 r.cross_node_bytes_per_rank, r.fp16_ring_rs);
     }
+    // NCCL's FP8 paths (D41): a clamp at the format's largest value is named, never folded silently.
+    for (const auto& r : result.runs)
+        if (r.stats.saturated_outputs > 0)
+            appendf(o, "%s N=%lld: %lld of %lld output values saturated (at most %d clamps on one value's way): "
+                    "the a-posteriori bound includes what each clamp removed; the a-priori bound is unbounded\n",
+                    path_info(r.config.path).name, static_cast<long long>(r.config.ranks), static_cast<long long>(r.stats.saturated_outputs),
+                    static_cast<long long>(r.stats.outputs_checked), r.stats.max_saturations);
     for (const auto& f : result.fits) appendf(o, "fit %-16s relative RMS error ~ N^%.3f\n", path_info(f.path).name, f.exponent);
     if (codec) appendf(o, "(every Q and D by the codec %s)\n", codec->describe().c_str());
     // The format and accumulation of the quantized paths; the 16-bit ones carry their own (D26).
     std::string fmt_name = only_typed ? "unquantized" : format.name();
-    bool any_typed = false;
+    bool any_typed = false, any_fp8 = false;
     for (const auto& r : result.runs) {
         if (typed_path(r.config.path)) any_typed = true;
         else fmt_name = r.config.format_name();
+        any_fp8 = any_fp8 || saturating(r.config.accum);
     }
     std::string accum_text = std::string(to_string(accum)) + " accumulation";
-    if (only_typed) accum_text = "inputs cast to the path's type, every add rounded to it";
-    else if (any_typed) accum_text += " (the bf16-/fp16- paths: their own type, inputs cast to it)";
-    if (divide != Divide::kNone)
+    if (only_typed) {
+        accum_text = "inputs cast to the path's type, every add rounded to it";
+        if (any_fp8) accum_text += " (FP8: added in binary16, stored back with saturation)";
+    } else if (any_typed) accum_text += " (the bf16-/fp16- paths: their own type, inputs cast to it)";
+    if (divide != Divide::kNone && only_typed && any_fp8)
+        accum_text += ", the mean: every input times 1/N rounded to FP8 before the reduce (ncclAvg)";
+    else if (divide != Divide::kNone)
         accum_text += std::string(", the mean: divided by N ") + (divide == Divide::kPre ? "before the reduce" : "after it");
     if (rotation == Rotation::kEndToEnd) accum_text += ", summed in the rotated domain (one rotation back at the destination)";
     appendf(o, "(%s, block %lld, %lld elements per rank, %s inputs, %s; bytes: busiest rank's payload)\n", fmt_name.c_str(),

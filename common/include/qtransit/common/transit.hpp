@@ -37,6 +37,16 @@ enum class PathKind : uint8_t {
     kFp16RingAr,
     kBf16TreeAr,     // tree all-reduce: a chain inside each node, NCCL's binary tree over nodes, broadcast
     kFp16TreeAr,
+    // NCCL's FP8 reductions (ncclFloat8e4m3/e5m2, issue 49, docs/DECISIONS.md D41): the 16-bit paths'
+    // schedules with FP8 elements; every add is done in binary16 and stored back in FP8 with
+    // saturation, so a partial sum past the format's largest value clamps (counted: OutputRow's
+    // saturation ledger).
+    kFp8E4m3RingRs,
+    kFp8E5m2RingRs,
+    kFp8E4m3RingAr,
+    kFp8E5m2RingAr,
+    kFp8E4m3TreeAr,
+    kFp8E5m2TreeAr,
 };
 
 enum class PathShape : uint8_t {
@@ -49,8 +59,11 @@ enum class PathShape : uint8_t {
 const char* to_string(PathShape s);
 
 // The type every add of a sum is rounded to (docs/DECISIONS.md D11, D24): binary32, binary16, or
-// bfloat16 (binary32's exponent range with an 8-bit significand).
-enum class Accum : uint8_t { kFp32, kFp16, kBf16 };
+// bfloat16 (binary32's exponent range with an 8-bit significand); or, for NCCL's FP8 paths only
+// (D41), an FP8 type stored with saturation after an add done in binary16: fl8sat(fl16(a + b)).
+enum class Accum : uint8_t { kFp32, kFp16, kBf16, kFp8E4m3, kFp8E5m2 };
+// The FP8 accumulations saturate: a sum past the largest finite value becomes that value.
+QT_HD constexpr bool saturating(Accum a) { return a == Accum::kFp8E4m3 || a == Accum::kFp8E5m2; }
 
 struct PathInfo {
     PathKind kind;
@@ -59,15 +72,23 @@ struct PathInfo {
     bool quantized;     // false for fp32-ring-rs and the 16-bit paths
     // The 16-bit paths' element type (their inputs, messages and sums); kFp32 for every other path.
     Accum element = Accum::kFp32;
+    // Whether `all` (simulate --path, the gate's paths) names it: every path but NCCL's FP8 ones,
+    // whose inputs must fit FP8 (448 for e4m3), which most of the generated distributions do not.
+    bool in_all = true;
 };
 
 const std::vector<PathInfo>& all_paths();
 const PathInfo& path_info(PathKind kind);
 Result<PathKind> parse_path(std::string_view name);
 std::string known_path_names();
-// The 16-bit unquantized paths (bf16-ring-rs ... fp16-tree-ar): a type of their own, which is their
-// accumulation type, and k counting roundings (D26).
+// The 16-bit unquantized paths (bf16-ring-rs ... fp16-tree-ar) and NCCL's FP8 ones: a type of their
+// own, which is their accumulation type, and k counting roundings (D26, D41).
 inline bool typed_path(PathKind k) { return path_info(k).element != Accum::kFp32; }
+// Their schedules: ring reduce-scatter, ring all-reduce, tree all-reduce.
+enum class TypedSchedule : uint8_t { kNone, kRingRs, kRingAr, kTreeAr };
+TypedSchedule typed_schedule(PathKind k);
+// The paths `all` names (PathInfo::in_all), in all_paths() order.
+std::vector<PathKind> all_path_kinds();
 
 Result<Accum> parse_accum(std::string_view name);
 const char* to_string(Accum a);
@@ -79,10 +100,22 @@ struct AccumType {
     double u, half_subnormal, overflow;
     int bytes;
 };
+// The FP8 accumulations (D41): fl8sat(fl16(a + b)) of two FP8 values is the correctly rounded
+// (saturated) FP8 sum, the binary16 step changing nothing (every finite pair checked in
+// typed_paths_test), so u is FP8's own (2^-4 for e4m3, 2^-3 for e5m2) and a sum in the subnormal
+// range is exact; half the subnormal spacing is 2^-10 (2^-17); `overflow` is where saturation
+// starts: the sum from which rounding would pass the largest finite value (464 = 448 + 16 for
+// e4m3, 61440 = 57344 + 4096 for e5m2). One byte.
 inline constexpr AccumType accum_type(Accum a) {
-    return a == Accum::kFp16   ? AccumType{0x1p-11, 0x1p-25, 65520.0, 2}
-           : a == Accum::kBf16 ? AccumType{0x1p-8, 0x1p-134, 0x1p128 * (1 - 0x1p-9), 2}
-                               : AccumType{0x1p-24, 0x1p-150, 0x1p128 * (1 - 0x1p-25), 4};
+    return a == Accum::kFp16       ? AccumType{0x1p-11, 0x1p-25, 65520.0, 2}
+           : a == Accum::kBf16     ? AccumType{0x1p-8, 0x1p-134, 0x1p128 * (1 - 0x1p-9), 2}
+           : a == Accum::kFp8E4m3  ? AccumType{0x1p-4, 0x1p-10, 464.0, 1}
+           : a == Accum::kFp8E5m2  ? AccumType{0x1p-3, 0x1p-17, 61440.0, 1}
+                                   : AccumType{0x1p-24, 0x1p-150, 0x1p128 * (1 - 0x1p-25), 4};
+}
+// The largest finite value of a saturating accumulation (448, 57344); 0 for the others.
+inline constexpr double saturation_max(Accum a) {
+    return a == Accum::kFp8E4m3 ? 448.0 : a == Accum::kFp8E5m2 ? 57344.0 : 0.0;
 }
 // Where the 1/N of a mean goes (issue 18, docs/DECISIONS.md D27): nowhere (the sum), before the
 // reduce (every contribution scaled by 1/N in the path's element type, as DeepSpeed pre-divides its
@@ -213,6 +246,11 @@ struct OutputRow {
     // ColumnRecord::roundings. Each is one add, rounded to the type, and names the contributors
     // its result held; k of a contributor counts them. Empty for every other path.
     std::vector<int32_t> rounding_ids;
+    // NCCL's FP8 paths only (D41): the adds that saturated on the way to each value (their FP8
+    // result clamped to the largest finite value) and the sum of what each clamp removed, |v| - max
+    // with v the add's exact sum; the a-posteriori bound adds that sum. Empty for every other path.
+    std::vector<int32_t> saturation_count;  // len
+    std::vector<double> saturation_excess;  // len
 };
 
 struct ColumnRecord {

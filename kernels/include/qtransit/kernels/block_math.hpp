@@ -144,13 +144,55 @@ QT_HD float decode_one(Kind kind, int32_t q, float scale, float lo) {
 // operand. fp32: fl32(acc + t). fp16 (bf16): every term is rounded to binary16 (bfloat16) first,
 // and each add is fl16(fl32(a + b)) (flbf16(fl32(a + b))), the correctly rounded sum of two values
 // of the type: 24 >= 2p + 2 for p = 11 and p = 8, so the double rounding is innocuous.
-QT_HD float accum_round(float v, Accum a) {
-    return a == Accum::kFp16 ? round_f16(v) : a == Accum::kBf16 ? round_bf16(v) : v;
+// NCCL's FP8 add (D41): fl8(fl16(a + b)), NCCL's __hadd of the two values widened to binary16 and
+// the conversion back with __NV_SATFINITE. fp8_round_unsat rounds a binary16 value (or an infinite
+// one) to nearest even on the FP8 grid without the clamp (e4m3: 3 mantissa bits, smallest normal
+// 2^-6; e5m2: 2 bits, 2^-14): a magnitude past the largest finite value (448, 57344) is a
+// saturation, which fp8_round_sat clamps to it. The quotient m / 2^(e - mantissa) is exact (a
+// power-of-two scaling of a binary16 value), so one rne rounds.
+// (On the device a call, not inlined: the fused kernels take the accumulation as an argument, and
+// FP8's branch inlined into each of their instantiations took the GPU bundle to 70 MiB, past the
+// 64 MiB a device call can carry; as a call it is 60.6 MiB.)
+#if defined(__CUDACC__)
+#define QT_HD_CALL inline __host__ __device__ __noinline__
+#else
+#define QT_HD_CALL inline
+#endif
+QT_HD float fp8_round_unsat(float h, Accum a) {
+    const float m = h < 0 ? -h : h;
+    if (!(m < kFltMax) || m == 0.0f) return h;  // inf, NaN, zeros
+    const int man = a == Accum::kFp8E4m3 ? 3 : 2, emin = a == Accum::kFp8E4m3 ? -6 : -14;
+    int e = static_cast<int>((f32_bits(m) >> 23) & 0xffu) - 127;  // m is a binary32 normal (binary16's least is 2^-24)
+    if (e < emin) e = emin;
+    const float q = bits_f32(static_cast<uint32_t>(e - man + 127) << 23);
+    const float r = mul_rn(rne(div_rn(m, q)), q);
+    return h < 0 ? -r : r;
 }
+QT_HD float fp8_max(Accum a) { return a == Accum::kFp8E4m3 ? 448.0f : 57344.0f; }
+QT_HD bool fp8_saturates(float v, Accum a) {
+    const float r = fp8_round_unsat(round_f16(v), a);
+    return r > fp8_max(a) || r < -fp8_max(a);
+}
+QT_HD_CALL float fp8_round_sat(float v, Accum a) { return clampf(fp8_round_unsat(round_f16(v), a), -fp8_max(a), fp8_max(a)); }
+
+QT_HD float accum_round(float v, Accum a) {
+    return a == Accum::kFp16   ? round_f16(v)
+           : a == Accum::kBf16 ? round_bf16(v)
+           : saturating(a)     ? fp8_round_sat(v, a)
+                               : v;
+}
+// Whether accum_round(v, a) clamped v: an FP8 accumulation's saturation (D41); never for the others.
+QT_HD bool accum_saturates(float v, Accum a) { return saturating(a) && fp8_saturates(v, a); }
 QT_HD float accum_first(float t, Accum a) { return accum_round(t, a); }
 // x / N for a mean (docs/DECISIONS.md D27): the binary32 quotient, rounded to the type t (as torch
 // divides a bf16 or fp16 tensor: in binary32, then back).
-QT_HD float divide_round(float x, float n, Accum t) { return accum_round(x / n, t); }
+// NCCL's FP8 paths (D41) divide as ncclAvg does: every input times f = fl8sat(fl32(1/N)) (computed on
+// the host, float to FP8 directly), the product rounded to binary16 (__hmul) and then to FP8 with
+// saturation; x f is exact in binary32 (two values of at most 4 significant bits).
+QT_HD float nccl_avg_factor(float n, Accum t) { return clampf(fp8_round_unsat(div_rn(1.0f, n), t), -fp8_max(t), fp8_max(t)); }
+QT_HD float divide_round(float x, float n, Accum t) {
+    return saturating(t) ? accum_round(mul_rn(x, nccl_avg_factor(n, t)), t) : accum_round(x / n, t);
+}
 QT_HD float accum_add(float acc, float t, Accum a) { return accum_round(add_rn(acc, accum_round(t, a)), a); }
 
 // ---- packing (NUMERICS 1.3, 1.4) -----------------------------------------------------------------

@@ -33,6 +33,11 @@ struct PathStats {
     std::string first_violation;       // which column, row rank, element and values
     int32_t k_min = 0, k_max = 0;      // over every contributor of every output row (from the ledger)
     int64_t nonfinite_outputs = 0;
+    // NCCL's FP8 paths (D41): output values that a saturated add reached, and the most clamps on
+    // one value's way. Their error is in the a-posteriori bound (what each clamp removed); the
+    // a-priori bound is infinite wherever a clamp can happen.
+    int64_t saturated_outputs = 0;
+    int32_t max_saturations = 0;
 };
 
 namespace detail {

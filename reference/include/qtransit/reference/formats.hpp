@@ -96,10 +96,17 @@ float round_to_fp16(float v);
 // Bfloat16 rounding, the reference's own: an 8-bit significand with binary32's exponent range, RNE,
 // subnormals kept (multiples of 2^-133), overflow to inf from (2 - 2^-8) 2^127 up, NaN kept.
 float round_to_bf16(float v);
-// v rounded to an accumulation type with the two above (fp32: v itself; D11, D24).
+// v rounded to an accumulation type with the two above (fp32: v itself; D11, D24); for NCCL's FP8
+// types (D41) rounded to binary16, then to FP8 with saturation at the largest finite value.
 float round_to_accum(float v, Accum type);
-// --divide (D27): v / n for a mean, the binary32 quotient rounded to `type` (the path's element type).
+// Whether round_to_accum(v, type) saturated: an FP8 type's value past its largest finite one.
+bool saturates_in(float v, Accum type);
+// --divide (D27): v / n for a mean, the binary32 quotient rounded to `type` (the path's element type);
+// for NCCL's FP8 types ncclAvg's pre-multiply (D41): v times avg_factor, rounded to binary16, then
+// to FP8 with saturation.
 float divide_to(float v, int64_t n, Accum type);
+// ncclAvg's factor for an FP8 type: fl32(1/N) rounded to the FP8 type (nearest even, saturated).
+float avg_factor(int64_t n, Accum type);
 
 // The rigorous per-element error bound E(x_i) of element i (NUMERICS 1.x; for asym and ds the
 // bound derived in formats.cpp), with the actual scale of its block. Not defined for poisoned blocks.

@@ -33,6 +33,11 @@ struct GateRun {
     double max_a_posteriori = 0, max_a_priori = 0, max_error_to_a_posteriori = 0;
     bool bound_holds = true;
     int64_t violations = 0, nonfinite_outputs = 0, outputs_checked = 0;
+    // NCCL's FP8 paths (D41): whether the path saturates at all, the outputs a clamp reached and
+    // the most clamps on one value's way (written to the reports only where `saturating`).
+    bool saturating = false;
+    int64_t saturated_outputs = 0;
+    int32_t max_saturations = 0;
     std::string first_violation;
     double bytes_per_rank = 0, cross_node_bytes_per_rank = 0, fp16_bytes_per_rank = 0, fp16_ring_rs_bytes_per_rank = 0;
     // The busiest rank's payload in bits per element of its M-element tensor.
