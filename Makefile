@@ -66,12 +66,14 @@ BUILD_FUZZ = { cmake --preset fuzz >build/fuzz.configure.log 2>&1 || { tail -n 2
 FUZZ_TIME ?= 30
 # The Python package (issue 21): a virtual environment in build/venv with the build and test
 # requirements from PyPI, `pip install .` in it (without build isolation, so that the native build
-# kept in build/python/ stays valid from one run to the next), then pytest over python/tests and
-# examples/python next to the Release command (the tests compare its JSON with Python's).
+# kept in build/python-<tag>/ stays valid from one run to the next), then pytest over python/tests and
+# examples/python next to the Release command (the tests compare its JSON with Python's). CXX=c++
+# (CC=cc) unless set: the compiler CMake picks for build/release, so that the compile cache serves
+# the Release build's objects (pyproject.toml) instead of pip's choice, Python's own g++ name.
 VENV ?= build/venv
 PYTHON_TEST = { [ -x $(VENV)/bin/python ] || /usr/bin/python3 -m venv $(VENV); } && \
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r python/requirements-test.txt && \
-	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation . && \
+	CXX="$${CXX:-c++}" CC="$${CC:-cc}" CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation . && \
 	cd build && QTRANSIT_CLI=$(CURDIR)/build/release/cli/qtransit $(abspath $(VENV))/bin/python -m pytest -q -p no:cacheprovider \
 	  ../python/tests ../examples/python
 
@@ -117,7 +119,7 @@ outside: deps-test
 	$(BUILD_RELEASE)
 	{ [ -x $(OUTSIDE_VENV)/bin/python ] || /usr/bin/python3 -m venv $(OUTSIDE_VENV); } && \
 	$(OUTSIDE_VENV)/bin/pip install -q --disable-pip-version-check -r python/requirements-test.txt -r examples/third_party/requirements.txt && \
-	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(OUTSIDE_VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation \
+	CXX="$${CXX:-c++}" CC="$${CC:-cc}" CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(OUTSIDE_VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation \
 	  -C build-dir=build/outside-python . && \
 	$(OUTSIDE_VENV)/bin/python examples/third_party/run_outside.py build/outside-report
 
