@@ -410,35 +410,21 @@ public:
         }
         row.event_ids.assign(prov.ids.begin(), prov.ids.end());
         row.rounding_ids.assign(prov.rids.begin(), prov.rids.end());
-        // An empty per-element ledger (no add reached the value) is zeros.
+        // An empty per-element ledger (no add reached the value) is zeros; a field the path does not
+        // keep (term roundings but under fp16 or bf16, saturations but under FP8) stays empty.
         const size_t n = row.values.size();
-        if (prov.add_abs.empty()) {
-            row.add_abs_sum.assign(n, 0.0);
-            row.add_count.assign(n, 0);
-        } else {
-            row.add_abs_sum.assign(prov.add_abs.begin(), prov.add_abs.end());
-            row.add_count.assign(prov.add_n.begin(), prov.add_n.end());
-        }
-        if (low_ && prov.tr_abs.empty()) {
-            row.term_round_abs_sum.assign(n, 0.0);
-            row.term_round_count.assign(n, 0);
-        } else if (low_) {
-            row.term_round_abs_sum.assign(prov.tr_abs.begin(), prov.tr_abs.end());
-            row.term_round_count.assign(prov.tr_n.begin(), prov.tr_n.end());
-        } else {
-            row.term_round_abs_sum.clear();
-            row.term_round_count.clear();
-        }
-        if (sat_ && prov.sat_ex.empty()) {
-            row.saturation_excess.assign(n, 0.0);
-            row.saturation_count.assign(n, 0);
-        } else if (sat_) {
-            row.saturation_excess.assign(prov.sat_ex.begin(), prov.sat_ex.end());
-            row.saturation_count.assign(prov.sat_n.begin(), prov.sat_n.end());
-        } else {
-            row.saturation_excess.clear();
-            row.saturation_count.clear();
-        }
+        row_field(true, prov.add_abs, n, row.add_abs_sum);
+        row_field(true, prov.add_n, n, row.add_count);
+        row_field(low_, prov.tr_abs, n, row.term_round_abs_sum);
+        row_field(low_, prov.tr_n, n, row.term_round_count);
+        row_field(sat_, prov.sat_ex, n, row.saturation_excess);
+        row_field(sat_, prov.sat_n, n, row.saturation_count);
+    }
+    template <typename T>
+    static void row_field(bool kept, const std::vector<T>& from, size_t n, std::vector<T>& to) {
+        if (!kept) to.clear();
+        else if (from.empty()) to.assign(n, T{});
+        else to.assign(from.begin(), from.end());
     }
 
     // The exact target's inputs: the N rows X_j (reduce paths) or the gathered row W (gathers).

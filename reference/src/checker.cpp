@@ -625,8 +625,9 @@ struct DivBound {
     explicit DivBound(Accum t, int64_t n) {
         const AccumType at = accum_type(t);
         if (saturating(t)) {
-            a = at.u + 0x1p-11 * (1 + at.u);
-            b = at.half_subnormal * (1 + 0x1p-11) + 0x1p-25;
+            const AccumType h = accum_type(Accum::kFp16);  // the product's binary16 rounding: u16, 2^-25
+            a = at.u + h.u * (1 + at.u);
+            b = at.half_subnormal * (1 + h.u) + h.half_subnormal;
             const double f = static_cast<double>(avg_factor(n, t)), nn = static_cast<double>(n);
             bias = std::fabs(f * nn - 1) / nn * (1 + 0x1p-50);  // f N - 1 exact; one rounding in the quotient
         } else if (t == Accum::kFp32) {

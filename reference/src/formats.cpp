@@ -495,12 +495,17 @@ struct Fp8Rounded {
     float value;
     bool saturated;
 };
-Fp8Rounded round_to_fp8_sat(float v, Accum type) {
+// A finite value to nearest even on the FP8 grid, no upper limit on the exponent (what passes the
+// largest value is the caller's to clamp).
+double fp8_grid_round(double v, Accum type) {
     const bool e4 = type == Accum::kFp8E4m3;
-    const double max = e4 ? 448.0 : 57344.0;
+    return round_to_format(v, e4 ? 4 : 3, e4 ? -6 : -14, 64);
+}
+Fp8Rounded round_to_fp8_sat(float v, Accum type) {
+    const double max = saturation_max(type);
     const float h = round_to_fp16(v);
     if (std::isnan(h)) return {h, false};
-    const double r = std::isinf(h) ? static_cast<double>(h) : round_to_format(static_cast<double>(h), e4 ? 4 : 3, e4 ? -6 : -14, 64);
+    const double r = std::isinf(h) ? static_cast<double>(h) : fp8_grid_round(static_cast<double>(h), type);
     if (std::fabs(r) > max) return {static_cast<float>(std::copysign(max, static_cast<double>(v))), true};
     return {static_cast<float>(r), false};  // exact: at most 4 significand bits
 }
@@ -520,10 +525,8 @@ float round_to_accum(float v, Accum type) {
 bool saturates_in(float v, Accum type) { return saturating(type) && round_to_fp8_sat(v, type).saturated; }
 
 float avg_factor(int64_t n, Accum type) {
-    const bool e4 = type == Accum::kFp8E4m3;
     const double q = static_cast<double>(div32(1.0f, static_cast<float>(n)));  // fl32(1/N), as NCCL's float(1.0 / nRanks)
-    const double f = round_to_format(q, e4 ? 4 : 3, e4 ? -6 : -14, 64);        // straight to FP8, no binary16 between
-    return static_cast<float>(std::min(f, e4 ? 448.0 : 57344.0));
+    return static_cast<float>(std::min(fp8_grid_round(q, type), saturation_max(type)));  // straight to FP8, no binary16 between
 }
 
 float divide_to(float v, int64_t n, Accum type) {

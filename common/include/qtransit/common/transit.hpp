@@ -113,8 +113,9 @@ inline constexpr AccumType accum_type(Accum a) {
            : a == Accum::kFp8E5m2  ? AccumType{0x1p-3, 0x1p-17, 61440.0, 1}
                                    : AccumType{0x1p-24, 0x1p-150, 0x1p128 * (1 - 0x1p-25), 4};
 }
-// The largest finite value of a saturating accumulation (448, 57344); 0 for the others.
-inline constexpr double saturation_max(Accum a) {
+// The largest finite value of a saturating accumulation (448, 57344); 0 for the others. (Host and
+// device: the kernels clamp to it.)
+QT_HD constexpr double saturation_max(Accum a) {
     return a == Accum::kFp8E4m3 ? 448.0 : a == Accum::kFp8E5m2 ? 57344.0 : 0.0;
 }
 // Where the 1/N of a mean goes (issue 18, docs/DECISIONS.md D27): nowhere (the sum), before the

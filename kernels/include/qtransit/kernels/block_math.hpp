@@ -168,12 +168,16 @@ QT_HD float fp8_round_unsat(float h, Accum a) {
     const float r = mul_rn(rne(div_rn(m, q)), q);
     return h < 0 ? -r : r;
 }
-QT_HD float fp8_max(Accum a) { return a == Accum::kFp8E4m3 ? 448.0f : 57344.0f; }
-QT_HD bool fp8_saturates(float v, Accum a) {
-    const float r = fp8_round_unsat(round_f16(v), a);
-    return r > fp8_max(a) || r < -fp8_max(a);
+// v rounded to the FP8 grid and clamped to its largest finite value (__NV_SATFINITE).
+QT_HD float fp8_sat(float v, Accum a) {
+    const float mx = static_cast<float>(saturation_max(a));
+    return clampf(fp8_round_unsat(v, a), -mx, mx);
 }
-QT_HD_CALL float fp8_round_sat(float v, Accum a) { return clampf(fp8_round_unsat(round_f16(v), a), -fp8_max(a), fp8_max(a)); }
+QT_HD bool fp8_saturates(float v, Accum a) {
+    const float r = fp8_round_unsat(round_f16(v), a), mx = static_cast<float>(saturation_max(a));
+    return r > mx || r < -mx;
+}
+QT_HD_CALL float fp8_round_sat(float v, Accum a) { return fp8_sat(round_f16(v), a); }
 
 QT_HD float accum_round(float v, Accum a) {
     return a == Accum::kFp16   ? round_f16(v)
@@ -189,7 +193,7 @@ QT_HD float accum_first(float t, Accum a) { return accum_round(t, a); }
 // NCCL's FP8 paths (D41) divide as ncclAvg does: every input times f = fl8sat(fl32(1/N)) (computed on
 // the host, float to FP8 directly), the product rounded to binary16 (__hmul) and then to FP8 with
 // saturation; x f is exact in binary32 (two values of at most 4 significant bits).
-QT_HD float nccl_avg_factor(float n, Accum t) { return clampf(fp8_round_unsat(div_rn(1.0f, n), t), -fp8_max(t), fp8_max(t)); }
+QT_HD float nccl_avg_factor(float n, Accum t) { return fp8_sat(div_rn(1.0f, n), t); }
 QT_HD float divide_round(float x, float n, Accum t) {
     return saturating(t) ? accum_round(mul_rn(x, nccl_avg_factor(n, t)), t) : accum_round(x / n, t);
 }
