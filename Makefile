@@ -1,7 +1,7 @@
 # qtransit: the two commands.
 #   make run   install what is missing, build (Release), run the default job, write a report
-#   make test  install what is missing, build Release and ASan+UBSan, run the whole test suite and the
-#              fuzz targets (30 s each, JOBS at once)
+#   make test  install what is missing, build Release and ASan+UBSan (clang, with the fuzz targets), run
+#              the whole test suite and the fuzz targets (30 s each, JOBS at once)
 # Both work alone on a fresh Debian 12 machine as root.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -21,7 +21,8 @@ PACKAGES := g++ cmake ninja-build libgtest-dev libgmock-dev librapidcheck-dev li
             libbenchmark-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libmimalloc-dev \
             openmpi-bin libopenmpi-dev python3 python3-dev python3-venv python3-pip
 # What only `make test` needs: Chromium renders report.html in properties/reports; clang and its
-# runtime (libFuzzer, the sanitizers) build and run the fuzz targets of properties/fuzz. ccache: the
+# runtime (libFuzzer, the sanitizers) build the sanitizer build (tests and the fuzz targets of
+# properties/fuzz: one build, docs/DECISIONS.md D42). ccache: the
 # GPU bundle's build (test gpu_pack_bundle) takes the Release build's objects from its cache
 # (scripts/compile-cache); without it every build still works, compiling everything itself.
 TEST_PACKAGES := chromium clang libclang-rt-14-dev python3-numpy ccache
@@ -62,7 +63,7 @@ print-packages:
 
 BUILD_RELEASE = cmake --preset release && cmake --build --preset release -j $(JOBS)
 BUILD_ASAN = cmake --preset asan && cmake --build --preset asan -j $(JOBS)
-BUILD_FUZZ = { cmake --preset fuzz >build/fuzz.configure.log 2>&1 || { tail -n 20 build/fuzz.configure.log; exit 1; }; } && cmake --build --preset fuzz -j $(JOBS)
+BUILD_FUZZ = cmake --preset asan && cmake --build --preset fuzz -j $(JOBS)
 FUZZ_TIME ?= 30
 # The Python package (issue 21): a virtual environment in build/venv with the build and test
 # requirements from PyPI, `pip install .` in it (without build isolation, so that the native build
@@ -80,7 +81,7 @@ PYTHON_TEST = { [ -x $(VENV)/bin/python ] || /usr/bin/python3 -m venv $(VENV); }
 build: deps
 	$(BUILD_RELEASE)
 
-build-asan: deps
+build-asan: deps-test
 	$(BUILD_ASAN)
 
 # The default job is the numerics gate (`qtransit check` with its embedded default config: every
@@ -97,12 +98,10 @@ test: deps-test
 	ctest --preset release -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
 	$(PYTHON_TEST)
-	$(BUILD_FUZZ)
 	scripts/run-fuzzers --time $(FUZZ_TIME) --jobs $(JOBS)
 
-# The libFuzzer targets alone (clang, ASan + UBSan), each for FUZZ_TIME seconds.
+# The libFuzzer targets alone (the sanitizer build's fuzz targets only), each for FUZZ_TIME seconds.
 fuzz: deps-test
-	mkdir -p build
 	$(BUILD_FUZZ)
 	scripts/run-fuzzers --time $(FUZZ_TIME) --jobs $(JOBS)
 

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "qtransit/common/cpu.hpp"
 #include "qtransit/common/shortest.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/decl_math.hpp"
@@ -19,7 +20,7 @@
 #include "decl_fast.hpp"
 #include "hadamard_avx512.hpp"
 
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__x86_64__) && !defined(QT_UNDER_ASAN)
 #define QT_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 // What a CPU with AVX-512 never runs (it takes the *_avx512 functions): no x86-64-v4 clone to compile.
 #define QT_MULTIVERSION_NO512 __attribute__((target_clones("arch=x86-64-v3", "default")))

@@ -28,7 +28,7 @@ namespace qtransit::reference::detail {
 namespace {
 
 // The portable loops in AVX2 and baseline builds, picked at load time.
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__x86_64__) && !defined(QT_UNDER_ASAN)
 #define QT_REF_MULTIVERSION __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define QT_REF_MULTIVERSION

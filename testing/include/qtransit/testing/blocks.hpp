@@ -75,7 +75,8 @@ inline rc::Gen<std::vector<float>> block_values(int max_len) {
             case 2:  // exact ties for int<b>: elements (k + 1/2) 2^e and one (2^(b-1)-1) 2^e (so s = 2^e)
                 return rc::gen::mapcat(rc::gen::tuple(len, rc::gen::inRange(2, 9), rc::gen::inRange(-120, 110)),
                                        [](std::tuple<int, int, int> t) {
-                                           const auto [n, bits, e] = t;
+                                           // Plain variables: clang before 16 cannot capture a structured binding.
+                                           const int n = std::get<0>(t), bits = std::get<1>(t), e = std::get<2>(t);
                                            const int qmax = (1 << (bits - 1)) - 1;
                                            return rc::gen::map(
                                                rc::gen::container<std::vector<int>>(n, rc::gen::inRange(-qmax, qmax)),
