@@ -68,12 +68,15 @@ struct Requests {
     qtransit::gate::CheckRequest check;
     qtransit::gate::VerifyQuantizeRequest verify_quantize;
     qtransit::gate::VerifyCollectiveRequest verify_collective;
+    bool paths_json = false;
+    std::string paths_show;
+    qtransit::gate::PathsValidateRequest paths_validate;
 };
 // Its subcommands, to see which one ran.
 struct Commands {
     CLI::App *info = nullptr, *formats = nullptr, *formats_show = nullptr, *formats_validate = nullptr, *quantize = nullptr,
              *bench = nullptr, *survey = nullptr, *simulate = nullptr, *check = nullptr, *verify = nullptr, *verify_quantize = nullptr,
-             *verify_collective = nullptr;
+             *verify_collective = nullptr, *paths = nullptr, *paths_show = nullptr, *paths_validate = nullptr;
 };
 
 const std::string kBackendHelp =
@@ -103,6 +106,19 @@ void add_formats(CLI::App& app, Requests& r, Commands& c) {
     c.formats_validate->add_option("--report-dir", r.validate.report_dir, "Where the reports go")->capture_default_str();
     c.formats_validate->add_option("--seed", r.validate.seed, "Inputs' seed (and stochastic rounding's keys)")->check(seed_value)->capture_default_str();
     c.formats_validate->add_flag("--quick", r.validate.quick, "Fewer blocks, ranks and elements (a few seconds)");
+}
+
+// `paths`, `paths show` and `paths validate` (docs/PATHS.md).
+void add_paths(CLI::App& app, Requests& r, Commands& c) {
+    c.paths = app.add_subcommand("paths", "List the paths as declarations: collective, exchange, wire, requantize, add/stored types, division");
+    c.paths->add_flag("--json", r.paths_json, "Print JSON");
+    c.paths_show = c.paths->add_subcommand("show", "Print the TOML declaration of a path (built-in), or every declaration of a .toml file");
+    c.paths_show->add_option("path", r.paths_show, "Path name or FILE.toml")->required();
+    c.paths_validate = c.paths->add_subcommand(
+        "validate", "Read a file of path declarations ([[path]] tables), resolve each to the schedule it is, and run each at N = 4 and 8 "
+                    "with every output checked against its bounds. Exit 0 every bound holds, 1 one fails, 2 bad file");
+    c.paths_validate->add_option("file", r.paths_validate.file, "The declarations, FILE.toml")->required();
+    c.paths_validate->add_option("--seed", r.paths_validate.seed, "Inputs' seed")->check(seed_value)->capture_default_str();
 }
 
 // `quantize`'s options, into its request.
@@ -167,7 +183,8 @@ void add_simulate(CLI::App& app, Requests& r, Commands& c) {
         "simulate", "Run collective paths on simulated ranks; check every output element's error against its "
                     "a-posteriori and a-priori bounds exactly; fit the error's growth with N");
     c.simulate->add_option("--path", r.simulate.paths, "Paths, comma-separated, or all (every one but the nccl-fp8- paths, "
-                           "whose inputs must fit FP8): " + qtransit::known_path_names())
+                           "whose inputs must fit FP8), a declared path (`qtransit paths`: the -avg ones) or a FILE.toml of [[path]] "
+                           "declarations (docs/PATHS.md; what one fixes becomes the run's --accum, --divide, --format): " + qtransit::known_path_names())
         ->required()->delimiter(',');
     c.simulate->add_option("--ranks", r.simulate.ranks, "N, comma-separated for a sweep (e.g. 4,8,16)")->delimiter(',')->check(fits_int64);
     c.simulate->add_option("--ranks-per-node", r.simulate.ranks_per_node, "G (default: 8 when it divides N, else N)")->check(non_negative);
@@ -285,7 +302,7 @@ int dispatch(int argc, char** argv) {
     app.set_version_flag("--version", std::string(QTRANSIT_VERSION));
     Requests r;
     Commands c;
-    for (auto add : {add_info, add_formats, add_quantize, add_bench, add_survey, add_simulate, add_check, add_verify}) add(app, r, c);
+    for (auto add : {add_info, add_formats, add_paths, add_quantize, add_bench, add_survey, add_simulate, add_check, add_verify}) add(app, r, c);
 
     // A first word that is no command (a typo): CLI11 would say only "A subcommand is required".
     if (argc > 1 && argv[1][0] != '-') {
@@ -328,6 +345,9 @@ int dispatch(int argc, char** argv) {
     if (*c.formats_show) return finish(gate::formats_show(r.show_target));
     if (*c.formats_validate) return finish(gate::formats_validate(r.validate, to_stderr(), progress_printer(tty)));
     if (*c.formats) return finish(gate::formats(r.formats));
+    if (*c.paths_show) return finish(gate::paths_show(r.paths_show));
+    if (*c.paths_validate) return finish(gate::paths_validate(r.paths_validate));
+    if (*c.paths) return finish(gate::paths(r.paths_json));
     if (*c.quantize) return finish(gate::quantize(r.quantize));
     if (*c.bench) return finish(gate::bench(r.bench, to_stdout()));
     if (*c.survey) return finish(gate::survey(r.survey, to_stdout(), survey_progress(tty)));

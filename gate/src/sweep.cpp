@@ -160,9 +160,11 @@ Result<std::vector<std::vector<PathConfig>>> sweep_groups(const SweepSpec& spec)
     std::vector<std::vector<PathConfig>> groups;
     for (int64_t n : spec.ranks) {
         std::vector<PathConfig> g;
-        for (PathKind p : spec.paths) {
+        for (size_t i = 0; i < spec.paths.size(); ++i) {
+            const PathKind p = spec.paths[i];
             PathConfig c;
             c.path = p;
+            if (i < spec.labels.size()) c.label = spec.labels[i];
             c.format = spec.format;
             c.stage_formats = spec.stage_formats;
             c.block = spec.block;
@@ -177,7 +179,7 @@ Result<std::vector<std::vector<PathConfig>>> sweep_groups(const SweepSpec& spec)
             c.seed = spec.seed;  // stochastic rounding's key (docs/FORMATS.md section 4)
             c.codec = typed_path(p) ? nullptr : spec.codec;  // nothing to quantize there
             if (auto st = validate(c); !st) {  // named once: some messages start with the path's name already
-                const std::string name = path_info(p).name;
+                const std::string name = c.path_name();
                 const std::string& m = st.error().message;
                 return make_error(st.error().code, m.starts_with(name + " ") ? m : name + ": " + m);
             }
@@ -499,8 +501,9 @@ Result<std::vector<RunRow>> GroupRun::run(const collectives::Inputs& inputs) {
 // A fitted exponent of the relative RMS error against N for every path run at two N or more.
 std::vector<FitRow> sweep_fits(const SweepSpec& spec, const std::vector<RunRow>& runs) {
     std::vector<FitRow> fits;
-    for (PathKind p : spec.paths) {
-        FitRow f{p, 0, {}};
+    for (size_t i = 0; i < spec.paths.size(); ++i) {
+        const PathKind p = spec.paths[i];
+        FitRow f{p, i < spec.labels.size() && !spec.labels[i].empty() ? spec.labels[i] : std::string(path_info(p).name), 0, {}};
         std::vector<double> ns, errs;
         for (const auto& r : runs) {
             const double e = r.stats.rel_rms_error();
@@ -557,7 +560,7 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
 
 nlohmann::json run_json(const RunRow& r, const std::string& dist, uint64_t seed) {
     const auto& s = r.stats;
-    nlohmann::json j{{"path", path_info(r.config.path).name},
+    nlohmann::json j{{"path", r.config.path_name()},
                      {"ranks", r.config.ranks},
                      {"ranks_per_node", r.config.ranks_per_node},
                      {"elements", r.config.elements},
@@ -584,6 +587,7 @@ nlohmann::json run_json(const RunRow& r, const std::string& dist, uint64_t seed)
                      {"cross_node_bytes_per_rank", r.cross_node_bytes_per_rank},
                      {"fp16_bytes_per_rank", r.fp16_path_bytes_per_rank},
                      {"fp16_ring_rs_bytes_per_rank", r.fp16_ring_rs}};
+    if (!r.config.label.empty()) j["schedule"] = path_info(r.config.path).name;  // a declared path's (docs/PATHS.md)
     if (saturating(r.config.accum)) {  // NCCL's FP8 paths (D41): the outputs a clamp reached
         j["saturated_outputs"] = s.saturated_outputs;
         j["max_saturations"] = s.max_saturations;
@@ -599,7 +603,7 @@ nlohmann::json run_json(const RunRow& r, const std::string& dist, uint64_t seed)
 nlohmann::json fit_json(const FitRow& f) {
     nlohmann::json pts = nlohmann::json::array();
     for (const auto& [n, e] : f.points) pts.push_back({{"ranks", n}, {"rel_rms_error", e}});
-    return {{"path", path_info(f.path).name}, {"exponent", f.exponent}, {"points", pts}};
+    return {{"path", f.name.empty() ? std::string(path_info(f.path).name) : f.name}, {"exponent", f.exponent}, {"points", pts}};
 }
 
 }  // namespace qtransit::gate

@@ -279,7 +279,7 @@ TEST_F(BadInput, NumbersPastTheirRangeAreRefusedNotClamped) {
 
 // A mistyped command is named, with the commands there are (CLI11 said "A subcommand is required").
 TEST_F(BadInput, UnknownCommandIsNamed) {
-    refused("chek --quick", "unknown command 'chek'; the commands: info, formats, quantize, bench, survey, simulate, check, verify");
+    refused("chek --quick", "unknown command 'chek'; the commands: info, formats, paths, quantize, bench, survey, simulate, check, verify");
 }
 
 // ---- issue 46: report files ---------------------------------------------------------------------

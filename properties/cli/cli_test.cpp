@@ -413,6 +413,69 @@ TEST_F(Cli, NcclFp8PathsNameTheirSaturations) {
         EXPECT_EQ(r["path"].get<std::string>().rfind("nccl-fp8-", 0), std::string::npos) << r["path"];
 }
 
+// Declared paths (docs/PATHS.md): `paths` lists every built-in as a declaration; a declaration-only
+// built-in (ncclAvg) is the same run as its schedule with the option it fixes; a user's file of
+// declarations is validated by running it, runs under its own name, and contradicting it is refused.
+TEST_F(Cli, DeclaredPathsRunAsTheScheduleTheyResolveTo) {
+    const Outcome l = run("paths --json");
+    ASSERT_EQ(l.code, 0) << l.err;
+    const auto ls = nlohmann::json::parse(l.out)["paths"];
+    EXPECT_EQ(ls.size(), qtransit::all_paths().size() + 6);
+    const Outcome t = run("paths");
+    ASSERT_EQ(t.code, 0) << t.err;
+    for (const char* n : {"ring-rs", "a2a-hier-rs", "hpz-ag-requant", "bf16-tree-ar", "nccl-fp8-e5m2-tree-ar-avg"})
+        EXPECT_NE(t.out.find(n), std::string::npos) << n;
+    const Outcome sh = run("paths show nccl-fp8-e4m3-ring-ar-avg");
+    ASSERT_EQ(sh.code, 0) << sh.err;
+    EXPECT_NE(sh.out.find("divide = \"pre\""), std::string::npos) << sh.out;
+    EXPECT_NE(sh.out.find("stored = \"fp8-e4m3\""), std::string::npos) << sh.out;
+
+    // ncclAvg as a name: 3 ranks of 104 give 112, as --divide pre does; the row is named by the declaration.
+    const std::string in = npy("avg.npy", std::vector<float>(9, 104.0f), {3, 3});
+    const Outcome d = run("simulate --path nccl-fp8-e4m3-ring-ar-avg --ranks 3 --elements 3 --block 1 --in " + in + " --json");
+    const Outcome o = run("simulate --path nccl-fp8-e4m3-ring-ar --divide pre --ranks 3 --elements 3 --block 1 --in " + in + " --json");
+    ASSERT_EQ(d.code, 0) << d.err;
+    ASSERT_EQ(o.code, 0) << o.err;
+    auto dj = nlohmann::json::parse(d.out)["runs"][0], oj = nlohmann::json::parse(o.out)["runs"][0];
+    EXPECT_EQ(dj["path"], "nccl-fp8-e4m3-ring-ar-avg");
+    EXPECT_EQ(dj["max_abs_error"], 8.0);
+    EXPECT_EQ(dj["schedule"], "nccl-fp8-e4m3-ring-ar");
+    dj.erase("path"), oj.erase("path"), dj.erase("schedule");
+    EXPECT_EQ(dj.dump(), oj.dump());
+    refused("simulate --path nccl-fp8-e4m3-ring-ar-avg --divide post --ranks 3 --elements 3 --block 1 --in " + in,
+            "--divide post contradicts the declared path nccl-fp8-e4m3-ring-ar-avg, which fixes it to pre");
+    refused("simulate --path nccl-fp8-e4m3-ring-ar-avg,nccl-fp8-e4m3-ring-ar --ranks 4 --elements 4 --block 1",
+            "--path nccl-fp8-e4m3-ring-ar and nccl-fp8-e4m3-ring-ar-avg are the same schedule (nccl-fp8-e4m3-ring-ar): name one");
+    refused("simulate --path ring-rz --ranks 4 --elements 64 --format int8", "unknown path 'ring-rz'");
+
+    // A user's file: QuickReduce's shape (two-shot, INT4 groups of 32, binary16 sums) and SDP4Bit's
+    // (INT8 inside the node, INT4 across).
+    const std::string f = write("mine.toml",
+                                "[[path]]\nname = \"qr-int4\"\ncollective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"int4\"\n"
+                                "add = \"fp16\"\n\n[[path]]\nname = \"sdp4bit\"\ncollective = \"reduce-scatter\"\n"
+                                "exchange = \"all-to-all-hierarchical\"\nwire = [\"int8\", \"int4\"]\n");
+    const Outcome v = run("paths validate " + f);
+    ASSERT_EQ(v.code, 0) << v.err << v.out;
+    EXPECT_NE(v.out.find("qr-int4: two-shot-ar (all-reduce over two-shot, wire int4, add fp16): N=4 k 2, N=8 k 2; bounds hold"),
+              std::string::npos) << v.out;
+    EXPECT_NE(v.out.find("sdp4bit: a2a-hier-rs"), std::string::npos) << v.out;
+    refused("simulate --path " + f + " --ranks 8 --elements 2048", "differ in");  // int4 and int8,int4 in one run
+    const Outcome q = run("simulate --path qr-int4 --ranks 8 --elements 2048 --json");  // registered only by a file
+    EXPECT_EQ(q.code, 2);
+    const Outcome one = run("simulate --path " + write("qr.toml", "[[path]]\nname = \"qr-int4\"\ncollective = \"all-reduce\"\n"
+                                                                "exchange = \"two-shot\"\nwire = \"int4\"\nadd = \"fp16\"\n") +
+                            " --ranks 8 --elements 2048");
+    ASSERT_EQ(one.code, 0) << one.err;
+    EXPECT_NE(one.out.find("qr-int4 "), std::string::npos) << one.out;
+    EXPECT_NE(one.out.find("(int4, block 32"), std::string::npos) << one.out;
+    EXPECT_NE(one.out.find("fp16 accumulation"), std::string::npos) << one.out;
+    refused("simulate --path " + (dir_ / "qr.toml").string() + " --format int8 --ranks 8 --elements 2048",
+            "--format int8 contradicts the declared path qr-int4, which fixes it to int4");
+    // A bad declaration: exit 2, file and line, before any run.
+    refused("paths validate " + write("bad.toml", "[[path]]\nname = \"x\"\ncollective = \"all-reduce\"\nexchange = \"ring\"\nwire = \"int8\"\n"),
+            "bad.toml:5:8: path[0].wire: an all-reduce over exchange = \"ring\" is modeled unquantized only");
+}
+
 // A gate config names them: they run once per distribution beside the 16-bit paths, a refused
 // input (heavy tails past 448) is reported as a refusal, and a saturated sum gets its section.
 TEST_F(Cli, GateRunsNamedNcclFp8Paths) {

@@ -307,6 +307,22 @@ def test_simulate_nccl_fp8_counts_its_saturations(cli, tmp_path):
     assert r.to_dict() == want
 
 
+def test_simulate_runs_a_declared_path(tmp_path):
+    # docs/PATHS.md: ncclAvg by name is the FP8 ring with --divide pre, the row named by the declaration;
+    # a user's file of declarations runs the same way, and a contradicting option is refused.
+    x = np.full((3, 3), 104.0, dtype=np.float32)
+    r = qtransit.simulate("nccl-fp8-e4m3-ring-ar-avg", inputs=x, block=1)
+    run = r.to_dict()["runs"][0]
+    assert run["path"] == "nccl-fp8-e4m3-ring-ar-avg" and run["schedule"] == "nccl-fp8-e4m3-ring-ar"
+    assert run["divide"] == "pre" and run["max_abs_error"] == 8.0  # 3 x fl8(1/3) x 104 = 112
+    f = tmp_path / "qr.toml"
+    f.write_text('[[path]]\nname = "qr-int4"\ncollective = "all-reduce"\nexchange = "two-shot"\nwire = "int4"\nadd = "fp16"\n')
+    q = qtransit.simulate(str(f), ranks=8, elements=2048).to_dict()["runs"][0]
+    assert (q["path"], q["schedule"], q["format"], q["accum"], q["k_max"]) == ("qr-int4", "two-shot-ar", "int4", "fp16", 2)
+    with pytest.raises(ValueError, match="contradicts the declared path qr-int4"):
+        qtransit.simulate(str(f), ranks=8, elements=2048, format="int8")
+
+
 def test_simulate_errors():
     with pytest.raises(ValueError, match="dimensions"):
         qtransit.simulate("ring-rs", inputs=normal(512), format="int8")

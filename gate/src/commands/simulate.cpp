@@ -7,6 +7,7 @@
 #include "printf.hpp"
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/common/decl_toml.hpp"
+#include "qtransit/common/path_decl.hpp"
 #include "qtransit/common/text_file.hpp"
 #include "qtransit/gate/commands.hpp"
 #include "qtransit/kernels/tensor_file.hpp"
@@ -73,25 +74,84 @@ Result<kernels::NpyArray> read_inputs(const std::string& in, const std::vector<i
 Error refusal(const Error& e) { return Error{e.code == ErrorCode::kCodec ? ErrorCode::kInvalidArgument : e.code, e.message}; }
 Error refusal(const std::string& message) { return make_error(ErrorCode::kInvalidArgument, message); }
 
+// Declared paths (docs/PATHS.md): a --path that is not a built-in path's name is a declaration
+// (built-in, such as nccl-fp8-e4m3-ring-ar-avg, or registered) or a FILE.toml of them (every one runs).
+// Each becomes its schedule's name, *labels its own (or "" for a built-in under its own name); what
+// a declaration fixes (add type, division, rotation, wire formats) becomes the run's option, for every
+// path of the call, as if given on the command line. Two declarations fixing one option differently,
+// or an option given otherwise on the command line, is refused before any work.
+Result<SimulateRequest> with_declared_paths(const SimulateRequest& r, std::vector<std::string>* labels) {
+    SimulateRequest a = r;
+    a.paths.clear();
+    labels->clear();
+    struct Fixed {
+        std::string value, by;
+    };
+    Fixed accum, divide, rotation, format;
+    std::string problem;
+    auto fix = [&](Fixed& f, const std::string& v, const std::string& who, const char* what) {
+        if (f.by.empty()) f = {v, who};
+        else if (f.value != v && problem.empty())
+            problem = "declared paths " + f.by + " and " + who + " differ in " + what + " (" + f.value + ", " + v + "): run them in separate calls";
+    };
+    for (const auto& name : r.paths) {
+        if (name == "all" || parse_path(name)) {
+            a.paths.push_back(name);
+            labels->push_back("");
+            continue;
+        }
+        auto ds = resolve_path_arg(name);
+        if (!ds) return refusal("--path: " + ds.error().message);
+        for (const auto& d : *ds) {
+            a.paths.push_back(path_info(d.kind).name);
+            labels->push_back(d.is_builtin_kind() ? "" : d.name);
+            if (d.accum && !typed_path(d.kind)) fix(accum, to_string(*d.accum), d.name, "add (--accum)");
+            if (d.divide) fix(divide, to_string(*d.divide), d.name, "divide (--divide)");
+            if (d.rotation) fix(rotation, to_string(*d.rotation), d.name, "rotation (--rotation)");
+            if (!d.wire_any() && !d.wire_none()) {
+                std::string w;
+                for (const auto& f : d.wire) w += (w.empty() ? "" : ",") + f;
+                fix(format, w, d.name, "wire (--format)");
+            }
+        }
+    }
+    if (!problem.empty()) return refusal(problem);
+    for (const auto& [f, opt, flag, dflt] : {std::tuple{&accum, &a.accum, "--accum", "fp32"}, std::tuple{&divide, &a.divide, "--divide", "none"},
+                                            std::tuple{&rotation, &a.rotation, "--rotation", "each-hop"}, std::tuple{&format, &a.format, "--format", ""}}) {
+        if (f->by.empty()) continue;
+        if (*opt != dflt && *opt != f->value)
+            return refusal(std::string(flag) + " " + *opt + " contradicts the declared path " + f->by + ", which fixes it to " + f->value +
+                           " (leave " + flag + " out)");
+        *opt = f->value;
+    }
+    return a;
+}
+
 }  // namespace
 
 Result<SimulatePlan> SimulateRequest::validate() const {
-    const SimulateRequest& a = *this;
+    std::vector<std::string> labels;
+    auto declared = with_declared_paths(*this, &labels);
+    if (!declared) return declared.error();
+    const SimulateRequest& a = *declared;
     SweepSpec spec;
-    for (const auto& name : a.paths) {
+    for (size_t i = 0; i < a.paths.size(); ++i) {
+        const auto& name = a.paths[i];
         if (name == "all") {
-            for (PathKind p : all_path_kinds()) spec.paths.push_back(p);
+            for (PathKind p : all_path_kinds()) spec.paths.push_back(p), spec.labels.push_back("");
             continue;
         }
         auto p = parse_path(name);
         if (!p) return refusal(p.error());
         spec.paths.push_back(*p);
+        spec.labels.push_back(labels[i]);
     }
     // A path or an N twice would run twice, and a fit over the same N twice divides by zero.
+    auto shown = [&](size_t i) { return spec.labels[i].empty() ? std::string(path_info(spec.paths[i]).name) : spec.labels[i]; };
     for (size_t i = 0; i < spec.paths.size(); ++i)
         for (size_t j = 0; j < i; ++j)
             if (spec.paths[i] == spec.paths[j])
-                return refusal(std::string("--path ") + path_info(spec.paths[i]).name + " is named twice" +
+                return refusal("--path " + shown(i) + (shown(i) == shown(j) ? std::string(" is named twice") : " and " + shown(j) + " are the same schedule (" + path_info(spec.paths[i]).name + "): name one") +
                                (std::find(a.paths.begin(), a.paths.end(), "all") != a.paths.end() ? " (all already has it)" : ""));
     for (size_t i = 0; i < a.ranks.size(); ++i)
         for (size_t j = 0; j < i; ++j)
@@ -250,7 +310,7 @@ Printed SimulateOutcome::printed(const SimulateRequest& a) const {
     for (const auto& r : result.runs) {
         p.passed = p.passed && r.stats.bound_holds;
         if (!r.stats.bound_holds)
-            p.complaints.push_back(std::string(path_info(r.config.path).name) + " N=" + std::to_string(r.config.ranks) +
+            p.complaints.push_back(r.config.path_name() + " N=" + std::to_string(r.config.ranks) +
                                    ": bound violated: " + r.stats.first_violation);
     }
     if (a.json) {
@@ -258,13 +318,13 @@ Printed SimulateOutcome::printed(const SimulateRequest& a) const {
         return p;
     }
     int w = 16;  // the path column: as wide as the longest name (nccl-fp8-e4m3-ring-rs)
-    for (const auto& r : result.runs) w = std::max(w, static_cast<int>(std::strlen(path_info(r.config.path).name)));
+    for (const auto& r : result.runs) w = std::max(w, static_cast<int>(r.config.path_name().size()));
     appendf(o, "%-*s %5s %3s %5s %11s %11s %11s %11s %6s %12s %12s %12s\n", w, "path", "N", "G", "k", "max|err|", "relRMS", "max a_post",
             "max a_prio", "bound", "bytes/rank", "cross-node", "fp16 RS");
     for (const auto& r : result.runs) {
         const auto& s = r.stats;
         const std::string k = std::to_string(s.k_min) + (s.k_min == s.k_max ? "" : ".." + std::to_string(s.k_max));
-        appendf(o, "%-*s %5lld %3lld %5s %11.4g %11.4g %11.4g %11.4g %6s %12.0f %12.0f %12.0f\n", w, path_info(r.config.path).name,
+        appendf(o, "%-*s %5lld %3lld %5s %11.4g %11.4g %11.4g %11.4g %6s %12.0f %12.0f %12.0f\n", w, r.config.path_name().c_str(),
                 static_cast<long long>(r.config.ranks), static_cast<long long>(r.config.ranks_per_node), k.c_str(), s.max_abs_error,
                 s.rel_rms_error(), s.max_a_posteriori, s.max_a_priori, s.bound_holds ? "holds" : "FAILS", r.bytes_per_rank,
                 r.cross_node_bytes_per_rank, r.fp16_ring_rs);
@@ -274,9 +334,9 @@ Printed SimulateOutcome::printed(const SimulateRequest& a) const {
         if (r.stats.saturated_outputs > 0)
             appendf(o, "%s N=%lld: %lld of %lld output values saturated (at most %d clamps on one value's way): "
                     "the a-posteriori bound includes what each clamp removed; the a-priori bound is unbounded\n",
-                    path_info(r.config.path).name, static_cast<long long>(r.config.ranks), static_cast<long long>(r.stats.saturated_outputs),
+                    r.config.path_name().c_str(), static_cast<long long>(r.config.ranks), static_cast<long long>(r.stats.saturated_outputs),
                     static_cast<long long>(r.stats.outputs_checked), r.stats.max_saturations);
-    for (const auto& f : result.fits) appendf(o, "fit %-16s relative RMS error ~ N^%.3f\n", path_info(f.path).name, f.exponent);
+    for (const auto& f : result.fits) appendf(o, "fit %-16s relative RMS error ~ N^%.3f\n", f.name.c_str(), f.exponent);
     if (codec) appendf(o, "(every Q and D by the codec %s)\n", codec->describe().c_str());
     // The format and accumulation of the quantized paths; the 16-bit ones carry their own (D26).
     std::string fmt_name = only_typed ? "unquantized" : format.name();
@@ -312,7 +372,7 @@ std::string SimulateOutcome::costs(const SimulateRequest& a) const {
                 "qtransit: %s N=%lld %s: busiest rank checking %.4f s (cpu %.4f s); schedule %.4f s (cpu %.4f s), "
                 "per rank %.4f s (cpu %.5f s); checking / rank's collective (cpu) median %.3f, max %.3f; "
                 "whole pass %.4f s\n",
-                a.backend.c_str(), static_cast<long long>(r.config.ranks), path_info(r.config.path).name, r.check_seconds,
+                a.backend.c_str(), static_cast<long long>(r.config.ranks), r.config.path_name().c_str(), r.check_seconds,
                 r.check_cpu_seconds, r.collective_seconds, r.collective_cpu_seconds, r.collective_seconds / static_cast<double>(r.config.ranks),
                 r.collective_cpu_seconds / static_cast<double>(r.config.ranks), r.check_to_collective, r.check_to_collective_max,
                 r.group_seconds);

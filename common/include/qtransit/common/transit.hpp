@@ -165,6 +165,10 @@ struct PathConfig {
     Divide divide = Divide::kNone;
     // A rotated format's sums (D28): end to end on ring-rs, a2a-rs, a2a-hier-rs and tree-rs only.
     Rotation rotation = Rotation::kEachHop;
+    // The name of the declared path this run is (common/path_decl.hpp, docs/PATHS.md) when it is not
+    // the built-in path's own; empty: path_info(path).name. Tables and reports use path_name().
+    std::string label;
+    std::string path_name() const { return label.empty() ? std::string(path_info(path).name) : label; }
 
     int64_t shard() const { return elements / ranks; }  // S = M / N
     int64_t nodes() const { return ranks / ranks_per_node; }

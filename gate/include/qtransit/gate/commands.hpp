@@ -231,6 +231,20 @@ Result<FormatValidation> validate_declared(const FormatsValidateRequest& r, cons
 Result<Printed> formats_validate(const FormatsValidateRequest& r, const Emit& note = {},
                                  const std::function<void(const GateProgress&)>& progress = {});
 
+// ---- paths, paths show, paths validate (docs/PATHS.md) -------------------------------------------
+// `paths`: every built-in path as its declaration (schedule, wire, types, division), text or JSON.
+Result<Printed> paths(bool json);
+// A path's TOML declaration (a built-in's name, or every declaration of FILE.toml).
+Result<Printed> paths_show(const std::string& target);
+// `paths validate FILE.toml`: every declaration read and resolved (a mistake: an Error, exit 2), then
+// each run by simulate at N = 4 and 8 (a wire of "any": int8), every output checked against its
+// bounds in exact arithmetic; passed when every bound holds. seed: the inputs'.
+struct PathsValidateRequest {
+    std::string file;
+    uint64_t seed = 1;
+};
+Result<Printed> paths_validate(const PathsValidateRequest& r);
+
 // ---- survey -------------------------------------------------------------------------------------
 struct SurveyRequest {
     std::vector<std::string> formats;        // empty: all built-in

@@ -47,6 +47,9 @@ struct RunRow {
 
 struct SweepSpec {
     std::vector<PathKind> paths;
+    // Parallel to paths, or empty: the declared path each one runs as (PathConfig::label; "" for a
+    // built-in path under its own name).
+    std::vector<std::string> labels;
     std::vector<int64_t> ranks;          // one run of every path per N
     int64_t ranks_per_node = 0;          // 0: 8 when 8 divides N, else N (one node)
     int64_t elements = 0;                // M per rank
@@ -86,6 +89,7 @@ struct SweepSpec {
 
 struct FitRow {
     PathKind path;
+    std::string name;  // the path's (PathConfig::path_name)
     double exponent = 0;                               // least squares of log rel_rms on log N
     std::vector<std::pair<int64_t, double>> points;    // (N, rel_rms_error)
 };

@@ -1,0 +1,517 @@
+// Declared paths (docs/PATHS.md): the TOML grammar, its resolution to a modeled schedule, the
+// built-in declarations and the registry --path reads.
+#include "qtransit/common/path_decl.hpp"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "qtransit/common/decl_toml.hpp"
+#include "qtransit/common/text_file.hpp"
+#include "toml_table.hpp"
+
+namespace qtransit {
+namespace {
+
+std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+    return s;
+}
+
+// One schedule qtransit models, as a declaration sees it. `quantized`: its wire carries a format's
+// codes (wire = a format or "any"); else values travel in the stored type. `types`: the (add, stored)
+// pairs an unquantized schedule takes, each with its kind.
+struct Shape {
+    const char* collective;
+    const char* exchange;
+    bool quantized;
+    const char* requantize;  // quantized: once | each-hop | each-stage; unquantized: ""
+    std::vector<std::tuple<const char*, const char*, PathKind>> types;  // unquantized: (add, stored, kind)
+    PathKind kind = PathKind::kRingRs;                                    // quantized
+};
+
+const std::vector<Shape>& shapes() {
+    static const std::vector<Shape> s{
+        {"reduce-scatter", "ring", true, "each-hop", {}, PathKind::kRingRs},
+        {"reduce-scatter", "all-to-all", true, "once", {}, PathKind::kA2aRs},
+        {"reduce-scatter", "all-to-all-hierarchical", true, "each-stage", {}, PathKind::kA2aHierRs},
+        {"reduce-scatter", "recursive-halving", true, "each-hop", {}, PathKind::kTreeRs},
+        {"all-reduce", "two-shot", true, "each-stage", {}, PathKind::kTwoShotAr},
+        {"all-gather", "ring", true, "once", {}, PathKind::kRingAg},
+        {"all-gather", "ring", true, "each-hop", {}, PathKind::kRingAgRequant},
+        {"all-gather", "hpz", true, "once", {}, PathKind::kHpzAgFp},
+        {"all-gather", "hpz", true, "each-stage", {}, PathKind::kHpzAgRequant},
+        {"reduce-scatter", "ring", false, "",
+         {{"fp32", "fp32", PathKind::kFp32RingRs},
+          {"bf16", "bf16", PathKind::kBf16RingRs},
+          {"fp16", "fp16", PathKind::kFp16RingRs},
+          {"fp16", "fp8-e4m3", PathKind::kFp8E4m3RingRs},
+          {"fp16", "fp8-e5m2", PathKind::kFp8E5m2RingRs}}},
+        {"all-reduce", "ring", false, "",
+         {{"bf16", "bf16", PathKind::kBf16RingAr},
+          {"fp16", "fp16", PathKind::kFp16RingAr},
+          {"fp16", "fp8-e4m3", PathKind::kFp8E4m3RingAr},
+          {"fp16", "fp8-e5m2", PathKind::kFp8E5m2RingAr}}},
+        {"all-reduce", "tree", false, "",
+         {{"bf16", "bf16", PathKind::kBf16TreeAr},
+          {"fp16", "fp16", PathKind::kFp16TreeAr},
+          {"fp16", "fp8-e4m3", PathKind::kFp8E4m3TreeAr},
+          {"fp16", "fp8-e5m2", PathKind::kFp8E5m2TreeAr}}},
+    };
+    return s;
+}
+
+const std::vector<std::string> kCollectives{"reduce-scatter", "all-reduce", "all-gather"};
+const std::vector<std::string> kExchanges{"ring", "tree", "recursive-halving", "all-to-all", "all-to-all-hierarchical", "two-shot", "hpz"};
+const std::vector<std::string> kTypes{"fp32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2"};
+const std::vector<std::string> kRequantize{"once", "each-hop", "each-stage"};
+const std::vector<std::string> kKeys{"name", "source", "collective", "exchange", "wire", "add", "stored", "requantize", "divide", "rotation", "scales"};
+
+// "a reduce-scatter", "an all-reduce".
+std::string a_(const std::string& collective) { return (collective.starts_with("all") ? "an " : "a ") + collective; }
+
+// What a declaration names each schedule by, for the messages that list the choices.
+std::string describe(const Shape& s) {
+    if (s.quantized) return "exchange = \"" + std::string(s.exchange) + "\" with a wire format, requantize = \"" + s.requantize + "\"";
+    std::vector<std::string> t;
+    for (const auto& [add, stored, kind] : s.types) t.push_back(std::string(add) + "/" + stored);
+    return "exchange = \"" + std::string(s.exchange) + "\" with wire = \"none\", add/stored " + join(t, ", ");
+}
+
+struct Ctx {
+    std::string source, prefix;
+    Error err(const toml::source_region& at, const std::string& key, const std::string& what) const {
+        std::string where = source;
+        if (at.begin.line > 0) where += ":" + std::to_string(at.begin.line) + ":" + std::to_string(at.begin.column);
+        return make_error(ErrorCode::kInvalidArgument, where + ": " + printable(prefix + key) + ": " + printable(what, 2000));
+    }
+};
+
+Result<std::string> get_str(const Ctx& c, const toml::node& n, const std::string& key) {
+    if (!n.is_string()) return c.err(n.source(), key, std::string("expected a string, got ") + detail::type_name(n));
+    return n.as_string()->get();
+}
+Result<std::string> get_one_of(const Ctx& c, const toml::node& n, const std::string& key, const std::vector<std::string>& known) {
+    auto s = get_str(c, n, key);
+    if (!s) return s.error();
+    if (std::find(known.begin(), known.end(), *s) == known.end())
+        return c.err(n.source(), key, "unknown value '" + *s + "' (known: " + join(known) + ")");
+    return *s;
+}
+
+bool valid_name(const std::string& s) {
+    if (s.empty() || s.size() > 64 || !(s[0] >= 'a' && s[0] <= 'z')) return false;
+    for (char ch : s)
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_')) return false;
+    return !s.ends_with(".toml") && s != "all";
+}
+
+// One [[path]] table, resolved.
+Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
+    const toml::source_region& at = t.source();
+    for (const auto& [k, v] : t)
+        if (std::find(kKeys.begin(), kKeys.end(), std::string(k.str())) == kKeys.end())
+            return c.err(v.source(), std::string(k.str()), "unknown key (known: " + join(kKeys) + ")");
+    PathDecl d;
+    auto req = [&](const char* key) -> const toml::node* { return t.get(key); };
+    const toml::node* n = req("name");
+    if (!n) return c.err(at, "name", "missing (the name --path gives it)");
+    auto name = get_str(c, *n, "name");
+    if (!name) return name.error();
+    if (!valid_name(*name))
+        return c.err(n->source(), "name", "'" + *name + "': 1-64 characters of a-z 0-9 - . _, starting with a letter (not 'all', not ending in .toml)");
+    d.name = *name;
+    if (const toml::node* s = req("source")) {
+        auto v = get_str(c, *s, "source");
+        if (!v) return v.error();
+        d.source = *v;
+    }
+    for (const auto& [key, field, known] : {std::tuple{"collective", &d.collective, &kCollectives},
+                                            std::tuple{"exchange", &d.exchange, &kExchanges}}) {
+        const toml::node* v = req(key);
+        if (!v) return c.err(at, key, std::string("missing (one of: ") + join(*known) + ")");
+        auto s = get_one_of(c, *v, key, *known);
+        if (!s) return s.error();
+        *field = *s;
+    }
+    // wire: "none", "any", a format, or a list of formats (one per stage).
+    const toml::node* w = req("wire");
+    if (!w) return c.err(at, "wire", "missing: \"none\" (values travel unquantized), \"any\" (the run's --format), a format, or [stage1, stage2]");
+    if (w->is_string()) {
+        d.wire = {w->as_string()->get()};
+    } else if (const toml::array* arr = w->as_array()) {
+        for (const auto& e : *arr) {
+            auto s = get_str(c, e, "wire");
+            if (!s) return s.error();
+            d.wire.push_back(*s);
+        }
+        if (d.wire.empty() || d.wire.size() > 2) return c.err(w->source(), "wire", "a list of one format per quantizing stage (1 or 2), got " + std::to_string(d.wire.size()));
+    } else {
+        return c.err(w->source(), "wire", std::string("expected a string or a list of strings, got ") + detail::type_name(*w));
+    }
+    const bool quantized = !d.wire_none();
+    if (d.wire.size() > 1)
+        for (const auto& f : d.wire)
+            if (f == "none" || f == "any") return c.err(w->source(), "wire", "'" + f + "' stands alone, not in a list of stage formats");
+    if (quantized && !d.wire_any())
+        for (const auto& f : d.wire)
+            if (auto r = resolve_format(f); !r) return c.err(w->source(), "wire", r.error().message);
+    for (const auto& [key, field] : {std::pair{"add", &d.add}, std::pair{"stored", &d.stored}}) {
+        if (const toml::node* v = req(key)) {
+            auto s = get_one_of(c, *v, key, kTypes);
+            if (!s) return s.error();
+            *field = *s;
+        }
+    }
+    if (const toml::node* v = req("requantize")) {
+        auto s = get_one_of(c, *v, "requantize", kRequantize);
+        if (!s) return s.error();
+        d.requantize = *s;
+    }
+    d.scales = "per-block";
+    if (const toml::node* v = req("scales")) {
+        auto s = get_one_of(c, *v, "scales", {"per-block", "per-tensor"});
+        if (!s) return s.error();
+        if (*s == "per-tensor")
+            return c.err(v->source(), "scales",
+                         "\"per-tensor\" (one scale per tensor from an all-reduced amax, as FSDP's float8 all-gather) is not modeled yet: "
+                         "the amax all-reduce is not in the ledger, so no bound follows; use a format whose block is the whole shard");
+    }
+
+    // The schedule: (collective, exchange, quantized) and then requantize or the types.
+    std::vector<const Shape*> same;  // the schedules with this collective and exchange
+    for (const auto& s : shapes())
+        if (d.collective == s.collective && d.exchange == s.exchange) same.push_back(&s);
+    auto choices = [&] {
+        std::vector<std::string> v;
+        for (const Shape* s : same) v.push_back(describe(*s));
+        return v;
+    };
+    if (same.empty()) {
+        std::vector<std::string> ex;
+        for (const auto& s : shapes())
+            if (d.collective == s.collective && std::find(ex.begin(), ex.end(), s.exchange) == ex.end()) ex.push_back(s.exchange);
+        return c.err(req("exchange")->source(), "exchange",
+                     a_(d.collective) + " over exchange = \"" + d.exchange + "\" is not a schedule qtransit models (for " + a_(d.collective) +
+                         ": " + join(ex) + ")");
+    }
+    const Shape* pick = nullptr;
+    if (quantized) {
+        std::vector<const Shape*> q;
+        for (const Shape* s : same)
+            if (s->quantized) q.push_back(s);
+        if (q.empty())
+            return c.err(w->source(), "wire",
+                         a_(d.collective) + " over exchange = \"" + d.exchange + "\" is modeled unquantized only (" + join(choices(), "; ") +
+                             "): a wire format here has no schedule");
+        if (d.requantize.empty()) {
+            if (q.size() > 1) {
+                std::vector<std::string> r;
+                for (const Shape* s : q) r.push_back(s->requantize);
+                return c.err(at, "requantize", "missing: a " + d.collective + " over " + d.exchange + " is modeled with requantize = " + join(r, " or "));
+            }
+            pick = q[0];
+            d.requantize = pick->requantize;
+        } else {
+            for (const Shape* s : q)
+                if (d.requantize == s->requantize) pick = s;
+            if (!pick) {
+                std::vector<std::string> r;
+                for (const Shape* s : q) r.push_back(s->requantize);
+                return c.err(req("requantize")->source(), "requantize",
+                             "\"" + d.requantize + "\": a quantized " + d.collective + " over " + d.exchange + " is modeled with requantize = " + join(r, " or "));
+            }
+        }
+        d.kind = pick->kind;
+        // The types: one add type, the partial sums stored in it (PathConfig::accum); a gather adds nothing.
+        if (path_info(d.kind).shape == PathShape::kAllGather) {
+            if (!d.add.empty() || !d.stored.empty())
+                return c.err(req(d.add.empty() ? "stored" : "add")->source(), d.add.empty() ? "stored" : "add",
+                             "an all-gather adds nothing: leave add and stored out");
+        } else {
+            if (!d.add.empty() && !d.stored.empty() && d.add != d.stored)
+                return c.err(req("stored")->source(), "stored",
+                             "a quantized path's partial sums are stored in the type they are added in (add = \"" + d.add + "\", stored = \"" + d.stored + "\")");
+            const std::string& ty = d.add.empty() ? d.stored : d.add;
+            if (ty.starts_with("fp8"))
+                return c.err(req(d.add.empty() ? "stored" : "add")->source(), d.add.empty() ? "stored" : "add",
+                             "FP8 sums with a quantized wire are not modeled: NCCL's FP8 paths carry FP8 values (wire = \"none\", add = \"fp16\", "
+                             "stored = \"" + ty + "\")");
+            if (!ty.empty()) {
+                auto a = parse_accum(ty);
+                if (!a) return a.error();
+                d.accum = *a;
+                d.add = d.stored = ty;
+            }
+        }
+        const auto stages = format_stages(d.kind);
+        if (d.wire.size() == 2 && stages.empty())
+            return c.err(w->source(), "wire", std::string(path_info(d.kind).name) + " quantizes in one stage: give one format");
+    } else {
+        if (!d.requantize.empty())
+            return c.err(req("requantize")->source(), "requantize", "nothing is quantized (wire = \"none\"): every add is rounded to `stored`; leave it out");
+        for (const Shape* s : same)
+            if (!s->quantized) pick = s;
+        if (!pick)
+            return c.err(w->source(), "wire",
+                         a_(d.collective) + " over " + d.exchange + " is modeled with a wire format only (" + join(choices(), "; ") + ")");
+        if (d.stored.empty()) return c.err(at, "stored", "missing: the type values travel and partial sums are kept in (wire = \"none\")");
+        if (d.add.empty()) d.add = d.stored.starts_with("fp8") ? "fp16" : d.stored;
+        bool found = false;
+        for (const auto& [add, stored, kind] : pick->types)
+            if (d.add == add && d.stored == stored) found = true, d.kind = kind;
+        if (!found) {
+            std::string why;
+            if (d.stored.starts_with("fp8"))
+                why = d.add == "fp32" ? " (an FP8 sum added in binary32, as NCCL's symmetric kernels do, is not modeled)"
+                                      : " (NCCL adds FP8 values in binary16: add = \"fp16\")";
+            else if (d.add != d.stored)
+                why = " (an unquantized partial sum is stored in the type it is added in)";
+            return c.err(req("stored")->source(), "stored",
+                         "add = \"" + d.add + "\", stored = \"" + d.stored + "\" over " + d.exchange + ": not modeled" + why + "; modeled: " +
+                             describe(*pick));
+        }
+        d.accum = path_info(d.kind).element;
+    }
+    if (const toml::node* v = req("divide")) {
+        auto s = get_str(c, *v, "divide");
+        if (!s) return s.error();
+        auto div = parse_divide(*s);
+        if (!div) return c.err(v->source(), "divide", div.error().message);
+        d.divide = *div;
+    }
+    if (const toml::node* v = req("rotation")) {
+        auto s = get_str(c, *v, "rotation");
+        if (!s) return s.error();
+        auto r = parse_rotation(*s);
+        if (!r) return c.err(v->source(), "rotation", r.error().message);
+        d.rotation = *r;
+    }
+    // What PathConfig's own rules say of the settings (divide on a gather, post with FP8, end-to-end
+    // on a path that does not sum rotated values), on a configuration that satisfies the rest.
+    PathConfig pc;
+    pc.path = d.kind;
+    pc.ranks = 8;
+    pc.ranks_per_node = 8;
+    pc.block = 32;
+    pc.elements = 8 * 32;
+    if (d.accum) pc.accum = *d.accum;
+    apply_element_type(pc);
+    if (d.divide) pc.divide = *d.divide;
+    if (d.rotation) pc.rotation = *d.rotation;
+    if (quantized && !d.wire_any()) {
+        auto f = resolve_format(d.wire[0]);
+        if (!f) return f.error();
+        pc.format = *f;
+        if (d.wire.size() == 2) {
+            auto g = resolve_format(d.wire[1]);
+            if (!g) return g.error();
+            pc.stage_formats = {*f, *g};
+        }
+        // A block every stage's format takes (a fixed-block format's own; else 32, or the first
+        // power of two a format accepts).
+        pc.block = f->fixed_block() > 0 ? f->fixed_block() : 32;
+        for (int64_t b = pc.block; b <= 4096; b *= 2)
+            if (f->check_block(b) && (pc.stage_formats.empty() || pc.stage_formats[1].check_block(b))) {
+                pc.block = b;
+                break;
+            }
+        pc.elements = 8 * pc.block;
+    } else if (quantized && pc.rotation == Rotation::kEndToEnd) {
+        pc.format = FormatSpec{};  // checked against the run's format when it runs
+        pc.rotation = Rotation::kEachHop;
+    }
+    if (auto st = validate(pc); !st) {
+        const std::string& m = st.error().message;
+        const char* key = m.find("--divide") != std::string::npos ? "divide" : m.find("--rotation") != std::string::npos ? "rotation" : "wire";
+        const toml::node* kn = req(key);
+        return c.err(kn ? kn->source() : at, key, m);
+    }
+    return d;
+}
+
+// The built-in declarations' text: one per built-in path, then the declaration-only variants.
+std::string builtin_text() {
+    struct B {
+        const char* name;
+        const char* body;
+    };
+    static const B kBuiltins[] = {
+        {"ring-rs", "collective = \"reduce-scatter\"\nexchange = \"ring\"\nwire = \"any\"\nrequantize = \"each-hop\"\n"
+                    "source = \"DeepSpeed ZeRO's ring reduce-scatter with a quantized wire (NUMERICS.md section 3)\"\n"},
+        {"a2a-rs", "collective = \"reduce-scatter\"\nexchange = \"all-to-all\"\nwire = \"any\"\nrequantize = \"once\"\n"
+                   "source = \"ZeRO++ qgZ, one hop (NUMERICS.md section 3)\"\n"},
+        {"a2a-hier-rs", "collective = \"reduce-scatter\"\nexchange = \"all-to-all-hierarchical\"\nwire = \"any\"\nrequantize = \"each-stage\"\n"
+                        "source = \"ZeRO++ qgZ, intra-node then inter-node all-to-all (NUMERICS.md section 3)\"\n"},
+        {"tree-rs", "collective = \"reduce-scatter\"\nexchange = \"recursive-halving\"\nwire = \"any\"\nrequantize = \"each-hop\"\n"
+                    "source = \"recursive halving, N a power of two (NUMERICS.md section 3)\"\n"},
+        {"two-shot-ar", "collective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"any\"\nrequantize = \"each-stage\"\n"
+                        "source = \"a2a-rs, then an all-gather quantized once (NUMERICS.md section 3)\"\n"},
+        {"ring-ag", "collective = \"all-gather\"\nexchange = \"ring\"\nwire = \"any\"\nrequantize = \"once\"\n"
+                    "source = \"ZeRO++ qwZ: codes travel unchanged (NUMERICS.md section 3)\"\n"},
+        {"ring-ag-requant", "collective = \"all-gather\"\nexchange = \"ring\"\nwire = \"any\"\nrequantize = \"each-hop\"\n"
+                            "source = \"a naive ring all-gather that decodes and re-encodes at every hop (NUMERICS.md section 3)\"\n"},
+        {"hpz-ag-fp", "collective = \"all-gather\"\nexchange = \"hpz\"\nwire = \"any\"\nrequantize = \"once\"\n"
+                      "source = \"ZeRO++ hpZ: the secondary shard kept unquantized (NUMERICS.md section 3)\"\n"},
+        {"hpz-ag-requant", "collective = \"all-gather\"\nexchange = \"hpz\"\nwire = \"any\"\nrequantize = \"each-stage\"\n"
+                           "source = \"ZeRO++ hpZ: the secondary shard re-encoded (NUMERICS.md section 3)\"\n"},
+        {"fp32-ring-rs", "collective = \"reduce-scatter\"\nexchange = \"ring\"\nwire = \"none\"\nadd = \"fp32\"\nstored = \"fp32\"\n"
+                         "source = \"an unquantized binary32 ring reduce-scatter\"\n"},
+        {"bf16-ring-rs", "collective = \"reduce-scatter\"\nexchange = \"ring\"\nwire = \"none\"\nadd = \"bf16\"\nstored = \"bf16\"\n"
+                         "source = \"NCCL ring reduce-scatter in bfloat16 (docs/DECISIONS.md D26)\"\n"},
+        {"fp16-ring-rs", "collective = \"reduce-scatter\"\nexchange = \"ring\"\nwire = \"none\"\nadd = \"fp16\"\nstored = \"fp16\"\n"
+                         "source = \"NCCL ring reduce-scatter in binary16 (D26)\"\n"},
+        {"bf16-ring-ar", "collective = \"all-reduce\"\nexchange = \"ring\"\nwire = \"none\"\nadd = \"bf16\"\nstored = \"bf16\"\n"
+                         "source = \"NCCL ring all-reduce in bfloat16 (D26)\"\n"},
+        {"fp16-ring-ar", "collective = \"all-reduce\"\nexchange = \"ring\"\nwire = \"none\"\nadd = \"fp16\"\nstored = \"fp16\"\n"
+                         "source = \"NCCL ring all-reduce in binary16 (D26)\"\n"},
+        {"bf16-tree-ar", "collective = \"all-reduce\"\nexchange = \"tree\"\nwire = \"none\"\nadd = \"bf16\"\nstored = \"bf16\"\n"
+                         "source = \"NCCL tree all-reduce in bfloat16 (D26)\"\n"},
+        {"fp16-tree-ar", "collective = \"all-reduce\"\nexchange = \"tree\"\nwire = \"none\"\nadd = \"fp16\"\nstored = \"fp16\"\n"
+                         "source = \"NCCL tree all-reduce in binary16 (D26)\"\n"},
+    };
+    std::string t;
+    for (const auto& b : kBuiltins) t += "[[path]]\nname = \"" + std::string(b.name) + "\"\n" + b.body + "\n";
+    // NCCL's FP8 reductions (D41; NVIDIA/nccl 5067397c, docs/SOURCES.md section 1), with and without ncclAvg.
+    for (const char* ty : {"e4m3", "e5m2"})
+        for (const auto& [sched, coll, ex] : {std::tuple{"ring-rs", "reduce-scatter", "ring"}, std::tuple{"ring-ar", "all-reduce", "ring"},
+                                              std::tuple{"tree-ar", "all-reduce", "tree"}})
+            for (bool avg : {false, true}) {
+                const std::string name = std::string("nccl-fp8-") + ty + "-" + sched + (avg ? "-avg" : "");
+                t += "[[path]]\nname = \"" + name + "\"\ncollective = \"" + coll + "\"\nexchange = \"" + ex +
+                     "\"\nwire = \"none\"\nadd = \"fp16\"\nstored = \"fp8-" + ty + "\"\n" + (avg ? "divide = \"pre\"\n" : "") +
+                     "source = \"NCCL >= 2.24 ncclFloat8" + ty + (avg ? ", ncclAvg (the inputs times fl8(1/N) in binary16)" : "") +
+                     ": __hadd in binary16, stored back with __NV_SATFINITE (src/device/reduce_kernel.h, NVIDIA/nccl 5067397c)\"\n\n";
+            }
+    return t;
+}
+
+struct Registry {
+    std::mutex mu;
+    std::vector<PathDecl> user;
+};
+Registry& registry() {
+    static Registry r;
+    return r;
+}
+
+bool same_decl(const PathDecl& a, const PathDecl& b) {
+    return a.name == b.name && a.kind == b.kind && a.accum == b.accum && a.divide == b.divide && a.rotation == b.rotation && a.wire == b.wire;
+}
+
+}  // namespace
+
+Result<std::vector<PathDecl>> parse_path_decls(const std::string& text, const std::string& source) {
+    auto t = detail::parse_toml(text, source);
+    if (!t) return t.error();
+    Ctx top{source, ""};
+    for (const auto& [k, v] : *t)
+        if (k.str() != "path")
+            return top.err(v.source(), std::string(k.str()), "unknown key: a path declaration file holds [[path]] tables only");
+    const toml::node* p = t->get("path");
+    if (!p) return make_error(ErrorCode::kInvalidArgument, source + ": no [[path]] table (docs/PATHS.md)");
+    const toml::array* arr = p->as_array();
+    if (!arr || !arr->is_array_of_tables())
+        return top.err(p->source(), "path", "expected [[path]] tables (an array of tables)");
+    std::vector<PathDecl> out;
+    for (size_t i = 0; i < arr->size(); ++i) {
+        Ctx c{source, "path[" + std::to_string(i) + "]."};
+        const toml::table& tb = *arr->get(i)->as_table();
+        auto d = decl_from_table(tb, c);
+        if (!d) return d.error();
+        for (const auto& e : out)
+            if (e.name == d->name) return c.err(tb.get("name")->source(), "name", "'" + d->name + "' is declared twice in this file");
+        out.push_back(std::move(*d));
+    }
+    return out;
+}
+
+Result<std::vector<PathDecl>> load_path_decls(const std::string& file) {
+    auto text = read_text_file(file, kMaxConfigBytes, "path declaration file");
+    if (!text) return text.error();
+    return parse_path_decls(*text, file);
+}
+
+std::string path_decl_to_toml(const PathDecl& d) {
+    auto q = [](const std::string& s) {
+        std::string o = "\"";
+        for (char ch : s) {
+            if (ch == '"' || ch == '\\') o += '\\';
+            o += ch;
+        }
+        return o + "\"";
+    };
+    std::string t = "[[path]]\nname = " + q(d.name) + "\n";
+    if (!d.source.empty()) t += "source = " + q(d.source) + "\n";
+    t += "collective = " + q(d.collective) + "\nexchange = " + q(d.exchange) + "\n";
+    if (d.wire.size() == 1) t += "wire = " + q(d.wire[0]) + "\n";
+    else t += "wire = [" + q(d.wire[0]) + ", " + q(d.wire[1]) + "]\n";
+    if (!d.requantize.empty()) t += "requantize = " + q(d.requantize) + "\n";
+    if (!d.add.empty()) t += "add = " + q(d.add) + "\n";
+    if (!d.stored.empty()) t += "stored = " + q(d.stored) + "\n";
+    if (d.divide) t += "divide = " + q(to_string(*d.divide)) + "\n";
+    if (d.rotation) t += "rotation = " + q(to_string(*d.rotation)) + "\n";
+    return t;
+}
+
+const std::vector<PathDecl>& builtin_path_decls() {
+    static const std::vector<PathDecl> b = [] {
+        auto r = parse_path_decls(builtin_text(), "<built-in paths>");
+        // The text is ours; a mistake in it is a bug that every test of paths catches.
+        return r ? std::move(*r) : std::vector<PathDecl>{};
+    }();
+    return b;
+}
+
+std::string known_path_decl_names() {
+    std::vector<std::string> v;
+    for (const auto& d : builtin_path_decls()) v.push_back(d.name);
+    std::lock_guard lock(registry().mu);
+    for (const auto& d : registry().user) v.push_back(d.name);
+    return join(v);
+}
+
+Result<PathDecl> find_path_decl(std::string_view name) {
+    for (const auto& d : builtin_path_decls())
+        if (d.name == name) return d;
+    {
+        std::lock_guard lock(registry().mu);
+        for (const auto& d : registry().user)
+            if (d.name == name) return d;
+    }
+    return make_error(ErrorCode::kInvalidArgument, "unknown path '" + printable(name) + "' (known: " + known_path_decl_names() +
+                                                       "; or a declaration FILE.toml, docs/PATHS.md)");
+}
+
+Status register_path_decl(const PathDecl& d) {
+    for (const auto& b : builtin_path_decls())
+        if (b.name == d.name) {
+            if (same_decl(b, d)) return Status::Ok();
+            return make_error(ErrorCode::kInvalidArgument, "path '" + d.name + "' is a built-in path; give the declaration another name");
+        }
+    std::lock_guard lock(registry().mu);
+    for (const auto& u : registry().user)
+        if (u.name == d.name) {
+            if (same_decl(u, d)) return Status::Ok();
+            return make_error(ErrorCode::kInvalidArgument, "path '" + d.name + "' is already declared differently; give this one another name");
+        }
+    registry().user.push_back(d);
+    return Status::Ok();
+}
+
+Result<std::vector<PathDecl>> resolve_path_arg(std::string_view arg) {
+    if (!(arg.size() > 5 && arg.ends_with(".toml"))) {
+        auto d = find_path_decl(arg);
+        if (!d) return d.error();
+        return std::vector<PathDecl>{*d};
+    }
+    auto v = load_path_decls(std::string(arg));
+    if (!v) return v.error();
+    for (const auto& d : *v)
+        if (auto st = register_path_decl(d); !st) return make_error(st.error().code, std::string(arg) + ": " + st.error().message);
+    return v;
+}
+
+}  // namespace qtransit

@@ -1,0 +1,127 @@
+// `qtransit paths` (every built-in path as a declaration), `paths show` (a declaration's TOML) and
+// `paths validate` (a user's declarations resolved, then run and checked): docs/PATHS.md.
+#include <algorithm>
+
+#include "printf.hpp"
+#include "qtransit/common/path_decl.hpp"
+#include "qtransit/gate/commands.hpp"
+
+namespace qtransit::gate {
+namespace {
+
+std::string wire_text(const PathDecl& d) {
+    std::string w;
+    for (const auto& f : d.wire) w += (w.empty() ? "" : ",") + f;
+    return w;
+}
+std::string types_text(const PathDecl& d) {
+    if (d.add.empty() && d.stored.empty()) return path_info(d.kind).shape == PathShape::kAllGather ? "-" : "run's";
+    return d.add == d.stored ? d.add : d.add + "/" + d.stored;
+}
+
+nlohmann::json decl_json(const PathDecl& d) {
+    nlohmann::json j{{"name", d.name},
+                     {"schedule", path_info(d.kind).name},
+                     {"collective", d.collective},
+                     {"exchange", d.exchange},
+                     {"wire", d.wire},
+                     {"requantize", d.requantize.empty() ? nlohmann::json() : nlohmann::json(d.requantize)},
+                     {"add", d.add.empty() ? nlohmann::json() : nlohmann::json(d.add)},
+                     {"stored", d.stored.empty() ? nlohmann::json() : nlohmann::json(d.stored)},
+                     {"divide", d.divide ? nlohmann::json(to_string(*d.divide)) : nlohmann::json()},
+                     {"rotation", d.rotation ? nlohmann::json(to_string(*d.rotation)) : nlohmann::json()},
+                     {"saturates", saturating(path_info(d.kind).element)},
+                     {"source", d.source}};
+    return j;
+}
+
+}  // namespace
+
+Result<Printed> paths(bool json) {
+    const auto& all = builtin_path_decls();
+    if (all.empty()) return make_error(ErrorCode::kInternal, "the built-in path declarations did not parse");
+    Printed p;
+    if (json) {
+        nlohmann::json arr = nlohmann::json::array();
+        for (const auto& d : all) arr.push_back(decl_json(d));
+        p.out = nlohmann::json{{"paths", arr}}.dump(2) + "\n";
+        return p;
+    }
+    size_t w = 4;
+    for (const auto& d : all) w = std::max(w, d.name.size());
+    appendf(p.out, "%-*s %-14s %-24s %-5s %-10s %-13s %-6s\n", static_cast<int>(w), "path", "collective", "exchange", "wire", "requantize",
+            "add/stored", "divide");
+    for (const auto& d : all)
+        appendf(p.out, "%-*s %-14s %-24s %-5s %-10s %-13s %-6s\n", static_cast<int>(w), d.name.c_str(), d.collective.c_str(), d.exchange.c_str(),
+                wire_text(d).c_str(), d.requantize.empty() ? "-" : d.requantize.c_str(), types_text(d).c_str(),
+                d.divide ? to_string(*d.divide) : path_info(d.kind).shape == PathShape::kAllGather ? "-" : "run's");
+    appendf(p.out,
+            "(wire any: the run's --format; none: values travel in the stored type, every add rounded to it; run's: the "
+            "run's --accum or --divide.\n `qtransit paths show NAME` prints a declaration; a .toml file of [[path]] tables "
+            "declares new ones: docs/PATHS.md)\n");
+    return p;
+}
+
+Result<Printed> paths_show(const std::string& target) {
+    auto ds = resolve_path_arg(target);
+    if (!ds) return ds.error();
+    Printed p;
+    for (size_t i = 0; i < ds->size(); ++i) p.out += (i ? "\n" : "") + path_decl_to_toml((*ds)[i]);
+    return p;
+}
+
+Result<Printed> paths_validate(const PathsValidateRequest& r) {
+    if (!(r.file.size() > 5 && r.file.ends_with(".toml")))
+        return make_error(ErrorCode::kInvalidArgument, r.file + ": paths validate takes a declaration file (FILE.toml)");
+    auto ds = resolve_path_arg(r.file);
+    if (!ds) return ds.error();
+    Printed p;
+    for (const auto& d : *ds) {
+        SimulateRequest s;
+        s.paths = {d.name};
+        s.ranks = {4, 8};  // powers of two (tree-rs), and two nodes of 4 at N = 8
+        s.ranks_per_node = 4;
+        s.block = 32;
+        if (d.wire_any()) s.format = "int8";
+        s.elements = 8 * 32 * 8;
+        s.seed = r.seed;
+        s.threads = 1;
+        // The declaration's wire formats may want another block: the first of 32, 64, ... they take.
+        if (!d.wire_any() && !d.wire_none())
+            for (int64_t b = 32; b <= 4096; b *= 2) {
+                bool ok = true;
+                for (const auto& f : d.wire) {
+                    auto fs = parse_format(f);
+                    ok = ok && fs && fs->check_block(b);
+                }
+                if (ok) {
+                    s.block = b;
+                    s.elements = 8 * b * 8;
+                    break;
+                }
+            }
+        auto out = simulate(s);
+        if (!out) return make_error(out.error().code, d.name + ": " + out.error().message);
+        bool holds = true;
+        int64_t sat = 0;
+        std::string ks;
+        for (const auto& run : (*out)->result.runs) {
+            holds = holds && run.stats.bound_holds;
+            sat += run.stats.saturated_outputs;
+            ks += (ks.empty() ? "" : ", ") + std::string("N=") + std::to_string(run.config.ranks) + " k " + std::to_string(run.stats.k_min) +
+                  (run.stats.k_min == run.stats.k_max ? "" : ".." + std::to_string(run.stats.k_max));
+            if (!run.stats.bound_holds)
+                p.complaints.push_back(d.name + " N=" + std::to_string(run.config.ranks) + ": bound violated: " + run.stats.first_violation);
+        }
+        p.passed = p.passed && holds;
+        appendf(p.out, "%s: %s (%s over %s, wire %s%s%s%s): %s; bounds %s%s\n", d.name.c_str(), path_info(d.kind).name, d.collective.c_str(),
+                d.exchange.c_str(), wire_text(d).c_str(), d.wire_any() ? " (run with int8)" : "",
+                d.add.empty() ? "" : (", add " + types_text(d)).c_str(), d.divide ? (std::string(", divide ") + to_string(*d.divide)).c_str() : "",
+                ks.c_str(), holds ? "hold" : "FAIL", sat ? (" (" + std::to_string(sat) + " outputs saturated)").c_str() : "");
+    }
+    appendf(p.out, "(%zu declaration%s in %s; each run by simulate at N = 4 and 8, normal inputs, seed %llu)\n", ds->size(),
+            ds->size() == 1 ? "" : "s", r.file.c_str(), static_cast<unsigned long long>(r.seed));
+    return p;
+}
+
+}  // namespace qtransit::gate

@@ -1,0 +1,141 @@
+// Declared paths (common/path_decl.hpp, docs/PATHS.md): every built-in path is a declaration that
+// resolves to itself; a declaration prints back to one that resolves the same; every declaration no
+// modeled schedule computes is refused with its reason, by file, line and key.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "qtransit/common/path_decl.hpp"
+
+namespace {
+
+using namespace qtransit;
+
+std::string one(const std::string& body) { return "[[path]]\nname = \"p\"\n" + body; }
+
+TEST(PathDecl, EveryBuiltInPathIsADeclarationThatResolvesToItself) {
+    const auto& b = builtin_path_decls();
+    ASSERT_FALSE(b.empty());
+    std::set<std::string> names;
+    for (const auto& d : b) names.insert(d.name);
+    EXPECT_EQ(names.size(), b.size());  // no name twice
+    for (const auto& p : all_paths()) {
+        auto d = find_path_decl(p.name);
+        ASSERT_TRUE(d.ok()) << p.name;
+        EXPECT_EQ(d->kind, p.kind) << p.name;
+        EXPECT_TRUE(d->is_builtin_kind()) << p.name;
+        EXPECT_EQ(d->wire_any(), p.quantized) << p.name;  // a quantized built-in takes the run's format
+        if (typed_path(p.kind)) {
+            ASSERT_TRUE(d->accum.has_value()) << p.name;
+            EXPECT_EQ(*d->accum, p.element) << p.name;
+        }
+        EXPECT_FALSE(d->divide.has_value()) << p.name;  // a built-in under its own name fixes no division
+    }
+    // The declaration-only variants: NCCL's FP8 ncclAvg, the mean with the factor before the sum.
+    int avg = 0;
+    for (const auto& d : b)
+        if (d.name.ends_with("-avg")) {
+            ++avg;
+            EXPECT_TRUE(saturating(path_info(d.kind).element)) << d.name;
+            ASSERT_TRUE(d.divide.has_value());
+            EXPECT_EQ(*d.divide, Divide::kPre) << d.name;
+            EXPECT_EQ(std::string(path_info(d.kind).name) + "-avg", d.name);
+            EXPECT_FALSE(d.is_builtin_kind());
+        }
+    EXPECT_EQ(avg, 6);
+    EXPECT_EQ(b.size(), all_paths().size() + 6);
+}
+
+TEST(PathDecl, PrintsBackToTheSameResolution) {
+    for (const auto& d : builtin_path_decls()) {
+        auto back = parse_path_decls(path_decl_to_toml(d), "back.toml");
+        ASSERT_TRUE(back.ok()) << d.name << ": " << back.error().message;
+        ASSERT_EQ(back->size(), 1u);
+        const PathDecl& e = (*back)[0];
+        EXPECT_EQ(e.name, d.name);
+        EXPECT_EQ(e.kind, d.kind) << d.name;
+        EXPECT_EQ(e.accum, d.accum) << d.name;
+        EXPECT_EQ(e.divide, d.divide) << d.name;
+        EXPECT_EQ(e.wire, d.wire) << d.name;
+        EXPECT_EQ(e.source, d.source) << d.name;
+    }
+}
+
+TEST(PathDecl, AUsersDeclarationResolvesToItsSchedule) {
+    // QuickReduce's shape (docs/SOURCES.md section 2): two-shot, INT4 in groups of 32, sums in binary16.
+    auto q = parse_path_decls(one("collective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"int4\"\nadd = \"fp16\"\n"), "q.toml");
+    ASSERT_TRUE(q.ok()) << q.error().message;
+    EXPECT_EQ((*q)[0].kind, PathKind::kTwoShotAr);
+    EXPECT_EQ((*q)[0].requantize, "each-stage");  // the only one modeled there: filled in
+    ASSERT_TRUE((*q)[0].accum.has_value());
+    EXPECT_EQ(*(*q)[0].accum, Accum::kFp16);
+    // One format per stage.
+    auto h = parse_path_decls(one("collective = \"reduce-scatter\"\nexchange = \"all-to-all-hierarchical\"\nwire = [\"int8\", \"int4\"]\n"), "h.toml");
+    ASSERT_TRUE(h.ok()) << h.error().message;
+    EXPECT_EQ((*h)[0].kind, PathKind::kA2aHierRs);
+    EXPECT_EQ((*h)[0].wire.size(), 2u);
+    // A ring all-gather: once is qwZ's, each-hop the naive one.
+    auto g = parse_path_decls(one("collective = \"all-gather\"\nexchange = \"ring\"\nwire = \"int8\"\nrequantize = \"each-hop\"\n"), "g.toml");
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    EXPECT_EQ((*g)[0].kind, PathKind::kRingAgRequant);
+}
+
+TEST(PathDecl, WhatNoScheduleComputesIsRefusedWithTheReason) {
+    const std::pair<std::string, std::string> cases[] = {
+        {one("collective = \"all-reduce\"\nexchange = \"ring\"\nwire = \"int8\"\n"),
+         "x.toml:5:8: path[0].wire: an all-reduce over exchange = \"ring\" is modeled unquantized only"},
+        {one("collective = \"all-reduce\"\nexchange = \"ring\"\nwire = \"none\"\nadd = \"fp32\"\nstored = \"fp8-e4m3\"\n"),
+         "an FP8 sum added in binary32, as NCCL's symmetric kernels do, is not modeled"},
+        {one("collective = \"all-reduce\"\nexchange = \"ring\"\nwire = \"none\"\n"), "path[0].stored: missing"},
+        {one("collective = \"reduce-scatter\"\nexchange = \"ring\"\nwire = \"int8\"\nscales = \"per-tensor\"\n"), "is not modeled yet"},
+        {one("collective = \"all-gather\"\nexchange = \"ring\"\nwire = \"int8\"\n"), "path[0].requantize: missing"},
+        {one("collective = \"all-gather\"\nexchange = \"ring\"\nwire = \"int8\"\nrequantize = \"once\"\ndivide = \"pre\"\n"),
+         "path[0].divide:"},
+        {one("collective = \"all-reduce\"\nexchange = \"tree\"\nwire = \"none\"\nstored = \"fp8-e5m2\"\ndivide = \"post\"\n"),
+         "ncclAvg multiplies every input"},
+        {one("collective = \"reduce-scatter\"\nexchange = \"ring\"\nwire = [\"int8\", \"int4\"]\n"), "quantizes in one stage"},
+        {one("collective = \"reduce-scatter\"\nexchange = \"ring\"\nwire = \"int9\"\n"), "path[0].wire:"},
+        {one("collective = \"reduce-scatter\"\nexchange = \"ring\"\nwire = \"int8\"\nadd = \"fp8-e4m3\"\n"),
+         "FP8 sums with a quantized wire are not modeled"},
+        {one("collective = \"all-gather\"\nexchange = \"two-shot\"\nwire = \"int8\"\n"), "is not a schedule qtransit models"},
+        {one("collective = \"reduce-scatter\"\nexchange = \"ring\"\nwire = \"none\"\nstored = \"fp16\"\nrequantize = \"once\"\n"),
+         "nothing is quantized"},
+        {one("collective = \"reduce-scatter\"\nexchange = \"ring\"\nwire = \"int8\"\nhops = 3\n"), "path[0].hops: unknown key"},
+        {one("collective = \"reduce-scatter\"\nexchange = \"ring\"\nwire = \"int8\"\n") + one("collective = \"all-gather\"\nexchange = \"hpz\"\nwire = \"int8\"\nrequantize = \"once\"\n"),
+         "path[1].name: 'p' is declared twice"},
+        {"[[path]]\nname = \"all\"\n", "path[0].name: 'all'"},
+        {"[path]\nname = \"x\"\n", "expected [[path]] tables"},
+        {"name = \"x\"\n", "x.toml:1:8: name: unknown key"},
+    };
+    for (const auto& [text, want] : cases) {
+        auto r = parse_path_decls(text, "x.toml");
+        ASSERT_FALSE(r.ok()) << text;
+        EXPECT_NE(r.error().message.find(want), std::string::npos) << text << "\nwanted: " << want << "\ngot: " << r.error().message;
+        EXPECT_EQ(r.error().message.find('\n'), std::string::npos) << r.error().message;
+    }
+}
+
+TEST(PathDecl, ABuiltInNameIsNotTakenByAnotherDeclaration) {
+    auto d = parse_path_decls("[[path]]\nname = \"ring-rs\"\ncollective = \"reduce-scatter\"\nexchange = \"ring\"\nwire = \"int4\"\n", "y.toml");
+    ASSERT_TRUE(d.ok()) << d.error().message;
+    auto st = register_path_decl((*d)[0]);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.error().message.find("is a built-in path"), std::string::npos) << st.error().message;
+    // The same declaration twice registers once; another one under that name is refused.
+    auto u = parse_path_decls(one("collective = \"reduce-scatter\"\nexchange = \"ring\"\nwire = \"int4\"\n"), "u.toml");
+    ASSERT_TRUE(u.ok());
+    EXPECT_TRUE(register_path_decl((*u)[0]).ok());
+    EXPECT_TRUE(register_path_decl((*u)[0]).ok());
+    auto v = parse_path_decls(one("collective = \"reduce-scatter\"\nexchange = \"all-to-all\"\nwire = \"int4\"\n"), "v.toml");
+    ASSERT_TRUE(v.ok());
+    EXPECT_FALSE(register_path_decl((*v)[0]).ok());
+    auto f = find_path_decl("p");
+    ASSERT_TRUE(f.ok());
+    EXPECT_EQ(f->kind, PathKind::kRingRs);
+    auto unknown = find_path_decl("ring-rz");
+    ASSERT_FALSE(unknown.ok());
+    EXPECT_NE(unknown.error().message.find("nccl-fp8-e4m3-ring-ar-avg"), std::string::npos);
+}
+
+}  // namespace
