@@ -33,32 +33,29 @@ const char* type_name(const toml::node& n) {
     }
 }
 
+Error TomlCtx::err(const toml::source_region& at, const std::string& key, const std::string& what) const {
+    std::string where = source;
+    if (at.begin.line > 0) where += ":" + std::to_string(at.begin.line) + ":" + std::to_string(at.begin.column);
+    return make_error(ErrorCode::kInvalidArgument, where + ": " + printable(prefix + key) + ": " + printable(what, 2000));
+}
+
+Result<std::string> get_str(const TomlCtx& c, const toml::node& n, const std::string& key) {
+    if (!n.is_string()) return c.err(n.source(), key, std::string("expected a string, got ") + type_name(n));
+    return n.as_string()->get();
+}
+
 }  // namespace detail
 
+using detail::get_str;
 using detail::type_name;
+using Ctx = detail::TomlCtx;
 
 namespace {
-
-struct Ctx {
-    std::string source, prefix;
-    Error err(const toml::source_region& at, const std::string& key, const std::string& what) const {
-        std::string where = source;
-        if (at.begin.line > 0) where += ":" + std::to_string(at.begin.line) + ":" + std::to_string(at.begin.column);
-        // Keys and values are the user's text (a quoted key or a string may hold a newline): escaped, so
-        // that every message stays one line.
-        return make_error(ErrorCode::kInvalidArgument, where + ": " + printable(prefix + key) + ": " + printable(what, 2000));
-    }
-};
 
 std::string join(const std::vector<std::string>& v) {
     std::string s;
     for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
     return s;
-}
-
-Result<std::string> get_str(const Ctx& c, const toml::node& n, const std::string& key) {
-    if (!n.is_string()) return c.err(n.source(), key, std::string("expected a string, got ") + type_name(n));
-    return n.as_string()->get();
 }
 Result<bool> get_bool(const Ctx& c, const toml::node& n, const std::string& key) {
     if (!n.is_boolean()) return c.err(n.source(), key, std::string("expected true or false, got ") + type_name(n));

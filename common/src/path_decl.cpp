@@ -80,19 +80,9 @@ std::string describe(const Shape& s) {
     return "exchange = \"" + std::string(s.exchange) + "\" with wire = \"none\", add/stored " + join(t, ", ");
 }
 
-struct Ctx {
-    std::string source, prefix;
-    Error err(const toml::source_region& at, const std::string& key, const std::string& what) const {
-        std::string where = source;
-        if (at.begin.line > 0) where += ":" + std::to_string(at.begin.line) + ":" + std::to_string(at.begin.column);
-        return make_error(ErrorCode::kInvalidArgument, where + ": " + printable(prefix + key) + ": " + printable(what, 2000));
-    }
-};
+using Ctx = detail::TomlCtx;
+using detail::get_str;
 
-Result<std::string> get_str(const Ctx& c, const toml::node& n, const std::string& key) {
-    if (!n.is_string()) return c.err(n.source(), key, std::string("expected a string, got ") + detail::type_name(n));
-    return n.as_string()->get();
-}
 Result<std::string> get_one_of(const Ctx& c, const toml::node& n, const std::string& key, const std::vector<std::string>& known) {
     auto s = get_str(c, n, key);
     if (!s) return s.error();

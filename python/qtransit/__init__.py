@@ -13,6 +13,7 @@ with the numbers of the command's JSON as attributes (``.passed``, ``.first_fail
     qtransit.check_codec(fmt, encode, decode)            the gate with a quantizer written in Python
     qtransit.validate_format("my.toml")                  a declared format: every property and path
     qtransit.show_format(fmt)                            a format's TOML declaration
+    qtransit.paths(), qtransit.show_path(path)           the paths as declarations (docs/PATHS.md)
     qtransit.survey(formats=..., dists=...)              every format over every input distribution
     qtransit.info()                                      version, build features, GPUs visible
     qtransit.strategies.blocks(...)                      Hypothesis strategies for binary32 blocks
@@ -35,7 +36,7 @@ from ._results import (CheckFailed, FormatInfo, FormatValidationResult, GateResu
                        SimulateResult, SurveyResult, VerifyCollectiveResult, VerifyQuantizeResult)
 
 __all__ = ["formats", "quantize", "verify_quantize", "simulate", "verify_collective", "check", "check_codec",
-           "validate_format", "show_format", "survey", "info",
+           "validate_format", "show_format", "paths", "show_path", "survey", "info",
            "CheckFailed", "Record", "Result", "__version__"]
 
 
@@ -186,6 +187,19 @@ def validate_format(file=None, *, codec=None, quick=False, seed=1, raise_on_fail
     v = _native.validate_format(os.fspath(file) if file is not None else "", bool(quick), int(seed),
                                 os.fspath(codec) if codec is not None else "")
     return FormatValidationResult(v)._raise_if(raise_on_failure)
+
+
+def paths():
+    """Every built-in path as its declaration (docs/PATHS.md), as `qtransit paths --json` lists them:
+    dicts with name, schedule, collective, exchange, wire, requantize, add, stored, divide, rotation,
+    saturates and source (None where the run's option applies)."""
+    return json.loads(_native.paths_json())["paths"]
+
+
+def show_path(path):
+    """The TOML declaration of a path (a built-in's name), or every declaration of a .toml file
+    (registered, so that simulate can name them), as `qtransit paths show`."""
+    return _native.show_path(os.fspath(path))
 
 
 def show_format(fmt):

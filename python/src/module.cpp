@@ -487,6 +487,10 @@ Validation validate_format(const std::string& file, bool quick, uint64_t seed, c
 // `qtransit formats show`: a format's declaration as TOML.
 std::string show_format(const std::string& target) { return take(qt::gate::formats_show(target)).out; }
 
+// `qtransit paths --json` and `paths show` (docs/PATHS.md).
+std::string paths_json() { return take(qt::gate::paths(true)).out; }
+std::string show_path(const std::string& target) { return take(qt::gate::paths_show(target)).out; }
+
 // `qtransit info --json`, for this process (the interpreter's allocator).
 std::string info_json() { return qt::gate::info({true, "the Python interpreter's (the C library's malloc)"}).out; }
 
@@ -554,6 +558,8 @@ NB_MODULE(_qtransit, m) {
     m.def("formats_json", &formats_json, nb::arg("block"));
     m.def("validate_format", &validate_format, nb::arg("file"), nb::arg("quick"), nb::arg("seed"), nb::arg("codec"));
     m.def("show_format", &show_format, nb::arg("target"));
+    m.def("paths_json", &paths_json);
+    m.def("show_path", &show_path, nb::arg("target"));
     m.def("info_json", &info_json);
     m.def("survey", &survey, nb::arg("formats"), nb::arg("dists"), nb::arg("elements"), nb::arg("block"), nb::arg("seed"));
     m.def("quantize", &quantize, nb::arg("fmt"), nb::arg("x"), nb::arg("shape"), nb::arg("block"), nb::arg("nonfinite"),

@@ -321,6 +321,9 @@ def test_simulate_runs_a_declared_path(tmp_path):
     assert (q["path"], q["schedule"], q["format"], q["accum"], q["k_max"]) == ("qr-int4", "two-shot-ar", "int4", "fp16", 2)
     with pytest.raises(ValueError, match="contradicts the declared path qr-int4"):
         qtransit.simulate(str(f), ranks=8, elements=2048, format="int8")
+    listed = {p["name"]: p for p in qtransit.paths()}
+    assert listed["nccl-fp8-e5m2-tree-ar-avg"]["divide"] == "pre" and listed["ring-rs"]["wire"] == ["any"]
+    assert 'divide = "pre"' in qtransit.show_path("nccl-fp8-e4m3-ring-rs-avg")
 
 
 def test_simulate_errors():
