@@ -3,6 +3,7 @@
 #include "qtransit/common/path_decl.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <set>
@@ -425,11 +426,22 @@ Result<std::vector<PathDecl>> load_path_decls(const std::string& file) {
 }
 
 std::string path_decl_to_toml(const PathDecl& d) {
+    // A TOML basic string: quotes and backslashes escaped, and every control character (a source may
+    // hold a tab or a carriage return, written as \t or \r) as \uXXXX, which TOML takes raw nowhere.
     auto q = [](const std::string& s) {
         std::string o = "\"";
         for (char ch : s) {
-            if (ch == '"' || ch == '\\') o += '\\';
-            o += ch;
+            const unsigned char u = static_cast<unsigned char>(ch);
+            if (ch == '"' || ch == '\\') {
+                o += '\\';
+                o += ch;
+            } else if (u < 0x20 || u == 0x7f) {
+                char buf[8];
+                std::snprintf(buf, sizeof buf, "\\u%04X", u);
+                o += buf;
+            } else {
+                o += ch;
+            }
         }
         return o + "\"";
     };

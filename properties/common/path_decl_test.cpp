@@ -62,6 +62,18 @@ TEST(PathDecl, PrintsBackToTheSameResolution) {
     }
 }
 
+// Found by path_decl_fuzz: a source with a control character (a TOML "\r") printed raw, which TOML
+// refuses inside a string; now written as \uXXXX, with quotes and backslashes escaped.
+TEST(PathDecl, ASourceWithControlCharactersPrintsBack) {
+    auto d = parse_path_decls(one("source = \"a\\tb\\rc \\\"q\\\" \\\\ d\\u007F\"\ncollective = \"reduce-scatter\"\nexchange = \"ring\"\nwire = \"int8\"\n"),
+                              "s.toml");
+    ASSERT_TRUE(d.ok()) << d.error().message;
+    EXPECT_EQ((*d)[0].source, "a\tb\rc \"q\" \\ d\x7f");
+    auto back = parse_path_decls(path_decl_to_toml((*d)[0]), "back.toml");
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    EXPECT_EQ((*back)[0].source, (*d)[0].source);
+}
+
 TEST(PathDecl, AUsersDeclarationResolvesToItsSchedule) {
     // QuickReduce's shape (docs/SOURCES.md section 2): two-shot, INT4 in groups of 32, sums in binary16.
     auto q = parse_path_decls(one("collective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"int4\"\nadd = \"fp16\"\n"), "q.toml");
