@@ -4,9 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <map>
 #include <mutex>
-#include <set>
 
 #include "qtransit/common/decl_toml.hpp"
 #include "qtransit/common/text_file.hpp"
