@@ -32,6 +32,10 @@ const char* to_string(ScaleType s) {
         case ScaleType::kE8m0Even: return "e8m0-even";
         case ScaleType::kE8m0Ceil: return "e8m0-ceil";
         case ScaleType::kNone: return "none";
+        case ScaleType::kFp32AmaxMul: return "fp32-amax-mul";
+        case ScaleType::kFp32AmaxMulRcp: return "fp32-amax-mul-rcp";
+        case ScaleType::kE8m0RceilMul: return "e8m0-rceil-mul";
+        case ScaleType::kPow2RceilMul: return "pow2-rceil-mul";
     }
     return "?";
 }
@@ -55,8 +59,12 @@ int Decl::scale_bytes() const {
         case ScaleType::kE8m0Floor:
         case ScaleType::kE8m0Rceil:
         case ScaleType::kE8m0Even:
-        case ScaleType::kE8m0Ceil: return 1;
+        case ScaleType::kE8m0Ceil:
+        case ScaleType::kE8m0RceilMul: return 1;
         case ScaleType::kNone: return 0;
+        case ScaleType::kFp32AmaxMul:
+        case ScaleType::kFp32AmaxMulRcp:
+        case ScaleType::kPow2RceilMul: return 4;
     }
     return 4;
 }
@@ -183,6 +191,24 @@ Status finalize(Decl& d) {
     }
     if (!(d.amp > 0)) return bad("element", "the element type has no non-zero value");
     d.emax_elem = floor_log2(d.amp);
+    d.amp_rcp = 1.0f / d.amp;  // binary32 division, RNE
+    if (!takes_amax_floor(d.scale) && d.amax_floor != 0)
+        return bad("amax_floor", std::string("is for the scales fp32-amax-mul, fp32-amax-mul-rcp, e8m0-rceil-mul and pow2-rceil-mul; scale '") +
+                                     to_string(d.scale) + "' has its own floor (a library's: [conventions] scale_floor)");
+    if (!(d.amax_floor >= 0) || !std::isfinite(d.amax_floor))
+        return bad("amax_floor", "must be a finite binary32 value >= 0");
+    if (takes_amax_floor(d.scale)) {
+        const std::string name = to_string(d.scale);
+        if (d.offset_min) return bad("offset", "'min' does not combine with scale '" + name + "' (it scales the absmax)");
+        if (d.rotated()) return bad("transform", "'hadamard' does not combine with scale '" + name + "' yet");
+        if (d.conventions.any()) return bad("conventions", "scale '" + name + "' takes no conventions (they are defined for x / s)");
+        // m = fl32(A / a) must be finite for every block: a >= amax_floor >= A / FLT_MAX.
+        const double least = static_cast<double>(d.amp) / static_cast<double>(std::numeric_limits<float>::max());
+        if (multiplies(d.scale) && !(static_cast<double>(d.amax_floor) >= least))
+            return bad("amax_floor", "scale '" + name + "' multiplies each element by A / max(absmax, amax_floor), which must be finite: "
+                                     "amax_floor must be at least A / FLT_MAX = " + std::to_string(least) +
+                                     " (DeepEP floors the absmax at 1e-4, FlashInfer at 1e-12)");
+    }
     // Conventions (FORMATS.md section 10): each only where the format has the quantity it changes.
     const Conventions& c = d.conventions;
     if (c.any() && d.rotated())

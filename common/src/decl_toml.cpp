@@ -6,6 +6,7 @@
 #include "qtransit/common/text_file.hpp"
 #include "toml_table.hpp"
 
+#include <bit>
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -89,6 +90,10 @@ const std::vector<std::pair<std::string, ScaleType>> kScales{{"fp32-absmax", Sca
                                                              {"e8m0-rceil", ScaleType::kE8m0Rceil},
                                                              {"e8m0-even", ScaleType::kE8m0Even},
                                                              {"e8m0-ceil", ScaleType::kE8m0Ceil},
+                                                             {"fp32-amax-mul", ScaleType::kFp32AmaxMul},
+                                                             {"fp32-amax-mul-rcp", ScaleType::kFp32AmaxMulRcp},
+                                                             {"e8m0-rceil-mul", ScaleType::kE8m0RceilMul},
+                                                             {"pow2-rceil-mul", ScaleType::kPow2RceilMul},
                                                              {"none", ScaleType::kNone}};
 const std::vector<std::pair<std::string, bool>> kOffsets{{"none", false}, {"min", true}};
 const std::vector<std::pair<std::string, Rounding>> kRoundings{{"nearest-even", Rounding::kNearestEven},
@@ -105,7 +110,7 @@ const std::vector<std::pair<std::string, FloatSpecial>> kSpecials{{"ieee", Float
                                                                   {"none", FloatSpecial::kNone}};
 const std::vector<std::pair<std::string, bool>> kRanges{{"restricted", false}, {"full", true}};
 
-const std::vector<std::string> kTopKeys{"name", "like", "block", "scale", "offset", "rounding", "packing", "transform", "signs", "element",
+const std::vector<std::string> kTopKeys{"name", "like", "block", "scale", "amax_floor", "offset", "rounding", "packing", "transform", "signs", "element",
                                         "conventions"};
 const std::vector<std::string> kConventionKeys{"nonfinite", "scale_floor", "scale_subnormals", "divide_floor", "divide_floor_by",
                                                "zero_scale", "overflow", "element_subnormals", "decode_overflow"};
@@ -232,6 +237,7 @@ Result<FormatSpec> finalized(const Ctx& c, const toml::table& t, const toml::tab
         else if (!key.empty()) at = t.get(key);
         if (!at && key.rfind("element", 0) == 0) at = element;
         if (!at && key.rfind("conventions", 0) == 0) at = t.get("conventions");
+        if (!at && key == "amax_floor") at = t.get("scale");  // the floor it is missing is the scale's
         return c.err(at ? at->source() : t.source(), key.empty() ? "element" : key,
                      key.empty() ? st.error().message : st.error().message.substr(key.size() + 2));
     }
@@ -245,7 +251,7 @@ Result<FormatSpec> declaration_from_table(const toml::table& t, const std::strin
     const toml::node* element = nullptr;
     // `like`: start from another format's declaration (a built-in, or one declared before), so that a
     // library's conventions are declared without restating the format; the other keys override it.
-    bool liked = false;
+    bool liked = false, have_amax_floor = false;
     if (const toml::node* like = t.get("like")) {
         auto s = get_str(c, *like, "like");
         if (!s) return s.error();
@@ -279,6 +285,11 @@ Result<FormatSpec> declaration_from_table(const toml::table& t, const std::strin
             auto s = get_enum(c, v, key, kScales);
             if (!s) return s.error();
             d.scale = *s;
+        } else if (key == "amax_floor") {
+            auto f = table_value(c, v, key);
+            if (!f) return f.error();
+            d.amax_floor = *f;
+            have_amax_floor = true;
         } else if (key == "offset") {
             auto s = get_enum(c, v, key, kOffsets);
             if (!s) return s.error();
@@ -307,6 +318,8 @@ Result<FormatSpec> declaration_from_table(const toml::table& t, const std::strin
         }
     }
     if (name.empty()) return c.err(t.source(), "name", "is required (the format's name, e.g. name = \"my-fp6\")");
+    // A liked format's floor goes with its scale: another scale that takes none drops it.
+    if (liked && !have_amax_floor && !takes_amax_floor(d.scale)) d.amax_floor = 0;
     if (!element && !liked) return c.err(t.source(), "element", "is required (an [element] table with its type, or like = \"<format>\")");
     if (!element) return finalized(c, t, nullptr, nullptr, name, d);
     // An [element] replaces the liked format's element whole.
@@ -493,6 +506,7 @@ Result<std::string> declaration_to_toml(const FormatSpec& f) {
     o << "name = \"" << f.name() << "\"\n";
     if (d.fixed_block) o << "block = " << d.fixed_block << "\n";
     o << "scale = \"" << to_string(d.scale) << "\"\n";
+    if (d.amax_floor != 0) o << "amax_floor = " << toml_float(d.amax_floor) << "\n";
     o << "offset = \"" << (d.offset_min ? "min" : "none") << "\"\n";
     o << "rounding = \"" << to_string(d.rounding) << "\"\n";
     o << "packing = \"" << to_string(d.packing) << "\"\n";
@@ -539,7 +553,8 @@ Result<std::string> declaration_to_toml(const FormatSpec& f) {
 bool same_declaration(const Decl& a, const Decl& b) {
     if (a.elem != b.elem || a.scale != b.scale || a.offset_min != b.offset_min || a.rounding != b.rounding ||
         a.packing != b.packing || a.fixed_block != b.fixed_block || a.bits != b.bits || a.transform != b.transform ||
-        a.random_signs != b.random_signs || !(a.conventions == b.conventions))
+        a.random_signs != b.random_signs || !(a.conventions == b.conventions) ||
+        std::bit_cast<uint32_t>(a.amax_floor) != std::bit_cast<uint32_t>(b.amax_floor))
         return false;
     switch (a.elem) {
         case ElemType::kInt:

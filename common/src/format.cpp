@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -182,7 +183,10 @@ void write_metadata(const FormatSpec& f, float scale, float offset, uint8_t* out
     int n = 4;
     if (f.kind == FormatKind::kDecl) {
         switch (f.decl->scale) {
-            case ScaleType::kFp32Absmax: std::memcpy(out, &scale, 4); break;
+            case ScaleType::kFp32Absmax:
+            case ScaleType::kFp32AmaxMul:
+            case ScaleType::kFp32AmaxMulRcp:
+            case ScaleType::kPow2RceilMul: std::memcpy(out, &scale, 4); break;
             case ScaleType::kFp16Absmax: {
                 const uint16_t h = to_half_exact(scale);
                 std::memcpy(out, &h, 2);
@@ -191,7 +195,8 @@ void write_metadata(const FormatSpec& f, float scale, float offset, uint8_t* out
             case ScaleType::kE8m0Floor:
             case ScaleType::kE8m0Rceil:
             case ScaleType::kE8m0Even:
-            case ScaleType::kE8m0Ceil: {
+            case ScaleType::kE8m0Ceil:
+            case ScaleType::kE8m0RceilMul: {
                 if (scale != scale) {
                     out[0] = 0xFF;
                 } else {
@@ -215,7 +220,10 @@ void read_metadata(const FormatSpec& f, const uint8_t* in, float* scale, float* 
     int n = 4;
     if (f.kind == FormatKind::kDecl) {
         switch (f.decl->scale) {
-            case ScaleType::kFp32Absmax: std::memcpy(scale, in, 4); break;
+            case ScaleType::kFp32Absmax:
+            case ScaleType::kFp32AmaxMul:
+            case ScaleType::kFp32AmaxMulRcp:
+            case ScaleType::kPow2RceilMul: std::memcpy(scale, in, 4); break;
             case ScaleType::kFp16Absmax: {
                 uint16_t h;
                 std::memcpy(&h, in, 2);
@@ -226,6 +234,7 @@ void read_metadata(const FormatSpec& f, const uint8_t* in, float* scale, float* 
             case ScaleType::kE8m0Rceil:
             case ScaleType::kE8m0Even:
             case ScaleType::kE8m0Ceil:
+            case ScaleType::kE8m0RceilMul:
                 *scale = in[0] == 0xFF ? float_of(0x7FC00000u) : std::ldexp(1.0f, static_cast<int>(in[0]) - 127);
                 break;
             case ScaleType::kNone: *scale = 1.0f; break;
@@ -388,6 +397,19 @@ const std::vector<FormatSpec>& all_builtin_formats() {
         }
         for (auto [name, d] : {std::pair{"fp8-e4m3-sr", e4m3}, std::pair{"fp8-e5m2-sr", e5m2}}) {
             d.rounding = Rounding::kStochastic;
+            v.push_back(declared(name, d));
+        }
+        // FP8 casts with a floored absmax and a reciprocal product (FORMATS.md section 2; docs/SOURCES.md
+        // sections 3 and 4): DeepEP's low-latency dispatch, one scale per 128 values (1x128 rows of a
+        // [tokens, hidden] tensor, hidden a multiple of 128), without and with round_scale (binary32
+        // or UE8M0 powers of two); FlashInfer's quantized_all_reduce, one scale per 256 (its default).
+        for (auto [name, scale, floor, block] :
+             {std::tuple{"fp8-e4m3-1x128", ScaleType::kFp32AmaxMulRcp, 1e-4f, 128},
+              std::tuple{"fp8-e4m3-1x128-pow2", ScaleType::kPow2RceilMul, 1e-4f, 128},
+              std::tuple{"fp8-e4m3-1x128-ue8m0", ScaleType::kE8m0RceilMul, 1e-4f, 128},
+              std::tuple{"flashinfer-fp8", ScaleType::kFp32AmaxMul, 1e-12f, 256}}) {
+            Decl d = float_decl(4, 3, 7, FloatSpecial::kNanOnly, scale, block);
+            d.amax_floor = floor;
             v.push_back(declared(name, d));
         }
         // Rotated int<b> (FORMATS.md section 9): -had the plain Walsh-Hadamard transform, -rht the

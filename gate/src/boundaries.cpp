@@ -107,8 +107,8 @@ void near_ties(const FormatSpec& f, int64_t block, uint64_t seed, std::vector<Bo
                    static_cast<int64_t>(x.size())});
 }
 
-// near-ties for a declared format whose scale is not a power of two (fp32-absmax, fp16-absmax) and
-// whose rounding is to nearest: for every midpoint m between two neighbouring element values (the
+// near-ties for a declared format whose scale is not a power of two (fp32-absmax, fp16-absmax, and
+// the -mul scales that multiply, where the format's quotient is fl32(x m)) and whose rounding is to nearest: for every midpoint m between two neighbouring element values (the
 // grid, decoded from every code), inputs x within 64 ulps of m s where fl32(x / s), or
 // fl32(x * fl32(1 / s)), lies on the other side of m than the exact quotient, or on m when the exact
 // quotient is not (a float8 codec that divides in binary64, or multiplies by a reciprocal). The side
@@ -116,7 +116,8 @@ void near_ties(const FormatSpec& f, int64_t block, uint64_t seed, std::vector<Bo
 void near_ties_decl(const FormatSpec& f, int64_t block, std::vector<BoundaryCase>& out) {
     if (f.kind != FormatKind::kDecl || !f.decl || block < 2) return;
     const Decl& d = *f.decl;
-    if (d.offset_min || d.rotated() || (d.scale != ScaleType::kFp32Absmax && d.scale != ScaleType::kFp16Absmax)) return;
+    const bool mul = multiplies(d.scale);  // v = fl32(x m): the candidates are near midpoint / m
+    if (d.offset_min || d.rotated() || (d.scale != ScaleType::kFp32Absmax && d.scale != ScaleType::kFp16Absmax && !mul)) return;
     if (d.rounding != Rounding::kNearestEven && d.rounding != Rounding::kNearestAway && d.rounding != Rounding::kNearestDown) return;
     // The grid: every code's value at scale 1.
     std::vector<int32_t> codes;
@@ -139,10 +140,11 @@ void near_ties_decl(const FormatSpec& f, int64_t block, std::vector<BoundaryCase
             const float s = *scale;
             if (!(s > 0.0f) || !std::isfinite(s) || std::bit_cast<uint32_t>(s) << 9 == 0) continue;  // a power of two: no near-ties
             const float inv = 1.0f / s;
+            const float mb = mul ? d.amp / std::max(a, d.amax_floor) : 0.0f;  // the block's multiplier
             auto side = [](float qv, double m) { return (static_cast<double>(qv) > m) - (static_cast<double>(qv) < m); };
             for (size_t g = 0; g + 1 < grid.size(); ++g) {
                 const double m = (grid[g] + grid[g + 1]) / 2;
-                const float t = static_cast<float>(m * static_cast<double>(s));
+                const float t = static_cast<float>(mul ? m / static_cast<double>(mb) : m * static_cast<double>(s));
                 if (!std::isfinite(t) || std::fabs(t) >= a) continue;
                 float lo = t, hi = t;
                 for (int u = 0; u < 64; ++u) {
@@ -151,6 +153,14 @@ void near_ties_decl(const FormatSpec& f, int64_t block, std::vector<BoundaryCase
                 }
                 for (float v = lo; v <= hi; v = std::nextafter(v, FLT_MAX)) {
                     if (!(std::fabs(v) < a)) continue;
+                    if (mul) {
+                        // the format's side (fl32(v m)) against a codec that divides by s, multiplies by
+                        // fl32(1 / s), or rounds v m (exact in binary64) only once at the end
+                        const int own = side(v * mb, m);
+                        const double r = static_cast<double>(v) * static_cast<double>(mb) - m;
+                        if (side(v / s, m) != own || side(v * inv, m) != own || ((r > 0) - (r < 0)) != own) pending.push_back(v);
+                        continue;
+                    }
                     const double r = static_cast<double>(v) - m * static_cast<double>(s);  // exact side
                     const int exact = (r > 0) - (r < 0);
                     if (side(v / s, m) != exact || side(v * inv, m) != exact) pending.push_back(v);
@@ -225,6 +235,13 @@ void scale_boundaries(const FormatSpec& f, int64_t block, uint64_t seed, std::ve
                 groups[s && *s >= FLT_MIN ? 3 : 0].second.push_back(v);
             }
         }
+    // A declared absmax floor (the "-mul" scales): blocks just below it take the floor's scale, just
+    // above it their own.
+    if (f.kind == FormatKind::kDecl && f.decl && f.decl->amax_floor > 0) {
+        groups.emplace_back("blocks whose absmax is within 2 ulps of the declared amax_floor, or is 0", std::vector<float>{});
+        around(groups.back().second, f.decl->amax_floor);
+        groups.back().second.push_back(0.5f * f.decl->amax_floor);
+    }
     int64_t salt = 0;
     for (const auto& [what, stats] : groups) {
         std::vector<float> x;

@@ -138,6 +138,13 @@ bool normal_scale(const Decl& d, float s) {
         case ScaleType::kE8m0Rceil:
         case ScaleType::kE8m0Even:
         case ScaleType::kE8m0Ceil: return s > std::ldexp(1.0f, -127) && s < std::ldexp(1.0f, 127);
+        // the "-mul" scales: above twice the floor's scale (a block at the floor keeps it when scaled)
+        // and inside the normal range
+        case ScaleType::kFp32AmaxMul:
+        case ScaleType::kFp32AmaxMulRcp:
+        case ScaleType::kE8m0RceilMul:
+        case ScaleType::kPow2RceilMul:
+            return s > 4.0f * d.amax_floor / d.amp && s >= std::ldexp(1.0f, -125) && s < std::ldexp(1.0f, 126);
         default: return true;
     }
 }
@@ -180,6 +187,14 @@ struct Props {
             idem.promised = false;
             idem.why_not = "e8m0-ceil: an absmax just above 2^E rounds down onto 2^E (a grid value), and requantizing then "
                            "picks the scale half as large";
+        } else if (multiplies(d.scale)) {
+            idem.promised = false;
+            idem.why_not = std::string(to_string(d.scale)) + ": the multiplier A / a and the stored scale are rounded apart, so a "
+                           "decoded absmax need not map back onto the same codes";
+        } else if (d.scale == ScaleType::kE8m0RceilMul || d.scale == ScaleType::kPow2RceilMul) {
+            idem.promised = false;
+            idem.why_not = std::string(to_string(d.scale)) + ": as under e8m0-rceil, a decoded absmax can round onto A 2^(e-1) "
+                           "(a grid value), and requantizing then picks 2^(e-1); and fl32(a fl32(1/A)) need not be a / A";
         } else if (d.elem == ElemType::kFloat && !is_e8m0(d.scale)) {
             idem.promised = false;
             idem.why_not = "a float grid is not uniform: the rounded absmax moves an absmax scale";

@@ -49,7 +49,7 @@ struct TablePlan {
 
 struct EncodePlan {
     bool fast = false;  // the loops below apply (else the generic element loop)
-    bool mul = false;   // the quotient by the exact reciprocal (e8m0 and `none` scales)
+    bool mul = false;   // the quotient by the exact reciprocal (power-of-two and `none` scales)
     FloatGrid fg{};
     IntGrid ig{};
     TablePlan tp{};
@@ -59,8 +59,9 @@ inline EncodePlan encode_plan(const Decl& d) {
     EncodePlan p;
     if (d.offset_min) return p;
     if (d.elem == ElemType::kTable && d.table_size > 16) return p;
+    if (multiplies(d.scale)) return p;  // x m with a multiplier of its own per block: the generic loop
     p.fast = true;
-    p.mul = is_e8m0(d.scale) || d.scale == ScaleType::kNone;
+    p.mul = is_pow2_scale(d.scale) || d.scale == ScaleType::kNone;
     if (d.elem == ElemType::kFloat) p.fg = float_grid(d);
     if (d.elem == ElemType::kInt) p.ig = int_grid(d);
     if (d.elem == ElemType::kTable) {
@@ -420,6 +421,11 @@ inline __attribute__((always_inline)) bool chunk_scales(const Decl& d, const uin
         case ScaleType::kE8m0Rceil: scales_t<ScaleType::kE8m0Rceil>(d, amax, n, s); break;
         case ScaleType::kE8m0Even: scales_t<ScaleType::kE8m0Even>(d, amax, n, s); break;
         case ScaleType::kE8m0Ceil: scales_t<ScaleType::kE8m0Ceil>(d, amax, n, s); break;
+        case ScaleType::kE8m0RceilMul: scales_t<ScaleType::kE8m0RceilMul>(d, amax, n, s); break;
+        case ScaleType::kPow2RceilMul: scales_t<ScaleType::kPow2RceilMul>(d, amax, n, s); break;
+        // encode_plan keeps the multiplying scales out of the fast loops; their scales all the same
+        case ScaleType::kFp32AmaxMul: scales_t<ScaleType::kFp32AmaxMul>(d, amax, n, s); break;
+        case ScaleType::kFp32AmaxMulRcp: scales_t<ScaleType::kFp32AmaxMulRcp>(d, amax, n, s); break;
         case ScaleType::kNone:
             for (int64_t j = 0; j < n; ++j) s[j] = 1.0f;
             break;

@@ -108,7 +108,14 @@ TEST(DeclToml, EveryKindOfMistakeNamesItsKey) {
                  "not a finite binary32");
     // Unknown enum values list the known ones.
     expect_names("name = \"x\"\nscale = \"fp8\"\n[element]\ntype = \"int\"\nbits = 4\n", "scale", 2,
-                 "unknown value 'fp8' (known: fp32-absmax, fp16-absmax, e8m0-floor, e8m0-rceil, e8m0-even, e8m0-ceil, none)");
+                 "unknown value 'fp8' (known: fp32-absmax, fp16-absmax, e8m0-floor, e8m0-rceil, e8m0-even, e8m0-ceil, fp32-amax-mul, "
+                 "fp32-amax-mul-rcp, e8m0-rceil-mul, pow2-rceil-mul, none)");
+    // amax_floor: only on the -mul scales, a finite binary32, and for the two that multiply at least A / FLT_MAX.
+    expect_names("name = \"x\"\namax_floor = 1e-4\n[element]\ntype = \"int\"\nbits = 4\n", "amax_floor", 2, "has its own floor");
+    expect_names("name = \"x\"\nscale = \"fp32-amax-mul\"\n[element]\ntype = \"float\"\nexponent_bits = 4\nmantissa_bits = 3\n",
+                 "amax_floor", 2, "must be at least A / FLT_MAX");
+    expect_names("name = \"x\"\nscale = \"pow2-rceil-mul\"\noffset = \"min\"\n[element]\ntype = \"int\"\nbits = 4\nsigned = false\n",
+                 "offset", 3, "does not combine with scale 'pow2-rceil-mul'");
     expect_names("name = \"x\"\nrounding = \"up\"\n[element]\ntype = \"int\"\nbits = 4\n", "rounding", 2,
                  "(known: nearest-even, nearest-away, nearest-down, toward-zero, stochastic)");
     expect_names("name = \"x\"\noffset = \"max\"\n[element]\ntype = \"int\"\nbits = 4\n", "offset", 2, "(known: none, min)");
@@ -127,6 +134,26 @@ TEST(DeclToml, EveryKindOfMistakeNamesItsKey) {
     expect_names("name = \"int4\"\n[element]\ntype = \"int\"\nbits = 4\n", "name", 1, "is a built-in format");
     expect_names("name = \"My Format\"\n[element]\ntype = \"int\"\nbits = 4\n", "name", 1, "is not a format name");
     expect_names("name = \"x.toml\"\n[element]\ntype = \"int\"\nbits = 4\n", "name", 1, "is not a format name");
+}
+
+TEST(DeclToml, AmaxFloorParsesPrintsBackAndGoesWithItsScale) {
+    // A FlashInfer-style cast at another scale group: the liked format's floor and scale stay.
+    auto f = parse_declaration("name = \"fi-512\"\nlike = \"flashinfer-fp8\"\nblock = 512\n", "t.toml");
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    EXPECT_EQ(f->decl->scale, qt::ScaleType::kFp32AmaxMul);
+    EXPECT_EQ(f->decl->amax_floor, 1e-12f);
+    EXPECT_EQ(f->fixed_block(), 512);
+    auto text = qt::declaration_to_toml(*f);
+    ASSERT_TRUE(text.ok());
+    EXPECT_NE(text->find("amax_floor = 1e-12\n"), std::string::npos) << *text;
+    // Another scale without a floor of its own drops the liked one; with its own it is kept.
+    auto g = parse_declaration("name = \"dee-abs\"\nlike = \"fp8-e4m3-1x128\"\nscale = \"fp32-absmax\"\n", "t.toml");
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    EXPECT_EQ(g->decl->amax_floor, 0.0f);
+    auto h = parse_declaration("name = \"dee-floor\"\nlike = \"fp8-e4m3-1x128\"\namax_floor = 1e-3\n", "t.toml");
+    ASSERT_TRUE(h.ok()) << h.error().message;
+    EXPECT_EQ(h->decl->amax_floor, 1e-3f);
+    EXPECT_EQ(h->decl->scale, qt::ScaleType::kFp32AmaxMulRcp);
 }
 
 TEST(DeclToml, AnUnreadableFileIsNamed) {

@@ -186,6 +186,101 @@ TEST(DeclGolden, E8m0EvenAndCeil) {
     EXPECT_NE(st.error().message.find("'e8m0-even' rounds the absmax at the element's mantissa width"), std::string::npos);
 }
 
+// DeepEP's low-latency FP8 cast and FlashInfer's (docs/SOURCES.md sections 3 and 4; FORMATS.md
+// section 2). c = fl32(1/448): 1/448 = 2^-9 8/7, 8/7 = 1.001001...b, cut after 23 fraction bits with
+// the 24th bit 1 and more ones after it: rounded up, c = 0x3B124925, and 448 c = 1 + 0.75 2^-24.
+float f32_of(uint32_t b) { return std::bit_cast<float>(b); }
+
+TEST(DeclGolden, DeepEpScaleIsNotTheReciprocalOfItsMultiplier) {
+    // A block whose absmax is 3 (the others fractions of it). fp8-e4m3-1x128: s = fl32(3 c) =
+    // fl32(3/448 (1 + 0.75 2^-24)); fl32(3/448) is 0x3BDB6DB7, and the extra 0.75 2^-24 carries the
+    // product past the midpoint to 0x3BDB6DB8. m = fl32(448 / 3) = 149.33333; v = fl32(3 m) = 448
+    // (code 0 1111 110 = 0x7E), decoded fl32(448 s) = 3 + 2^-22: DeepEP's stored scale decodes its
+    // own absmax one ulp high. flashinfer-fp8 stores fl32(3 / 448) = 0x3BDB6DB7 and decodes 3 exactly.
+    std::vector<float> x(256);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 3.0f * static_cast<float>(i % 7) / 8.0f;
+    x[0] = 3.0f;
+    const Quantized d = q_of("fp8-e4m3-1x128", std::vector<float>(x.begin(), x.begin() + 128), 128);
+    EXPECT_EQ(std::bit_cast<uint32_t>(d.scales[0]), 0x3BDB6DB8u);
+    EXPECT_EQ(d.codes[0], 0x7E);
+    EXPECT_EQ(d.decoded[0], std::nextafter(3.0f, 4.0f));
+    const Quantized fi = q_of("flashinfer-fp8", x, 256);
+    EXPECT_EQ(std::bit_cast<uint32_t>(fi.scales[0]), 0x3BDB6DB7u);
+    EXPECT_EQ(fi.codes[0], 0x7E);
+    EXPECT_EQ(fi.decoded[0], 3.0f);
+    // Both meet their bound (FORMATS.md section 6 with x m s in place of x: the |x| |1 - m s| term).
+    EXPECT_TRUE(check_bounds(d, std::vector<float>(x.begin(), x.begin() + 128)).holds);
+    EXPECT_TRUE(check_bounds(fi, x).holds);
+}
+
+TEST(DeclGolden, DeepEpAmaxFloor) {
+    // Every element 1e-6 < F = fl32(1e-4): a' = F, s = fl32(F c) = 0x346FACAD (2.2321429e-7), m =
+    // fl32(448 / F) = 4480000; v = fl32(1e-6 4480000) = 4.48, between 4 and 4.5 (step 0.5 in [4, 8)):
+    // 4.5 = 1.125 2^2, code 0 1001 001 = 0x49.
+    const Quantized q = q_of("fp8-e4m3-1x128", std::vector<float>(128, 1e-6f), 128);
+    EXPECT_EQ(std::bit_cast<uint32_t>(q.scales[0]), 0x346FACADu);
+    EXPECT_EQ(q.codes[0], 0x49);
+    EXPECT_EQ(q.decoded[0], 4.5f * f32_of(0x346FACADu));
+    // The zero block takes the floor's scale too (not 0), and -0 keeps its sign: -0 m = -0, code 0x80.
+    std::vector<float> z(128, 0.0f);
+    z[1] = -0.0f;
+    const Quantized qz = q_of("fp8-e4m3-1x128", z, 128);
+    EXPECT_EQ(std::bit_cast<uint32_t>(qz.scales[0]), 0x346FACADu);
+    EXPECT_EQ(qz.codes[0], 0x00);
+    EXPECT_EQ(qz.codes[1], 0x80);
+    EXPECT_TRUE(std::signbit(qz.decoded[1]));
+    // The floor must keep m = A / a' finite: a floor below A / FLT_MAX is refused, named.
+    Decl d = *fmt("fp8-e4m3-1x128").decl;
+    d.amax_floor = 1e-38f;
+    const auto st = finalize(d);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.error().message.find("amax_floor must be at least A / FLT_MAX"), std::string::npos) << st.error().message;
+    // and a floor on a scale that has its own rule is refused
+    Decl e = *fmt("fp8-e4m3").decl;
+    e.amax_floor = 1e-4f;
+    ASSERT_FALSE(finalize(e).ok());
+}
+
+TEST(DeclGolden, DeepEpRoundScale) {
+    // pow2 and ue8m0: t = fl32(a' c) rounded up to a power of two. a = 56 = 448 2^-3: t = fl32(2^-3 (1
+    // + 0.75 2^-24)) = 2^-3 (the excess is under half an ulp of 1, 2^-24), so e = -3: s = 0.125, byte
+    // 124. One ulp above 56 (2^-18, 1.14 2^-24 relative) the excess passes the midpoint: t > 2^-3, e = -2.
+    auto pow2_scale = [](const std::string& name, float a) {
+        std::vector<float> x(128, 0.5f * a);
+        x[7] = a;
+        return q_of(name, x, 128).scales[0];
+    };
+    for (const std::string name : {"fp8-e4m3-1x128-pow2", "fp8-e4m3-1x128-ue8m0"}) {
+        EXPECT_EQ(pow2_scale(name, 56.0f), 0.125f) << name;
+        EXPECT_EQ(pow2_scale(name, std::nextafter(56.0f, 100.0f)), 0.25f) << name;
+        // below the floor: t = fl32(F c) = 2.2321429e-7, 2^-22.1: e = -22
+        EXPECT_EQ(pow2_scale(name, 1e-6f), 0x1p-22f) << name;
+        EXPECT_EQ(pow2_scale(name, 0.0f), 0x1p-22f) << name;
+        // FLT_MAX c = 7.6e35, 2^119.2: e = 120
+        EXPECT_EQ(pow2_scale(name, FLT_MAX), 0x1p120f) << name;
+    }
+    std::vector<float> x(128, 1.0f);
+    x[0] = 56.0f;
+    const Quantized q = q_of("fp8-e4m3-1x128-ue8m0", x, 128);
+    EXPECT_EQ(scale_byte(q), 124);
+    EXPECT_EQ(q.codes[0], 0x7E);  // v = 56 / 0.125 = 448
+    EXPECT_EQ(q.format.scale_bytes(), 1);
+    EXPECT_EQ(fmt("fp8-e4m3-1x128-pow2").scale_bytes(), 4);
+    // For A = 448 the rule crosses 2^k exactly where a crosses 448 2^k (448 c exceeds 1 by 0.75 2^-24,
+    // under half an ulp, and an ulp of a is at least 1.14 2^-24 of it): the same scales as the exact
+    // e8m0-rceil (mxfp8-e4m3-rceil) at every exponent change above the floor, two ulps either side.
+    for (int k = -13; k <= 118; ++k) {
+        float a = std::ldexp(448.0f, k);
+        for (int u = 0; u < 2; ++u) a = std::nextafter(a, 0.0f);
+        for (int u = 0; u < 5; ++u, a = std::nextafter(a, FLT_MAX)) {
+            std::vector<float> b(32, 0.0f);
+            b[3] = a;
+            const float exact = quantize(fmt("mxfp8-e4m3-rceil"), b, 32).value().scales[0];
+            EXPECT_EQ(pow2_scale("fp8-e4m3-1x128-pow2", a), exact) << "a = " << a;
+        }
+    }
+}
+
 TEST(DeclGolden, Mxfp8ZeroSignAndZeroBlock) {
     std::vector<float> x(32, 1.0f);
     x[5] = -0x1p-140f;  // v = -2^-140 2^7 rounds to -0

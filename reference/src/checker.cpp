@@ -150,6 +150,7 @@
 #include "qtransit/reference/hadamard.hpp"
 #include "column_scan_avx512.hpp"
 #include "decl_at.hpp"
+#include "decl_internal.hpp"
 
 namespace qtransit::reference {
 
@@ -209,11 +210,12 @@ namespace detail {
 // significands), the binade j of the float step is found by exact comparisons (so the step is the
 // exact one), sums are rounded to nearest and differences upwards (add_up), so the result is within
 // the documented factor of the exact E (section 0).
-DeclScale decl_scale_of(const Decl& d, float s) {
+DeclScale decl_scale_of(const Decl& d, float s, float m) {
     DeclScale c;
     c.zero = s == 0;
     if (c.zero) return c;
     c.ds = s;
+    if (multiplies(d.scale)) c.m = m;
     const uint32_t sb = std::bit_cast<uint32_t>(s);
     c.pow2 = (sb & 0x7FFFFFu) == 0 || ((sb >> 23) == 0 && std::popcount(sb) == 1);
     c.lo126 = c.ds * 0x1p-126;
@@ -233,10 +235,15 @@ DeclScale decl_scale_of(const Decl& d, float s) {
 
 double decl_at(const Decl& d, const DeclScale& c, float x, float lo) {
     if (c.zero) return 0;
+    // A scale that multiplies (c.m != 0): w' = x m s in place of w (x m is exact in binary64, the
+    // product by s rounded: 2^-51 |w'| more in t covers it), plus |x| |1 - m s| (m s is exact; 1 - m s
+    // too when m s is in [1/2, 2] (Sterbenz), else |1 - m s| >= 1/2 and its rounding is relative), and
+    // Tdec without its min.
+    const bool mul = c.m != 0;
     const float w = d.offset_min ? x - lo : x;  // fl32(x - lo): binary32 RNE (no contraction)
-    const double dw = w, aw = std::fabs(dw), ds = c.ds;
-    const bool exact_div = c.pow2 && (w == 0 || (aw >= c.lo126 && aw <= c.hi));
-    const double t = exact_div ? 0 : kU * aw + c.tiny;
+    const double dw = mul ? static_cast<double>(x) * c.m * c.ds : static_cast<double>(w), aw = std::fabs(dw), ds = c.ds;
+    const bool exact_div = !mul && c.pow2 && (w == 0 || (aw >= c.lo126 && aw <= c.hi));
+    const double t = exact_div ? 0 : kU * aw + c.tiny + (mul ? aw * 0x1p-51 : 0.0);
     double sel = 0;
     if (d.elem == ElemType::kTable) {
         double dist = kInf;
@@ -267,6 +274,10 @@ double decl_at(const Decl& d, const DeclScale& c, float x, float lo) {
         sel = t + std::max((c.nearest ? 0.5 : 1.0) * step_s, x_ex);
     }
     const double y = std::min(aw + sel, c.vabs);
+    if (mul) {
+        const double dev = std::fabs(static_cast<double>(x)) * std::fabs(1.0 - c.m * c.ds) * (1 + 0x1p-50);
+        return add_up(add_up(dev, sel), std::max(kU * y + 0x1p-150, add_up(y, -kFltMax)));
+    }
     const double tdec = std::min(sel, std::max(kU * y + 0x1p-150, add_up(y, -kFltMax)));
     if (!d.offset_min) return sel + tdec;
     const double tsub = kU * std::fabs(static_cast<double>(x) - static_cast<double>(lo)) + 0x1p-150;
@@ -277,9 +288,11 @@ double decl_at(const Decl& d, const DeclScale& c, float x, float lo) {
 }
 
 void add_decl_bounds(const Decl& d, float s, float lo, const float* x, size_t n, double* acc, bool simd) {
-    const DeclScale c = decl_scale_of(d, s);
+    // A scale that multiplies: `lo` is the block's multiplier (prepare_event), and decl_at's scalar
+    // branch for it is the only one.
+    const DeclScale c = decl_scale_of(d, s, lo);
 #if defined(__x86_64__)
-    if (simd && column_simd()) {
+    if (simd && column_simd() && c.m == 0) {
         add_decl_at_avx512(d, c, x, n, lo, acc);
         return;
     }
@@ -352,7 +365,50 @@ double decl_e(const Decl& d, double a) {
             s_up = std::max({std::ldexp(2 * w, -d.emax_elem), std::ldexp(1.0, -126 - d.emax_elem), 0x1p-127});
             s_lo = std::min(std::ldexp(w, -(d.emax_elem + (d.scale == ScaleType::kE8m0Ceil ? 0 : 1))), 0x1p127);
             break;
+        case ScaleType::kFp32AmaxMul:
+        case ScaleType::kFp32AmaxMulRcp:
+        case ScaleType::kE8m0RceilMul:
+        case ScaleType::kPow2RceilMul: {
+            // W = max(w, F); s (or t, which the rceil scales round up to a power of two) is W / A
+            // rounded once (amax-mul) or twice (fl32(1/A), then the product), +- 2^-150 below normal.
+            const double wf = std::max(w, static_cast<double>(d.amax_floor));
+            const double up = wf / amp * (1 + u) * (1 + u) + 0x1p-149, dn = std::max(wf / amp * (1 - u) * (1 - u) - 0x1p-150, 0.0);
+            if (multiplies(d.scale)) {
+                s_up = up;
+                s_lo = dn;
+            } else {
+                s_up = std::max(2 * up, 0x1p-127);
+                s_lo = std::min(dn, 0x1p127);
+            }
+            break;
+        }
         case ScaleType::kNone: break;
+    }
+    if (multiplies(d.scale)) {
+        // x m s in place of w: m = A / a' (1 + -u) (+- 2^-150: A / a' >= A / FLT_MAX, normal for every
+        // A >= 2^-126 ... and below that the absolute term), s as above: |x m s| <= a (1 + 4u) + A 2^-149
+        // and |x| |1 - m s| <= 4u a + A 2^-149; the terms below with that w, Tdec without its min.
+        const double we = w * (1 + 4 * u) + amp * 0x1p-149;
+        const double dev = 4 * u * w + amp * 0x1p-149;
+        const double t = u * we + s_up * 0x1p-150;
+        const double top = we * (1 + u) - s_lo * vmax + s_up * 0x1p-150;
+        const double bot = vmin < 0 ? we * (1 + u) + s_up * 0x1p-150 + s_lo * vmin : we * (1 + u) + s_up * (0x1p-150 + vmin);
+        const double x_ex = std::max({0.0, top, bot});
+        double sel = 0;
+        if (d.elem == ElemType::kTable) {
+            double gap = 0;
+            for (int i = 0; i + 1 < d.table_size; ++i)
+                gap = std::max(gap, static_cast<double>(d.table[i + 1]) - static_cast<double>(d.table[i]));
+            sel = std::max(s_up * gap * 0.5, x_ex) + 2 * t;
+        } else {
+            const bool nearest = d.rounding != Rounding::kTowardZero && d.rounding != Rounding::kStochastic;
+            const double step_s = d.elem == ElemType::kInt
+                                      ? std::ldexp(s_up, -d.fraction_bits)
+                                      : std::ldexp(std::max(we * (1 + u), std::ldexp(s_up, 1 - d.bias)), -d.man_bits);
+            sel = t + std::max((nearest ? 0.5 : 1.0) * step_s, x_ex);
+        }
+        const double y = std::min(we + sel, s_up * vabs);
+        return (dev + sel + std::max(u * y + 0x1p-150, y - kFltMax)) * (1 + 0x1p-40);
     }
     const double t = u * w + s_up * 0x1p-150;
     // ceil's s_lo = W 2^-emax_elem can fall faster than W rises (vmax up to 2 2^emax_elem): the
@@ -455,7 +511,7 @@ using detail::EventBound;
 double EventBound::at(float x, int32_t q) const {
     if (rotated) return rot;
     switch (kind) {
-        case FormatKind::kDecl: return decl_at(*decl, decl_scale_of(*decl, decl_scale), x, decl_lo);
+        case FormatKind::kDecl: return decl_at(*decl, decl_scale_of(*decl, decl_scale, decl_lo), x, decl_lo);
         case FormatKind::kSym: return sym;
         case FormatKind::kAsym: {
             if (asym_const) return 0;
@@ -543,7 +599,8 @@ EventBound prepare_event(const FormatSpec& f, const QuantEvent& ev, uint64_t see
             const Decl& d = *f.decl;
             b.decl = f.decl.get();
             b.decl_scale = s;
-            b.decl_lo = d.offset_min ? ev.offset : 0.0f;
+            // A scale that multiplies: the block's multiplier, from its inputs (FORMATS.md section 2).
+            b.decl_lo = d.offset_min ? ev.offset : multiplies(d.scale) ? detail::decl_multiplier_of(d, x) : 0.0f;
             if (d.rotated()) {
                 b.rotated = true;
                 b.rot = rotated_at(d, x, s, seed, first);

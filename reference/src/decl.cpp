@@ -217,6 +217,7 @@ struct BlockScale {
     int64_t index = -1;  // the non-finite element (local)
     float a = 0, lo = 0, hi = 0, s = 0;
     float s_unrounded = 0;  // fp16: the binary32 scale before fl16 (for the message)
+    float m = 0;            // fp32-amax-mul(-rcp): the multiplier fl32(A / max(a, F)); 0 otherwise
 };
 
 // The scale of one block (FORMATS.md section 2), or what is wrong with it (D8: a non-finite value
@@ -299,6 +300,36 @@ BlockScale block_scale(const Decl& d, std::span<const float> x) {
                 e = std::clamp(e, -127, 127);
             }
             b.s = std::ldexp(1.0f, e);  // exact: 2^-127 is a binary32 subnormal
+            break;
+        }
+        case ScaleType::kFp32AmaxMul:
+        case ScaleType::kFp32AmaxMulRcp: {
+            // FORMATS.md section 2: with a' = max(a, F), s = fl32(a' / A) (FlashInfer) or
+            // fl32(a' fl32(1/A)) (DeepEP), and the multiplier m = fl32(A / a') the elements take.
+            const float af = std::max(a, d.amax_floor);
+            b.s = d.scale == ScaleType::kFp32AmaxMul ? div32(af, amp) : mul32(af, div32(1.0f, amp));
+            b.m = div32(amp, af);
+            if (std::isinf(b.s)) {
+                b.s_unrounded = b.s;
+                b.problem = Problem::kScaleOverflow;
+                return b;
+            }
+            break;
+        }
+        case ScaleType::kE8m0RceilMul:
+        case ScaleType::kPow2RceilMul: {
+            // The smallest integer e with t <= 2^e, t = fl32(max(a, F) fl32(1/A)), clamped to [-127, 127].
+            const float t = mul32(std::max(a, d.amax_floor), div32(1.0f, amp));
+            int e = -127;
+            if (std::isinf(t)) {
+                e = 127;
+            } else if (t != 0) {
+                const Exact et(t);
+                int64_t ee = et.ilogb();  // 2^ee <= t < 2^(ee+1)
+                if (et > Exact::pow2(static_cast<int>(ee))) ++ee;
+                e = static_cast<int>(std::clamp<int64_t>(ee, -127, 127));
+            }
+            b.s = std::ldexp(1.0f, e);
             break;
         }
         case ScaleType::kNone: b.s = 1.0f; break;
@@ -401,6 +432,8 @@ Result<Quantized> quantize_decl(const FormatSpec& f, std::span<const float> x, i
                 // All-zero block (or constant block with offset): a zero with x's sign; with an offset
                 // it is fl32(x - lo) = +0.
                 v = d.offset_min ? 0.0f : std::copysign(0.0f, xi);
+            } else if (multiplies(d.scale)) {
+                v = mul32(xi, b.m);
             } else {
                 v = div32(d.offset_min ? sub32(xi, b.lo) : xi, s);
             }
@@ -476,6 +509,13 @@ std::vector<int32_t> unpack_decl(const FormatSpec& f, std::span<const uint8_t> b
     return out;
 }
 
+float decl_multiplier_of(const Decl& d, std::span<const float> x) {
+    if (!multiplies(d.scale)) return 0;
+    float a = 0;
+    for (float v : x) a = std::max(a, std::fabs(v));
+    return div32(d.amp, std::max(a, d.amax_floor));
+}
+
 // ======================================================================================================
 // The per-element bound (FORMATS.md section 6), derived.
 // ======================================================================================================
@@ -520,17 +560,23 @@ std::vector<int32_t> unpack_decl(const FormatSpec& f, std::span<const uint8_t> b
 //   <= u (|x| + Ep) + 2^-150 when |x| + Ep <= FLT_MAX (|p + lo| <= |x| + Ep):
 //   E = Ep + min(Ep, u (|x| + Ep) + 2^-150)  (the min only when |x| + Ep <= FLT_MAX; else 2 Ep).
 // Every term is a function of x, s and lo alone (w is fl32(x - lo)); none uses the code or x̂.
-Exact decl_element_bound(const Decl& d, float x, float s, float lo) {
+//
+// The scales that multiply (fp32-amax-mul, -rcp: v = fl32(x m), m = fl32(A / max(a, F)) rounded apart
+// from s): x - r s = x (1 - m s) + (w' - r s) with w' = x m s, so the same terms with w' in place of w
+// (rho = w' / s = x m; T = u |w'| + s 2^-150, no exact case), plus |x| |1 - m s|; w' need not be a
+// binary32, so (3) keeps Tdec = max(u Y + 2^-150, Y - FLT_MAX) without its min with S.
+Exact decl_element_bound(const Decl& d, float x, float s, float lo, float m) {
     if (s == 0) return Exact();
     const Exact& u = ex_u();
     const Exact one = Exact::from_int(1);
+    const bool mul = multiplies(d.scale);
     const float w = d.offset_min ? sub32(x, lo) : x;
-    const Exact es(s), ew(w), aw = ew.abs();
+    const Exact es(s), ew = mul ? Exact(x) * Exact(m) * es : Exact(w), aw = ew.abs();
     // (1)
     const uint32_t sb = std::bit_cast<uint32_t>(s);
     const bool pow2 = (sb & 0x7FFFFFu) == 0 || ((sb >> 23) == 0 && std::popcount(sb) == 1);
     const bool exact_div =
-        pow2 && (w == 0 || (aw >= es * Exact::pow2(-126) && aw <= es * ex_fltmax()));
+        !mul && pow2 && (w == 0 || (aw >= es * Exact::pow2(-126) && aw <= es * ex_fltmax()));
     const Exact T = exact_div ? Exact() : u * aw + es * ex_2m150();
     // (2), (2')
     Exact S;
@@ -571,6 +617,7 @@ Exact decl_element_bound(const Decl& d, float x, float s, float lo) {
     Exact tdec = u * Y + ex_2m150();
     const Exact over = Y - ex_fltmax();
     if (over > tdec) tdec = over;
+    if (mul) return (Exact(x) - ew).abs() + S + tdec;
     if (S < tdec) tdec = S;
     if (!d.offset_min) return S + tdec;
     const Exact tsub = u * (Exact(x) - Exact(lo)).abs() + ex_2m150();

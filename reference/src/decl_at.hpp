@@ -16,11 +16,15 @@ struct DeclScale {
     bool zero = true, pow2 = false, nearest = true;
     double lo126 = 0, hi = 0, tiny = 0, step_int = 0, vmax = 0, vmin = 0, vabs = 0;
     int e_ds = 0;
+    double m = 0;  // the scales that multiply: the block's multiplier (decl_at's other branch); else 0
 };
 
-DeclScale decl_scale_of(const Decl& d, float s);
+// m: the block's multiplier for a scale that multiplies (FORMATS.md section 2), ignored otherwise.
+DeclScale decl_scale_of(const Decl& d, float s, float m = 0);
 
-// E(x) of an element x of a block of scale c (and offset lo, for an offset format).
+// E(x) of an element x of a block of scale c (and offset lo, for an offset format). With c.m set
+// (a scale that multiplies) the bound of x m s instead of x / s (decl.cpp's derivation); decl_at only,
+// the AVX-512 form takes the other scales.
 double decl_at(const Decl& d, const DeclScale& c, float x, float lo);
 
 // acc[i] += decl_at(d, c, x[i], lo) for i < n, with AVX-512F/DQ: each lane takes decl_at's

@@ -690,7 +690,9 @@ Exact element_bound(const Quantized& q, std::span<const float> x, int64_t i) {
         assert(!poisoned && "element_bound: not defined for poisoned blocks");
         if (poisoned) return Exact();
         if (q.format.rotated()) return rotated_block_bounds(q, x, k)[static_cast<size_t>(i - k * q.block)];
-        return decl_element_bound(*q.format.decl, x[i], q.scales[k], q.format.has_offset() ? q.offsets[k] : 0.0f);
+        const int64_t start = k * q.block, len = std::min<int64_t>(q.block, static_cast<int64_t>(x.size()) - start);
+        return decl_element_bound(*q.format.decl, x[i], q.scales[k], q.format.has_offset() ? q.offsets[k] : 0.0f,
+                                  decl_multiplier_of(*q.format.decl, x.subspan(static_cast<size_t>(start), static_cast<size_t>(len))));
     }
     const BlockBound bb = block_bound(q, x, k);
     assert(!bb.poisoned && "element_bound: not defined for poisoned blocks");
@@ -711,6 +713,7 @@ BoundCheck check_bounds(const Quantized& q, std::span<const float> x) {
         if (bb.poisoned) continue;
         const int64_t start = k * q.block, end = std::min(n, start + q.block);
         const std::vector<Exact> rot = q.format.rotated() ? rotated_block_bounds(q, x.first(n), k) : std::vector<Exact>{};
+        const float m = decl ? decl_multiplier_of(*q.format.decl, x.subspan(static_cast<size_t>(start), static_cast<size_t>(end - start))) : 0.0f;
         for (int64_t i = start; i < end; ++i) {
             if (!std::isfinite(q.decoded[i])) {  // a finite input never decodes to inf or NaN
                 if (res.holds) {
@@ -724,7 +727,7 @@ BoundCheck check_bounds(const Quantized& q, std::span<const float> x) {
             const Exact err = (Exact(x[i]) - Exact(q.decoded[i])).abs();
             const Exact bound = !rot.empty() ? rot[static_cast<size_t>(i - start)]
                                 : decl ? decl_element_bound(*q.format.decl, x[i], q.scales[k],
-                                                          q.format.has_offset() ? q.offsets[k] : 0.0f)
+                                                          q.format.has_offset() ? q.offsets[k] : 0.0f, m)
                                      : element_bound_in(q.format, bb, x[i], q.codes[i]);
             const bool ok = err <= bound;
             if (!ok && res.holds) {

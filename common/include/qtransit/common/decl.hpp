@@ -13,11 +13,29 @@ namespace qtransit {
 
 enum class ElemType : uint8_t { kInt = 0, kFloat = 1, kTable = 2 };
 enum class FloatSpecial : uint8_t { kIeee = 0, kNanOnly = 1, kNone = 2 };
-// e8m0-even and e8m0-ceil are torchao's EVEN and CEIL (FORMATS.md section 2).
-enum class ScaleType : uint8_t { kFp32Absmax = 0, kFp16Absmax = 1, kE8m0Floor = 2, kE8m0Rceil = 3, kNone = 4, kE8m0Even = 5, kE8m0Ceil = 6 };
+// e8m0-even and e8m0-ceil are torchao's EVEN and CEIL (FORMATS.md section 2). The "-mul" scales take
+// the block's absmax with a declared floor and a reciprocal product, as DeepEP's and FlashInfer's FP8
+// casts do (FORMATS.md section 2): fp32-amax-mul stores fl32(a / A) and multiplies each element by
+// fl32(A / a) (FlashInfer), fp32-amax-mul-rcp stores fl32(a fl32(1/A)) instead (DeepEP);
+// e8m0-rceil-mul and pow2-rceil-mul round fl32(a fl32(1/A)) up to a power of two, stored as one
+// E8M0 byte or as a binary32 (DeepEP's round_scale, with and without UE8M0).
+enum class ScaleType : uint8_t {
+    kFp32Absmax = 0, kFp16Absmax = 1, kE8m0Floor = 2, kE8m0Rceil = 3, kNone = 4, kE8m0Even = 5, kE8m0Ceil = 6,
+    kFp32AmaxMul = 7, kFp32AmaxMulRcp = 8, kE8m0RceilMul = 9, kPow2RceilMul = 10,
+};
 // A power-of-two scale stored as one E8M0 byte.
 inline bool is_e8m0(ScaleType s) {
-    return s == ScaleType::kE8m0Floor || s == ScaleType::kE8m0Rceil || s == ScaleType::kE8m0Even || s == ScaleType::kE8m0Ceil;
+    return s == ScaleType::kE8m0Floor || s == ScaleType::kE8m0Rceil || s == ScaleType::kE8m0Even || s == ScaleType::kE8m0Ceil ||
+           s == ScaleType::kE8m0RceilMul;
+}
+// A power-of-two scale (E8M0, or pow2-rceil-mul's binary32): x / s is exact in the normal range.
+inline bool is_pow2_scale(ScaleType s) { return is_e8m0(s) || s == ScaleType::kPow2RceilMul; }
+// A scale whose element encode is x times a multiplier m = fl32(A / max(a, amax_floor)) rounded apart
+// from the stored scale (so x / s and x m differ): fp32-amax-mul and fp32-amax-mul-rcp.
+inline bool multiplies(ScaleType s) { return s == ScaleType::kFp32AmaxMul || s == ScaleType::kFp32AmaxMulRcp; }
+// A scale computed from max(a, amax_floor) (the key `amax_floor`): the four "-mul" scales.
+inline bool takes_amax_floor(ScaleType s) {
+    return multiplies(s) || s == ScaleType::kE8m0RceilMul || s == ScaleType::kPow2RceilMul;
 }
 enum class Rounding : uint8_t { kNearestEven = 0, kNearestAway = 1, kNearestDown = 2, kTowardZero = 3, kStochastic = 4 };
 enum class Packing : uint8_t { kLsbFirst = 0, kMsbFirst = 1 };
@@ -85,9 +103,11 @@ struct Decl {
     Transform transform = Transform::kNone;  // hadamard: every block's length must be a power of two
     bool random_signs = false;     // hadamard only: a diagonal of +-1 keyed by (seed, block) first
     Conventions conventions;       // a library's choices at the extremes (section 10); none by default
+    float amax_floor = 0;          // the "-mul" scales: a = max(absmax, amax_floor) (DeepEP 1e-4, FlashInfer 1e-12)
 
     // ---- derived by finalize() (what the kernels read) --------------------------------------------
     float amp = 0;                 // A: the scale maps a block's absmax (or range) onto it
+    float amp_rcp = 0;             // fl32(1 / A): the "-rcp" and "rceil-mul" scales' constant
     int32_t emax_elem = 0;         // floor(log2 A)
     float vmax = 0, vmin = 0;      // largest and smallest finite element value
     int32_t qmin = 0, qmax = 0;    // int: the code range

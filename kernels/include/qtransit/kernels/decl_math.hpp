@@ -101,12 +101,32 @@ QT_HD_BLOCK float decl_scale_t(const Decl& d, float a) {
         e -= d.emax_elem;
         e = e < -127 ? -127 : (e > 127 ? 127 : e);
         return pow2f(e);
+    } else if constexpr (S == ScaleType::kFp32AmaxMul) {
+        // FlashInfer: s = fl32(max(a, F) / A); the elements are multiplied by decl_multiplier's m.
+        return div_rn(fmax_(a, d.amax_floor), d.amp);
+    } else if constexpr (S == ScaleType::kFp32AmaxMulRcp) {
+        // DeepEP: s = fl32(max(a, F) fl32(1/A)), not the reciprocal of the m the elements are multiplied by.
+        return mul_rn(fmax_(a, d.amax_floor), d.amp_rcp);
+    } else if constexpr (S == ScaleType::kE8m0RceilMul || S == ScaleType::kPow2RceilMul) {
+        // DeepEP's round_scale: t = fl32(max(a, F) fl32(1/A)) rounded up to a power of two, read from
+        // t's bits: the exponent field, plus one for any mantissa bit; a subnormal t (field 0) is
+        // 2^-126 above 2^-127 and 2^-127 at or below it (0 included). Clamped to [-127, 127] (an
+        // infinite t: field 255, 128, clamps to 127).
+        const uint32_t b = f32_bits(mul_rn(fmax_(a, d.amax_floor), d.amp_rcp));
+        const int ef = static_cast<int>((b >> 23) & 0xffu);
+        const uint32_t man = b & 0x7fffffu;
+        int e = ef == 0 ? (man > 0x400000u ? -126 : -127) : ef - 127 + (man != 0u ? 1 : 0);
+        e = e > 127 ? 127 : e;
+        return pow2f(e);
     } else {
         (void)d;
         (void)a;
         return 1.0f;
     }
 }
+// The multiplier of fp32-amax-mul and fp32-amax-mul-rcp: m = fl32(A / max(a, F)), finite (finalize:
+// F >= A / FLT_MAX) and rounded apart from the scale; each element's quotient is fl32(x m).
+QT_HD_BLOCK float decl_multiplier(const Decl& d, float a) { return div_rn(d.amp, fmax_(a, d.amax_floor)); }
 QT_HD_BLOCK float decl_scale(const Decl& d, float a) {
     switch (d.scale) {
         case ScaleType::kFp32Absmax: return decl_scale_t<ScaleType::kFp32Absmax>(d, a);
@@ -115,6 +135,10 @@ QT_HD_BLOCK float decl_scale(const Decl& d, float a) {
         case ScaleType::kE8m0Rceil: return decl_scale_t<ScaleType::kE8m0Rceil>(d, a);
         case ScaleType::kE8m0Even: return decl_scale_t<ScaleType::kE8m0Even>(d, a);
         case ScaleType::kE8m0Ceil: return decl_scale_t<ScaleType::kE8m0Ceil>(d, a);
+        case ScaleType::kFp32AmaxMul: return decl_scale_t<ScaleType::kFp32AmaxMul>(d, a);
+        case ScaleType::kFp32AmaxMulRcp: return decl_scale_t<ScaleType::kFp32AmaxMulRcp>(d, a);
+        case ScaleType::kE8m0RceilMul: return decl_scale_t<ScaleType::kE8m0RceilMul>(d, a);
+        case ScaleType::kPow2RceilMul: return decl_scale_t<ScaleType::kPow2RceilMul>(d, a);
         case ScaleType::kNone: return 1.0f;
     }
     return 1.0f;
@@ -216,12 +240,15 @@ QT_HD int32_t int_code(const IntGrid& g, float v, uint32_t rbits) {
 }
 
 // The code of x in a block with scale s (!= NaN) and offset lo (offset `min` only), for element
-// type E and rounding R (which must be d's). Codes are int32: two's complement values for signed
-// int elements, the raw unsigned code otherwise.
+// type E and rounding R (which must be d's). For the scales that multiply (fp32-amax-mul and
+// -rcp, which have no offset) `lo` is the block's multiplier m instead (decl_plan), and the quotient
+// is fl32(x m). Codes are int32: two's complement values for signed int elements, the raw unsigned
+// code otherwise.
 template <ElemType E, Rounding R>
 QT_HD int32_t decl_code_t(const Decl& d, float x, float s, float lo, uint32_t rbits) {
     float v;
     if (s == 0.0f) v = d.offset_min ? 0.0f : (f32_bits(x) & 0x80000000u ? -0.0f : 0.0f);
+    else if (multiplies(d.scale)) v = mul_rn(x, lo);
     else v = div_rn(d.offset_min ? sub_rn(x, lo) : x, s);
     if constexpr (E == ElemType::kInt) {
         return int_code<R>(int_grid(d), v, rbits);
@@ -365,7 +392,9 @@ QT_HD void decl_pack_one(const Decl& d, uint8_t* block_bytes, int64_t i, int32_t
 enum class BlockState : uint8_t { kQuantize = 0, kPoisoned = 1, kRangeOverflow = 2 };
 
 // Scale (and offset) of a block from its absmax (or NaN/inf marker) and, for offset `min`, its lo
-// and hi in totalOrder. absmax_bits >= kInfBits means a non-finite element.
+// and hi in totalOrder. absmax_bits >= kInfBits means a non-finite element. For the scales that
+// multiply, *offset is the block's multiplier m (decl_code_t's `lo`; those formats have no offset,
+// and nothing writes it out as one).
 QT_HD_BLOCK BlockState decl_plan(const Decl& d, uint32_t absmax_bits, float lo, float hi, float* scale, float* offset) {
     *offset = d.offset_min ? lo : 0.0f;
     if (absmax_bits >= kInfBits) return BlockState::kPoisoned;
@@ -377,6 +406,7 @@ QT_HD_BLOCK BlockState decl_plan(const Decl& d, uint32_t absmax_bits, float lo, 
     const float s = decl_scale(d, a);
     if (f32_bits(s) == kInfBits) return BlockState::kRangeOverflow;
     *scale = s;
+    if (multiplies(d.scale)) *offset = decl_multiplier(d, a);
     return BlockState::kQuantize;
 }
 
