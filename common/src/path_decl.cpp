@@ -42,6 +42,11 @@ const std::vector<Shape>& shapes() {
         {"all-gather", "ring", true, "each-hop", {}, PathKind::kRingAgRequant},
         {"all-gather", "hpz", true, "once", {}, PathKind::kHpzAgFp},
         {"all-gather", "hpz", true, "each-stage", {}, PathKind::kHpzAgRequant},
+        // A MoE dispatch (DeepEP): each token's codes go, once and unchanged, to the ranks of its
+        // experts. Every copy a rank receives is decode(encode(x)) of its owner's block, as in ring-ag,
+        // which runs it (every rank receives every token: a superset of a top-k routing, each copy the
+        // same values and bounds).
+        {"dispatch", "all-to-all", true, "once", {}, PathKind::kRingAg},
         {"reduce-scatter", "ring", false, "",
          {{"fp32", "fp32", PathKind::kFp32RingRs},
           {"bf16", "bf16", PathKind::kBf16RingRs},
@@ -62,7 +67,7 @@ const std::vector<Shape>& shapes() {
     return s;
 }
 
-const std::vector<std::string> kCollectives{"reduce-scatter", "all-reduce", "all-gather"};
+const std::vector<std::string> kCollectives{"reduce-scatter", "all-reduce", "all-gather", "dispatch"};
 const std::vector<std::string> kExchanges{"ring", "tree", "recursive-halving", "all-to-all", "all-to-all-hierarchical", "two-shot", "hpz"};
 const std::vector<std::string> kTypes{"fp32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2"};
 const std::vector<std::string> kRequantize{"once", "each-hop", "each-stage"};
@@ -374,6 +379,14 @@ std::string builtin_text() {
                      "source = \"NCCL >= 2.24 ncclFloat8" + ty + (avg ? ", ncclAvg (the inputs times fl8(1/N) in binary16)" : "") +
                      ": __hadd in binary16, stored back with __NV_SATFINITE (src/device/reduce_kernel.h, NVIDIA/nccl 5067397c)\"\n\n";
             }
+    // DeepEP's low-latency dispatch (deepseek-ai/DeepEP dd758ca, csrc/kernels/legacy/internode_ll.cu 212-247; docs/SOURCES.md
+    // section 3): bf16 tokens cast once to E4M3 per 128 values, without and with round_scale.
+    for (const auto& [suffix, wire, what] : {std::tuple{"", "fp8-e4m3-1x128", "binary32 scales amax fl32(1/448)"},
+                                             std::tuple{"-pow2", "fp8-e4m3-1x128-pow2", "round_scale: power-of-two binary32 scales"},
+                                             std::tuple{"-ue8m0", "fp8-e4m3-1x128-ue8m0", "round_scale and use_ue8m0: UE8M0 scales"}})
+        t += std::string("[[path]]\nname = \"deepep-fp8-dispatch") + suffix + "\"\ncollective = \"dispatch\"\nexchange = \"all-to-all\"\nwire = \"" +
+             wire + "\"\nrequantize = \"once\"\nsource = \"DeepEP low-latency dispatch, " + what +
+             ", one quantization (csrc/kernels/legacy/internode_ll.cu, deepseek-ai/DeepEP dd758ca; run with --block 128)\"\n\n";
     return t;
 }
 

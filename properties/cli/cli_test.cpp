@@ -420,7 +420,7 @@ TEST_F(Cli, DeclaredPathsRunAsTheScheduleTheyResolveTo) {
     const Outcome l = run("paths --json");
     ASSERT_EQ(l.code, 0) << l.err;
     const auto ls = nlohmann::json::parse(l.out)["paths"];
-    EXPECT_EQ(ls.size(), qtransit::all_paths().size() + 6);
+    EXPECT_EQ(ls.size(), qtransit::all_paths().size() + 6 + 3);  // ncclAvg's 6, DeepEP's dispatch 3
     const Outcome t = run("paths");
     ASSERT_EQ(t.code, 0) << t.err;
     for (const char* n : {"ring-rs", "a2a-hier-rs", "hpz-ag-requant", "bf16-tree-ar", "nccl-fp8-e5m2-tree-ar-avg"})
@@ -447,6 +447,19 @@ TEST_F(Cli, DeclaredPathsRunAsTheScheduleTheyResolveTo) {
     refused("simulate --path nccl-fp8-e4m3-ring-ar-avg,nccl-fp8-e4m3-ring-ar --ranks 4 --elements 4 --block 1",
             "--path nccl-fp8-e4m3-ring-ar and nccl-fp8-e4m3-ring-ar-avg are the same schedule (nccl-fp8-e4m3-ring-ar): name one");
     refused("simulate --path ring-rz --ranks 4 --elements 64 --format int8", "unknown path 'ring-rz'");
+
+    // DeepEP's dispatch: ring-ag with its cast as the wire, under its own name; its blocks are 128.
+    const Outcome dp = run("simulate --path deepep-fp8-dispatch --ranks 4 --elements 512 --block 128 --json");
+    const Outcome ag = run("simulate --path ring-ag --format fp8-e4m3-1x128 --ranks 4 --elements 512 --block 128 --json");
+    ASSERT_EQ(dp.code, 0) << dp.err;
+    ASSERT_EQ(ag.code, 0) << ag.err;
+    auto dpj = nlohmann::json::parse(dp.out)["runs"][0], agj = nlohmann::json::parse(ag.out)["runs"][0];
+    EXPECT_EQ(dpj["path"], "deepep-fp8-dispatch");
+    EXPECT_EQ(dpj["schedule"], "ring-ag");
+    EXPECT_EQ(dpj["k_max"], 1) << dpj.dump();
+    dpj.erase("path"), agj.erase("path"), dpj.erase("schedule");
+    EXPECT_EQ(dpj.dump(), agj.dump());
+    refused("simulate --path deepep-fp8-dispatch --ranks 4 --elements 512", "fixed blocks of 128");
 
     // A user's file: QuickReduce's shape (two-shot, INT4 groups of 32, binary16 sums) and SDP4Bit's
     // (INT8 inside the node, INT4 across).

@@ -44,7 +44,19 @@ TEST(PathDecl, EveryBuiltInPathIsADeclarationThatResolvesToItself) {
             EXPECT_FALSE(d.is_builtin_kind());
         }
     EXPECT_EQ(avg, 6);
-    EXPECT_EQ(b.size(), all_paths().size() + 6);
+    // DeepEP's dispatch (D44): ring-ag's schedule with DeepEP's cast fixed as the wire.
+    int dispatch = 0;
+    for (const auto& d : b)
+        if (d.name.starts_with("deepep-fp8-dispatch")) {
+            ++dispatch;
+            EXPECT_EQ(d.kind, PathKind::kRingAg) << d.name;
+            EXPECT_EQ(d.collective, "dispatch") << d.name;
+            ASSERT_EQ(d.wire.size(), 1u) << d.name;
+            EXPECT_TRUE(d.wire[0].starts_with("fp8-e4m3-1x128")) << d.name;
+            EXPECT_FALSE(d.is_builtin_kind()) << d.name;
+        }
+    EXPECT_EQ(dispatch, 3);
+    EXPECT_EQ(b.size(), all_paths().size() + 6 + 3);
 }
 
 TEST(PathDecl, PrintsBackToTheSameResolution) {
