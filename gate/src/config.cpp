@@ -218,14 +218,35 @@ Status apply_gate_key(const Ctx& c, const toml::key& gk, const toml::node& gv, c
         auto names = get_strs(c, gv, name);
         if (!names) return names.error();
         cfg.paths.clear();
+        cfg.declared.clear();
         for (const auto& s : *names) {
             if (s == "all") {
                 for (PathKind p : all_path_kinds()) cfg.paths.push_back(p);
                 continue;
             }
-            auto p = parse_path(s);
-            if (!p) return c.err(gv.source(), name, p.error().message);
-            cfg.paths.push_back(*p);
+            if (auto p = parse_path(s)) {
+                cfg.paths.push_back(*p);
+                continue;
+            }
+            // A declared path (docs/PATHS.md): a declaration-only built-in, or a .toml file of them
+            // (relative to the config file's directory), each registered so --path can name it too.
+            std::string arg = s;
+            if (s.ends_with(".toml") && c.source != "default gate" && std::filesystem::path(s).is_relative())
+                arg = (std::filesystem::path(c.source).parent_path() / s).string();
+            auto ds = resolve_path_arg(arg);
+            if (!ds) return c.err(gv.source(), name, ds.error().message);
+            for (const PathDecl& d : *ds) {
+                if (d.is_builtin_kind()) {
+                    cfg.paths.push_back(d.kind);
+                    continue;
+                }
+                if (d.kind == PathKind::kTreeRs)
+                    return c.err(gv.source(), name, "the declared path " + d.name + " is tree-rs, which the gate runs at gate.tree_ranks: "
+                                                    "declared tree paths are not run by the gate yet (qtransit simulate --path runs it)");
+                for (const auto& e : cfg.declared)
+                    if (e.name == d.name) return c.err(gv.source(), name, "'" + d.name + "' is listed twice: each path once");
+                cfg.declared.push_back(d);
+            }
         }
         if (auto st = no_duplicates(c, gv, name, cfg.paths, [](PathKind x) { return std::string(path_info(x).name); }); !st)
             return st;
@@ -540,6 +561,15 @@ Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
             return err("gate.formats", stages_name(l) + " is one format per stage, and none of gate.paths has stages "
                                        "(a2a-hier-rs, two-shot-ar, hpz-ag-requant)");
     }
+    // A declared path's own wire formats take the gate's block too (deepep-fp8-dispatch: 128).
+    for (const auto& d : cfg.declared)
+        if (!d.wire_any() && !d.wire_none())
+            for (const auto& w : d.wire) {
+                auto f = parse_format(w);
+                if (!f) return err("gate.paths", d.name + ": " + f.error().message);
+                if (auto st = f->check_block(cfg.block); !st)
+                    return err(lines.at.count("gate.block") ? "gate.block" : "gate.paths", d.name + "'s wire: " + st.error().message);
+            }
     if (cfg.ranks.empty()) return err("gate.ranks", "is empty");
     if (auto st = check_ns(cfg.ranks, "gate.ranks", false); !st) return st;
     if (tree)
@@ -620,7 +650,7 @@ Status validate(GateConfig& cfg) {
         return make_error(ErrorCode::kInvalidArgument, src + ": " + key + ": " + what);
     };
     if (cfg.formats.empty()) return err("gate.formats", "is empty (it needs a single format; per-stage lists run beside them)");
-    if (cfg.paths.empty()) return err("gate.paths", "is empty");
+    if (cfg.paths.empty() && cfg.declared.empty()) return err("gate.paths", "is empty");
     if (cfg.dists.empty()) return err("gate.distributions", "is empty");
     for (const auto* ns : {&cfg.ranks, &cfg.tree_ranks})
         for (int64_t n : *ns)

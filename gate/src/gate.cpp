@@ -32,7 +32,8 @@ using reports::Verdict;
 GateRun to_run(const RunRow& r, const std::string& dist, uint64_t seed) {
     GateRun x;
     const auto& s = r.stats;
-    x.path = path_info(r.config.path).name;
+    x.path = r.config.path_name();  // a declared path's name (D43), the schedule beside it
+    if (!r.config.label.empty()) x.schedule = path_info(r.config.path).name;
     x.shape = path_info(r.config.path).shape;
     x.quantized = path_info(r.config.path).quantized;
     x.format = r.config.format_name();  // "bf16" or "fp16" for the 16-bit paths (D26)
@@ -202,17 +203,32 @@ struct Part {
     bool tree = false, typed = false;
     Divide divide = Divide::kNone;
     std::string type;  // typed: "bf16", "fp16", "fp8-e4m3" or "fp8-e5m2"
+    // A declared path (D45): its one path runs under its name with what it fixes; `wire` non-empty:
+    // its own formats (one, or one per stage), run once (with the first of gate.formats' turn)
+    // instead of once per format.
+    std::string label;
+    std::optional<Accum> accum;
+    std::optional<Rotation> rotation;
+    std::vector<FormatSpec> wire;
 };
 
 std::vector<Part> gate_parts(const GateConfig& cfg, bool tree) {
     std::vector<Part> parts;
-    Part flat{{}, false, false, cfg.divide, ""};
+    Part flat;
+    flat.divide = cfg.divide;
     for (auto p : cfg.paths)
         if (!typed_path(p) && p != PathKind::kTreeRs) flat.paths.push_back(p);
     parts.push_back(flat);
-    if (tree) parts.push_back(Part{{PathKind::kTreeRs}, true, false, cfg.divide, ""});
+    if (tree) {
+        Part t;
+        t.paths = {PathKind::kTreeRs}, t.tree = true, t.divide = cfg.divide;
+        parts.push_back(t);
+    }
     for (Accum t : {Accum::kBf16, Accum::kFp16, Accum::kFp8E4m3, Accum::kFp8E5m2}) {
-        Part all{{}, false, true, cfg.divide, to_string(t)}, pre{{}, false, true, Divide::kPre, to_string(t)};
+        Part all, pre;
+        all.typed = pre.typed = true;
+        all.divide = cfg.divide, pre.divide = Divide::kPre;
+        all.type = pre.type = to_string(t);
         for (auto p : cfg.paths)
             if (typed_path(p) && path_info(p).element == t) {
                 all.paths.push_back(p);
@@ -220,6 +236,18 @@ std::vector<Part> gate_parts(const GateConfig& cfg, bool tree) {
             }
         parts.push_back(all);
         if (cfg.divide == Divide::kNone) parts.push_back(pre);  // (for NCCL's FP8 paths: ncclAvg, D41)
+    }
+    // The declared paths (D45): one part each, with its settings, named by it.
+    for (const PathDecl& d : cfg.declared) {
+        Part p;
+        p.paths = {d.kind}, p.typed = typed_path(d.kind), p.divide = d.divide.value_or(cfg.divide);
+        if (p.typed) p.type = to_string(path_info(d.kind).element);
+        p.label = d.name;
+        p.accum = d.accum;
+        p.rotation = d.rotation;
+        if (!d.wire_any() && !d.wire_none())
+            for (const auto& w : d.wire) p.wire.push_back(parse_format(w).value());  // checked by the config (validate_keys)
+        parts.push_back(std::move(p));
     }
     return parts;
 }
@@ -233,6 +261,7 @@ reports::GateResult gate_header(const GateConfig& cfg, const GateOptions& opt, b
     for (const auto& f : cfg.formats) res.formats.push_back(f.name());
     for (const auto& l : cfg.staged) res.formats.push_back(stages_name(l));
     for (auto p : cfg.paths) res.paths.push_back(path_info(p).name);
+    for (const auto& d : cfg.declared) res.paths.push_back(d.name);
     for (auto d : cfg.dists) res.dists.push_back(kernels::to_string(d));
     res.ranks = cfg.ranks;
     res.ranks_per_node = cfg.ranks_per_node;
@@ -362,7 +391,7 @@ Status GateRunner::run_distribution(const FormatSpec& f, kernels::Distribution d
                                       : "not run: no GPU answered";
     res_.format_checks.push_back(fc);
     for (const Part& part : parts_) {
-        if (part.paths.empty() || (part.typed && &f != &cfg_.formats.front())) continue;
+        if (part.paths.empty() || ((part.typed || !part.wire.empty()) && &f != &cfg_.formats.front())) continue;
         auto go_on = run_part(f, d, part, fc);
         if (!go_on) return go_on.error();
         if (!*go_on) {
@@ -386,14 +415,19 @@ Status GateRunner::run_distribution(const FormatSpec& f, kernels::Distribution d
 Result<bool> GateRunner::run_part(const FormatSpec& f, kernels::Distribution d, const Part& part, const reports::FormatCheck& fc) {
     const kernels::PluginCodec* codec = cfg_.codec_for(f);
     const std::string dist = kernels::to_string(d);
-    SweepSpec spec = sweep_of(cfg_, part.paths, part.tree ? cfg_.tree_ranks : cfg_.ranks, f, d);
+    const bool own_wire = !part.wire.empty();  // a declared path with its own format: not the gate format's (or codec's) run
+    SweepSpec spec = sweep_of(cfg_, part.paths, part.tree ? cfg_.tree_ranks : cfg_.ranks, own_wire ? part.wire.front() : f, d);
     spec.divide = part.divide;
+    if (part.wire.size() > 1) spec.stage_formats = part.wire;
+    if (part.accum) spec.accum = *part.accum;
+    if (part.rotation) spec.rotation = *part.rotation;
+    if (!part.label.empty()) spec.labels = {part.label};
     spec.table = table_for(d);
     spec.backend = part.typed && (opt_.backend == collectives::Backend::kDevice || opt_.backend == collectives::Backend::kNccl)
                        ? collectives::Backend::kCpu
                        : opt_.backend;
-    if (codec && !part.typed) spec.codec = cfg_.codec;
-    const bool plain_part = !one_process_per_rank(opt_.backend) && !part.typed && !spec.codec && part.divide == cfg_.divide;
+    if (codec && !part.typed && !own_wire) spec.codec = cfg_.codec;
+    const bool plain_part = !one_process_per_rank(opt_.backend) && !part.typed && !spec.codec && part.divide == cfg_.divide && part.label.empty();
     if (plain_part && plain_runs_.count(d)) spec.reuse = &plain_runs_[d];
     if (opt_.progress)
         spec.on_group = [&, tree_part = part.tree](size_t i, size_t groups, int64_t n) {
@@ -423,8 +457,8 @@ Result<bool> GateRunner::run_part(const FormatSpec& f, kernels::Distribution d, 
         if (sw.error().code == ErrorCode::kRangeOverflow || sw.error().code == ErrorCode::kNonFinite) {
             // ds-int<b> refuses inputs beyond binary16 (docs/DECISIONS.md D3), an fp16 path one fp16
             // cannot hold (D26): reported, not run. A 16-bit refusal leaves the format's runs be.
-            res_.refusals.push_back({part.typed ? part.type : f.name(), dist, sw.error().message});
-            return part.typed;
+            res_.refusals.push_back({part.typed ? part.type : spec.format.name(), dist, sw.error().message});
+            return part.typed || own_wire;  // a declared path's own refusal leaves the format's runs be
         }
         return sw.error();
     }
@@ -432,9 +466,9 @@ Result<bool> GateRunner::run_part(const FormatSpec& f, kernels::Distribution d, 
     if (plain_part && !spec.reuse)
         for (const auto& r : sw->runs)
             if (!path_info(r.config.path).quantized) plain_runs_[d].push_back(r);
-    if (part.divide != cfg_.divide) return true;  // one fit per (path, format, dist): the gate's own runs'
+    if (part.divide != cfg_.divide && part.label.empty()) return true;  // one fit per (path, format, dist): the gate's own runs'
     for (const auto& fit : sw->fits)
-        res_.fits.push_back({path_info(fit.path).name, part.typed ? part.type : f.name(), dist, fit.exponent, fit.points});
+        res_.fits.push_back({fit.name, part.typed ? part.type : own_wire ? stages_name(part.wire) : f.name(), dist, fit.exponent, fit.points});
     return true;
 }
 

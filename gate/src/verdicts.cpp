@@ -118,26 +118,36 @@ std::vector<Verdict> kernel_verdicts(const GateConfig& cfg, const reports::GateR
     return out;
 }
 
-// What the gate ran, as the (format name, path) pairs its runs carry: every format on every path (the
-// 16-bit paths once, under their own type, D26), then every per-stage list on the paths with stages.
-std::vector<std::pair<std::string, PathKind>> format_paths(const GateConfig& cfg) {
-    std::vector<std::pair<std::string, PathKind>> out;
+// What the gate ran, as the (format name, path name) pairs its runs carry: every format on every path
+// (the 16-bit paths once, under their own type, D26), then every per-stage list on the paths with
+// stages, then the declared paths (D45: once with their own wire or type, else with every format).
+std::vector<std::pair<std::string, std::string>> format_paths(const GateConfig& cfg) {
+    std::vector<std::pair<std::string, std::string>> out;
     for (const auto& f : cfg.formats)
         for (auto p : cfg.paths) {
             if (typed_path(p) && &f != &cfg.formats.front()) continue;
-            out.emplace_back(typed_path(p) ? to_string(path_info(p).element) : f.name(), p);
+            out.emplace_back(typed_path(p) ? to_string(path_info(p).element) : f.name(), path_info(p).name);
         }
     for (const auto& l : cfg.staged)
         for (auto p : cfg.paths)
-            if (!format_stages(p).empty()) out.emplace_back(stages_name(l), p);
+            if (!format_stages(p).empty()) out.emplace_back(stages_name(l), path_info(p).name);
+    for (const auto& d : cfg.declared) {
+        if (typed_path(d.kind)) out.emplace_back(to_string(path_info(d.kind).element), d.name);
+        else if (!d.wire_any()) {
+            std::string w;
+            for (const auto& x : d.wire) w += (w.empty() ? "" : ",") + x;
+            out.emplace_back(w, d.name);
+        } else
+            for (const auto& f : cfg.formats) out.emplace_back(f.name(), d.name);
+    }
     return out;
 }
 
 std::vector<Verdict> bound_and_k_verdicts(const GateConfig& cfg, const std::vector<GateRun>& runs) {
     std::vector<Verdict> out;
-    for (const auto& [fname, p] : format_paths(cfg)) {
+    for (const auto& [fname, pn] : format_paths(cfg)) {
         {
-            const std::string pn = path_info(p).name, suffix = fname + "/" + pn;
+            const std::string suffix = fname + "/" + pn;
             int nruns = 0;
             int64_t outputs = 0, kpairs = 0;
             double worst = 0;
@@ -260,9 +270,8 @@ std::vector<Verdict> baseline_verdicts(const GateConfig& cfg, const std::vector<
     std::map<std::string, const GateRun*> base;
     for (const auto& r : baseline) base[r.key()] = &r;
     for (const auto& m : cfg.baseline_metrics) {
-        for (const auto& [fname, p] : format_paths(cfg)) {
+        for (const auto& [fname, pn] : format_paths(cfg)) {
             {
-                const std::string pn = path_info(p).name;
                 int matched = 0, missing = 0;
                 double worst_ratio = 0;
                 std::string bad;

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 #include <unistd.h>
+#include <tuple>
 #include <vector>
 
 #include "qtransit/gate/gate.hpp"
@@ -323,6 +324,61 @@ TEST(Gate, RunsInProcessWithProgressAndNamedVerdicts) {
     EXPECT_EQ(started, 2u);   // a sweep at each N
     EXPECT_EQ(seen.back().runs, 4u);
     EXPECT_TRUE(seen.back().holds);
+}
+
+// D45: gate.paths names declared paths: a declaration-only built-in (ncclAvg, DeepEP's dispatch with its
+// own wire) and a user's file beside the config. Each runs as its schedule with what it fixes, under
+// its name, with verdicts of that name; a wire that does not take the gate's block is refused first.
+TEST(Gate, DeclaredPathsRunUnderTheirNames) {
+    const fs::path dir = temp_dir("declared");
+    {
+        std::ofstream f(dir / "qr.toml");
+        f << "[[path]]\nname = \"qr-int8\"\ncollective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"any\"\nadd = \"fp16\"\n";
+    }
+    const std::string text = "[gate]\nformats = [\"int8\"]\npaths = [\"a2a-rs\", \"nccl-fp8-e4m3-ring-ar-avg\", \"deepep-fp8-dispatch\", \"qr.toml\"]\n"
+                             "distributions = [\"normal\"]\nranks = [8, 16]\nelements = 2048\nblock = 128\n";
+    auto cfg = qt::gate::parse_gate_config(text, (dir / "g.toml").string());
+    ASSERT_TRUE(cfg) << cfg.error().message;
+    EXPECT_EQ(cfg->paths.size(), 1u);
+    ASSERT_EQ(cfg->declared.size(), 3u);
+    auto res = qt::gate::run_gate(*cfg, {});
+    ASSERT_TRUE(res) << res.error().message;
+    auto runs_of = [&](const std::string& path) {
+        std::vector<const GateRun*> v;
+        for (const auto& r : res->runs)
+            if (r.path == path) v.push_back(&r);
+        return v;
+    };
+    // ncclAvg: the FP8 ring all-reduce pre-divided, 2 N; the dispatch: its own wire, k = 1; QuickReduce's
+    // shape: two-shot with binary16 sums and the gate's format, k = 2.
+    for (const auto& [name, schedule, format, divide, k] :
+         {std::tuple{"nccl-fp8-e4m3-ring-ar-avg", "nccl-fp8-e4m3-ring-ar", "fp8-e4m3", "pre", 0},
+          std::tuple{"deepep-fp8-dispatch", "ring-ag", "fp8-e4m3-1x128", "none", 1}, std::tuple{"qr-int8", "two-shot-ar", "int8", "none", 2}}) {
+        const auto v = runs_of(name);
+        ASSERT_EQ(v.size(), 2u) << name;
+        for (const GateRun* r : v) {
+            EXPECT_EQ(r->schedule, schedule) << name;
+            EXPECT_EQ(r->format, format) << name;
+            EXPECT_EQ(r->divide, divide) << name;
+            if (k > 0) EXPECT_EQ(r->k_max, k) << name;
+            EXPECT_TRUE(r->bound_holds) << name;
+        }
+        const std::string verdict = std::string("bounds/") + format + "/" + name;
+        const auto* b = find(res->verdicts, verdict);
+        ASSERT_NE(b, nullptr) << verdict;
+        EXPECT_EQ(b->status, VerdictStatus::kPass) << verdict << ": " << b->message;
+    }
+    EXPECT_EQ(std::count(res->paths.begin(), res->paths.end(), "qr-int8"), 1);
+    // The dispatch's wire has blocks of 128: under the default block the config is refused, named.
+    auto bad = qt::gate::parse_gate_config("[gate]\nformats = [\"int8\"]\npaths = [\"deepep-fp8-dispatch\"]\nranks = [8]\nelements = 1024\n",
+                                           "b.toml");
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().message.find("deepep-fp8-dispatch's wire: fp8-e4m3-1x128 has fixed blocks of 128"), std::string::npos)
+        << bad.error().message;
+    auto unknown = qt::gate::parse_gate_config("[gate]\npaths = [\"ring-rz\"]\n", "u.toml");
+    ASSERT_FALSE(unknown);
+    EXPECT_NE(unknown.error().message.find("unknown path 'ring-rz'"), std::string::npos) << unknown.error().message;
+    fs::remove_all(dir);
 }
 
 // D34: a gate's report has the same bits whatever the number of threads that shared its columns

@@ -66,6 +66,7 @@ nlohmann::json to_json(const GateResult& r) {
                          {"fp16_bytes_per_rank", x.fp16_bytes_per_rank},
                          {"fp16_ring_rs_bytes_per_rank", x.fp16_ring_rs_bytes_per_rank},
                          {"wire_bits_per_element", x.wire_bits_per_element()}};
+        if (!x.schedule.empty()) j["schedule"] = x.schedule;  // a declared path (D43)
         if (!x.first_violation.empty()) j["first_violation"] = x.first_violation;
         if (!x.first_k_mismatch.empty()) j["first_k_mismatch"] = x.first_k_mismatch;
         if (x.saturating) {  // NCCL's FP8 paths (D41)

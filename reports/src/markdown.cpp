@@ -70,8 +70,14 @@ Table error_table(const GateResult& r) {
     t.header.push_back("format \\ path (" + dist + ")");
     // The 16-bit paths have no format to cross with: they are in compare_table.
     std::vector<std::string> paths;
+    // (A declared path with its own wire format or type has no run under the gate's formats: left out.)
+    auto crosses = [&](const std::string& p) {
+        for (const auto& x : r.runs)
+            if (x.path == p && std::find(r.formats.begin(), r.formats.end(), x.format) != r.formats.end()) return true;
+        return false;
+    };
     for (const auto& p : r.paths)
-        if (auto k = parse_path(p); !k || !typed_path(*k)) paths.push_back(p);
+        if (auto k = parse_path(p); k ? !typed_path(*k) : crosses(p)) paths.push_back(p);
     for (const auto& p : paths) t.header.push_back(p + " N=" + std::to_string(nmax[p]));
     for (const auto& f : r.formats) {
         std::vector<std::string> row{f};
@@ -116,7 +122,21 @@ std::vector<CompareRow> compare_rows(const GateResult& r) {
         want.push_back({std::string(t) + " ring reduce-scatter", path, t, r.divide});
         if (r.divide == "none") want.push_back({std::string(t) + " ring reduce-scatter, pre-divided", path, t, "pre"});
     }
+    // NCCL's FP8 rings (D41, issue 49): the partial sum stored as FP8 at every hop; pre-divided is ncclAvg.
+    for (const char* t : {"fp8-e4m3", "fp8-e5m2"}) {
+        const std::string path = std::string("nccl-") + t + "-ring-rs";
+        want.push_back({std::string("NCCL ") + t + " ring reduce-scatter", path, t, r.divide});
+        if (r.divide == "none") want.push_back({std::string("NCCL ") + t + " ring reduce-scatter, ncclAvg", path, t, "pre"});
+    }
     if (!r.formats.empty()) want.push_back({"fp32 ring reduce-scatter", "fp32-ring-rs", r.formats.front(), r.divide});
+    // Declared reduce-scatters (D45: gate.paths names them): each beside the built-ins, with its format and division.
+    for (const auto& p : r.paths)
+        if (!parse_path(p))
+            for (const auto& x : r.runs)
+                if (x.path == p && x.shape == PathShape::kReduceScatter) {
+                    want.push_back({p + " (" + x.format + (x.divide == "none" ? "" : ", divide " + x.divide) + ")", p, x.format, x.divide});
+                    break;
+                }
     std::vector<CompareRow> out;
     for (const auto& row : want) {
         bool any = false;

@@ -13,6 +13,7 @@
 
 #include "qtransit/collectives/transport.hpp"
 #include "qtransit/common/format.hpp"
+#include "qtransit/common/path_decl.hpp"
 #include "qtransit/common/transit.hpp"
 #include "qtransit/kernels/inputs.hpp"
 #include "qtransit/kernels/plugin.hpp"
@@ -60,6 +61,10 @@ struct GateConfig {
     // two stages (a2a-hier-rs, two-shot-ar, hpz-ag-requant), named "A,B" in runs, verdicts and budgets.
     std::vector<std::vector<FormatSpec>> staged;
     std::vector<PathKind> paths;
+    // gate.paths entries that are declarations other than a built-in under its own name (D43, D45): a
+    // declaration-only built-in (nccl-fp8-*-avg, deepep-fp8-dispatch) or a .toml file's. Each runs as
+    // its schedule with what it fixes (its add type, division, rotation, wire format), named by it.
+    std::vector<PathDecl> declared;
     std::vector<kernels::Distribution> dists;
     std::vector<int64_t> ranks, tree_ranks;  // tree-rs runs at tree_ranks (powers of two)
     bool tree_ranks_derived = true;          // tree_ranks not given: derived from ranks

@@ -21,6 +21,7 @@ inline constexpr int kSchemaVersion = 1;
 // One collective path run at one N on one input distribution, checked exactly.
 struct GateRun {
     std::string path, format, dist;
+    std::string schedule;            // a declared path's (D43): the schedule it ran as; "" for a built-in path
     std::string divide = "none";     // where a mean's 1/N went (D27); part of the key when not none
     PathShape shape = PathShape::kReduceScatter;
     bool quantized = true;           // false for fp32-ring-rs
