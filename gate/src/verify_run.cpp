@@ -736,7 +736,7 @@ nlohmann::json to_json(const CollectiveVerification& v, bool partial) {
     nlohmann::json ring = nlohmann::json::array();
     for (int64_t r : v.spec.ring_order) ring.push_back(r);
     nlohmann::json out{
-        {"path", path_info(c.path).name},
+        {"path", c.path_name()},
         {"format", c.format.name()},
         {"ranks", c.ranks},
         {"ranks_per_node", c.ranks_per_node},
@@ -762,6 +762,7 @@ nlohmann::json to_json(const CollectiveVerification& v, bool partial) {
                         {"sum_sq_error", v.sim_sum_sq_error}, {"sum_error", v.sim_sum_error}}},
         {"sum_sq_target", v.sum_sq_target},
     };
+    if (!c.label.empty()) out["schedule"] = path_info(c.path).name;  // a declared path (D45)
     if (partial) {
         nlohmann::json sums = nlohmann::json::array();
         for (const reference::DoubleAcc* a : exact_sums(v)) sums.push_back(a->to_words());

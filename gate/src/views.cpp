@@ -158,7 +158,7 @@ reports::GateResult verify_quantize_report(const std::string& command, double se
 
 reports::GateResult verify_collective_report(const std::string& command, double seconds, const CollectiveVerification& total) {
     const auto& spec = total.spec;
-    const char* pname = path_info(spec.config.path).name;
+    const std::string pname = spec.config.path_name();  // a declared path's name (D45)
     reports::GateResult r = verify_model(command, seconds, spec.config.format.name(), to_json(total), summary_text(total));
     r.paths = {pname};
     r.ranks = {spec.config.ranks};

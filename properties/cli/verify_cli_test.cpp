@@ -281,6 +281,45 @@ TEST_F(VerifyCollectiveCli, ABf16RingReduceScatterDump) {
     EXPECT_EQ(o.code, 1) << o.out << o.err;
 }
 
+// A declared path (D45): a file of one [[path]] (QuickReduce's shape: two-shot, binary16 sums), and
+// DeepEP's dispatch by name: verify checks the schedule it resolves to with what it fixes, under its
+// name; an option that contradicts it is refused.
+TEST_F(VerifyCollectiveCli, ADeclaredPath) {
+    const std::string decl = path("qr.toml");
+    {
+        std::ofstream f(decl);
+        f << "[[path]]\nname = \"qr-int8\"\ncollective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"int8\"\nadd = \"fp16\"\n";
+    }
+    ASSERT_EQ(run("simulate --path two-shot-ar --format int8 --accum fp16 --ranks 8 --in " + path("in.npy") + " --dump " + path("qr.npy")).code, 0);
+    auto o = run("verify collective --path " + decl + " --format int8 --ranks 8 --inputs " + path("in.npy") + " --outputs " + path("qr.npy") +
+                 " --report-dir '' --json");
+    ASSERT_EQ(o.code, 0) << o.out << o.err;
+    const auto j = nlohmann::json::parse(o.out);
+    EXPECT_EQ(j["path"], "qr-int8");
+    EXPECT_EQ(j["schedule"], "two-shot-ar");
+    EXPECT_EQ(j["accum"], "fp16");  // the declaration's add type, not --accum's default
+    EXPECT_EQ(j["strongest"], "exact");
+    // Judged with binary32 sums (two-shot-ar itself), the binary16 roundings are not the schedule's bits.
+    o = run("verify collective --path two-shot-ar --format int8 --ranks 8 --inputs " + path("in.npy") + " --outputs " + path("qr.npy") +
+            " --report-dir '' --json");
+    EXPECT_NE(nlohmann::json::parse(o.out)["strongest"], "exact") << o.out;
+    refused("verify collective --path " + decl + " --format int8 --accum bf16 --ranks 8 --inputs " + path("in.npy") + " --outputs " +
+                path("qr.npy"),
+            "--accum bf16 contradicts the declared path qr-int8, which adds in fp16");
+    // DeepEP's dispatch by name: its wire is fp8-e4m3-1x128, blocks of 128.
+    ASSERT_EQ(run("simulate --path deepep-fp8-dispatch --ranks 8 --block 128 --in " + path("in.npy") + " --dump " + path("dp.npy")).code, 0);
+    o = run("verify collective --path deepep-fp8-dispatch --format fp8-e4m3-1x128 --block 128 --ranks 8 --inputs " + path("in.npy") +
+            " --outputs " + path("dp.npy") + " --report-dir '' --json");
+    ASSERT_EQ(o.code, 0) << o.out << o.err;
+    EXPECT_EQ(nlohmann::json::parse(o.out)["path"], "deepep-fp8-dispatch");
+    refused("verify collective --path deepep-fp8-dispatch --format int8 --block 128 --ranks 8 --inputs " + path("in.npy") + " --outputs " +
+                path("dp.npy"),
+            "--format int8 contradicts the declared path deepep-fp8-dispatch, whose wire is fp8-e4m3-1x128");
+    refused("verify collective --path nccl-fp8-e4m3-ring-ar-avg --format int8 --ranks 8 --inputs " + path("in.npy") + " --outputs " +
+                path("dp.npy"),
+            "verify collective checks sums (--target sum) and means of sums (--target mean), not a division inside the path");
+}
+
 TEST_F(VerifyCollectiveCli, SafetensorsPerRankFilesAndTheMean) {
     ASSERT_EQ(simulate("two-shot-ar", "ar.npy").code, 0);
     const auto ar = load("ar.npy");  // [8, 256]

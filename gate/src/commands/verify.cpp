@@ -10,14 +10,15 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <optional>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include "qtransit/gate/commands.hpp"
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/common/decl_toml.hpp"
+#include "qtransit/common/path_decl.hpp"
 #include "qtransit/common/text_file.hpp"
 #include "qtransit/gate/codec_check.hpp"
 #include "qtransit/gate/verify_run.hpp"
@@ -110,17 +111,49 @@ OutputDtype dtype_of(kernels::NpyDtype d) {
 Result<CollectiveVerifySpec> VerifyCollectiveRequest::validate() const {
     const VerifyCollectiveRequest& a = *this;
     CollectiveVerifySpec spec;
-    auto path = parse_path(a.path);
-    if (!path) return make_error(ErrorCode::kInvalidArgument, path.error().message);
-    spec.config.path = *path;
-    auto format = resolve_format(a.format);
-    if (!format) return make_error(ErrorCode::kInvalidArgument, format.error().message);
+    auto refuse = [](const std::string& m) { return make_error(ErrorCode::kInvalidArgument, m); };
+    // A built-in path, or a declared one (docs/PATHS.md, D45): a declaration-only built-in or a .toml
+    // file declaring one path. Its schedule is checked with what it fixes, under its name; an option
+    // given otherwise is refused, as simulate refuses it.
+    std::optional<PathDecl> decl;
+    if (auto path = parse_path(a.path)) {
+        spec.config.path = *path;
+    } else {
+        auto ds = resolve_path_arg(a.path);
+        if (!ds) return refuse(ds.error().message);
+        if (ds->size() != 1)
+            return refuse("--path " + a.path + " declares " + std::to_string(ds->size()) + " paths; verify collective checks one run of one "
+                          "(name it: --path NAME, once the file is registered, or a file of one [[path]])");
+        decl = ds->front();
+        spec.config.path = decl->kind;
+        if (!decl->is_builtin_kind()) spec.config.label = decl->name;
+        if (decl->divide && *decl->divide != Divide::kNone)
+            return refuse("--path " + decl->name + " divides (divide = \"" + std::string(to_string(*decl->divide)) +
+                          "\"): verify collective checks sums (--target sum) and means of sums (--target mean), not a division inside the path");
+        if (decl->rotation) spec.config.rotation = *decl->rotation;
+    }
+    std::string format_name = a.format;
+    if (decl && !decl->wire_any() && !decl->wire_none()) {
+        std::string w;
+        for (const auto& x : decl->wire) w += (w.empty() ? "" : ",") + x;
+        if (decl->wire.size() > 1) return refuse("--path " + decl->name + " has one format per stage (" + w + "): verify collective takes one format");
+        if (!a.format.empty() && a.format != w)
+            return refuse("--format " + a.format + " contradicts the declared path " + decl->name + ", whose wire is " + w);
+        format_name = w;
+    }
+    auto format = resolve_format(format_name);
+    if (!format) return refuse(format.error().message);
     spec.config.format = *format;
-    if (auto st = format->check_block(a.block); !st) return make_error(ErrorCode::kInvalidArgument, "--block: " + st.error().message);
+    if (auto st = format->check_block(a.block); !st) return refuse("--block: " + st.error().message);
     spec.config.block = a.block;
     auto accum = parse_accum(a.accum);
-    if (!accum) return make_error(ErrorCode::kInvalidArgument, accum.error().message);
+    if (!accum) return refuse(accum.error().message);
     spec.config.accum = *accum;
+    if (decl && decl->accum) {
+        if (a.accum != "fp32" && *accum != *decl->accum)
+            return refuse("--accum " + a.accum + " contradicts the declared path " + decl->name + ", which adds in " + to_string(*decl->accum));
+        spec.config.accum = *decl->accum;
+    }
     if (a.ranks < 1) return make_error(ErrorCode::kInvalidArgument, "--ranks is required (N, the ranks of the run)");
     spec.config.ranks = a.ranks;
     spec.config.ranks_per_node = a.ranks_per_node > 0 ? a.ranks_per_node : default_ranks_per_node(a.ranks);
@@ -189,7 +222,7 @@ private:
                    : "the inputs are [N, M] with N = " + std::to_string(n_) + " (row r: rank r's input)";
     }
     std::string outputs_expect(bool one) const {
-        const std::string pname = path_info(spec_.config.path).name;
+        const std::string pname = spec_.config.path_name();
         const int64_t cols = rs_ ? m_ / n_ : m_;
         const std::string what = rs_ ? "S = M / N = " + std::to_string(cols) + " elements of chunk c that rank c holds"
                                      : "M = " + std::to_string(cols) + " elements every rank holds";
