@@ -364,7 +364,8 @@ QT_INLINE int64_t encode_decl_fast(const EncodeJob& job, const fast::EncodePlan&
         }
         for (int64_t k = 0; k < c1 - c0; ++k) {
             const float s = scale[k];
-            factor[k] = kMul ? div_rn(1.0f, s) : (s == 0.0f ? 1.0f : s);
+            // the scales that multiply: the block's own m = fl32(A / max(a, F)), not 1 / s
+            factor[k] = fp.amax_mul ? decl_multiplier(d, bits_f32(amax[k])) : kMul ? div_rn(1.0f, s) : (s == 0.0f ? 1.0f : s);
         }
         std::memcpy(job.scales + c0, scale, static_cast<size_t>(c1 - c0) * sizeof(float));
         for (int64_t j = c0; j < c1; ++j) {
@@ -927,7 +928,8 @@ QT_AVX512_WIDE bool encode_fused(const EncodeJob& job, const fast::EncodePlan& f
             for (int k = 0; k < count; ++k) {
                 const float s = scale[k];
                 // as below: s == 0 makes v the value itself (x / 1)
-                const __m512 f = _mm512_set1_ps(kMul ? div_rn(1.0f, s) : (s == 0.0f ? 1.0f : s));
+                const __m512 f = _mm512_set1_ps(fp.amax_mul ? decl_multiplier(d, bits_f32(amax[k]))
+                                                : kMul ? div_rn(1.0f, s) : (s == 0.0f ? 1.0f : s));
                 const float* yb = kRot ? y + k * block : job.x + first0 + k * block;
                 uint8_t* out = job.codes + (j0 + k) * job.block_bytes;
                 __m512i qr[2];
@@ -950,7 +952,7 @@ QT_AVX512_WIDE bool encode_fused(const EncodeJob& job, const fast::EncodePlan& f
             // as encode_decl_fast: s == 0 (an all-zero block) makes v the value itself
             const float s = scale[k];
             const bool as_mul = kMul || s == 0.0f;
-            const float f = kMul ? div_rn(1.0f, s) : (s == 0.0f ? 1.0f : s);
+            const float f = fp.amax_mul ? decl_multiplier(d, bits_f32(amax[k])) : kMul ? div_rn(1.0f, s) : (s == 0.0f ? 1.0f : s);
             const float* yb = kRot ? y + k * block : job.x + first0 + k * block;
             uint8_t* out = job.codes + (j0 + k) * job.block_bytes;
             for (int64_t i0 = 0; i0 < block; i0 += fast::kStep)  // a block of 16: half a step

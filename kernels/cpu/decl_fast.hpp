@@ -49,7 +49,8 @@ struct TablePlan {
 
 struct EncodePlan {
     bool fast = false;  // the loops below apply (else the generic element loop)
-    bool mul = false;   // the quotient by the exact reciprocal (power-of-two and `none` scales)
+    bool mul = false;   // the quotient by the exact reciprocal (power-of-two and `none` scales), or a product
+    bool amax_mul = false;  // ... by the block's multiplier decl_multiplier(a) (the scales that multiply)
     FloatGrid fg{};
     IntGrid ig{};
     TablePlan tp{};
@@ -59,9 +60,9 @@ inline EncodePlan encode_plan(const Decl& d) {
     EncodePlan p;
     if (d.offset_min) return p;
     if (d.elem == ElemType::kTable && d.table_size > 16) return p;
-    if (multiplies(d.scale)) return p;  // x m with a multiplier of its own per block: the generic loop
     p.fast = true;
-    p.mul = is_pow2_scale(d.scale) || d.scale == ScaleType::kNone;
+    p.amax_mul = multiplies(d.scale);
+    p.mul = is_pow2_scale(d.scale) || d.scale == ScaleType::kNone || p.amax_mul;
     if (d.elem == ElemType::kFloat) p.fg = float_grid(d);
     if (d.elem == ElemType::kInt) p.ig = int_grid(d);
     if (d.elem == ElemType::kTable) {
@@ -423,7 +424,6 @@ inline __attribute__((always_inline)) bool chunk_scales(const Decl& d, const uin
         case ScaleType::kE8m0Ceil: scales_t<ScaleType::kE8m0Ceil>(d, amax, n, s); break;
         case ScaleType::kE8m0RceilMul: scales_t<ScaleType::kE8m0RceilMul>(d, amax, n, s); break;
         case ScaleType::kPow2RceilMul: scales_t<ScaleType::kPow2RceilMul>(d, amax, n, s); break;
-        // encode_plan keeps the multiplying scales out of the fast loops; their scales all the same
         case ScaleType::kFp32AmaxMul: scales_t<ScaleType::kFp32AmaxMul>(d, amax, n, s); break;
         case ScaleType::kFp32AmaxMulRcp: scales_t<ScaleType::kFp32AmaxMulRcp>(d, amax, n, s); break;
         case ScaleType::kNone:
