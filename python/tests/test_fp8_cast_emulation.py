@@ -276,24 +276,15 @@ def assert_matches_emulation(name, x):
     rs = np.asarray(r.scales, dtype=np.float32).reshape(-1)
     rc = np.asarray(r.codes).reshape(-1).astype(np.int64)
     rd = np.asarray(r.decoded, dtype=np.float32).reshape(-1)
-    if rs.shape != s.shape:
-        problems.append(f"scales: {rs.shape} from qtransit, {s.shape} expected")
-    else:
-        d = np.flatnonzero(rs.view(np.uint32) != s.view(np.uint32))
+    code_text = lambda c: f"0x{int(c):02x} ({E4M3_VALUE[int(c) & 0xFF]!r})"
+    for what, ours, theirs, bits, show in (("scales", s, rs, True, _f32), ("codes", codes, rc, False, code_text),
+                                           ("decoded", decoded, rd, True, _f32)):
+        if theirs.shape != ours.shape:
+            problems.append(f"{what}: {theirs.shape} from qtransit, {ours.shape} expected")
+            continue
+        d = np.flatnonzero(theirs.view(np.uint32) != ours.view(np.uint32)) if bits else np.flatnonzero(theirs != ours)
         if d.size:
-            problems.append(_describe("scales", d, x, s, rs, block, _f32))
-    if rc.shape != codes.shape:
-        problems.append(f"codes: {rc.shape} from qtransit, {codes.shape} expected")
-    else:
-        d = np.flatnonzero(rc != codes)
-        if d.size:
-            problems.append(_describe("codes", d, x, codes, rc, block, lambda c: f"0x{int(c):02x} ({E4M3_VALUE[int(c) & 0xFF]!r})"))
-    if rd.shape != decoded.shape:
-        problems.append(f"decoded: {rd.shape} from qtransit, {decoded.shape} expected")
-    else:
-        d = np.flatnonzero(rd.view(np.uint32) != decoded.view(np.uint32))
-        if d.size:
-            problems.append(_describe("decoded", d, x, decoded, rd, block, _f32))
+            problems.append(_describe(what, d, x, ours, theirs, block, show))
     if not r.passed:
         problems.append(f"qtransit's own check failed: {r.first_failure}")
     assert not problems, f"{name}:\n" + "\n".join(problems)

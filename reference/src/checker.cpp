@@ -384,42 +384,21 @@ double decl_e(const Decl& d, double a) {
         }
         case ScaleType::kNone: break;
     }
-    if (multiplies(d.scale)) {
-        // x m s in place of w: m = A / a' (1 + -u) (+- 2^-150: A / a' >= A / FLT_MAX, normal for every
-        // A >= 2^-126 ... and below that the absolute term), s as above: |x m s| <= a (1 + 4u) + A 2^-149
-        // and |x| |1 - m s| <= 4u a + A 2^-149; the terms below with that w, Tdec without its min.
-        const double we = w * (1 + 4 * u) + amp * 0x1p-149;
-        const double dev = 4 * u * w + amp * 0x1p-149;
-        const double t = u * we + s_up * 0x1p-150;
-        const double top = we * (1 + u) - s_lo * vmax + s_up * 0x1p-150;
-        const double bot = vmin < 0 ? we * (1 + u) + s_up * 0x1p-150 + s_lo * vmin : we * (1 + u) + s_up * (0x1p-150 + vmin);
-        const double x_ex = std::max({0.0, top, bot});
-        double sel = 0;
-        if (d.elem == ElemType::kTable) {
-            double gap = 0;
-            for (int i = 0; i + 1 < d.table_size; ++i)
-                gap = std::max(gap, static_cast<double>(d.table[i + 1]) - static_cast<double>(d.table[i]));
-            sel = std::max(s_up * gap * 0.5, x_ex) + 2 * t;
-        } else {
-            const bool nearest = d.rounding != Rounding::kTowardZero && d.rounding != Rounding::kStochastic;
-            const double step_s = d.elem == ElemType::kInt
-                                      ? std::ldexp(s_up, -d.fraction_bits)
-                                      : std::ldexp(std::max(we * (1 + u), std::ldexp(s_up, 1 - d.bias)), -d.man_bits);
-            sel = t + std::max((nearest ? 0.5 : 1.0) * step_s, x_ex);
-        }
-        const double y = std::min(we + sel, s_up * vabs);
-        return (dev + sel + std::max(u * y + 0x1p-150, y - kFltMax)) * (1 + 0x1p-40);
-    }
-    const double t = u * w + s_up * 0x1p-150;
+    // The scales that multiply: x m s in place of w, with m = A / a' (1 +- u) (+- 2^-150) and s as above:
+    // |x m s| <= a (1 + 4u) + A 2^-149, and the term |x| |1 - m s| <= 4u a + A 2^-149 added at the end
+    // with Tdec without its min (x m s need not be a binary32).
+    const bool mul = multiplies(d.scale);
+    const double wv = mul ? w * (1 + 4 * u) + amp * 0x1p-149 : w;
+    const double t = u * wv + s_up * 0x1p-150;
     // ceil's s_lo = W 2^-emax_elem can fall faster than W rises (vmax up to 2 2^emax_elem): the
     // excess w (1 + u) - s_lo vmax, linear in the statistic, is then largest at 0, not at W.
     const bool falls = d.scale == ScaleType::kE8m0Ceil;
-    auto excess = [&](double v) { return falls ? std::max(w * (1 + u) - s_lo * v, 0.0) : w * (1 + u) - s_lo * v; };
+    auto excess = [&](double v) { return falls ? std::max(wv * (1 + u) - s_lo * v, 0.0) : wv * (1 + u) - s_lo * v; };
     const double top = excess(vmax) + s_up * 0x1p-150;
     double bot = 0;
     if (d.offset_min) bot = s_up * std::max(vmin, 0.0) + t;
     else if (vmin < 0) bot = excess(-vmin) + s_up * 0x1p-150;
-    else bot = w * (1 + u) + s_up * (0x1p-150 + vmin);
+    else bot = wv * (1 + u) + s_up * (0x1p-150 + vmin);
     const double x_ex = std::max({0.0, top, bot});
     double sel = 0;
     if (d.elem == ElemType::kTable) {
@@ -431,10 +410,11 @@ double decl_e(const Decl& d, double a) {
         const bool nearest = d.rounding != Rounding::kTowardZero && d.rounding != Rounding::kStochastic;
         const double step_s = d.elem == ElemType::kInt
                                   ? std::ldexp(s_up, -d.fraction_bits)
-                                  : std::ldexp(std::max(w * (1 + u), std::ldexp(s_up, 1 - d.bias)), -d.man_bits);
+                                  : std::ldexp(std::max(wv * (1 + u), std::ldexp(s_up, 1 - d.bias)), -d.man_bits);
         sel = t + std::max((nearest ? 0.5 : 1.0) * step_s, x_ex);
     }
-    const double y = std::min(w + sel, s_up * vabs);
+    const double y = std::min(wv + sel, s_up * vabs);
+    if (mul) return (4 * u * w + amp * 0x1p-149 + sel + std::max(u * y + 0x1p-150, y - kFltMax)) * (1 + 0x1p-40);
     const double tdec = std::min(sel, std::max(u * y + 0x1p-150, y - kFltMax));
     if (!d.offset_min) return sel + tdec;
     const double ep = u * 2 * a + 0x1p-150 + sel + tdec;
