@@ -303,6 +303,12 @@ QT_INLINE void code_step(const Decl& d, const fast::EncodePlan& fp, const float*
 // `none` scales); kTies: a table whose ties round up somewhere; kAvx: compiled for AVX-512
 // (encode_decl_fast_avx512), with the AVX-512 helpers of decl_fast.hpp. Returns as
 // encode_decl_range.
+// decl_plan for a chunk with a non-finite or overflowing block (rare), out of line: inlined, its
+// scale switch was compiled into every instantiation of encode_decl_fast.
+QT_NOINLINE BlockState plan_rare(const Decl& d, uint32_t amax_bits, float* s, float* lo) {
+    return decl_plan(d, amax_bits, 0.0f, 0.0f, s, lo);
+}
+
 template <ElemType E, Rounding R, bool kMul, bool kTies, bool kAvx>
 QT_INLINE int64_t encode_decl_fast(const EncodeJob& job, const fast::EncodePlan& fp, int64_t b0, int64_t b1) {
     const Decl& d = *job.format.decl;
@@ -352,7 +358,7 @@ QT_INLINE int64_t encode_decl_fast(const EncodeJob& job, const fast::EncodePlan&
         } else {  // some block is not finite or overflows: decide block by block, in order
             for (int64_t j = c0; j < c1; ++j) {
                 float s = 0.0f, lo = 0.0f;
-                const BlockState state = decl_plan(d, amax[j - c0], 0.0f, 0.0f, &s, &lo);
+                const BlockState state = plan_rare(d, amax[j - c0], &s, &lo);
                 poisoned[j - c0] = state != BlockState::kQuantize;
                 if (state != BlockState::kQuantize) {
                     if (job.error_policy) return j;  // blocks run in increasing order: the range's lowest
