@@ -149,7 +149,7 @@ Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
     if (d.wire.size() > 1)
         for (const auto& f : d.wire)
             if (f == "none" || f == "any") return c.err(w->source(), "wire", "'" + f + "' stands alone, not in a list of stage formats");
-    if (quantized && !d.wire_any())
+    if (d.fixes_wire())
         for (const auto& f : d.wire)
             if (auto r = resolve_format(f); !r) return c.err(w->source(), "wire", r.error().message);
     for (const auto& [key, field] : {std::pair{"add", &d.add}, std::pair{"stored", &d.stored}}) {
@@ -295,7 +295,7 @@ Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
     apply_element_type(pc);
     if (d.divide) pc.divide = *d.divide;
     if (d.rotation) pc.rotation = *d.rotation;
-    if (quantized && !d.wire_any()) {
+    if (d.fixes_wire()) {
         auto f = resolve_format(d.wire[0]);
         if (!f) return f.error();
         pc.format = *f;

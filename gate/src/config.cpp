@@ -563,7 +563,7 @@ Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
     }
     // A declared path's own wire formats take the gate's block too (deepep-fp8-dispatch: 128).
     for (const auto& d : cfg.declared)
-        if (!d.wire_any() && !d.wire_none())
+        if (d.fixes_wire())
             for (const auto& w : d.wire) {
                 auto f = parse_format(w);
                 if (!f) return err("gate.paths", d.name + ": " + f.error().message);

@@ -245,7 +245,7 @@ std::vector<Part> gate_parts(const GateConfig& cfg, bool tree) {
         p.label = d.name;
         p.accum = d.accum;
         p.rotation = d.rotation;
-        if (!d.wire_any() && !d.wire_none())
+        if (d.fixes_wire())
             for (const auto& w : d.wire) p.wire.push_back(parse_format(w).value());  // checked by the config (validate_keys)
         parts.push_back(std::move(p));
     }

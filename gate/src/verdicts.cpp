@@ -133,11 +133,8 @@ std::vector<std::pair<std::string, std::string>> format_paths(const GateConfig& 
             if (!format_stages(p).empty()) out.emplace_back(stages_name(l), path_info(p).name);
     for (const auto& d : cfg.declared) {
         if (typed_path(d.kind)) out.emplace_back(to_string(path_info(d.kind).element), d.name);
-        else if (!d.wire_any()) {
-            std::string w;
-            for (const auto& x : d.wire) w += (w.empty() ? "" : ",") + x;
-            out.emplace_back(w, d.name);
-        } else
+        else if (d.fixes_wire()) out.emplace_back(d.wire_text(), d.name);
+        else
             for (const auto& f : cfg.formats) out.emplace_back(f.name(), d.name);
     }
     return out;

@@ -9,11 +9,6 @@
 namespace qtransit::gate {
 namespace {
 
-std::string wire_text(const PathDecl& d) {
-    std::string w;
-    for (const auto& f : d.wire) w += (w.empty() ? "" : ",") + f;
-    return w;
-}
 std::string types_text(const PathDecl& d) {
     if (d.add.empty() && d.stored.empty()) return path_info(d.kind).shape == PathShape::kAllGather ? "-" : "run's";
     return d.add == d.stored ? d.add : d.add + "/" + d.stored;
@@ -53,7 +48,7 @@ Result<Printed> paths(bool json) {
             "add/stored", "divide");
     for (const auto& d : all)
         appendf(p.out, "%-*s %-14s %-24s %-5s %-10s %-13s %-6s\n", static_cast<int>(w), d.name.c_str(), d.collective.c_str(), d.exchange.c_str(),
-                wire_text(d).c_str(), d.requantize.empty() ? "-" : d.requantize.c_str(), types_text(d).c_str(),
+                d.wire_text().c_str(), d.requantize.empty() ? "-" : d.requantize.c_str(), types_text(d).c_str(),
                 d.divide ? to_string(*d.divide) : path_info(d.kind).shape == PathShape::kAllGather ? "-" : "run's");
     appendf(p.out,
             "(wire any: the run's --format; none: values travel in the stored type, every add rounded to it; run's: the "
@@ -87,7 +82,7 @@ Result<Printed> paths_validate(const PathsValidateRequest& r) {
         s.seed = r.seed;
         s.threads = 1;
         // The declaration's wire formats may want another block: the first of 32, 64, ... they take.
-        if (!d.wire_any() && !d.wire_none())
+        if (d.fixes_wire())
             for (int64_t b = 32; b <= 4096; b *= 2) {
                 bool ok = true;
                 for (const auto& f : d.wire) {
@@ -115,7 +110,7 @@ Result<Printed> paths_validate(const PathsValidateRequest& r) {
         }
         p.passed = p.passed && holds;
         appendf(p.out, "%s: %s (%s over %s, wire %s%s%s%s): %s; bounds %s%s\n", d.name.c_str(), path_info(d.kind).name, d.collective.c_str(),
-                d.exchange.c_str(), wire_text(d).c_str(), d.wire_any() ? " (run with int8)" : "",
+                d.exchange.c_str(), d.wire_text().c_str(), d.wire_any() ? " (run with int8)" : "",
                 d.add.empty() ? "" : (", add " + types_text(d)).c_str(), d.divide ? (std::string(", divide ") + to_string(*d.divide)).c_str() : "",
                 ks.c_str(), holds ? "hold" : "FAIL", sat ? (" (" + std::to_string(sat) + " outputs saturated)").c_str() : "");
     }

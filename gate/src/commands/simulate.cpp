@@ -108,11 +108,7 @@ Result<SimulateRequest> with_declared_paths(const SimulateRequest& r, std::vecto
             if (d.accum && !typed_path(d.kind)) fix(accum, to_string(*d.accum), d.name, "add (--accum)");
             if (d.divide) fix(divide, to_string(*d.divide), d.name, "divide (--divide)");
             if (d.rotation) fix(rotation, to_string(*d.rotation), d.name, "rotation (--rotation)");
-            if (!d.wire_any() && !d.wire_none()) {
-                std::string w;
-                for (const auto& f : d.wire) w += (w.empty() ? "" : ",") + f;
-                fix(format, w, d.name, "wire (--format)");
-            }
+            if (d.fixes_wire()) fix(format, d.wire_text(), d.name, "wire (--format)");
         }
     }
     if (!problem.empty()) return refusal(problem);

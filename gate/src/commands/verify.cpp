@@ -133,9 +133,8 @@ Result<CollectiveVerifySpec> VerifyCollectiveRequest::validate() const {
         if (decl->rotation) spec.config.rotation = *decl->rotation;
     }
     std::string format_name = a.format;
-    if (decl && !decl->wire_any() && !decl->wire_none()) {
-        std::string w;
-        for (const auto& x : decl->wire) w += (w.empty() ? "" : ",") + x;
+    if (decl && decl->fixes_wire()) {
+        const std::string w = decl->wire_text();
         if (decl->wire.size() > 1) return refuse("--path " + decl->name + " has one format per stage (" + w + "): verify collective takes one format");
         if (!a.format.empty() && a.format != w)
             return refuse("--format " + a.format + " contradicts the declared path " + decl->name + ", whose wire is " + w);

@@ -33,6 +33,14 @@ struct PathDecl {
 
     bool wire_any() const { return wire.size() == 1 && wire[0] == "any"; }
     bool wire_none() const { return wire.size() == 1 && wire[0] == "none"; }
+    // Whether it names its own wire formats (neither "any" nor "none").
+    bool fixes_wire() const { return !wire_any() && !wire_none(); }
+    // The wire as the CLI writes it: the names joined by ",".
+    std::string wire_text() const {
+        std::string w;
+        for (const auto& f : wire) w += (w.empty() ? "" : ",") + f;
+        return w;
+    }
     // Whether it is exactly the built-in path of its kind: same name, nothing fixed beyond it.
     bool is_builtin_kind() const { return name == path_info(kind).name; }
 };
