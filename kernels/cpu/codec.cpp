@@ -303,6 +303,15 @@ QT_INLINE void code_step(const Decl& d, const fast::EncodePlan& fp, const float*
 // `none` scales); kTies: a table whose ties round up somewhere; kAvx: compiled for AVX-512
 // (encode_decl_fast_avx512), with the AVX-512 helpers of decl_fast.hpp. Returns as
 // encode_decl_range.
+// What the element loops apply to a block of scale s and absmax bits a: the block's multiplier m (the
+// scales that multiply), the exact reciprocal 1 / s to multiply by (kMul: power-of-two and `none`
+// scales), or s to divide by (1 for s == 0: v is x itself, a zero).
+template <bool kMul>
+QT_INLINE float block_factor(const Decl& d, const fast::EncodePlan& fp, float s, uint32_t amax_bits) {
+    if (fp.amax_mul) return decl_multiplier(d, bits_f32(amax_bits));
+    return kMul ? div_rn(1.0f, s) : (s == 0.0f ? 1.0f : s);
+}
+
 // decl_plan for a chunk with a non-finite or overflowing block (rare), out of line: inlined, its
 // scale switch was compiled into every instantiation of encode_decl_fast.
 QT_NOINLINE BlockState plan_rare(const Decl& d, uint32_t amax_bits, float* s, float* lo) {
@@ -368,11 +377,7 @@ QT_INLINE int64_t encode_decl_fast(const EncodeJob& job, const fast::EncodePlan&
                 scale[j - c0] = s;
             }
         }
-        for (int64_t k = 0; k < c1 - c0; ++k) {
-            const float s = scale[k];
-            // the scales that multiply: the block's own m = fl32(A / max(a, F)), not 1 / s
-            factor[k] = fp.amax_mul ? decl_multiplier(d, bits_f32(amax[k])) : kMul ? div_rn(1.0f, s) : (s == 0.0f ? 1.0f : s);
-        }
+        for (int64_t k = 0; k < c1 - c0; ++k) factor[k] = block_factor<kMul>(d, fp, scale[k], amax[k]);
         std::memcpy(job.scales + c0, scale, static_cast<size_t>(c1 - c0) * sizeof(float));
         for (int64_t j = c0; j < c1; ++j) {
             const int64_t first = j * job.block, len = std::min(job.block, job.n - first);
@@ -934,8 +939,7 @@ QT_AVX512_WIDE bool encode_fused(const EncodeJob& job, const fast::EncodePlan& f
             for (int k = 0; k < count; ++k) {
                 const float s = scale[k];
                 // as below: s == 0 makes v the value itself (x / 1)
-                const __m512 f = _mm512_set1_ps(fp.amax_mul ? decl_multiplier(d, bits_f32(amax[k]))
-                                                : kMul ? div_rn(1.0f, s) : (s == 0.0f ? 1.0f : s));
+                const __m512 f = _mm512_set1_ps(block_factor<kMul>(d, fp, s, amax[k]));
                 const float* yb = kRot ? y + k * block : job.x + first0 + k * block;
                 uint8_t* out = job.codes + (j0 + k) * job.block_bytes;
                 __m512i qr[2];
@@ -958,7 +962,7 @@ QT_AVX512_WIDE bool encode_fused(const EncodeJob& job, const fast::EncodePlan& f
             // as encode_decl_fast: s == 0 (an all-zero block) makes v the value itself
             const float s = scale[k];
             const bool as_mul = kMul || s == 0.0f;
-            const float f = fp.amax_mul ? decl_multiplier(d, bits_f32(amax[k])) : kMul ? div_rn(1.0f, s) : (s == 0.0f ? 1.0f : s);
+            const float f = block_factor<kMul>(d, fp, s, amax[k]);
             const float* yb = kRot ? y + k * block : job.x + first0 + k * block;
             uint8_t* out = job.codes + (j0 + k) * job.block_bytes;
             for (int64_t i0 = 0; i0 < block; i0 += fast::kStep)  // a block of 16: half a step

@@ -220,6 +220,9 @@ struct BlockScale {
     float m = 0;            // fp32-amax-mul(-rcp): the multiplier fl32(A / max(a, F)); 0 otherwise
 };
 
+// The multiplier of a block of absmax a under a scale that multiplies: fl32(A / max(a, F)).
+float multiplier_of(const Decl& d, float a) { return div32(d.amp, std::max(a, d.amax_floor)); }
+
 // The scale of one block (FORMATS.md section 2), or what is wrong with it (D8: a non-finite value
 // wins over a range overflow).
 BlockScale block_scale(const Decl& d, std::span<const float> x) {
@@ -308,7 +311,7 @@ BlockScale block_scale(const Decl& d, std::span<const float> x) {
             // fl32(a' fl32(1/A)) (DeepEP), and the multiplier m = fl32(A / a') the elements take.
             const float af = std::max(a, d.amax_floor);
             b.s = d.scale == ScaleType::kFp32AmaxMul ? div32(af, amp) : mul32(af, div32(1.0f, amp));
-            b.m = div32(amp, af);
+            b.m = multiplier_of(d, a);
             if (std::isinf(b.s)) {
                 b.s_unrounded = b.s;
                 b.problem = Problem::kScaleOverflow;
@@ -513,7 +516,7 @@ float decl_multiplier_of(const Decl& d, std::span<const float> x) {
     if (!multiplies(d.scale)) return 0;
     float a = 0;
     for (float v : x) a = std::max(a, std::fabs(v));
-    return div32(d.amp, std::max(a, d.amax_floor));
+    return multiplier_of(d, a);
 }
 
 // ======================================================================================================
