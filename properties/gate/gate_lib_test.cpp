@@ -360,7 +360,9 @@ TEST(Gate, DeclaredPathsRunUnderTheirNames) {
             EXPECT_EQ(r->schedule, schedule) << name;
             EXPECT_EQ(r->format, format) << name;
             EXPECT_EQ(r->divide, divide) << name;
-            if (k > 0) EXPECT_EQ(r->k_max, k) << name;
+            if (k > 0) {
+                EXPECT_EQ(r->k_max, k) << name;
+            }
             EXPECT_TRUE(r->bound_holds) << name;
         }
         const std::string verdict = std::string("bounds/") + format + "/" + name;
