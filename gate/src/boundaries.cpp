@@ -108,11 +108,13 @@ void near_ties(const FormatSpec& f, int64_t block, uint64_t seed, std::vector<Bo
 }
 
 // near-ties for a declared format whose scale is not a power of two (fp32-absmax, fp16-absmax, and
-// the -mul scales that multiply, where the format's quotient is fl32(x m)) and whose rounding is to nearest: for every midpoint m between two neighbouring element values (the
-// grid, decoded from every code), inputs x within 64 ulps of m s where fl32(x / s), or
-// fl32(x * fl32(1 / s)), lies on the other side of m than the exact quotient, or on m when the exact
-// quotient is not (a float8 codec that divides in binary64, or multiplies by a reciprocal). The side
-// of the exact quotient is the sign of x - m s, exact in binary64 (m s has at most 25 + 24 bits).
+// the -mul scales that multiply, whose quotient is fl32(x m)) and whose rounding is to nearest: for
+// every midpoint m between two neighbouring element values (the grid, decoded from every code),
+// inputs x within 64 ulps of m s where fl32(x / s), or fl32(x * fl32(1 / s)), lies on the other side
+// of m than the exact quotient, or on m when the exact quotient is not (a float8 codec that divides
+// in binary64, or multiplies by a reciprocal). The side of the exact quotient is the sign of x - m s,
+// exact in binary64 (m s has at most 25 + 24 bits); for the scales that multiply, x near m / (the
+// block's multiplier), against the format's own side of fl32(x m).
 void near_ties_decl(const FormatSpec& f, int64_t block, std::vector<BoundaryCase>& out) {
     if (f.kind != FormatKind::kDecl || !f.decl || block < 2) return;
     const Decl& d = *f.decl;
