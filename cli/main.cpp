@@ -268,7 +268,8 @@ void add_verify(CLI::App& app, Requests& r, Commands& c) {
     c.verify_collective->add_option("--path", r.verify_collective.path, "The path the run took: " + qtransit::known_path_names())->required();
     c.verify_collective->add_option("--ranks", r.verify_collective.ranks, "N, the ranks of the run")->required()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
     c.verify_collective->add_option("--ranks-per-node", r.verify_collective.ranks_per_node, "G (default: 8 when it divides N, else N)")->check(non_negative);
-    c.verify_collective->add_option("--format", r.verify_collective.format, "The format the run quantized with")->required();
+    c.verify_collective->add_option("--format", r.verify_collective.format,
+                                    "The format the run quantized with (may be left out when --path is a declaration with its own wire)");
     c.verify_collective->add_option("--inputs", r.verify_collective.inputs,
                                   "What each rank contributed: one [N, M] file, or one [M] file per rank with {rank} in the name "
                                   "(in.{rank}.npy); .npy or .safetensors")

@@ -408,6 +408,8 @@ public:
             const Accum t = division_type(c_);
             for (float& v : row.values) v = kernels::divide_round(v, n, t);
         }
+        if (c_.output != Accum::kFp32)  // D46: the tensor the kernel writes, in its output type
+            for (float& v : row.values) v = kernels::accum_round(v, c_.output);
         row.event_ids.assign(prov.ids.begin(), prov.ids.end());
         row.rounding_ids.assign(prov.rids.begin(), prov.rids.end());
         // An empty per-element ledger (no add reached the value) is zeros; a field the path does not
@@ -837,6 +839,39 @@ void run_two_shot(Column& col) {
     gather_to_all(col, col.quantize(std::move(reduced), 1, chunk, mod(chunk + 1, c.ranks), ring_range(0, c.ranks)), chunk);
 }
 
+// two-shot-ar-keep (FlashInfer's quantized_all_reduce, D46): two-shot-ar, but the owner holds its
+// own sum, unrequantized, and only the other ranks decode the requantized block. The sum starts
+// from +0 as FlashInfer's does (an all -0 column sums to +0; every other sum is unchanged by it).
+void run_two_shot_keep(Column& col) {
+    const PathConfig& c = col.config();
+    const int64_t n = c.ranks;
+    const int64_t chunk = col.first() / c.shard();
+    Partial reduced = a2a_reduce(col, reduce_inputs(col), chunk);
+    for (float& v : reduced.v) v += 0.0f;
+    Message cur = col.quantize_copy(reduced, 1, chunk, mod(chunk + 1, n), ring_range(0, n));
+    Transport& t = col.transport();
+    const size_t rows = col.reserve_rows(n);
+    col.emit_at(rows + static_cast<size_t>(chunk), chunk, reduced);
+    // The ring of the others, as ring_broadcast_emit's: the first decoded row copied to every rank
+    // that received exactly its message when the decode is the CPU kernel's.
+    const bool copy = col.decodes_on_cpu();
+    const Message sent = copy ? Column::forward(cur) : Message{};
+    size_t first_row = 0;
+    bool have_first = false;
+    for (int64_t h = 1; h < n; ++h) {
+        const int64_t from = mod(chunk + h - 1, n), to = mod(chunk + h, n);
+        t.send(from, to, std::move(cur));
+        cur = t.recv(to, from);
+        const size_t at = rows + static_cast<size_t>(to);
+        if (copy && have_first && same_payload(cur, sent)) {
+            col.emit_copy(at, to, first_row);
+        } else {
+            col.emit_decoded(at, to, cur);
+            if (copy && !have_first && same_payload(cur, sent)) first_row = at, have_first = true;
+        }
+    }
+}
+
 // bf16-/fp16-ring-ar (D26): NCCL's ring all-reduce, a ring reduce-scatter and then a ring
 // all-gather of each reduced chunk. The owner c's sum travels c -> c+1 -> ... unchanged (no add:
 // nothing rounds), so every rank holds c's bits.
@@ -1042,6 +1077,7 @@ Status run_column(const PathConfig& c, const Inputs& inputs, Transport& transpor
             case PathKind::kFp8E4m3TreeAr:
             case PathKind::kFp8E5m2TreeAr: run_tree_ar(col); break;
             case PathKind::kTwoShotAr: run_two_shot(col); break;
+            case PathKind::kTwoShotArKeep: run_two_shot_keep(col); break;
             case PathKind::kRingAg: run_all_gather(col, false); break;
             case PathKind::kRingAgRequant: run_all_gather(col, true); break;
             case PathKind::kHpzAgFp: run_hpz(col, false); break;

@@ -26,9 +26,12 @@ struct Shape {
     const char* collective;
     const char* exchange;
     bool quantized;
-    const char* requantize;  // quantized: once | each-hop | each-stage; unquantized: ""
+    const char* requantize;  // quantized: once | each-hop | each-stage | each-stage-except-owner; unquantized: ""
     std::vector<std::tuple<const char*, const char*, PathKind>> types;  // unquantized: (add, stored, kind)
     PathKind kind = PathKind::kRingRs;                                    // quantized
+    // The one taken when `requantize` is left out and several are modeled (two-shot: each-stage,
+    // as before the owner's variant was).
+    bool preferred = false;
 };
 
 const std::vector<Shape>& shapes() {
@@ -37,7 +40,9 @@ const std::vector<Shape>& shapes() {
         {"reduce-scatter", "all-to-all", true, "once", {}, PathKind::kA2aRs},
         {"reduce-scatter", "all-to-all-hierarchical", true, "each-stage", {}, PathKind::kA2aHierRs},
         {"reduce-scatter", "recursive-halving", true, "each-hop", {}, PathKind::kTreeRs},
-        {"all-reduce", "two-shot", true, "each-stage", {}, PathKind::kTwoShotAr},
+        {"all-reduce", "two-shot", true, "each-stage", {}, PathKind::kTwoShotAr, true},
+        // FlashInfer's quantized_all_reduce (D46): the owner keeps its sum, the others decode its requantization.
+        {"all-reduce", "two-shot", true, "each-stage-except-owner", {}, PathKind::kTwoShotArKeep},
         {"all-gather", "ring", true, "once", {}, PathKind::kRingAg},
         {"all-gather", "ring", true, "each-hop", {}, PathKind::kRingAgRequant},
         {"all-gather", "hpz", true, "once", {}, PathKind::kHpzAgFp},
@@ -70,8 +75,10 @@ const std::vector<Shape>& shapes() {
 const std::vector<std::string> kCollectives{"reduce-scatter", "all-reduce", "all-gather", "dispatch"};
 const std::vector<std::string> kExchanges{"ring", "tree", "recursive-halving", "all-to-all", "all-to-all-hierarchical", "two-shot", "hpz"};
 const std::vector<std::string> kTypes{"fp32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2"};
-const std::vector<std::string> kRequantize{"once", "each-hop", "each-stage"};
-const std::vector<std::string> kKeys{"name", "source", "collective", "exchange", "wire", "add", "stored", "requantize", "divide", "rotation", "scales"};
+const std::vector<std::string> kRequantize{"once", "each-hop", "each-stage", "each-stage-except-owner"};
+const std::vector<std::string> kOutputs{"fp32", "bf16", "fp16"};
+const std::vector<std::string> kKeys{"name",       "source", "collective", "exchange", "wire",  "add",
+                                     "stored",     "requantize", "divide", "rotation", "scales", "output"};
 
 // "a reduce-scatter", "an all-reduce".
 std::string a_(const std::string& collective) { return (collective.starts_with("all") ? "an " : "a ") + collective; }
@@ -201,12 +208,14 @@ Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
                          a_(d.collective) + " over exchange = \"" + d.exchange + "\" is modeled unquantized only (" + join(choices(), "; ") +
                              "): a wire format here has no schedule");
         if (d.requantize.empty()) {
-            if (q.size() > 1) {
+            for (const Shape* s : q)
+                if (s->preferred) pick = s;
+            if (!pick && q.size() > 1) {
                 std::vector<std::string> r;
                 for (const Shape* s : q) r.push_back(s->requantize);
                 return c.err(at, "requantize", "missing: a " + d.collective + " over " + d.exchange + " is modeled with requantize = " + join(r, " or "));
             }
-            pick = q[0];
+            if (!pick) pick = q[0];
             d.requantize = pick->requantize;
         } else {
             for (const Shape* s : q)
@@ -283,6 +292,11 @@ Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
         if (!r) return c.err(v->source(), "rotation", r.error().message);
         d.rotation = *r;
     }
+    if (const toml::node* v = req("output")) {
+        auto s = get_one_of(c, *v, "output", kOutputs);
+        if (!s) return s.error();
+        d.output = parse_accum(*s).value();
+    }
     // What PathConfig's own rules say of the settings (divide on a gather, post with FP8, end-to-end
     // on a path that does not sum rotated values), on a configuration that satisfies the rest.
     PathConfig pc;
@@ -295,6 +309,7 @@ Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
     apply_element_type(pc);
     if (d.divide) pc.divide = *d.divide;
     if (d.rotation) pc.rotation = *d.rotation;
+    if (d.output) pc.output = *d.output;
     if (d.fixes_wire()) {
         auto f = resolve_format(d.wire[0]);
         if (!f) return f.error();
@@ -319,7 +334,10 @@ Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
     }
     if (auto st = validate(pc); !st) {
         const std::string& m = st.error().message;
-        const char* key = m.find("--divide") != std::string::npos ? "divide" : m.find("--rotation") != std::string::npos ? "rotation" : "wire";
+        const char* key = m.starts_with("output ")                  ? "output"
+                          : m.find("--divide") != std::string::npos   ? "divide"
+                          : m.find("--rotation") != std::string::npos ? "rotation"
+                                                                      : "wire";
         const toml::node* kn = req(key);
         return c.err(kn ? kn->source() : at, key, m);
     }
@@ -343,6 +361,8 @@ std::string builtin_text() {
                     "source = \"recursive halving, N a power of two (NUMERICS.md section 3)\"\n"},
         {"two-shot-ar", "collective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"any\"\nrequantize = \"each-stage\"\n"
                         "source = \"a2a-rs, then an all-gather quantized once (NUMERICS.md section 3)\"\n"},
+        {"two-shot-ar-keep", "collective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"any\"\nrequantize = \"each-stage-except-owner\"\n"
+                             "source = \"two-shot-ar whose owner keeps its sum unrequantized, as FlashInfer's quantized_all_reduce (D46)\"\n"},
         {"ring-ag", "collective = \"all-gather\"\nexchange = \"ring\"\nwire = \"any\"\nrequantize = \"once\"\n"
                     "source = \"ZeRO++ qwZ: codes travel unchanged (NUMERICS.md section 3)\"\n"},
         {"ring-ag-requant", "collective = \"all-gather\"\nexchange = \"ring\"\nwire = \"any\"\nrequantize = \"each-hop\"\n"
@@ -387,6 +407,13 @@ std::string builtin_text() {
         t += std::string("[[path]]\nname = \"deepep-fp8-dispatch") + suffix + "\"\ncollective = \"dispatch\"\nexchange = \"all-to-all\"\nwire = \"" +
              wire + "\"\nrequantize = \"once\"\nsource = \"DeepEP low-latency dispatch, " + what +
              ", one quantization (csrc/kernels/legacy/internode_ll.cu, deepseek-ai/DeepEP dd758ca; run with --block 128)\"\n\n";
+    // FlashInfer's FP8 all-reduce (flashinfer-ai/flashinfer fb28d72, quantized_all_reduce's
+    // _fp8_blockscale_2shot_kernel; docs/SOURCES.md section 4.1a, D46): bf16 in and out, E4M3 per 256
+    // values, the sum in binary32 in rank order; the owner's stripe is not requantized.
+    t += "[[path]]\nname = \"flashinfer-fp8-2shot\"\ncollective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"flashinfer-fp8\"\n"
+         "requantize = \"each-stage-except-owner\"\nadd = \"fp32\"\noutput = \"bf16\"\n"
+         "source = \"FlashInfer quantized_all_reduce (_fp8_blockscale_2shot_kernel, flashinfer-ai/flashinfer fb28d72): the owner keeps "
+         "its binary32 sum, the others decode its requantization, outputs in bf16; run with --block 256\"\n\n";
     return t;
 }
 
@@ -400,7 +427,8 @@ Registry& registry() {
 }
 
 bool same_decl(const PathDecl& a, const PathDecl& b) {
-    return a.name == b.name && a.kind == b.kind && a.accum == b.accum && a.divide == b.divide && a.rotation == b.rotation && a.wire == b.wire;
+    return a.name == b.name && a.kind == b.kind && a.accum == b.accum && a.divide == b.divide && a.rotation == b.rotation && a.wire == b.wire &&
+           a.output == b.output;
 }
 
 }  // namespace
@@ -466,6 +494,7 @@ std::string path_decl_to_toml(const PathDecl& d) {
     if (!d.stored.empty()) t += "stored = " + q(d.stored) + "\n";
     if (d.divide) t += "divide = " + q(to_string(*d.divide)) + "\n";
     if (d.rotation) t += "rotation = " + q(to_string(*d.rotation)) + "\n";
+    if (d.output) t += "output = " + q(to_string(*d.output)) + "\n";
     return t;
 }
 

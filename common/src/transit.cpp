@@ -12,6 +12,8 @@ const std::vector<PathInfo>& all_paths() {
         {PathKind::kA2aHierRs, "a2a-hier-rs", PathShape::kReduceScatter, true},
         {PathKind::kTreeRs, "tree-rs", PathShape::kReduceScatter, true},
         {PathKind::kTwoShotAr, "two-shot-ar", PathShape::kAllReduce, true},
+        // (not in `all`: FlashInfer's variant, run by its name or its declaration's)
+        {PathKind::kTwoShotArKeep, "two-shot-ar-keep", PathShape::kAllReduce, true, Accum::kFp32, false},
         {PathKind::kRingAg, "ring-ag", PathShape::kAllGather, true},
         {PathKind::kRingAgRequant, "ring-ag-requant", PathShape::kAllGather, true},
         {PathKind::kHpzAgFp, "hpz-ag-fp", PathShape::kAllGather, true},
@@ -127,7 +129,8 @@ std::string PathConfig::format_name() const {
 std::vector<std::string> format_stages(PathKind path) {
     switch (path) {
         case PathKind::kA2aHierRs: return {"intra-node", "inter-node"};
-        case PathKind::kTwoShotAr: return {"reduce", "gather"};
+        case PathKind::kTwoShotAr:
+        case PathKind::kTwoShotArKeep: return {"reduce", "gather"};
         case PathKind::kHpzAgRequant: return {"forward gather", "secondary re-encode"};
         default: return {};
     }
@@ -150,6 +153,11 @@ Status validate(const PathConfig& c) {
     if (c.divide != Divide::kNone && path_info(c.path).shape == PathShape::kAllGather)
         return bad(std::string(path_info(c.path).name) + " gathers shards and sums nothing: --divide " + to_string(c.divide) +
                    " is for the reduce paths");
+    if (c.output != Accum::kFp32 && c.output != Accum::kBf16 && c.output != Accum::kFp16)
+        return bad(std::string("output ") + to_string(c.output) + ": the outputs are rounded to fp32 (as they are), bf16 or fp16");
+    if (c.output != Accum::kFp32 && c.divide == Divide::kPost)  // (the division's bound is taken of the value it rounds)
+        return bad(std::string("output ") + to_string(c.output) + " with --divide post is not modeled: divide before the sum (pre) "
+                   "or leave the output binary32");
     if (typed_path(c.path)) {  // D26: no quantization, the path's own type
         const std::string name = path_info(c.path).name;
         const Accum t = path_info(c.path).element;
@@ -362,6 +370,7 @@ int32_t expected_k(const PathConfig& c, int64_t first, int64_t holder, int64_t c
         case PathKind::kA2aHierRs: return 2;
         case PathKind::kTreeRs: return std::popcount(static_cast<uint64_t>(contributor ^ chunk));
         case PathKind::kTwoShotAr: return 2;
+        case PathKind::kTwoShotArKeep: return holder == chunk ? 1 : 2;
         case PathKind::kRingAg: return 1;
         case PathKind::kRingAgRequant: {
             const int64_t h = ((holder - contributor) % n + n) % n;

@@ -11,6 +11,7 @@
 
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/collectives/paths.hpp"
+#include "qtransit/common/path_decl.hpp"
 #include "qtransit/kernels/gpu.hpp"
 
 namespace qtransit::gate {
@@ -165,6 +166,10 @@ Result<std::vector<std::vector<PathConfig>>> sweep_groups(const SweepSpec& spec)
             PathConfig c;
             c.path = p;
             if (i < spec.labels.size()) c.label = spec.labels[i];
+            // A declared path's output type (D46) is the declaration's alone (no option sets it): read
+            // from the declaration the label names, registered by whoever resolved it.
+            if (!c.label.empty())
+                if (auto d = find_path_decl(c.label); d && d->output) c.output = *d->output;
             c.format = spec.format;
             c.stage_formats = spec.stage_formats;
             c.block = spec.block;
@@ -254,7 +259,7 @@ void count_k(const PathConfig& c, const ColumnRecord& rec, int64_t n, std::pair<
     // A row whose ledger signature equals the previous row's has the same k, and (on every path but
     // ring-ag-requant, whose table depends on the holder) the same expected k: the same outcome,
     // counted without recomputing it (the rows of a gather, an all-reduce).
-    const bool holder_free = c.path != PathKind::kRingAgRequant;
+    const bool holder_free = c.path != PathKind::kRingAgRequant && c.path != PathKind::kTwoShotArKeep;
     const OutputRow* prev = nullptr;
     int64_t prev_wrong = 0;
     std::vector<int32_t> got;
@@ -298,7 +303,8 @@ void count_k(const PathConfig& c, const ColumnRecord& rec, int64_t n, std::pair<
             base = 0;
         }
         for (int64_t j = lo; j <= hi; ++j) {
-            const int32_t want = !gather                         ? want_all[static_cast<size_t>(j)]
+            const int32_t want = !gather                         ? (holder_free ? want_all[static_cast<size_t>(j)]
+                                                                                : expected_k(c, rec.first, row.rank, j))
                                  : owner[static_cast<size_t>(j)] ? expected_k(c, rec.first, row.rank, j)
                                                                  : 0;
             ++kc.first;
@@ -588,6 +594,7 @@ nlohmann::json run_json(const RunRow& r, const std::string& dist, uint64_t seed)
                      {"fp16_bytes_per_rank", r.fp16_path_bytes_per_rank},
                      {"fp16_ring_rs_bytes_per_rank", r.fp16_ring_rs}};
     if (!r.config.label.empty()) j["schedule"] = path_info(r.config.path).name;  // a declared path's (docs/PATHS.md)
+    if (r.config.output != Accum::kFp32) j["output"] = to_string(r.config.output);  // a declared output type (D46)
     if (saturating(r.config.accum)) {  // NCCL's FP8 paths (D41): the outputs a clamp reached
         j["saturated_outputs"] = s.saturated_outputs;
         j["max_saturations"] = s.max_saturations;

@@ -38,7 +38,7 @@ bool is_ring(PathKind k) {
     return k == PathKind::kRingRs || k == PathKind::kFp32RingRs || k == PathKind::kRingAg || k == PathKind::kRingAgRequant;
 }
 bool same_events_path(PathKind k) {
-    return k == PathKind::kA2aRs || k == PathKind::kTwoShotAr || k == PathKind::kFp32RingRs || is_gather(k);
+    return k == PathKind::kA2aRs || k == PathKind::kTwoShotAr || k == PathKind::kTwoShotArKeep || k == PathKind::kFp32RingRs || is_gather(k);
 }
 
 int64_t ordered(float f) {
@@ -180,7 +180,8 @@ std::string tier_problem(const CollectiveVerifySpec& s, Tier t) {
     if (t == Tier::kExact) return {};
     if (!same_events_path(s.config.path))
         return std::string(name) + " requantizes partial sums, so its quantization events depend on the order of its adds";
-    if (s.mean && !is_rs(s.config.path) && s.config.path != PathKind::kTwoShotAr) return std::string("--target mean on ") + name;
+    if (s.mean && !is_rs(s.config.path) && s.config.path != PathKind::kTwoShotAr && s.config.path != PathKind::kTwoShotArKeep)
+        return std::string("--target mean on ") + name;
     return {};
 }
 
@@ -325,7 +326,9 @@ CollectiveVerification empty_verification(const CollectiveVerifySpec& spec) {
     }
     // ring-ag-requant is the exception by design: rank c+h holds shard c after h encodes (it shows
     // the drift of re-encoding), so ranks differ wherever the format is not idempotent.
-    v.same_bits_applies = !is_rs(spec.config.path) && spec.config.path != PathKind::kRingAgRequant;
+    // (two-shot-ar-keep's owner holds its own sum, the others its requantization: D46)
+    v.same_bits_applies = !is_rs(spec.config.path) && spec.config.path != PathKind::kRingAgRequant &&
+                          spec.config.path != PathKind::kTwoShotArKeep;
     return v;
 }
 
@@ -371,7 +374,7 @@ public:
         : spec_(spec), c_(spec.config), t_(t), n_(c_.ranks), s_(c_.shard()), v_(empty_verification(spec)), ring_(spec),
           permute_(!spec.ring_order.empty()), rs_(is_rs(c_.path)), gather_(is_gather(c_.path)), hpz_(is_hpz(c_.path)),
           p_(ring_.pos[static_cast<size_t>(t.chunk)]), scale_(spec.mean ? static_cast<double>(n_) : 1.0),
-          inv_n_(static_cast<float>(1.0 / static_cast<double>(n_))), uo_(out_u(spec)),
+          inv_n_(static_cast<float>(1.0 / static_cast<double>(n_))), uo_(std::max(out_u(spec), spec.config.output != Accum::kFp32 ? accum_type(spec.config.output).u : 0.0)),
           div_u_(spec.mean ? 2 * kU32 + kU32 * kU32 : 0.0), u_acc_(accum_type(c_.accum).u), inputs_(t, ring_, s_, permute_),
           transport_(n_, c_.ranks_per_node, c_.format), exact_{v_.tiers[0]}, same_{v_.tiers[1]}, bounded_{v_.tiers[2]},
           do_same_(v_.tiers[1].not_applicable.empty()), do_exact_(v_.tiers[0].not_applicable.empty()) {}
@@ -450,10 +453,11 @@ Result<SameEvents> ChunkVerifier::same_events(int64_t len) const {
     for (size_t i = 0; i < ulen; ++i) {
         const double sabs = std::fabs(ev.sum[i].to_double()) * (1 + 0x1p-52);
         double tol = ev.tol[i];
-        if (c_.path == PathKind::kTwoShotAr) {
+        if (c_.path == PathKind::kTwoShotAr || c_.path == PathKind::kTwoShotArKeep) {
             // The reduced block R (|R_i| <= |S_i| + tol_i) is quantized once more for the gather: one
             // event within e(absmax R); for a mean, R may be divided before it (then the event is on
-            // R / N) or after.
+            // R / N) or after. (two-shot-ar-keep's owner holds R itself: the same tolerance covers it,
+            // and whichever rank a run made the owner, D46.)
             double q = reference::event_bound_of_absmax(c_.format, amax_r);
             if (spec_.mean)
                 q = std::max(q, static_cast<double>(n_) *

@@ -420,11 +420,24 @@ TEST_F(Cli, DeclaredPathsRunAsTheScheduleTheyResolveTo) {
     const Outcome l = run("paths --json");
     ASSERT_EQ(l.code, 0) << l.err;
     const auto ls = nlohmann::json::parse(l.out)["paths"];
-    EXPECT_EQ(ls.size(), qtransit::all_paths().size() + 6 + 3);  // ncclAvg's 6, DeepEP's dispatch 3
+    EXPECT_EQ(ls.size(), qtransit::all_paths().size() + 6 + 3 + 1);  // ncclAvg's 6, DeepEP's dispatch 3, FlashInfer's 1
     const Outcome t = run("paths");
     ASSERT_EQ(t.code, 0) << t.err;
     for (const char* n : {"ring-rs", "a2a-hier-rs", "hpz-ag-requant", "bf16-tree-ar", "nccl-fp8-e5m2-tree-ar-avg"})
         EXPECT_NE(t.out.find(n), std::string::npos) << n;
+    // FlashInfer's FP8 all-reduce (D46): the owner's values quantized once, the others' twice, bf16
+    // outputs, within the bounds; the row says what it is.
+    const Outcome fi = run("simulate --path flashinfer-fp8-2shot --block 256 --ranks 4 --elements 4096 --json");
+    ASSERT_EQ(fi.code, 0) << fi.err;
+    const auto fj = nlohmann::json::parse(fi.out)["runs"][0];
+    EXPECT_EQ(fj["path"], "flashinfer-fp8-2shot");
+    EXPECT_EQ(fj["schedule"], "two-shot-ar-keep");
+    EXPECT_EQ(fj["format"], "flashinfer-fp8");
+    EXPECT_EQ(fj["output"], "bf16");
+    EXPECT_EQ(fj["k_min"], 1);
+    EXPECT_EQ(fj["k_max"], 2);
+    EXPECT_EQ(fj["bound_holds"], true);
+    refused("simulate --path flashinfer-fp8-2shot --block 128 --ranks 4 --elements 4096", "256");
     const Outcome sh = run("paths show nccl-fp8-e4m3-ring-ar-avg");
     ASSERT_EQ(sh.code, 0) << sh.err;
     EXPECT_NE(sh.out.find("divide = \"pre\""), std::string::npos) << sh.out;

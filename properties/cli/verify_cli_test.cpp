@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_fixture.hpp"
+#include "qtransit/kernels/block_math.hpp"
 #include "qtransit/kernels/fp16.hpp"
 #include "qtransit/kernels/npy.hpp"
 #include "qtransit/kernels/tensor_file.hpp"
@@ -318,6 +319,28 @@ TEST_F(VerifyCollectiveCli, ADeclaredPath) {
     refused("verify collective --path nccl-fp8-e4m3-ring-ar-avg --format int8 --ranks 8 --inputs " + path("in.npy") + " --outputs " +
                 path("dp.npy"),
             "verify collective checks sums (--target sum) and means of sums (--target mean), not a division inside the path");
+    // FlashInfer's FP8 all-reduce (D46): the owner keeps its sum, so ranks differ and that is not a
+    // failure; the outputs are bf16; with the owner requantizing (two-shot-ar) they are not its bits.
+    // (bf16 inputs, as FlashInfer takes; S = 512, two blocks of 256 a chunk)
+    std::vector<float> big = tensor(8 * 4096, 3);
+    for (float& v : big) v = kernels::round_bf16(v);
+    save("fin.npy", big, {8, 4096});
+    auto sim = run("simulate --path flashinfer-fp8-2shot --ranks 8 --block 256 --in " + path("fin.npy") + " --dump " + path("fi.npy"));
+    ASSERT_EQ(sim.code, 0) << sim.out << sim.err;
+    o = run("verify collective --path flashinfer-fp8-2shot --block 256 --ranks 8 --inputs " + path("fin.npy") + " --outputs " +
+            path("fi.npy") + " --report-dir '' --json");
+    ASSERT_EQ(o.code, 0) << o.out << o.err;
+    const auto fj = nlohmann::json::parse(o.out);
+    EXPECT_EQ(fj["path"], "flashinfer-fp8-2shot");
+    EXPECT_EQ(fj["schedule"], "two-shot-ar-keep");
+    EXPECT_EQ(fj["strongest"], "exact") << o.out;
+    EXPECT_EQ(fj["same_bits"]["applies"], false) << o.out;
+    for (float v : load("fi.npy")) EXPECT_EQ(v, kernels::round_bf16(v));
+    o = run("verify collective --path two-shot-ar --format flashinfer-fp8 --block 256 --ranks 8 --inputs " + path("fin.npy") + " --outputs " +
+            path("fi.npy") + " --report-dir '' --json");
+    EXPECT_NE(nlohmann::json::parse(o.out)["strongest"], "exact") << o.out;
+    refused("verify collective --path two-shot-ar --block 256 --ranks 8 --inputs " + path("fin.npy") + " --outputs " + path("fi.npy"),
+            "--format is required (the format the run quantized with), unless --path names a declaration with its own wire");
 }
 
 TEST_F(VerifyCollectiveCli, SafetensorsPerRankFilesAndTheMean) {

@@ -125,6 +125,12 @@ rc::Gen<PathConfig> config_for(PathKind path) {
             c.divide = *rc::gen::weightedOneOf<qt::Divide>({{4, rc::gen::just(qt::Divide::kNone)},
                                                             {1, rc::gen::just(qt::Divide::kPre)},
                                                             {qt::saturating(c.accum) ? 0 : 1, rc::gen::just(qt::Divide::kPost)}});
+        // The outputs rounded to bf16 or fp16 at the end (D46) a third of the time, on every path
+        // (not with --divide post: refused).
+        if (c.divide != qt::Divide::kPost)
+            c.output = *rc::gen::weightedOneOf<qt::Accum>({{4, rc::gen::just(qt::Accum::kFp32)},
+                                                           {1, rc::gen::just(qt::Accum::kBf16)},
+                                                           {1, rc::gen::just(qt::Accum::kFp16)}});
         return c;
     });
 }
@@ -244,7 +250,7 @@ void check_path(PathKind path) {
 // A per-stage path with every stage in the same format is the single-format path, bit for bit:
 // values, ledger and bytes.
 RC_GTEST_PROP(Paths, SameFormatInEveryStageIsTheSingleFormatPath, ()) {
-    const PathKind path = *rc::gen::element(PathKind::kA2aHierRs, PathKind::kTwoShotAr, PathKind::kHpzAgRequant);
+    const PathKind path = *rc::gen::element(PathKind::kA2aHierRs, PathKind::kTwoShotAr, PathKind::kTwoShotArKeep, PathKind::kHpzAgRequant);
     PathConfig one = *config_for(path);
     one.stage_formats.clear();
     PathConfig two = one;
@@ -271,6 +277,7 @@ RC_GTEST_PROP(Paths, A2aRsEqualsReferenceWithinBounds, ()) { check_path(PathKind
 RC_GTEST_PROP(Paths, A2aHierRsEqualsReferenceWithinBounds, ()) { check_path(PathKind::kA2aHierRs); }
 RC_GTEST_PROP(Paths, TreeRsEqualsReferenceWithinBounds, ()) { check_path(PathKind::kTreeRs); }
 RC_GTEST_PROP(Paths, TwoShotArEqualsReferenceWithinBounds, ()) { check_path(PathKind::kTwoShotAr); }
+RC_GTEST_PROP(Paths, TwoShotArKeepEqualsReferenceWithinBounds, ()) { check_path(PathKind::kTwoShotArKeep); }
 RC_GTEST_PROP(Paths, RingAgEqualsReferenceWithinBounds, ()) { check_path(PathKind::kRingAg); }
 RC_GTEST_PROP(Paths, RingAgRequantEqualsReferenceWithinBounds, ()) { check_path(PathKind::kRingAgRequant); }
 RC_GTEST_PROP(Paths, HpzAgFpEqualsReferenceWithinBounds, ()) { check_path(PathKind::kHpzAgFp); }
@@ -296,7 +303,7 @@ RC_GTEST_PROP(Paths, NcclFp8E5m2TreeArEqualsReferenceWithinBounds, ()) { check_p
 // rank order moves or loses it.
 RC_GTEST_PROP(Paths, PlacementIsExact, ()) {
     const PathKind path = *rc::gen::elementOf(std::vector<PathKind>{
-        PathKind::kRingRs, PathKind::kA2aRs, PathKind::kA2aHierRs, PathKind::kTreeRs, PathKind::kTwoShotAr,
+        PathKind::kRingRs, PathKind::kA2aRs, PathKind::kA2aHierRs, PathKind::kTreeRs, PathKind::kTwoShotAr, PathKind::kTwoShotArKeep,
         PathKind::kRingAg, PathKind::kRingAgRequant, PathKind::kHpzAgFp, PathKind::kHpzAgRequant, PathKind::kFp32RingRs});
     PathConfig c = *config_for(path);
     c.accum = qt::Accum::kFp32;
@@ -326,6 +333,37 @@ RC_GTEST_PROP(Paths, PlacementIsExact, ()) {
         }
     }
     RC_ASSERT(nonzero == (qt::path_info(path).shape == qt::PathShape::kReduceScatter ? 1 : c.ranks));
+}
+
+// two-shot-ar-keep (D46) is two-shot-ar but on the owner, which holds a2a-rs's sum: the other ranks
+// hold two-shot-ar's values, the owner a2a-rs's (== rather than the bits: the owner's sum starts at
+// +0, so a column of -0 sums to +0 there and to -0 on the other two).
+RC_GTEST_PROP(Paths, TwoShotArKeepIsTwoShotArButOnTheOwner, ()) {
+    PathConfig keep = *config_for(PathKind::kTwoShotArKeep);
+    PathConfig two = keep, a2a = keep;
+    two.path = PathKind::kTwoShotAr;
+    a2a.path = PathKind::kA2aRs;
+    a2a.stage_formats.clear();  // one stage: the first format, which keep's sum took
+    const auto x = inputs_for(keep, qt::kernels::Distribution::kNormal, *rc::gen::arbitrary<uint64_t>());
+    const auto k = run_production(keep, x), t = run_production(two, x), r = run_production(a2a, x);
+    RC_ASSERT(k.size() == t.size() && k.size() == r.size());
+    int64_t owner_rows = 0, differ = 0;
+    for (size_t i = 0; i < k.size(); ++i) {
+        const int64_t owner = k[i].first / keep.shard();
+        RC_ASSERT(k[i].outputs.size() == static_cast<size_t>(keep.ranks) && r[i].outputs.size() == 1);
+        for (size_t row = 0; row < k[i].outputs.size(); ++row) {
+            const auto& got = k[i].outputs[row];
+            const bool is_owner = got.rank == owner;
+            const auto& want = is_owner ? r[i].outputs[0].values : t[i].outputs[row].values;
+            for (size_t e = 0; e < got.values.size(); ++e) {
+                RC_ASSERT(got.values[e] == want[e]);
+                if (is_owner) differ += got.values[e] != t[i].outputs[row].values[e];
+            }
+            owner_rows += is_owner;
+        }
+    }
+    RC_ASSERT(owner_rows == static_cast<int64_t>(k.size()));
+    RC_CLASSIFY(differ > 0, "the owner's values differ from the requantized ones");
 }
 
 // After a gather or an all-reduce every rank holds the same bits (ring-ag-requant excepted: its

@@ -56,7 +56,17 @@ TEST(PathDecl, EveryBuiltInPathIsADeclarationThatResolvesToItself) {
             EXPECT_FALSE(d.is_builtin_kind()) << d.name;
         }
     EXPECT_EQ(dispatch, 3);
-    EXPECT_EQ(b.size(), all_paths().size() + 6 + 3);
+    // FlashInfer's FP8 all-reduce (D46): two-shot whose owner keeps its binary32 sum, bf16 outputs.
+    auto fi = find_path_decl("flashinfer-fp8-2shot");
+    ASSERT_TRUE(fi.ok()) << fi.error().message;
+    EXPECT_EQ(fi->kind, PathKind::kTwoShotArKeep);
+    EXPECT_EQ(fi->requantize, "each-stage-except-owner");
+    EXPECT_EQ(fi->wire, std::vector<std::string>{"flashinfer-fp8"});
+    EXPECT_EQ(fi->accum, Accum::kFp32);
+    EXPECT_EQ(fi->output, Accum::kBf16);
+    EXPECT_FALSE(fi->is_builtin_kind());
+    for (const auto& d : b) EXPECT_EQ(d.output.has_value(), d.name == "flashinfer-fp8-2shot") << d.name;
+    EXPECT_EQ(b.size(), all_paths().size() + 6 + 3 + 1);
 }
 
 TEST(PathDecl, PrintsBackToTheSameResolution) {
@@ -70,6 +80,8 @@ TEST(PathDecl, PrintsBackToTheSameResolution) {
         EXPECT_EQ(e.accum, d.accum) << d.name;
         EXPECT_EQ(e.divide, d.divide) << d.name;
         EXPECT_EQ(e.wire, d.wire) << d.name;
+        EXPECT_EQ(e.output, d.output) << d.name;
+        EXPECT_EQ(e.requantize, d.requantize) << d.name;
         EXPECT_EQ(e.source, d.source) << d.name;
     }
 }
@@ -91,7 +103,14 @@ TEST(PathDecl, AUsersDeclarationResolvesToItsSchedule) {
     auto q = parse_path_decls(one("collective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"int4\"\nadd = \"fp16\"\n"), "q.toml");
     ASSERT_TRUE(q.ok()) << q.error().message;
     EXPECT_EQ((*q)[0].kind, PathKind::kTwoShotAr);
-    EXPECT_EQ((*q)[0].requantize, "each-stage");  // the only one modeled there: filled in
+    EXPECT_EQ((*q)[0].requantize, "each-stage");  // left out: the requantizing owner, as before D46
+    EXPECT_FALSE((*q)[0].output.has_value());
+    // FlashInfer's variant by hand, with fp16 outputs.
+    auto k = parse_path_decls(one("collective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"int8\"\n"
+                                  "requantize = \"each-stage-except-owner\"\noutput = \"fp16\"\n"), "k.toml");
+    ASSERT_TRUE(k.ok()) << k.error().message;
+    EXPECT_EQ((*k)[0].kind, PathKind::kTwoShotArKeep);
+    EXPECT_EQ((*k)[0].output, Accum::kFp16);
     ASSERT_TRUE((*q)[0].accum.has_value());
     EXPECT_EQ(*(*q)[0].accum, Accum::kFp16);
     // One format per stage.
@@ -131,6 +150,12 @@ TEST(PathDecl, WhatNoScheduleComputesIsRefusedWithTheReason) {
         {"[[path]]\nname = \"all\"\n", "path[0].name: 'all'"},
         {"[path]\nname = \"x\"\n", "expected [[path]] tables"},
         {"name = \"x\"\n", "x.toml:1:8: name: unknown key"},
+        {one("collective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"int8\"\noutput = \"fp8-e4m3\"\n"),
+         "path[0].output: unknown value 'fp8-e4m3' (known: fp32, bf16, fp16)"},
+        {one("collective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"int8\"\noutput = \"bf16\"\ndivide = \"post\"\n"),
+         "path[0].output: output bf16 with --divide post is not modeled"},
+        {one("collective = \"reduce-scatter\"\nexchange = \"ring\"\nwire = \"int8\"\nrequantize = \"each-stage-except-owner\"\n"),
+         "path[0].requantize: \"each-stage-except-owner\": a quantized reduce-scatter over ring is modeled with requantize = each-hop"},
     };
     for (const auto& [text, want] : cases) {
         auto r = parse_path_decls(text, "x.toml");

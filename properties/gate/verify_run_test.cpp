@@ -101,7 +101,7 @@ TEST(VerifyRun, EveryPathsOwnScheduleMeetsEveryTier) {
                 EXPECT_TRUE(v.same_bits);
             }
             // Same-events applies exactly where the events do not depend on the order of the adds.
-            const bool order_free = info.kind == PathKind::kA2aRs || info.kind == PathKind::kTwoShotAr ||
+            const bool order_free = info.kind == PathKind::kA2aRs || info.kind == PathKind::kTwoShotAr || info.kind == PathKind::kTwoShotArKeep ||
                                     info.kind == PathKind::kFp32RingRs || info.shape == PathShape::kAllGather;
             EXPECT_EQ(tier(v, Tier::kSameEvents).not_applicable.empty(), order_free);
             EXPECT_EQ(v.asked, order_free ? Tier::kSameEvents : Tier::kBounded);

@@ -840,6 +840,7 @@ public:
         switch (c.path) {
             case PathKind::kA2aRs:
             case PathKind::kTwoShotAr:
+            case PathKind::kTwoShotArKeep:
             case PathKind::kRingRs:
             case PathKind::kFp32RingRs: return true;
             default: return false;
@@ -849,7 +850,9 @@ public:
     // a: the N ranks' absmax, read as the steps go (step_if says which are ready).
     PriorFold(const PathConfig& c, const Prior& p, const Prior& p1, int64_t first, const double* a)
         : p_(&p), p1_(&p1), a_(a), n_(c.ranks) {
-        two_shot_ = c.path == PathKind::kTwoShotAr;
+        // (two-shot-ar-keep's owner holds the first stage's sum, whose error the second stage's bound
+        // bounds too: one bound for every row, loose for the owner's by that stage, D46)
+        two_shot_ = c.path == PathKind::kTwoShotAr || c.path == PathKind::kTwoShotArKeep;
         ring_ = c.path == PathKind::kRingRs || c.path == PathKind::kFp32RingRs;
         quant_ = c.path == PathKind::kRingRs;
         if (ring_) {
@@ -897,7 +900,8 @@ double reduce_prior(const PathConfig& c, const Prior& p, const Prior& p1, int64_
         case PathKind::kRingRs:
         case PathKind::kFp32RingRs:
         case PathKind::kA2aRs:
-        case PathKind::kTwoShotAr: return PriorFold(c, p, p1, first, a.data()).finish();
+        case PathKind::kTwoShotAr:
+        case PathKind::kTwoShotArKeep: return PriorFold(c, p, p1, first, a.data()).finish();
         case PathKind::kA2aHierRs: {
             const int64_t g = std::max<int64_t>(c.ranks_per_node, 1), nodes = n / g;
             Bnd total;
@@ -1668,6 +1672,8 @@ void PathChecker::add(const ColumnRecord& col) {
         int64_t checked = st_.outputs_checked;
         double max_err = st_.max_abs_error, sse = 0, sst = 0;  // the row's own sums (D34)
         double max_post = st_.max_a_posteriori, max_prio = st_.max_a_priori, max_ratio = st_.max_error_to_a_posteriori;
+        const bool out_round = cfg_.output != Accum::kFp32;
+        const AccumType out_t = accum_type(cfg_.output);
         for (size_t i = 0; i < ulen; ++i) {
             double post = apost_[i] * kPostInflation;
             if (dv == Divide::kPre) post = (apost_[i] + pre_extra_[i]) * kPostInflation;
@@ -1699,6 +1705,15 @@ void PathChecker::add(const ColumnRecord& col) {
                     prio_ai = ai;
                     prio_cached = prio;
                 }
+            }
+            if (out_round) {
+                // D46: the output rounded to its type, |o - v| <= u |o| + half its subnormal spacing
+                // (o the value held). A priori, from |o| <= |T| + |o - T|: the bound b before the
+                // rounding becomes (b + u |T| + h) / (1 - u), at least the a-posteriori bound
+                // whenever the error is within it.
+                post += (out_t.u * std::fabs(static_cast<double>(row.values[i])) + out_t.half_subnormal) * kPostInflation;
+                prio = (prio + (out_t.u * std::fabs(target[i] / sc) + out_t.half_subnormal) * kPostInflation) / (1 - out_t.u) *
+                       kPostInflation;
             }
             ++checked;
             const float v = row.values[i];

@@ -327,7 +327,8 @@ private:
             }
             case PathKind::kA2aHierRs: return hier(ch, first, len, rec);
             case PathKind::kTreeRs: return tree(ch, first, len, rec);
-            case PathKind::kTwoShotAr: return two_shot(ch, first, len, rec);
+            case PathKind::kTwoShotAr:
+            case PathKind::kTwoShotArKeep: return two_shot(ch, first, len, rec);
             case PathKind::kRingAg: return ring_ag(ch, first, len, rec);
             case PathKind::kRingAgRequant: return ring_ag_requant(ch, first, len, rec);
             default: break;
@@ -502,15 +503,25 @@ private:
     }
 
     // two-shot-ar: a2a-rs onto rank ch, which quantizes the reduced shard once; every rank decodes it.
+    // two-shot-ar-keep (D46, FlashInfer): rank ch holds its sum itself, started from +0 as FlashInfer
+    // starts it (an all -0 sum is +0), and every other rank decodes its quantization.
     Status two_shot(int64_t ch, int64_t first, int64_t len, ColumnRecord& rec) {
         Partial t;
         if (auto st = a2a(ch, first, len, t, rec); !st.ok()) return st;
-        auto e = encode(c_, rec.events, t.v, 1, ch, 0, range(0, n_, n_), partial_site(ch, first));
+        const bool keep = c_.path == PathKind::kTwoShotArKeep;
+        if (keep)
+            for (float& v : t.v) v = v + 0.0f;
+        const int64_t to = keep ? mod(ch + 1) : 0;  // the first rank that decodes it
+        auto e = encode(c_, rec.events, t.v, 1, ch, to, range(0, n_, n_), partial_site(ch, first));
         if (!e.ok()) return e.error();
         for (int64_t r = 0; r < n_; ++r) {
+            if (keep && r == ch) {
+                rec.outputs.push_back(to_row(r, t, rec.events));
+                continue;
+            }
             Partial row = t;
             row.v = e->decoded;
-            row.events.push_back(r == 0 ? e->id : redirect(rec.events, e->id, r));
+            row.events.push_back(r == to ? e->id : redirect(rec.events, e->id, r));
             rec.outputs.push_back(to_row(r, row, rec.events));
         }
         return Status::Ok();
@@ -693,6 +704,17 @@ Result<std::vector<ColumnRecord>> run_divided(const PathConfig& c, std::span<con
     return out;
 }
 
+// D46: every output value rounded to the declared output type, last (after the rotation back and the
+// division).
+Result<std::vector<ColumnRecord>> run_output(const PathConfig& c, std::span<const float> target) {
+    auto out = run_divided(c, target);
+    if (out.ok() && c.output != Accum::kFp32)
+        for (auto& rec : *out)
+            for (auto& row : rec.outputs)
+                for (float& v : row.values) v = round_to_accum(v, c.output);
+    return out;
+}
+
 }  // namespace
 
 Result<std::vector<ColumnRecord>> run_path_plain(const PathConfig& c, std::span<const float> x) {
@@ -723,9 +745,9 @@ Result<std::vector<ColumnRecord>> run_path_plain(const PathConfig& c, std::span<
             }
             cast[j] = r;
         }
-        return run_divided(c, cast);
+        return run_output(c, cast);
     }
-    return run_divided(c, x);
+    return run_output(c, x);
 }
 
 }  // namespace qtransit::reference

@@ -25,6 +25,7 @@ nlohmann::json decl_json(const PathDecl& d) {
                      {"stored", d.stored.empty() ? nlohmann::json() : nlohmann::json(d.stored)},
                      {"divide", d.divide ? nlohmann::json(to_string(*d.divide)) : nlohmann::json()},
                      {"rotation", d.rotation ? nlohmann::json(to_string(*d.rotation)) : nlohmann::json()},
+                     {"output", d.output ? nlohmann::json(to_string(*d.output)) : nlohmann::json()},
                      {"saturates", saturating(path_info(d.kind).element)},
                      {"source", d.source}};
     return j;
@@ -42,18 +43,24 @@ Result<Printed> paths(bool json) {
         p.out = nlohmann::json{{"paths", arr}}.dump(2) + "\n";
         return p;
     }
-    size_t w = 4;
-    for (const auto& d : all) w = std::max(w, d.name.size());
-    appendf(p.out, "%-*s %-14s %-24s %-5s %-10s %-13s %-6s\n", static_cast<int>(w), "path", "collective", "exchange", "wire", "requantize",
-            "add/stored", "divide");
+    size_t w = 4, ww = 4, rw = 10;
+    for (const auto& d : all) {
+        w = std::max(w, d.name.size());
+        ww = std::max(ww, d.wire_text().size());
+        rw = std::max(rw, d.requantize.size());
+    }
+    const int iw = static_cast<int>(w), iww = static_cast<int>(ww), irw = static_cast<int>(rw);
+    appendf(p.out, "%-*s %-14s %-24s %-*s %-*s %-13s %-6s %s\n", iw, "path", "collective", "exchange", iww, "wire", irw, "requantize",
+            "add/stored", "divide", "output");
     for (const auto& d : all)
-        appendf(p.out, "%-*s %-14s %-24s %-5s %-10s %-13s %-6s\n", static_cast<int>(w), d.name.c_str(), d.collective.c_str(), d.exchange.c_str(),
-                d.wire_text().c_str(), d.requantize.empty() ? "-" : d.requantize.c_str(), types_text(d).c_str(),
-                d.divide ? to_string(*d.divide) : path_info(d.kind).shape == PathShape::kAllGather ? "-" : "run's");
+        appendf(p.out, "%-*s %-14s %-24s %-*s %-*s %-13s %-6s %s\n", iw, d.name.c_str(), d.collective.c_str(), d.exchange.c_str(), iww,
+                d.wire_text().c_str(), irw, d.requantize.empty() ? "-" : d.requantize.c_str(), types_text(d).c_str(),
+                d.divide ? to_string(*d.divide) : path_info(d.kind).shape == PathShape::kAllGather ? "-" : "run's",
+                d.output ? to_string(*d.output) : "-");
     appendf(p.out,
             "(wire any: the run's --format; none: values travel in the stored type, every add rounded to it; run's: the "
-            "run's --accum or --divide.\n `qtransit paths show NAME` prints a declaration; a .toml file of [[path]] tables "
-            "declares new ones: docs/PATHS.md)\n");
+            "run's --accum or --divide;\n output: the type every output is rounded to at the end, - for binary32 as it is.\n "
+            "`qtransit paths show NAME` prints a declaration; a .toml file of [[path]] tables declares new ones: docs/PATHS.md)\n");
     return p;
 }
 

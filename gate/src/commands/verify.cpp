@@ -131,6 +131,7 @@ Result<CollectiveVerifySpec> VerifyCollectiveRequest::validate() const {
             return refuse("--path " + decl->name + " divides (divide = \"" + std::string(to_string(*decl->divide)) +
                           "\"): verify collective checks sums (--target sum) and means of sums (--target mean), not a division inside the path");
         if (decl->rotation) spec.config.rotation = *decl->rotation;
+        if (decl->output) spec.config.output = *decl->output;
     }
     std::string format_name = a.format;
     if (decl && decl->fixes_wire()) {
@@ -140,6 +141,8 @@ Result<CollectiveVerifySpec> VerifyCollectiveRequest::validate() const {
             return refuse("--format " + a.format + " contradicts the declared path " + decl->name + ", whose wire is " + w);
         format_name = w;
     }
+    if (format_name.empty())
+        return refuse("--format is required (the format the run quantized with), unless --path names a declaration with its own wire");
     auto format = resolve_format(format_name);
     if (!format) return refuse(format.error().message);
     spec.config.format = *format;

@@ -47,6 +47,10 @@ enum class PathKind : uint8_t {
     kFp8E5m2RingAr,
     kFp8E4m3TreeAr,
     kFp8E5m2TreeAr,
+    // two-shot-ar whose owner keeps its unrequantized sum (FlashInfer's quantized_all_reduce, issue
+    // 49, docs/DECISIONS.md D46): the chunk's owner holds the a2a sum (k = 1), every other rank the
+    // decoded requantization (k = 2), so ranks hold different bits.
+    kTwoShotArKeep,
 };
 
 enum class PathShape : uint8_t {
@@ -168,6 +172,11 @@ struct PathConfig {
     // The name of the declared path this run is (common/path_decl.hpp, docs/PATHS.md) when it is not
     // the built-in path's own; empty: path_info(path).name. Tables and reports use path_name().
     std::string label;
+    // The type every output value is rounded to at the end (D46), after any rotation back and
+    // division: kFp32 leaves the binary32 values as they are; kBf16 or kFp16 rounds each (RNE), as
+    // a kernel that writes a bf16 or fp16 tensor does (FlashInfer's bf16 output). Declared paths
+    // only (`output` in docs/PATHS.md).
+    Accum output = Accum::kFp32;
     std::string path_name() const { return label.empty() ? std::string(path_info(path).name) : label; }
 
     int64_t shard() const { return elements / ranks; }  // S = M / N
@@ -386,7 +395,8 @@ bool same_ledger_shape(const ColumnRecord& column, const OutputRow& a, const Out
 // paths, the number of rounded adds its value went through). Used by the properties to check the
 // ledgers, and by the 16-bit paths' a-priori bounds.
 int32_t expected_k(const PathConfig& c, int64_t first, int64_t holder, int64_t contributor);
-// expected_k of every contributor (0..N-1) for the column starting at `first`: O(N), where
+// expected_k of every contributor (0..N-1) for the column starting at `first`, as held by rank 0
+// (the same for every holder but on ring-ag-requant and two-shot-ar-keep): O(N), where
 // expected_k one contributor at a time would cost O(N) each for the tree.
 std::vector<int32_t> expected_ks(const PathConfig& c, int64_t first);
 
