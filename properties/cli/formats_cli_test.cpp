@@ -154,7 +154,9 @@ TEST_F(Formats, ValidateChecksTheGeneratedBoundaryBlocks) {
             ASSERT_NE(at, std::string::npos) << m;
             EXPECT_GT(std::stoll(m.substr(at + 9)), 3000) << m;
         }
-        if (name == "property/copy-mx/scale-equivariance") EXPECT_EQ(v["status"], "pass") << v["message"];
+        if (name == "property/copy-mx/scale-equivariance") {
+            EXPECT_EQ(v["status"], "pass") << v["message"];
+        }
     }
     EXPECT_TRUE(seen);
     EXPECT_NE(slurp(rep / "report.md").find("generated near-tie and scale-boundary blocks"), std::string::npos);

@@ -243,7 +243,9 @@ TEST(TypedPathsExact, EveryFp8PairAddsToTheNearestValue) {
                 const float sum = static_cast<float>(a) + static_cast<float>(b);
                 const float got = qt::reference::round_to_accum(sum, t);
                 ASSERT_EQ(static_cast<double>(got), want) << qt::to_string(t) << " " << a << " + " << b;
-                if (want != 0) ASSERT_EQ(std::signbit(got), std::signbit(want));
+                if (want != 0) {
+                    ASSERT_EQ(std::signbit(got), std::signbit(want));
+                }
                 ASSERT_EQ(qt::reference::saturates_in(sum, t), clamp) << qt::to_string(t) << " " << a << " + " << b;
                 ++pairs;
                 clamps += clamp;
