@@ -147,13 +147,15 @@ public:
                 throw ColumnFailure{kernels::describe_block_error(c_.format, p.v.data(), len, 0, site)};
             }
         }
-        // A 16-bit path's inputs are of its type, as real gradients already are (D26): cast here,
-        // and a value the type cannot hold is refused, as ds-int<b> refuses one past binary16.
-        if (typed_)
+        // A 16-bit path's inputs are of its type, as real gradients already are (D26), and so are a
+        // path's with a declared input type (D47): cast here, and a value the type cannot hold is
+        // refused, as ds-int<b> refuses one past binary16.
+        const Accum cast = typed_ ? accum_ : c_.input;
+        if (typed_ || cast != Accum::kFp32)
             for (int64_t i = 0; i < len; ++i) {
                 float& v = p.v[static_cast<size_t>(i)];
-                const float r = kernels::accum_round(v, accum_);
-                if (!std::isfinite(r) || kernels::accum_saturates(v, accum_)) {
+                const float r = kernels::accum_round(v, cast);
+                if (!std::isfinite(r) || kernels::accum_saturates(v, cast)) {
                     Site site;
                     site.tensor = in_.name();
                     site.rank = rank;
@@ -161,8 +163,8 @@ public:
                     char buf[64];
                     std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
                     throw ColumnFailure{make_error(ErrorCode::kRangeOverflow,
-                                                   describe(site, i) + ": value " + buf + " overflows " + to_string(accum_) +
-                                                       ", the element type of " + path_info(c_.path).name +
+                                                   describe(site, i) + ": value " + buf + " overflows " + to_string(cast) +
+                                                       (typed_ ? ", the element type of " : ", the input type of ") + c_.path_name() +
                                                        " (its inputs are cast to it first)")};
                 }
                 v = r;

@@ -52,6 +52,10 @@ const std::vector<Shape>& shapes() {
         // which runs it (every rank receives every token: a superset of a top-k routing, each copy the
         // same values and bounds).
         {"dispatch", "all-to-all", true, "once", {}, PathKind::kRingAg},
+        // A MoE combine (DeepEP, D47): each token's expert outputs come back to its rank and are summed
+        // there in binary32 over the top-k slots. fp32-ring-rs computes such a sum (with weights of 1,
+        // every rank an expert of every token, the ring's order as the slots'): unquantized, binary32.
+        {"combine", "all-to-all", false, "", {{"fp32", "fp32", PathKind::kFp32RingRs}}},
         {"reduce-scatter", "ring", false, "",
          {{"fp32", "fp32", PathKind::kFp32RingRs},
           {"bf16", "bf16", PathKind::kBf16RingRs},
@@ -72,13 +76,13 @@ const std::vector<Shape>& shapes() {
     return s;
 }
 
-const std::vector<std::string> kCollectives{"reduce-scatter", "all-reduce", "all-gather", "dispatch"};
+const std::vector<std::string> kCollectives{"reduce-scatter", "all-reduce", "all-gather", "dispatch", "combine"};
 const std::vector<std::string> kExchanges{"ring", "tree", "recursive-halving", "all-to-all", "all-to-all-hierarchical", "two-shot", "hpz"};
 const std::vector<std::string> kTypes{"fp32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2"};
 const std::vector<std::string> kRequantize{"once", "each-hop", "each-stage", "each-stage-except-owner"};
 const std::vector<std::string> kOutputs{"fp32", "bf16", "fp16"};
-const std::vector<std::string> kKeys{"name",       "source", "collective", "exchange", "wire",  "add",
-                                     "stored",     "requantize", "divide", "rotation", "scales", "output"};
+const std::vector<std::string> kKeys{"name",   "source",     "collective", "exchange", "wire",   "add",   "stored",
+                                     "input",  "requantize", "divide",     "rotation", "scales", "output"};
 
 // "a reduce-scatter", "an all-reduce".
 std::string a_(const std::string& collective) { return (collective.starts_with("all") ? "an " : "a ") + collective; }
@@ -297,6 +301,11 @@ Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
         if (!s) return s.error();
         d.output = parse_accum(*s).value();
     }
+    if (const toml::node* v = req("input")) {
+        auto s = get_one_of(c, *v, "input", kOutputs);
+        if (!s) return s.error();
+        d.input = parse_accum(*s).value();
+    }
     // What PathConfig's own rules say of the settings (divide on a gather, post with FP8, end-to-end
     // on a path that does not sum rotated values), on a configuration that satisfies the rest.
     PathConfig pc;
@@ -310,6 +319,7 @@ Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
     if (d.divide) pc.divide = *d.divide;
     if (d.rotation) pc.rotation = *d.rotation;
     if (d.output) pc.output = *d.output;
+    if (d.input) pc.input = *d.input;
     if (d.fixes_wire()) {
         auto f = resolve_format(d.wire[0]);
         if (!f) return f.error();
@@ -335,6 +345,7 @@ Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
     if (auto st = validate(pc); !st) {
         const std::string& m = st.error().message;
         const char* key = m.starts_with("output ")                  ? "output"
+                          : m.starts_with("input ")                   ? "input"
                           : m.find("--divide") != std::string::npos   ? "divide"
                           : m.find("--rotation") != std::string::npos ? "rotation"
                                                                       : "wire";
@@ -407,11 +418,17 @@ std::string builtin_text() {
         t += std::string("[[path]]\nname = \"deepep-fp8-dispatch") + suffix + "\"\ncollective = \"dispatch\"\nexchange = \"all-to-all\"\nwire = \"" +
              wire + "\"\nrequantize = \"once\"\nsource = \"DeepEP low-latency dispatch, " + what +
              ", one quantization (csrc/kernels/legacy/internode_ll.cu, deepseek-ai/DeepEP dd758ca; run with --block 128)\"\n\n";
+    // DeepEP's low-latency combine (deepseek-ai/DeepEP dd758ca, csrc/kernels/legacy/internode_ll.cu 1073-1125; docs/SOURCES.md
+    // section 3, D47): bf16 expert outputs, a binary32 sum over the top-k slots, one rounding to bf16.
+    t += "[[path]]\nname = \"deepep-bf16-combine\"\ncollective = \"combine\"\nexchange = \"all-to-all\"\nwire = \"none\"\n"
+         "add = \"fp32\"\nstored = \"fp32\"\ninput = \"bf16\"\noutput = \"bf16\"\n"
+         "source = \"DeepEP low-latency combine (csrc/kernels/legacy/internode_ll.cu 1073-1125, deepseek-ai/DeepEP dd758ca): bf16 "
+         "expert outputs summed in binary32, rounded to bf16 once; top-k weights of 1, the slots in the ring's order\"\n\n";
     // FlashInfer's FP8 all-reduce (flashinfer-ai/flashinfer fb28d72, quantized_all_reduce's
     // _fp8_blockscale_2shot_kernel; docs/SOURCES.md section 4.1a, D46): bf16 in and out, E4M3 per 256
     // values, the sum in binary32 in rank order; the owner's stripe is not requantized.
     t += "[[path]]\nname = \"flashinfer-fp8-2shot\"\ncollective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"flashinfer-fp8\"\n"
-         "requantize = \"each-stage-except-owner\"\nadd = \"fp32\"\noutput = \"bf16\"\n"
+         "requantize = \"each-stage-except-owner\"\nadd = \"fp32\"\ninput = \"bf16\"\noutput = \"bf16\"\n"
          "source = \"FlashInfer quantized_all_reduce (_fp8_blockscale_2shot_kernel, flashinfer-ai/flashinfer fb28d72): the owner keeps "
          "its binary32 sum, the others decode its requantization, outputs in bf16; run with --block 256\"\n\n";
     return t;
@@ -428,7 +445,7 @@ Registry& registry() {
 
 bool same_decl(const PathDecl& a, const PathDecl& b) {
     return a.name == b.name && a.kind == b.kind && a.accum == b.accum && a.divide == b.divide && a.rotation == b.rotation && a.wire == b.wire &&
-           a.output == b.output;
+           a.output == b.output && a.input == b.input;
 }
 
 }  // namespace
@@ -494,6 +511,7 @@ std::string path_decl_to_toml(const PathDecl& d) {
     if (!d.stored.empty()) t += "stored = " + q(d.stored) + "\n";
     if (d.divide) t += "divide = " + q(to_string(*d.divide)) + "\n";
     if (d.rotation) t += "rotation = " + q(to_string(*d.rotation)) + "\n";
+    if (d.input) t += "input = " + q(to_string(*d.input)) + "\n";
     if (d.output) t += "output = " + q(to_string(*d.output)) + "\n";
     return t;
 }

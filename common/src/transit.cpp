@@ -120,6 +120,9 @@ const char* to_string(Accum a) {
 
 std::string PathConfig::format_name() const {
     if (typed_path(path)) return to_string(path_info(path).element);
+    // A declared unquantized path (DeepEP's combine, D47) carries no format: its wire is "none". (The
+    // built-in fp32-ring-rs keeps the run's format, the one the gate compares it beside.)
+    if (!path_info(path).quantized && !label.empty()) return "none";
     if (stage_formats.empty()) return format.name();
     std::string s;
     for (const auto& f : stage_formats) s += (s.empty() ? "" : ",") + f.name();
@@ -158,6 +161,11 @@ Status validate(const PathConfig& c) {
     if (c.output != Accum::kFp32 && c.divide == Divide::kPost)  // (the division's bound is taken of the value it rounds)
         return bad(std::string("output ") + to_string(c.output) + " with --divide post is not modeled: divide before the sum (pre) "
                    "or leave the output binary32");
+    if (c.input != Accum::kFp32 && c.input != Accum::kBf16 && c.input != Accum::kFp16)
+        return bad(std::string("input ") + to_string(c.input) + ": the inputs are of fp32 (as given), bf16 or fp16");
+    if (c.input != Accum::kFp32 && typed_path(c.path))
+        return bad(std::string("input ") + to_string(c.input) + ": " + path_info(c.path).name + " casts its inputs to " +
+                   to_string(path_info(c.path).element) + ", its element type, already");
     if (typed_path(c.path)) {  // D26: no quantization, the path's own type
         const std::string name = path_info(c.path).name;
         const Accum t = path_info(c.path).element;

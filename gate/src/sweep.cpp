@@ -166,10 +166,13 @@ Result<std::vector<std::vector<PathConfig>>> sweep_groups(const SweepSpec& spec)
             PathConfig c;
             c.path = p;
             if (i < spec.labels.size()) c.label = spec.labels[i];
-            // A declared path's output type (D46) is the declaration's alone (no option sets it): read
+            // A declared path's output and input types (D46, D47) are the declaration's alone (no option sets them): read
             // from the declaration the label names, registered by whoever resolved it.
             if (!c.label.empty())
-                if (auto d = find_path_decl(c.label); d && d->output) c.output = *d->output;
+                if (auto d = find_path_decl(c.label)) {
+                    if (d->output) c.output = *d->output;
+                    if (d->input) c.input = *d->input;
+                }
             c.format = spec.format;
             c.stage_formats = spec.stage_formats;
             c.block = spec.block;
@@ -223,9 +226,10 @@ Result<std::vector<PathConfig>> paths_to_run(const SweepSpec& spec, const std::v
         if (spec.reuse && !path_info(c.path).quantized)
             for (const RunRow& r : *spec.reuse) {
                 const PathConfig& o = r.config;
-                if (o.path != c.path || o.ranks != c.ranks) continue;
+                if (o.path != c.path || o.ranks != c.ranks || o.label != c.label) continue;  // (a declared path is another run)
                 if (o.ranks_per_node != c.ranks_per_node || o.elements != c.elements || o.block != c.block || o.accum != c.accum ||
-                    o.divide != c.divide || o.rotation != c.rotation || o.seed != c.seed || o.codec)
+                    o.divide != c.divide || o.rotation != c.rotation || o.seed != c.seed || o.codec || o.input != c.input ||
+                    o.output != c.output)
                     return make_error(ErrorCode::kInternal,
                                       "internal error: a reused run of " + std::string(path_info(c.path).name) + " was made with other settings");
                 reused[k] = &r;
@@ -594,6 +598,7 @@ nlohmann::json run_json(const RunRow& r, const std::string& dist, uint64_t seed)
                      {"fp16_bytes_per_rank", r.fp16_path_bytes_per_rank},
                      {"fp16_ring_rs_bytes_per_rank", r.fp16_ring_rs}};
     if (!r.config.label.empty()) j["schedule"] = path_info(r.config.path).name;  // a declared path's (docs/PATHS.md)
+    if (r.config.input != Accum::kFp32) j["input"] = to_string(r.config.input);     // a declared input type (D47)
     if (r.config.output != Accum::kFp32) j["output"] = to_string(r.config.output);  // a declared output type (D46)
     if (saturating(r.config.accum)) {  // NCCL's FP8 paths (D41): the outputs a clamp reached
         j["saturated_outputs"] = s.saturated_outputs;

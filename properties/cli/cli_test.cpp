@@ -420,7 +420,7 @@ TEST_F(Cli, DeclaredPathsRunAsTheScheduleTheyResolveTo) {
     const Outcome l = run("paths --json");
     ASSERT_EQ(l.code, 0) << l.err;
     const auto ls = nlohmann::json::parse(l.out)["paths"];
-    EXPECT_EQ(ls.size(), qtransit::all_paths().size() + 6 + 3 + 1);  // ncclAvg's 6, DeepEP's dispatch 3, FlashInfer's 1
+    EXPECT_EQ(ls.size(), qtransit::all_paths().size() + 6 + 3 + 2);  // ncclAvg's 6, DeepEP's dispatch 3 and combine, FlashInfer's
     const Outcome t = run("paths");
     ASSERT_EQ(t.code, 0) << t.err;
     for (const char* n : {"ring-rs", "a2a-hier-rs", "hpz-ag-requant", "bf16-tree-ar", "nccl-fp8-e5m2-tree-ar-avg"})
@@ -437,7 +437,18 @@ TEST_F(Cli, DeclaredPathsRunAsTheScheduleTheyResolveTo) {
     EXPECT_EQ(fj["k_min"], 1);
     EXPECT_EQ(fj["k_max"], 2);
     EXPECT_EQ(fj["bound_holds"], true);
+    EXPECT_EQ(fj["input"], "bf16");
     refused("simulate --path flashinfer-fp8-2shot --block 128 --ranks 4 --elements 4096", "256");
+    // DeepEP's combine (D47): bf16 inputs summed in binary32, one bf16 rounding: nothing quantized.
+    const Outcome cb = run("simulate --path deepep-bf16-combine --ranks 8 --elements 4096 --json");
+    ASSERT_EQ(cb.code, 0) << cb.err;
+    const auto cj = nlohmann::json::parse(cb.out)["runs"][0];
+    EXPECT_EQ(cj["schedule"], "fp32-ring-rs");
+    EXPECT_EQ(cj["input"], "bf16");
+    EXPECT_EQ(cj["output"], "bf16");
+    EXPECT_EQ(cj["k_max"], 0);
+    EXPECT_EQ(cj["bound_holds"], true);
+    EXPECT_GT(cj["max_abs_error"], 0.0);  // the sum's rounding to bf16
     const Outcome sh = run("paths show nccl-fp8-e4m3-ring-ar-avg");
     ASSERT_EQ(sh.code, 0) << sh.err;
     EXPECT_NE(sh.out.find("divide = \"pre\""), std::string::npos) << sh.out;

@@ -339,6 +339,9 @@ TEST_F(VerifyCollectiveCli, ADeclaredPath) {
     o = run("verify collective --path two-shot-ar --format flashinfer-fp8 --block 256 --ranks 8 --inputs " + path("fin.npy") + " --outputs " +
             path("fi.npy") + " --report-dir '' --json");
     EXPECT_NE(nlohmann::json::parse(o.out)["strongest"], "exact") << o.out;
+    save("fin32.npy", tensor(8 * 4096, 3), {8, 4096});  // not bf16 values
+    refused("verify collective --path flashinfer-fp8-2shot --block 256 --ranks 8 --inputs " + path("fin32.npy") + " --outputs " + path("fi.npy"),
+            ", not a bf16 value: flashinfer-fp8-2shot takes bf16 inputs (dump what the kernel read)");
     refused("verify collective --path two-shot-ar --block 256 --ranks 8 --inputs " + path("fin.npy") + " --outputs " + path("fi.npy"),
             "--format is required (the format the run quantized with), unless --path names a declaration with its own wire");
 }

@@ -131,6 +131,11 @@ rc::Gen<PathConfig> config_for(PathKind path) {
             c.output = *rc::gen::weightedOneOf<qt::Accum>({{4, rc::gen::just(qt::Accum::kFp32)},
                                                            {1, rc::gen::just(qt::Accum::kBf16)},
                                                            {1, rc::gen::just(qt::Accum::kFp16)}});
+        // Inputs of a declared type (D47), on every path but the 16-bit ones (their own type).
+        if (!qt::typed_path(path))
+            c.input = *rc::gen::weightedOneOf<qt::Accum>({{4, rc::gen::just(qt::Accum::kFp32)},
+                                                          {1, rc::gen::just(qt::Accum::kBf16)},
+                                                          {1, rc::gen::just(qt::Accum::kFp16)}});
         return c;
     });
 }
@@ -141,7 +146,8 @@ std::vector<float> inputs_for(const PathConfig& c, qt::kernels::Distribution d, 
         qt::kernels::generate_span(d, seed, static_cast<uint32_t>(r), 0,
                                    std::span<float>(x.data() + r * c.elements, static_cast<size_t>(c.elements)));
     // ds-int<b> refuses what overflows binary16 (D3): heavy-tailed inputs are brought inside.
-    if (c.format.kind == FormatKind::kDs || c.format_of_stage(1).kind == FormatKind::kDs || c.accum == qt::Accum::kFp16)
+    if (c.format.kind == FormatKind::kDs || c.format_of_stage(1).kind == FormatKind::kDs || c.accum == qt::Accum::kFp16 ||
+        c.input == qt::Accum::kFp16)
         for (float& v : x) v = std::fmod(v, 1000.0f);
     // NCCL's FP8 paths take FP8 tensors (D41): folded inside the format's range (heavy tails and
     // outliers then sum past it, and saturate).

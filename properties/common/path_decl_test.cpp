@@ -65,8 +65,17 @@ TEST(PathDecl, EveryBuiltInPathIsADeclarationThatResolvesToItself) {
     EXPECT_EQ(fi->accum, Accum::kFp32);
     EXPECT_EQ(fi->output, Accum::kBf16);
     EXPECT_FALSE(fi->is_builtin_kind());
-    for (const auto& d : b) EXPECT_EQ(d.output.has_value(), d.name == "flashinfer-fp8-2shot") << d.name;
-    EXPECT_EQ(b.size(), all_paths().size() + 6 + 3 + 1);
+    EXPECT_EQ(fi->input, Accum::kBf16);
+    // DeepEP's combine (D47): bf16 inputs summed in binary32, one rounding to bf16: fp32-ring-rs's sum.
+    auto cb = find_path_decl("deepep-bf16-combine");
+    ASSERT_TRUE(cb.ok()) << cb.error().message;
+    EXPECT_EQ(cb->kind, PathKind::kFp32RingRs);
+    EXPECT_EQ(cb->collective, "combine");
+    EXPECT_EQ(cb->input, Accum::kBf16);
+    EXPECT_EQ(cb->output, Accum::kBf16);
+    for (const auto& d : b)
+        EXPECT_EQ(d.output.has_value(), d.name == "flashinfer-fp8-2shot" || d.name == "deepep-bf16-combine") << d.name;
+    EXPECT_EQ(b.size(), all_paths().size() + 6 + 3 + 2);
 }
 
 TEST(PathDecl, PrintsBackToTheSameResolution) {
@@ -81,6 +90,7 @@ TEST(PathDecl, PrintsBackToTheSameResolution) {
         EXPECT_EQ(e.divide, d.divide) << d.name;
         EXPECT_EQ(e.wire, d.wire) << d.name;
         EXPECT_EQ(e.output, d.output) << d.name;
+        EXPECT_EQ(e.input, d.input) << d.name;
         EXPECT_EQ(e.requantize, d.requantize) << d.name;
         EXPECT_EQ(e.source, d.source) << d.name;
     }
@@ -154,6 +164,9 @@ TEST(PathDecl, WhatNoScheduleComputesIsRefusedWithTheReason) {
          "path[0].output: unknown value 'fp8-e4m3' (known: fp32, bf16, fp16)"},
         {one("collective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"int8\"\noutput = \"bf16\"\ndivide = \"post\"\n"),
          "path[0].output: output bf16 with --divide post is not modeled"},
+        {one("collective = \"all-reduce\"\nexchange = \"ring\"\nwire = \"none\"\nstored = \"bf16\"\ninput = \"fp16\"\n"),
+         "path[0].input: input fp16: bf16-ring-ar casts its inputs to bf16, its element type, already"},
+        {one("collective = \"combine\"\nexchange = \"all-to-all\"\nwire = \"int8\"\n"), "is modeled unquantized only"},
         {one("collective = \"reduce-scatter\"\nexchange = \"ring\"\nwire = \"int8\"\nrequantize = \"each-stage-except-owner\"\n"),
          "path[0].requantize: \"each-stage-except-owner\": a quantized reduce-scatter over ring is modeled with requantize = each-hop"},
     };

@@ -108,17 +108,18 @@ def simulate(path, *, ranks=None, elements=0, format="", inputs=None, ranks_per_
     return SimulateResult(json.loads(r["json"]), r["outputs"])._raise_if(raise_on_failure)
 
 
-def verify_collective(path, inputs, outputs, *, format, ranks_per_node=0, block=32, accum="fp32", target="sum",
+def verify_collective(path, inputs, outputs, *, format=None, ranks_per_node=0, block=32, accum="fp32", target="sum",
                       conformance=None, ring_order=None, raise_on_failure=False):
     """A collective run elsewhere judged against `path` in exact arithmetic, as `qtransit verify
     collective --json`: inputs [N, M] (row r: what rank r contributed), outputs [N, S] for a
     reduce-scatter (row c: what rank c holds of chunk c) or [N, M]. Outputs of float16 or bfloat16
     are judged with their final rounding allowed for. conformance: exact, same-events or bounded
-    (None: the strongest the path allows). target: sum or mean."""
+    (None: the strongest the path allows). target: sum or mean. format: the run's format; None
+    when `path` is a declaration with its own wire (flashinfer-fp8-2shot)."""
     ia, _ = _arrays.as_f32(inputs, "inputs", ndim=2)
     on = _arrays.as_numpy(outputs, "outputs")
     oa, _ = _arrays.as_f32(on, "outputs", ndim=2)
-    r = _native.verify_collective(str(path), str(format), ia, oa, _arrays.dtype_name(on), int(ranks_per_node), int(block), str(accum),
+    r = _native.verify_collective(str(path), str(format or ""), ia, oa, _arrays.dtype_name(on), int(ranks_per_node), int(block), str(accum),
                                   str(target), conformance or "", [int(v) for v in (ring_order or [])])
     return VerifyCollectiveResult(json.loads(r["json"]), r["report"], r["text"])._raise_if(raise_on_failure)
 

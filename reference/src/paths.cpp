@@ -732,16 +732,20 @@ Result<std::vector<ColumnRecord>> run_path_plain(const PathConfig& c, std::span<
                                   describe(Site{"input", r, 0}, i) + ": value " + fmt(v) +
                                       " is not finite (policy 'error' refuses NaN and inf)");
         }
-    if (typed_path(c.path)) {
-        // D26: the inputs are of the path's type; cast, refusing what it cannot hold.
+    if (typed_path(c.path) || c.input != Accum::kFp32) {
+        // D26: the inputs are of the path's type; D47: of its declared input type. Cast, refusing
+        // what it cannot hold.
+        const bool typed = typed_path(c.path);
+        const Accum type = typed ? c.accum : c.input;
         std::vector<float> cast(x.begin(), x.end());
         for (size_t j = 0; j < cast.size(); ++j) {
-            const float r = round_to_accum(cast[j], c.accum);
-            if (!std::isfinite(r) || saturates_in(cast[j], c.accum)) {
+            const float r = round_to_accum(cast[j], type);
+            if (!std::isfinite(r) || saturates_in(cast[j], type)) {
                 const int64_t rank = static_cast<int64_t>(j) / c.elements, i = static_cast<int64_t>(j) % c.elements;
                 return make_error(ErrorCode::kRangeOverflow, describe(Site{"input", rank, 0}, i) + ": value " + fmt(cast[j]) +
-                                                                 " overflows " + to_string(c.accum) + ", the element type of " +
-                                                                 path_info(c.path).name + " (its inputs are cast to it first)");
+                                                                 " overflows " + to_string(type) +
+                                                                 (typed ? ", the element type of " : ", the input type of ") +
+                                                                 c.path_name() + " (its inputs are cast to it first)");
             }
             cast[j] = r;
         }

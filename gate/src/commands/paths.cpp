@@ -25,6 +25,7 @@ nlohmann::json decl_json(const PathDecl& d) {
                      {"stored", d.stored.empty() ? nlohmann::json() : nlohmann::json(d.stored)},
                      {"divide", d.divide ? nlohmann::json(to_string(*d.divide)) : nlohmann::json()},
                      {"rotation", d.rotation ? nlohmann::json(to_string(*d.rotation)) : nlohmann::json()},
+                     {"input", d.input ? nlohmann::json(to_string(*d.input)) : nlohmann::json()},
                      {"output", d.output ? nlohmann::json(to_string(*d.output)) : nlohmann::json()},
                      {"saturates", saturating(path_info(d.kind).element)},
                      {"source", d.source}};
@@ -51,15 +52,16 @@ Result<Printed> paths(bool json) {
     }
     const int iw = static_cast<int>(w), iww = static_cast<int>(ww), irw = static_cast<int>(rw);
     appendf(p.out, "%-*s %-14s %-24s %-*s %-*s %-13s %-6s %s\n", iw, "path", "collective", "exchange", iww, "wire", irw, "requantize",
-            "add/stored", "divide", "output");
+            "add/stored", "divide", "input/output");
     for (const auto& d : all)
         appendf(p.out, "%-*s %-14s %-24s %-*s %-*s %-13s %-6s %s\n", iw, d.name.c_str(), d.collective.c_str(), d.exchange.c_str(), iww,
                 d.wire_text().c_str(), irw, d.requantize.empty() ? "-" : d.requantize.c_str(), types_text(d).c_str(),
                 d.divide ? to_string(*d.divide) : path_info(d.kind).shape == PathShape::kAllGather ? "-" : "run's",
-                d.output ? to_string(*d.output) : "-");
+                (std::string(d.input ? to_string(*d.input) : "-") + "/" + (d.output ? to_string(*d.output) : "-")).c_str());
     appendf(p.out,
             "(wire any: the run's --format; none: values travel in the stored type, every add rounded to it; run's: the "
-            "run's --accum or --divide;\n output: the type every output is rounded to at the end, - for binary32 as it is.\n "
+            "run's --accum or --divide;\n input/output: the type the inputs are cast to first and the outputs rounded to last, - for "
+            "binary32 as it is.\n "
             "`qtransit paths show NAME` prints a declaration; a .toml file of [[path]] tables declares new ones: docs/PATHS.md)\n");
     return p;
 }

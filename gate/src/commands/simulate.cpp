@@ -174,8 +174,11 @@ Result<SimulatePlan> SimulateRequest::validate() const {
         std::none_of(spec.paths.begin(), spec.paths.end(), [](PathKind p) { return path_info(p).quantized; }))
         return refusal("--codec: no --path given quantizes (fp32-ring-rs and the bf16-/fp16- paths sum unquantized values): "
                        "the codec would never run; name a quantized path");
-    if (only_typed && a.format.empty() && !has_codec) {
-        cf.format = FormatSpec{FormatKind::kSym, 8};  // unused by those paths; their rows say bf16 or fp16
+    // Nor with only unquantized ones (fp32-ring-rs, DeepEP's combine: D47).
+    const bool only_unquantized =
+        !spec.paths.empty() && std::none_of(spec.paths.begin(), spec.paths.end(), [](PathKind p) { return path_info(p).quantized; });
+    if (only_unquantized && a.format.empty() && !has_codec) {
+        cf.format = FormatSpec{FormatKind::kSym, 8};  // unused by those paths; their rows say bf16, fp16, none (or int8: fp32-ring-rs)
     } else if (stage_formats.empty()) {
         auto r = a.codec_object ? codec_and_format(a.codec_object, a.format, a.rounding) : codec_and_format(a.codec, a.format, a.rounding);
         if (!r) return refusal(r.error());

@@ -5,6 +5,7 @@
 // quantization done elsewhere (decoded values, and codes, scales, offsets when given) against the
 // reference.
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cctype>
 #include <cmath>
@@ -24,6 +25,7 @@
 #include "qtransit/gate/verify_run.hpp"
 #include "qtransit/gate/views.hpp"
 #include "qtransit/common/shortest.hpp"
+#include "qtransit/kernels/block_math.hpp"
 #include "qtransit/kernels/tensor_file.hpp"
 #include "qtransit/reports/files.hpp"
 #include "qtransit/version.hpp"
@@ -132,6 +134,7 @@ Result<CollectiveVerifySpec> VerifyCollectiveRequest::validate() const {
                           "\"): verify collective checks sums (--target sum) and means of sums (--target mean), not a division inside the path");
         if (decl->rotation) spec.config.rotation = *decl->rotation;
         if (decl->output) spec.config.output = *decl->output;
+        if (decl->input) spec.config.input = *decl->input;
     }
     std::string format_name = a.format;
     if (decl && decl->fixes_wire()) {
@@ -141,6 +144,7 @@ Result<CollectiveVerifySpec> VerifyCollectiveRequest::validate() const {
             return refuse("--format " + a.format + " contradicts the declared path " + decl->name + ", whose wire is " + w);
         format_name = w;
     }
+    if (format_name.empty() && decl && decl->wire_none()) format_name = "int8";  // nothing quantized: unused (D47's combine)
     if (format_name.empty())
         return refuse("--format is required (the format the run quantized with), unless --path names a declaration with its own wire");
     auto format = resolve_format(format_name);
@@ -438,9 +442,13 @@ std::string CollectiveReader::nonfinite_input() const {
         for (int64_t r = 0; r < n_; ++r)
             for (int64_t e = 0; e < w; ++e) {
                 const float v = h.in[static_cast<size_t>(r * w + e)];
-                if (std::isfinite(v)) continue;
+                const Accum t = spec_.config.input;  // a declared input type (D47): the dump holds what the kernel read
+                if (std::isfinite(v) && (t == Accum::kFp32 || std::bit_cast<uint32_t>(kernels::accum_round(v, t)) == std::bit_cast<uint32_t>(v))) continue;
                 return (in_split_ ? rank_file(a_.inputs, r) : a_.inputs) + ": rank " + std::to_string(r) + ", element " +
-                       std::to_string(h.t.in_lo + e) + " is " + shortest(v) + ": a run's inputs must be finite";
+                       std::to_string(h.t.in_lo + e) + " is " + shortest(v) +
+                       (std::isfinite(v) ? std::string(", not a ") + to_string(t) + " value: " + spec_.config.path_name() + " takes " +
+                                               to_string(t) + " inputs (dump what the kernel read)"
+                                         : ": a run's inputs must be finite");
             }
     }
     return "";

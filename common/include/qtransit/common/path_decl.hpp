@@ -33,6 +33,8 @@ struct PathDecl {
     // The type every output is rounded to at the end (PathConfig::output, D46): bf16 or fp16 as a
     // kernel writing such a tensor; left out (or fp32): the binary32 values as they are.
     std::optional<Accum> output;
+    // The type the inputs are cast to first (PathConfig::input, D47); left out: as given.
+    std::optional<Accum> input;
 
     bool wire_any() const { return wire.size() == 1 && wire[0] == "any"; }
     bool wire_none() const { return wire.size() == 1 && wire[0] == "none"; }

@@ -177,6 +177,11 @@ struct PathConfig {
     // a kernel that writes a bf16 or fp16 tensor does (FlashInfer's bf16 output). Declared paths
     // only (`output` in docs/PATHS.md).
     Accum output = Accum::kFp32;
+    // The type every input is of (D47): kBf16 or kFp16 casts each input to it first (RNE; a value
+    // it cannot hold is refused), and the exact target sums the cast values, as a kernel that takes
+    // a bf16 tensor sees (FlashInfer's, DeepEP's combine). kFp32: the inputs as given. The 16-bit
+    // paths cast to their own type already (D26) and take no other. Declared paths only.
+    Accum input = Accum::kFp32;
     std::string path_name() const { return label.empty() ? std::string(path_info(path).name) : label; }
 
     int64_t shard() const { return elements / ranks; }  // S = M / N
@@ -189,7 +194,7 @@ struct PathConfig {
         return stage_formats.empty() ? format : stage_formats[static_cast<size_t>(format_stage_of(stage))];
     }
     // "int8,int4" for per-stage formats, "bf16" or "fp16" for the 16-bit paths (their wire
-    // format), else the format's name.
+    // format), "none" for a declared unquantized path (D47), else the format's name.
     std::string format_name() const;
 };
 
