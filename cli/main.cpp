@@ -194,7 +194,9 @@ void add_simulate(CLI::App& app, Requests& r, Commands& c) {
     c.simulate->add_option("--codec", r.simulate.codec, "A codec plugin (.so, docs/PLUGIN.md) running every quantization and decode of the paths");
     c.simulate->add_option("--rounding", r.simulate.rounding, "nearest (the format's own) or stochastic (its -sr twin, keyed by --seed)")
         ->capture_default_str();
-    c.simulate->add_option("--block", r.simulate.block, "Quantization block size")->check(fits_int64)->capture_default_str();
+    c.simulate->add_option("--block", r.simulate.block,
+                           "Quantization block size (default: the format's fixed block, as flashinfer-fp8's 256, else 32)")
+        ->check(fits_int64);
     c.simulate->add_option("--dist", r.simulate.dist, "Input distribution")->capture_default_str();
     c.simulate->add_option("--seed", r.simulate.seed, "Generator seed, and stochastic rounding's key")->check(seed_value)->capture_default_str();
     c.simulate->add_option("--accum", r.simulate.accum, "Accumulation: every add rounded to fp32, fp16 or bf16 (D11, D24); the bf16-/fp16- paths "
@@ -278,7 +280,9 @@ void add_verify(CLI::App& app, Requests& r, Commands& c) {
                                   "What each rank held after: one file, [N, S] for a reduce-scatter (row c: chunk c on rank c) or [N, M], "
                                   "or one file per rank with {rank}")
         ->required();
-    c.verify_collective->add_option("--block", r.verify_collective.block, "Quantization block size")->check(fits_int64)->capture_default_str();
+    c.verify_collective->add_option("--block", r.verify_collective.block,
+                                    "Quantization block size (default: the format's fixed block, else 32)")
+        ->check(fits_int64);
     c.verify_collective->add_option("--accum", r.verify_collective.accum, "The run's accumulation: fp32, fp16 or bf16")->capture_default_str();
     c.verify_collective->add_option("--target", r.verify_collective.target, "sum, or mean (the sum times 1/N; one division allowed at any stage)")->capture_default_str();
     c.verify_collective->add_option("--ring-order", r.verify_collective.ring_order, "A ring path's order, as data flows (each rank sends to the next); default: the worst")

@@ -417,7 +417,7 @@ std::string builtin_text() {
                                              std::tuple{"-ue8m0", "fp8-e4m3-1x128-ue8m0", "round_scale and use_ue8m0: UE8M0 scales"}})
         t += std::string("[[path]]\nname = \"deepep-fp8-dispatch") + suffix + "\"\ncollective = \"dispatch\"\nexchange = \"all-to-all\"\nwire = \"" +
              wire + "\"\nrequantize = \"once\"\nsource = \"DeepEP low-latency dispatch, " + what +
-             ", one quantization (csrc/kernels/legacy/internode_ll.cu, deepseek-ai/DeepEP dd758ca; run with --block 128)\"\n\n";
+             ", one quantization, blocks of 128 (csrc/kernels/legacy/internode_ll.cu, deepseek-ai/DeepEP dd758ca)\"\n\n";
     // DeepEP's low-latency combine (deepseek-ai/DeepEP dd758ca, csrc/kernels/legacy/internode_ll.cu 1073-1125; docs/SOURCES.md
     // section 3, D47): bf16 expert outputs, a binary32 sum over the top-k slots, one rounding to bf16.
     t += "[[path]]\nname = \"deepep-bf16-combine\"\ncollective = \"combine\"\nexchange = \"all-to-all\"\nwire = \"none\"\n"
@@ -430,7 +430,7 @@ std::string builtin_text() {
     t += "[[path]]\nname = \"flashinfer-fp8-2shot\"\ncollective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"flashinfer-fp8\"\n"
          "requantize = \"each-stage-except-owner\"\nadd = \"fp32\"\ninput = \"bf16\"\noutput = \"bf16\"\n"
          "source = \"FlashInfer quantized_all_reduce (_fp8_blockscale_2shot_kernel, flashinfer-ai/flashinfer fb28d72): the owner keeps "
-         "its binary32 sum, the others decode its requantization, outputs in bf16; run with --block 256\"\n\n";
+         "its binary32 sum, the others decode its requantization, outputs in bf16; blocks of 256\"\n\n";
     return t;
 }
 

@@ -427,7 +427,8 @@ TEST_F(Cli, DeclaredPathsRunAsTheScheduleTheyResolveTo) {
         EXPECT_NE(t.out.find(n), std::string::npos) << n;
     // FlashInfer's FP8 all-reduce (D46): the owner's values quantized once, the others' twice, bf16
     // outputs, within the bounds; the row says what it is.
-    const Outcome fi = run("simulate --path flashinfer-fp8-2shot --block 256 --ranks 4 --elements 4096 --json");
+    // (--block left out: the wire's fixed 256)
+    const Outcome fi = run("simulate --path flashinfer-fp8-2shot --ranks 4 --elements 4096 --json");
     ASSERT_EQ(fi.code, 0) << fi.err;
     const auto fj = nlohmann::json::parse(fi.out)["runs"][0];
     EXPECT_EQ(fj["path"], "flashinfer-fp8-2shot");
@@ -438,6 +439,7 @@ TEST_F(Cli, DeclaredPathsRunAsTheScheduleTheyResolveTo) {
     EXPECT_EQ(fj["k_max"], 2);
     EXPECT_EQ(fj["bound_holds"], true);
     EXPECT_EQ(fj["input"], "bf16");
+    EXPECT_EQ(fj["block"], 256);
     refused("simulate --path flashinfer-fp8-2shot --block 128 --ranks 4 --elements 4096", "256");
     // DeepEP's combine (D47): bf16 inputs summed in binary32, one bf16 rounding: nothing quantized.
     const Outcome cb = run("simulate --path deepep-bf16-combine --ranks 8 --elements 4096 --json");
@@ -483,7 +485,11 @@ TEST_F(Cli, DeclaredPathsRunAsTheScheduleTheyResolveTo) {
     EXPECT_EQ(dpj["k_max"], 1) << dpj.dump();
     dpj.erase("path"), agj.erase("path"), dpj.erase("schedule");
     EXPECT_EQ(dpj.dump(), agj.dump());
-    refused("simulate --path deepep-fp8-dispatch --ranks 4 --elements 512", "fixed blocks of 128");
+    // --block left out: the wire's fixed 128; another block is refused.
+    const Outcome dd = run("simulate --path deepep-fp8-dispatch --ranks 4 --elements 512 --json");
+    ASSERT_EQ(dd.code, 0) << dd.err;
+    EXPECT_EQ(nlohmann::json::parse(dd.out)["runs"][0]["block"], 128);
+    refused("simulate --path deepep-fp8-dispatch --ranks 4 --elements 512 --block 64", "fixed blocks of 128");
 
     // A user's file: QuickReduce's shape (two-shot, INT4 groups of 32, binary16 sums) and SDP4Bit's
     // (INT8 inside the node, INT4 across).

@@ -81,13 +81,14 @@ def _list(v):
     return [v] if isinstance(v, (str, int)) else list(v)
 
 
-def simulate(path, *, ranks=None, elements=0, format="", inputs=None, ranks_per_node=0, block=32, dist="normal", seed=1,
+def simulate(path, *, ranks=None, elements=0, format="", inputs=None, ranks_per_node=0, block=None, dist="normal", seed=1,
              accum="fp32", divide="none", rotation="each-hop", rounding="nearest", threads=0, keep_outputs=False,
              codec=None, codec_name="python-codec", dtype="float32", raise_on_failure=False):
     """One or more collective paths (a name, a list, or "all") on the in-process transport at one or
     more N, every output checked exactly, as `qtransit simulate --json`. inputs: an [N, M] array
     (row r: rank r's) in place of the generator `dist`; then ranks and elements may be left out.
-    format: one name, or "A,B" (one per stage). keep_outputs: the one run's output rows in .outputs.
+    format: one name, or "A,B" (one per stage). block: None for the format's fixed block (flashinfer-fp8's
+    256, the MX formats' 32), else 32. keep_outputs: the one run's output rows in .outputs.
     codec: (encode, decode), a quantizer written in Python as check_codec takes it, running every
     quantization and decode of the paths (`simulate --codec`); format is then its format, dtype its
     input and output type."""
@@ -102,13 +103,13 @@ def simulate(path, *, ranks=None, elements=0, format="", inputs=None, ranks_per_
             raise ValueError("codec: name its format with format=")
         enc, dec = _codec.adapt(codec[0], codec[1], "cpu", str(dtype))
     r = _native.simulate([str(p) for p in _list(path)], [int(n) for n in _list(ranks)] if ranks is not None else [],
-                         int(ranks_per_node), int(elements or 0), str(format or ""), int(block), str(dist), int(seed), str(accum),
+                         int(ranks_per_node), int(elements or 0), str(format or ""), int(block or 0), str(dist), int(seed), str(accum),
                          str(divide), str(rotation), str(rounding), arr, int(threads), bool(keep_outputs), enc, dec, str(codec_name),
                          str(dtype))
     return SimulateResult(json.loads(r["json"]), r["outputs"])._raise_if(raise_on_failure)
 
 
-def verify_collective(path, inputs, outputs, *, format=None, ranks_per_node=0, block=32, accum="fp32", target="sum",
+def verify_collective(path, inputs, outputs, *, format=None, ranks_per_node=0, block=None, accum="fp32", target="sum",
                       conformance=None, ring_order=None, raise_on_failure=False):
     """A collective run elsewhere judged against `path` in exact arithmetic, as `qtransit verify
     collective --json`: inputs [N, M] (row r: what rank r contributed), outputs [N, S] for a
@@ -119,7 +120,7 @@ def verify_collective(path, inputs, outputs, *, format=None, ranks_per_node=0, b
     ia, _ = _arrays.as_f32(inputs, "inputs", ndim=2)
     on = _arrays.as_numpy(outputs, "outputs")
     oa, _ = _arrays.as_f32(on, "outputs", ndim=2)
-    r = _native.verify_collective(str(path), str(format or ""), ia, oa, _arrays.dtype_name(on), int(ranks_per_node), int(block), str(accum),
+    r = _native.verify_collective(str(path), str(format or ""), ia, oa, _arrays.dtype_name(on), int(ranks_per_node), int(block or 0), str(accum),
                                   str(target), conformance or "", [int(v) for v in (ring_order or [])])
     return VerifyCollectiveResult(json.loads(r["json"]), r["report"], r["text"])._raise_if(raise_on_failure)
 

@@ -129,7 +129,18 @@ Result<SimulatePlan> SimulateRequest::validate() const {
     std::vector<std::string> labels;
     auto declared = with_declared_paths(*this, &labels);
     if (!declared) return declared.error();
-    const SimulateRequest& a = *declared;
+    SimulateRequest a = *declared;
+    // --block left out (0): the first stage format's fixed block when it has one (a declared wire's
+    // too, flashinfer-fp8's 256), else 32.
+    if (a.block == 0) {
+        a.block = kDefaultBlock;
+        const std::string first = a.format.substr(0, a.format.find(','));
+        if (!first.empty()) {
+            if (auto f = resolve_format(first); f && f->fixed_block() > 0) a.block = f->fixed_block();
+        } else if (a.codec_object && a.codec_object->format().fixed_block() > 0) {
+            a.block = a.codec_object->format().fixed_block();
+        }
+    }
     SweepSpec spec;
     for (size_t i = 0; i < a.paths.size(); ++i) {
         const auto& name = a.paths[i];
@@ -356,7 +367,8 @@ Printed SimulateOutcome::printed(const SimulateRequest& a) const {
         accum_text += std::string(", the mean: divided by N ") + (divide == Divide::kPre ? "before the reduce" : "after it");
     if (rotation == Rotation::kEndToEnd) accum_text += ", summed in the rotated domain (one rotation back at the destination)";
     appendf(o, "(%s, block %lld, %lld elements per rank, %s inputs, %s; bytes: busiest rank's payload)\n", fmt_name.c_str(),
-            static_cast<long long>(a.block), static_cast<long long>(elements), dist_name.c_str(), accum_text.c_str());
+            static_cast<long long>(result.runs.empty() ? a.block : result.runs.front().config.block), static_cast<long long>(elements),
+            dist_name.c_str(), accum_text.c_str());
     return p;
 }
 

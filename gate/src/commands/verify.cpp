@@ -150,8 +150,10 @@ Result<CollectiveVerifySpec> VerifyCollectiveRequest::validate() const {
     auto format = resolve_format(format_name);
     if (!format) return refuse(format.error().message);
     spec.config.format = *format;
-    if (auto st = format->check_block(a.block); !st) return refuse("--block: " + st.error().message);
-    spec.config.block = a.block;
+    // --block left out (0): the format's fixed block when it has one, else 32.
+    const int64_t block = a.block != 0 ? a.block : format->fixed_block() > 0 ? format->fixed_block() : kDefaultBlock;
+    if (auto st = format->check_block(block); !st) return refuse("--block: " + st.error().message);
+    spec.config.block = block;
     auto accum = parse_accum(a.accum);
     if (!accum) return refuse(accum.error().message);
     spec.config.accum = *accum;

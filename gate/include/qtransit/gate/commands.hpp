@@ -100,7 +100,7 @@ struct SimulateRequest {
     int64_t ranks_per_node = 0;  // 0: 8 when 8 divides N, else N (one node)
     int64_t elements = 0;
     std::string format;
-    int64_t block = 32;
+    int64_t block = 0;  // 0: the (first) format's fixed block (flashinfer-fp8's 256, the MX formats' 32), else 32
     std::string dist = "normal";
     uint64_t seed = 1;
     std::string accum = "fp32";
@@ -169,7 +169,7 @@ Result<Printed> check(const CheckRequest& r, const std::function<void(const Gate
 // one file or one per rank), judged against the path in exact arithmetic (verify_run.hpp).
 struct VerifyCollectiveRequest {
     std::string path, format, inputs, outputs;  // inputs/outputs: one file, or a pattern with {rank}
-    int64_t ranks = 0, ranks_per_node = 0, block = 32;
+    int64_t ranks = 0, ranks_per_node = 0, block = 0;  // block 0: the format's fixed block, else 32
     std::string accum = "fp32", target = "sum", conformance;  // conformance "": the path's default tier
     std::vector<int64_t> ring_order;
     std::string dtype, tensor, output_tensor;  // how the files are read (kernels/tensor_file.hpp)
