@@ -505,3 +505,19 @@ def test_binary32_inputs_are_cast_to_bf16_first():
     assert r.passed and r.to_dict()["runs"][0]["input"] == "bf16" and r.to_dict()["runs"][0]["block"] == G
     msg = mismatch(emulate_2shot(bf16_inputs(x), B=512).out, np.asarray(r.outputs), PATH + " on binary32 inputs")
     assert msg is None, msg
+
+
+# ---- FlashInfer's own stripes: other owners, the same-events tier (D46) -----------------------------
+
+def test_other_stripes_are_judged_same_events():
+    # FlashInfer's stripes of B = 256 rotating over the ranks are not qtransit's contiguous chunks
+    # (M = N x 1024): other ranks keep their sums, so the bits differ from qtransit's schedule where
+    # the owners differ, but every output is within verify collective's same-events tolerance (the
+    # decoded contributions' sum plus one requantization, for the owner's sum too).
+    rng = np.random.default_rng(5)
+    x = bf16_inputs((rng.standard_normal((4, 4 * 1024)) * 2.0).astype(np.float32))
+    em = emulate_2shot(x, B=256)
+    assert mismatch(em.out, run_path(x), PATH) is not None  # (other owners: other bits somewhere)
+    v = qtransit.verify_collective(PATH, x, em.out).to_dict()
+    assert v["path"] == PATH and v["holds"], v
+    assert v["strongest"] == "same-events", v["strongest"]
