@@ -261,8 +261,8 @@ void count_k(const PathConfig& c, const ColumnRecord& rec, int64_t n, std::pair<
     if (gather)
         for (int64_t e = 0; e < rec.len; ++e) owner[static_cast<size_t>((rec.first + e) / c.shard())] = true;
     // A row whose ledger signature equals the previous row's has the same k, and (on every path but
-    // ring-ag-requant, whose table depends on the holder) the same expected k: the same outcome,
-    // counted without recomputing it (the rows of a gather, an all-reduce).
+    // ring-ag-requant and two-shot-ar-keep, whose tables depend on the holder) the same expected k:
+    // the same outcome, counted without recomputing it (the rows of a gather, an all-reduce).
     const bool holder_free = c.path != PathKind::kRingAgRequant && c.path != PathKind::kTwoShotArKeep;
     const OutputRow* prev = nullptr;
     int64_t prev_wrong = 0;
