@@ -383,6 +383,42 @@ TEST(Gate, DeclaredPathsRunUnderTheirNames) {
     fs::remove_all(dir);
 }
 
+// FlashInfer's two-shot and DeepEP's combine in the gate (D46, D47): their own schedules, input and
+// output types, k per holder, bounds that hold, and verdicts under their names.
+TEST(Gate, FlashInferAndCombineRunWithTheirTypes) {
+    const std::string text = "[gate]\nformats = [\"int8\"]\npaths = [\"flashinfer-fp8-2shot\", \"deepep-bf16-combine\"]\n"
+                             "distributions = [\"normal\"]\nranks = [8, 16]\nelements = 4096\nblock = 256\n";
+    auto cfg = qt::gate::parse_gate_config(text, "fi.toml");
+    ASSERT_TRUE(cfg) << cfg.error().message;
+    ASSERT_EQ(cfg->declared.size(), 2u);
+    auto res = qt::gate::run_gate(*cfg, {});
+    ASSERT_TRUE(res) << res.error().message;
+    int fi = 0, cb = 0;
+    for (const auto& r : res->runs) {
+        if (r.path == "flashinfer-fp8-2shot") {
+            ++fi;
+            EXPECT_EQ(r.schedule, "two-shot-ar-keep");
+            EXPECT_EQ(r.format, "flashinfer-fp8");
+            EXPECT_EQ(r.k_min, 1);  // the owner's own sum
+            EXPECT_EQ(r.k_max, 2);
+            EXPECT_GT(r.k_checked, 0);
+            EXPECT_EQ(r.k_mismatches, 0);  // the k table per holder (the sweep's check)
+            EXPECT_TRUE(r.bound_holds);
+        } else if (r.path == "deepep-bf16-combine") {
+            ++cb;
+            EXPECT_EQ(r.schedule, "fp32-ring-rs");
+            EXPECT_EQ(r.format, "none");
+            EXPECT_GT(r.rel_rms_error, 0.0);  // the bf16 rounding of the outputs
+            EXPECT_TRUE(r.bound_holds);
+        }
+    }
+    EXPECT_EQ(fi, 2);
+    EXPECT_EQ(cb, 2);
+    const auto* b = find(res->verdicts, "bounds/flashinfer-fp8/flashinfer-fp8-2shot");
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(b->status, VerdictStatus::kPass) << b->message;
+}
+
 // D34: a gate's report has the same bits whatever the number of threads that shared its columns
 // (before, the RMS sums, the fits and the verdict values computed from them moved in their last
 // bits). report.json compared whole, but for the times and the config's own thread count.
