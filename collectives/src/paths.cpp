@@ -12,6 +12,7 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "qtransit/collectives/device.hpp"
@@ -770,25 +771,39 @@ Partial tree_reduce(Column& col, const std::vector<Partial>& x, int64_t c) {
 }
 
 // A ring all-gather of one encoded block from `owner`: the codes travel owner -> owner+1 -> ...
-// unchanged; every rank (owner included) decodes them.
-// Every rank's output row is what it decodes: emitted in rank order (rows reserved first), each
+// unchanged; every rank (owner included) decodes them, but for an owner that keeps values of its own
+// (`kept`: two-shot-ar-keep's unrequantized sum, D46), which it holds instead.
+// Every rank's output row is what it holds: emitted in rank order (rows reserved first), each
 // decoded into its row as the ring reaches it.
 // A rank that received exactly the owner's message (every byte, the metadata's bits, the ledger's
-// handle) holds the owner's row, copied when the decode is the CPU kernel's (decodes_on_cpu).
-void ring_broadcast_emit(Column& col, Message&& m, int64_t owner) {
+// handle) holds the first decoded row's values (the owner's, or when it keeps its own the first
+// other rank's), copied when the decode is the CPU kernel's (decodes_on_cpu).
+void ring_broadcast_emit(Column& col, Message&& m, int64_t owner, const Partial* kept = nullptr) {
     const int64_t n = col.config().ranks;
     Transport& t = col.transport();
     const size_t rows = col.reserve_rows(n);
-    col.emit_decoded(rows + static_cast<size_t>(owner), owner, m);
     const bool copy = col.decodes_on_cpu();
     const Message sent = copy ? Column::forward(m) : Message{};
+    std::optional<size_t> decoded;  // the first row that decoded `sent`: the one a copy copies
+    if (kept) {
+        col.emit_at(rows + static_cast<size_t>(owner), owner, *kept);
+    } else {
+        col.emit_decoded(rows + static_cast<size_t>(owner), owner, m);
+        decoded = rows + static_cast<size_t>(owner);
+    }
     Message cur = std::move(m);
     for (int64_t h = 1; h < n; ++h) {
         const int64_t from = mod(owner + h - 1, n), to = mod(owner + h, n);
         t.send(from, to, std::move(cur));  // what it received, passed on
         cur = t.recv(to, from);
-        if (copy && same_payload(cur, sent)) col.emit_copy(rows + static_cast<size_t>(to), to, rows + static_cast<size_t>(owner));
-        else col.emit_decoded(rows + static_cast<size_t>(to), to, cur);
+        const size_t at = rows + static_cast<size_t>(to);
+        const bool same = copy && same_payload(cur, sent);
+        if (same && decoded) {
+            col.emit_copy(at, to, *decoded);
+        } else {
+            col.emit_decoded(at, to, cur);
+            if (same) decoded = at;
+        }
     }
 }
 
@@ -846,32 +861,10 @@ void run_two_shot(Column& col) {
 // from +0 as FlashInfer's does (an all -0 column sums to +0; every other sum is unchanged by it).
 void run_two_shot_keep(Column& col) {
     const PathConfig& c = col.config();
-    const int64_t n = c.ranks;
     const int64_t chunk = col.first() / c.shard();
     Partial reduced = a2a_reduce(col, reduce_inputs(col), chunk);
     for (float& v : reduced.v) v += 0.0f;
-    Message cur = col.quantize_copy(reduced, 1, chunk, mod(chunk + 1, n), ring_range(0, n));
-    Transport& t = col.transport();
-    const size_t rows = col.reserve_rows(n);
-    col.emit_at(rows + static_cast<size_t>(chunk), chunk, reduced);
-    // The ring of the others, as ring_broadcast_emit's: the first decoded row copied to every rank
-    // that received exactly its message when the decode is the CPU kernel's.
-    const bool copy = col.decodes_on_cpu();
-    const Message sent = copy ? Column::forward(cur) : Message{};
-    size_t first_row = 0;
-    bool have_first = false;
-    for (int64_t h = 1; h < n; ++h) {
-        const int64_t from = mod(chunk + h - 1, n), to = mod(chunk + h, n);
-        t.send(from, to, std::move(cur));
-        cur = t.recv(to, from);
-        const size_t at = rows + static_cast<size_t>(to);
-        if (copy && have_first && same_payload(cur, sent)) {
-            col.emit_copy(at, to, first_row);
-        } else {
-            col.emit_decoded(at, to, cur);
-            if (copy && !have_first && same_payload(cur, sent)) first_row = at, have_first = true;
-        }
-    }
+    ring_broadcast_emit(col, col.quantize_copy(reduced, 1, chunk, mod(chunk + 1, c.ranks), ring_range(0, c.ranks)), chunk, &reduced);
 }
 
 // bf16-/fp16-ring-ar (D26): NCCL's ring all-reduce, a ring reduce-scatter and then a ring
