@@ -100,12 +100,14 @@ private:
     mutable bool outside_ = false;
 };
 
-// The unit roundoff of the dtype the outputs were stored in (0: binary32, no extra rounding).
+// The unit roundoff of the dtype the outputs were stored in (0: binary32, no extra rounding), or of
+// the path's declared output type (D46) when that is coarser.
 double out_u(const CollectiveVerifySpec& s) {
+    const double declared = s.config.output != Accum::kFp32 ? accum_type(s.config.output).u : 0.0;
     switch (s.output_dtype) {
-        case OutputDtype::kFp16: return kU16;
-        case OutputDtype::kBf16: return 0x1p-8;
-        default: return 0;
+        case OutputDtype::kFp16: return std::max(kU16, declared);
+        case OutputDtype::kBf16: return std::max(0x1p-8, declared);
+        default: return declared;
     }
 }
 float round_out(const CollectiveVerifySpec& s, float v) {
@@ -374,7 +376,7 @@ public:
         : spec_(spec), c_(spec.config), t_(t), n_(c_.ranks), s_(c_.shard()), v_(empty_verification(spec)), ring_(spec),
           permute_(!spec.ring_order.empty()), rs_(is_rs(c_.path)), gather_(is_gather(c_.path)), hpz_(is_hpz(c_.path)),
           p_(ring_.pos[static_cast<size_t>(t.chunk)]), scale_(spec.mean ? static_cast<double>(n_) : 1.0),
-          inv_n_(static_cast<float>(1.0 / static_cast<double>(n_))), uo_(std::max(out_u(spec), spec.config.output != Accum::kFp32 ? accum_type(spec.config.output).u : 0.0)),
+          inv_n_(static_cast<float>(1.0 / static_cast<double>(n_))), uo_(out_u(spec)),
           div_u_(spec.mean ? 2 * kU32 + kU32 * kU32 : 0.0), u_acc_(accum_type(c_.accum).u), inputs_(t, ring_, s_, permute_),
           transport_(n_, c_.ranks_per_node, c_.format), exact_{v_.tiers[0]}, same_{v_.tiers[1]}, bounded_{v_.tiers[2]},
           do_same_(v_.tiers[1].not_applicable.empty()), do_exact_(v_.tiers[0].not_applicable.empty()) {}

@@ -439,12 +439,12 @@ Status CollectiveReader::read() {
 
 // A run's inputs are finite (a NaN or inf in what a rank contributed is a bad dump, not a finding).
 std::string CollectiveReader::nonfinite_input() const {
+    const Accum t = spec_.config.input;  // a declared input type (D47): the dump holds what the kernel read
     for (const auto& [c, h] : held_) {
         const int64_t w = h.t.in_hi - h.t.in_lo;
         for (int64_t r = 0; r < n_; ++r)
             for (int64_t e = 0; e < w; ++e) {
                 const float v = h.in[static_cast<size_t>(r * w + e)];
-                const Accum t = spec_.config.input;  // a declared input type (D47): the dump holds what the kernel read
                 if (std::isfinite(v) && (t == Accum::kFp32 || std::bit_cast<uint32_t>(kernels::accum_round(v, t)) == std::bit_cast<uint32_t>(v))) continue;
                 return (in_split_ ? rank_file(a_.inputs, r) : a_.inputs) + ": rank " + std::to_string(r) + ", element " +
                        std::to_string(h.t.in_lo + e) + " is " + shortest(v) +
