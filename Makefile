@@ -16,16 +16,18 @@ REPORT_DIR ?= qtransit-report
 # a program, that these lists do not install.
 # python3-dev, python3-venv, python3-pip: `pip install .` (the Python package: pyproject.toml) builds
 # its native module against the headers, in a virtual environment (Debian's python3 takes no
-# system-wide pip installs).
+# system-wide pip installs). python3-numpy: it installs into /usr/include/python3.11, the headers
+# directory the build compiles against, so the dependency audit counts it a build package (and the
+# numpy emulation tests, make test's, use it too).
 PACKAGES := g++ cmake ninja-build libgtest-dev libgmock-dev librapidcheck-dev libboost-dev libeigen3-dev \
             libbenchmark-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libmimalloc-dev \
-            openmpi-bin libopenmpi-dev python3 python3-dev python3-venv python3-pip
+            openmpi-bin libopenmpi-dev python3 python3-dev python3-venv python3-pip python3-numpy
 # What only `make test` needs: Chromium renders report.html in properties/reports; clang and its
 # runtime (libFuzzer, the sanitizers) build the sanitizer build (tests and the fuzz targets of
 # properties/fuzz: one build, docs/DECISIONS.md D42). ccache: the
 # GPU bundle's build (test gpu_pack_bundle) takes the Release build's objects from its cache
 # (scripts/compile-cache); without it every build still works, compiling everything itself.
-TEST_PACKAGES := chromium clang libclang-rt-14-dev python3-numpy ccache
+TEST_PACKAGES := chromium clang libclang-rt-14-dev ccache
 
 .PHONY: help deps deps-test print-packages build build-asan run test python-test fuzz outside bench clean
 
