@@ -561,15 +561,22 @@ Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
             return err("gate.formats", stages_name(l) + " is one format per stage, and none of gate.paths has stages "
                                        "(a2a-hier-rs, two-shot-ar, hpz-ag-requant)");
     }
-    // A declared path's own wire formats take the gate's block too (deepep-fp8-dispatch: 128).
+    // A declared path's own wire formats run at their fixed block when they have one (flashinfer-fp8:
+    // 256, the 1x128 formats: 128), else at the gate's block (wire_block).
     for (const auto& d : cfg.declared)
-        if (d.fixes_wire())
+        if (d.fixes_wire()) {
+            std::vector<FormatSpec> wire;
             for (const auto& w : d.wire) {
                 auto f = parse_format(w);
                 if (!f) return err("gate.paths", d.name + ": " + f.error().message);
-                if (auto st = f->check_block(cfg.block); !st)
-                    return err(lines.at.count("gate.block") ? "gate.block" : "gate.paths", d.name + "'s wire: " + st.error().message);
+                wire.push_back(*f);
             }
+            const int64_t b = wire_block(wire, cfg.block);
+            for (const auto& f : wire)
+                if (auto st = f.check_block(b); !st)
+                    return err(b == cfg.block && lines.at.count("gate.block") ? "gate.block" : "gate.paths",
+                               d.name + "'s wire: " + st.error().message);
+        }
     if (cfg.ranks.empty()) return err("gate.ranks", "is empty");
     if (auto st = check_ns(cfg.ranks, "gate.ranks", false); !st) return st;
     if (tree)

@@ -15,6 +15,7 @@
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/collectives/paths.hpp"
 #include "qtransit/common/text_file.hpp"
+#include "qtransit/kernels/block_math.hpp"
 #include "qtransit/kernels/gpu.hpp"
 #include "qtransit/gate/codec_check.hpp"
 #include "qtransit/gate/boundaries.hpp"
@@ -61,6 +62,8 @@ GateRun to_run(const RunRow& r, const std::string& dist, uint64_t seed) {
     x.saturating = saturating(r.config.accum);
     x.saturated_outputs = s.saturated_outputs;
     x.max_saturations = s.max_saturations;
+    if (x.saturating && r.config.divide == Divide::kPre)  // ncclAvg's factor, an FP8 value (D41)
+        x.mean_factor = kernels::nccl_avg_factor(static_cast<float>(r.config.ranks), r.config.accum);
     x.outputs_checked = s.outputs_checked;
     x.first_violation = s.first_violation;
     x.bytes_per_rank = r.bytes_per_rank;
@@ -210,6 +213,9 @@ struct Part {
     std::optional<Accum> accum;
     std::optional<Rotation> rotation;
     std::vector<FormatSpec> wire;
+    bool unquantized = false;  // a declared path of wire none (deepep-bf16-combine): run once, as `wire` is
+    // Whether it runs once per distribution (with the first of gate.formats' turn) rather than once per format.
+    bool once() const { return typed || !wire.empty() || unquantized; }
 };
 
 std::vector<Part> gate_parts(const GateConfig& cfg, bool tree) {
@@ -247,6 +253,7 @@ std::vector<Part> gate_parts(const GateConfig& cfg, bool tree) {
         p.rotation = d.rotation;
         if (d.fixes_wire())
             for (const auto& w : d.wire) p.wire.push_back(parse_format(w).value());  // checked by the config (validate_keys)
+        p.unquantized = d.wire_none();
         parts.push_back(std::move(p));
     }
     return parts;
@@ -391,7 +398,7 @@ Status GateRunner::run_distribution(const FormatSpec& f, kernels::Distribution d
                                       : "not run: no GPU answered";
     res_.format_checks.push_back(fc);
     for (const Part& part : parts_) {
-        if (part.paths.empty() || ((part.typed || !part.wire.empty()) && &f != &cfg_.formats.front())) continue;
+        if (part.paths.empty() || (part.once() && &f != &cfg_.formats.front())) continue;
         auto go_on = run_part(f, d, part, fc);
         if (!go_on) return go_on.error();
         if (!*go_on) {
@@ -419,6 +426,7 @@ Result<bool> GateRunner::run_part(const FormatSpec& f, kernels::Distribution d, 
     SweepSpec spec = sweep_of(cfg_, part.paths, part.tree ? cfg_.tree_ranks : cfg_.ranks, own_wire ? part.wire.front() : f, d);
     spec.divide = part.divide;
     if (part.wire.size() > 1) spec.stage_formats = part.wire;
+    if (own_wire) spec.block = wire_block(part.wire, cfg_.block);  // its format's fixed block, if it has one
     if (part.accum) spec.accum = *part.accum;
     if (part.rotation) spec.rotation = *part.rotation;
     if (!part.label.empty()) spec.labels = {part.label};
@@ -426,7 +434,7 @@ Result<bool> GateRunner::run_part(const FormatSpec& f, kernels::Distribution d, 
     spec.backend = part.typed && (opt_.backend == collectives::Backend::kDevice || opt_.backend == collectives::Backend::kNccl)
                        ? collectives::Backend::kCpu
                        : opt_.backend;
-    if (codec && !part.typed && !own_wire) spec.codec = cfg_.codec;
+    if (codec && !part.once()) spec.codec = cfg_.codec;
     const bool plain_part = !one_process_per_rank(opt_.backend) && !part.typed && !spec.codec && part.divide == cfg_.divide && part.label.empty();
     if (plain_part && plain_runs_.count(d)) spec.reuse = &plain_runs_[d];
     if (opt_.progress)
@@ -458,7 +466,7 @@ Result<bool> GateRunner::run_part(const FormatSpec& f, kernels::Distribution d, 
             // ds-int<b> refuses inputs beyond binary16 (docs/DECISIONS.md D3), an fp16 path one fp16
             // cannot hold (D26): reported, not run. A 16-bit refusal leaves the format's runs be.
             res_.refusals.push_back({part.typed ? part.type : spec.format.name(), dist, sw.error().message});
-            return part.typed || own_wire;  // a declared path's own refusal leaves the format's runs be
+            return part.once();  // a declared path's own refusal leaves the format's runs be
         }
         return sw.error();
     }
@@ -468,7 +476,7 @@ Result<bool> GateRunner::run_part(const FormatSpec& f, kernels::Distribution d, 
             if (!path_info(r.config.path).quantized) plain_runs_[d].push_back(r);
     if (part.divide != cfg_.divide && part.label.empty()) return true;  // one fit per (path, format, dist): the gate's own runs'
     for (const auto& fit : sw->fits)
-        res_.fits.push_back({fit.name, part.typed ? part.type : own_wire ? stages_name(part.wire) : f.name(), dist, fit.exponent, fit.points});
+        res_.fits.push_back({fit.name, part.typed ? part.type : own_wire ? stages_name(part.wire) : part.unquantized ? "none" : f.name(), dist, fit.exponent, fit.points});
     return true;
 }
 

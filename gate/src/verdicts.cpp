@@ -120,7 +120,7 @@ std::vector<Verdict> kernel_verdicts(const GateConfig& cfg, const reports::GateR
 
 // What the gate ran, as the (format name, path name) pairs its runs carry: every format on every path
 // (the 16-bit paths once, under their own type, D26), then every per-stage list on the paths with
-// stages, then the declared paths (D45: once with their own wire or type, else with every format).
+// stages, then the declared paths (D45: once with their own wire or type, or wire none; else with every format).
 std::vector<std::pair<std::string, std::string>> format_paths(const GateConfig& cfg) {
     std::vector<std::pair<std::string, std::string>> out;
     for (const auto& f : cfg.formats)
@@ -134,6 +134,7 @@ std::vector<std::pair<std::string, std::string>> format_paths(const GateConfig& 
     for (const auto& d : cfg.declared) {
         if (typed_path(d.kind)) out.emplace_back(to_string(path_info(d.kind).element), d.name);
         else if (d.fixes_wire()) out.emplace_back(d.wire_text(), d.name);
+        else if (d.wire_none()) out.emplace_back("none", d.name);  // quantizes nothing: runs once (deepep-bf16-combine)
         else
             for (const auto& f : cfg.formats) out.emplace_back(f.name(), d.name);
     }

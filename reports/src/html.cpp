@@ -216,6 +216,15 @@ std::string to_html(const GateResult& r) {
         for (const auto& line : detail::compare_notes(r)) o << "<li>" << xml_escape(line) << ".</li>";
         o << "</ul>\n";
     }
+    if (const auto coll = detail::collectives_table(r); !coll.rows.empty()) {
+        o << "<h2>The collectives run now, beside ZeRO++</h2>\n<p class=\"caption\">Relative RMS error against the exact result "
+             "(the exact mean for ncclAvg), per distribution; &quot;saturated&quot;: outputs a clamp at the FP8 format's largest "
+             "value reached (D41); &quot;refused&quot;: inputs the path's type cannot hold. wire B/rank: the busiest rank's "
+             "payload; k: the fewest..most quantizations on one contribution's way.</p>\n"
+          << table_html(coll) << "<ul>";
+        for (const auto& line : detail::collectives_notes(r)) o << "<li>" << xml_escape(line) << ".</li>";
+        o << "</ul>\n";
+    }
     o << "<h2>Error against k</h2>\n<p class=\"caption\">Every reduce-scatter and all-reduce run on " << xml_escape(dist)
       << " inputs: x is the largest k in the run (read from the ledger: ring-rs at N gives N-1, a2a-rs 1, a2a-hier-rs and "
          "two-shot-ar 2, tree-rs log2 N), y its relative RMS error; the line joins the geometric mean per k. Hover a "

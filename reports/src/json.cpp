@@ -72,6 +72,7 @@ nlohmann::json to_json(const GateResult& r) {
         if (x.saturating) {  // NCCL's FP8 paths (D41)
             j["saturated_outputs"] = x.saturated_outputs;
             j["max_saturations"] = x.max_saturations;
+            if (x.mean_factor != 0) j["mean_factor"] = x.mean_factor;
         }
         runs.push_back(std::move(j));
     }

@@ -213,6 +213,110 @@ std::vector<std::string> compare_notes(const GateResult& r) {
     return out;
 }
 
+std::vector<CompareRow> collectives_rows(const GateResult& r) {
+    std::vector<CompareRow> rows;
+    auto add = [&](const CompareRow& row) {
+        for (const auto& x : rows)
+            if (x.path == row.path && x.format == row.format && x.divide == row.divide) return;
+        for (const auto& x : r.runs)
+            if (x.path == row.path && x.format == row.format && x.divide == row.divide) {
+                rows.push_back(row);
+                return;
+            }
+    };
+    add({"qgZ: int4 a2a-hier-rs", "a2a-hier-rs", "int4", r.divide});
+    for (const char* p : {"bf16-ring-rs", "bf16-ring-ar"}) add({p, p, "bf16", r.divide});
+    for (const auto& p : r.paths) {
+        std::string first_format;  // a declared path of the run's --format runs once per gate format: the first one's
+        for (const auto& x : r.runs) {
+            if (x.path != p || !(x.saturating || !x.schedule.empty())) continue;
+            if (!x.schedule.empty() && !first_format.empty() && x.format != first_format) continue;
+            if (first_format.empty()) first_format = x.format;
+            const bool avg = x.saturating && x.divide == "pre" && !p.ends_with("-avg");  // the gate's pre-divided twin
+            // (a declared path's own wire is part of its name: the gate's format only where it runs the run's)
+            const bool gate_format = !x.schedule.empty() && std::find(r.formats.begin(), r.formats.end(), x.format) != r.formats.end();
+            add({p + (avg ? " (ncclAvg)" : "") + (gate_format ? " (" + x.format + ")" : ""), p, x.format, x.divide});
+        }
+    }
+    return rows;
+}
+
+Table collectives_table(const GateResult& r) {
+    Table t;
+    const auto rows = collectives_rows(r);
+    if (rows.size() < 2) return t;
+    t.header = {"what", "N", "wire B/rank", "k"};
+    for (const auto& d : r.dists) t.header.push_back(d);
+    for (const auto& row : rows)
+        for (int64_t n : r.ranks) {
+            const GateRun* any = nullptr;
+            for (const auto& d : r.dists)
+                if (!any) any = compare_run(r, row, d, n);
+            if (!any) continue;
+            std::vector<std::string> cells{row.what, std::to_string(n), fmt_g(any->bytes_per_rank, 4),
+                                           any->k_min == any->k_max ? std::to_string(any->k_max)
+                                                                    : std::to_string(any->k_min) + ".." + std::to_string(any->k_max)};
+            for (const auto& d : r.dists) {
+                const GateRun* x = compare_run(r, row, d, n);
+                std::string cell = "-";
+                if (x) {
+                    cell = fmt_g(x->rel_rms_error);
+                    if (x->saturated_outputs > 0) cell += " (" + std::to_string(x->saturated_outputs) + " saturated)";
+                    if (!x->bound_holds || x->k_mismatches != 0) cell += " FAIL";
+                } else {
+                    for (const auto& f : r.refusals)
+                        if (f.format == row.format && f.dist == d) cell = "refused";
+                }
+                cells.push_back(cell);
+            }
+            t.rows.push_back(std::move(cells));
+        }
+    return t;
+}
+
+std::vector<std::string> collectives_notes(const GateResult& r) {
+    std::vector<std::string> out;
+    const auto rows = collectives_rows(r);
+    if (rows.size() < 2 || r.ranks.empty()) return out;
+    const int64_t n = *std::max_element(r.ranks.begin(), r.ranks.end());
+    for (const auto& d : r.dists) {
+        std::vector<std::pair<const CompareRow*, const GateRun*>> have;
+        for (const auto& row : rows)
+            if (const GateRun* x = compare_run(r, row, d, n); x && std::isfinite(x->rel_rms_error)) have.emplace_back(&row, x);
+        if (have.size() < 2) continue;
+        std::stable_sort(have.begin(), have.end(), [](const auto& a, const auto& b) { return a.second->rel_rms_error < b.second->rel_rms_error; });
+        std::string line = d + " inputs, N = " + std::to_string(n) + ", from the least error up: ";
+        for (size_t k = 0; k < have.size(); ++k)
+            line += (k ? ", " : "") + have[k].first->what + " " + fmt_g(have[k].second->rel_rms_error) + " (k " +
+                    (have[k].second->k_min == have[k].second->k_max ? std::to_string(have[k].second->k_max)
+                                                                    : std::to_string(have[k].second->k_min) + ".." +
+                                                                          std::to_string(have[k].second->k_max)) +
+                    ")";
+        out.push_back(line);
+    }
+    // ncclAvg (D41): 1/N as an FP8 value is exact only for N a power of two (within the format's range).
+    for (const auto& row : rows)
+        for (int64_t m : r.ranks)
+            for (const auto& d : r.dists) {
+                const GateRun* x = compare_run(r, row, d, m);
+                if (!x || x->mean_factor == 0 || x->mean_factor * static_cast<double>(m) == 1.0) continue;
+                const double rel = x->mean_factor * static_cast<double>(m) - 1.0;
+                std::string line = row.what + " at N = " + std::to_string(m) + ": ncclAvg's factor is fl8(1/N) = " + fmt_g(x->mean_factor, 4) +
+                                   ", " + fmt_g(100 * std::fabs(rel), 3) + "% " + (rel > 0 ? "above" : "below") + " 1/N, so every mean comes out " +
+                                   fmt_g(100 * std::fabs(rel), 3) + "% too " + (rel > 0 ? "large" : "small") + ": relative error " + fmt_g(x->rel_rms_error) + " on " + d + " inputs";
+                // The sum on the same inputs, when the gate ran it: the same path undivided, or its name without -avg.
+                const std::string sum_path = row.path.ends_with("-avg") ? row.path.substr(0, row.path.size() - 4) : row.path;
+                for (const auto& y : r.runs)
+                    if (y.path == sum_path && y.divide == "none" && y.dist == d && y.ranks == m) {
+                        line += " against " + fmt_g(y.rel_rms_error) + " for the sum (" + sum_path + ")";
+                        break;
+                    }
+                out.push_back(line);
+                break;  // one distribution is enough to name it
+            }
+    return out;
+}
+
 }  // namespace detail
 
 namespace {
@@ -297,6 +401,16 @@ std::string to_markdown(const GateResult& r) {
              "pre-divided rows scale every input by 1/N in that type before the reduce, as DeepSpeed does (D27).\n\n"
           << md(cmp) << "\n";
         for (const auto& line : detail::compare_notes(r)) o << "- " << line << ".\n";
+        o << "\n";
+    }
+    const Table coll = detail::collectives_table(r);
+    if (!coll.rows.empty()) {
+        o << "## The collectives run now, beside ZeRO++\n\n"
+          << "Relative RMS error against the exact result (the exact mean for ncclAvg), per distribution; \"saturated\": outputs a "
+             "clamp at the FP8 format's largest value reached (D41); \"refused\": inputs the path's type cannot hold. wire B/rank: "
+             "the busiest rank's payload; k: the fewest..most quantizations on one contribution's way (docs/PATHS.md).\n\n"
+          << md(coll) << "\n";
+        for (const auto& line : detail::collectives_notes(r)) o << "- " << line << ".\n";
         o << "\n";
     }
     // NCCL's FP8 paths (D41): every run in which a sum clamped at the format's largest value.

@@ -35,4 +35,15 @@ Table compare_table(const GateResult& r);
 // fewest cross-node bytes, in words.
 std::vector<std::string> compare_notes(const GateResult& r);
 
+// Issue 49's table: the collectives run now (NCCL's FP8 paths with ncclAvg, the declared paths:
+// FlashInfer, DeepEP, a user's) beside ZeRO++'s qgZ (int4 a2a-hier-rs) and the bf16 ring, one
+// line per row and N: the busiest rank's bytes on the wire, k (least..most quantizations of one
+// contribution), and per distribution the relative RMS error with the outputs a clamp reached;
+// "refused" where the inputs did not fit the path's type. Rows that did not run are left out.
+std::vector<CompareRow> collectives_rows(const GateResult& r);
+Table collectives_table(const GateResult& r);
+// What the table shows, in words: per distribution at the largest N the rows from the least error
+// up, and every ncclAvg whose FP8 factor is not 1/N (N not a power of two) with what it costs.
+std::vector<std::string> collectives_notes(const GateResult& r);
+
 }  // namespace qtransit::reports::detail

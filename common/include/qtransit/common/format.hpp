@@ -104,6 +104,13 @@ Result<Nonfinite> parse_nonfinite(std::string_view name);
 const char* to_string(Nonfinite policy);
 
 inline constexpr int64_t kDefaultBlock = 32;
+// The block a list of formats (one per stage) runs at: the first fixed block among them, else
+// `otherwise` (a declared path's own wire in the gate: flashinfer-fp8's 256 whatever gate.block is).
+inline int64_t wire_block(const std::vector<FormatSpec>& stages, int64_t otherwise) {
+    for (const auto& f : stages)
+        if (f.fixed_block() > 0) return f.fixed_block();
+    return otherwise;
+}
 // The sizes qtransit accepts, checked before any work (a size past one is an Error naming it): a
 // block, the elements of one rank's tensor, and the ranks of a path. With all three at their limits
 // every product the code forms (bytes of a tensor, N x M, codes of a block) fits in int64.

@@ -39,6 +39,7 @@ struct GateRun {
     bool saturating = false;
     int64_t saturated_outputs = 0;
     int32_t max_saturations = 0;
+    double mean_factor = 0;          // an NCCL FP8 path's ncclAvg: the FP8 factor that stands for 1/N (0 elsewhere)
     std::string first_violation;
     double bytes_per_rank = 0, cross_node_bytes_per_rank = 0, fp16_bytes_per_rank = 0, fp16_ring_rs_bytes_per_rank = 0;
     // The busiest rank's payload in bits per element of its M-element tensor.
