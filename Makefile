@@ -29,7 +29,7 @@ PACKAGES := g++ cmake ninja-build libgtest-dev libgmock-dev librapidcheck-dev li
 # (scripts/compile-cache); without it every build still works, compiling everything itself.
 TEST_PACKAGES := chromium clang libclang-rt-14-dev ccache
 
-.PHONY: help deps deps-test print-packages build build-asan run test python-test fuzz outside bench clean
+.PHONY: help deps deps-test print-packages build build-asan run test python-test fuzz outside nightly bench clean
 
 help:
 	@echo "make run    build and run the default job (qtransit check: the numerics gate), reports in $(REPORT_DIR)/"
@@ -37,6 +37,7 @@ help:
 	@echo "make bench  encode/decode throughput against memcpy"
 	@echo "make python-test  pip install . into $(VENV) and run the Python tests and examples (pytest)"
 	@echo "make fuzz   build the libFuzzer targets (clang) and run each for FUZZ_TIME seconds (default 30)"
+	@echo "make nightly  the nightly tier: what the default gate leaves out to stay within 60 s (every integer width, every 16-bit and NCCL FP8 path; gate/nightly_gate.toml) and the rotation gate, reports in $(NIGHTLY_DIR)/ (not in make test: about 2 minutes)"
 	@echo "make outside  third-party quantizers from PyPI (torchao MX and float8, torch float8, ml_dtypes, bitsandbytes NF4) under check_codec with their conventions declared, report in build/outside-report/ (not in make test: a 4.6 GB download)"
 
 # One line before any build: what was installed, or that nothing was missing. apt's own output goes to
@@ -110,6 +111,16 @@ fuzz: deps-test
 python-test: deps-test
 	$(BUILD_RELEASE)
 	$(PYTHON_TEST)
+
+# The nightly tier (D48): the default gate stays within 60 s on a 2-core machine (issue 49) by leaving
+# out what gate/nightly_gate.toml runs (int3, int5-int7 and their asym, the all-reduce rings, fp16's
+# tree, NCCL's e5m2 and its ncclAvg all-reduces, DeepEP's other scale rules); then the rotation gate.
+# Not in make test: run nightly and before each release, its figures in bench/RESULTS.md. Exit 1 when
+# a verdict fails, as make run.
+NIGHTLY_DIR ?= build/nightly-report
+nightly: build
+	./build/release/cli/qtransit check --config gate/nightly_gate.toml --report-dir $(NIGHTLY_DIR)/nightly
+	./build/release/cli/qtransit check --config gate/rotation_gate.toml --report-dir $(NIGHTLY_DIR)/rotation
 
 # The outside tier (issue 52): real third-party quantizers from PyPI (examples/third_party/requirements.txt)
 # checked by qtransit in a virtual environment of their own, the package built beside make test's

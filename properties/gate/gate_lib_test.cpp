@@ -371,11 +371,38 @@ TEST(Gate, DeclaredPathsRunUnderTheirNames) {
         EXPECT_EQ(b->status, VerdictStatus::kPass) << verdict << ": " << b->message;
     }
     EXPECT_EQ(std::count(res->paths.begin(), res->paths.end(), "qr-int8"), 1);
-    // The dispatch's wire has blocks of 128: under the default block the config is refused, named.
-    auto bad = qt::gate::parse_gate_config("[gate]\nformats = [\"int8\"]\npaths = [\"deepep-fp8-dispatch\"]\nranks = [8]\nelements = 1024\n",
+    // The dispatch's wire has blocks of 128: under the gate's block of 32 it still runs at its own 128
+    // (the gate's formats at 32), where it was refused before the default gate came to run it.
+    auto own = qt::gate::parse_gate_config("[gate]\nformats = [\"int8\"]\npaths = [\"a2a-rs\", \"deepep-fp8-dispatch\"]\n"
+                                           "distributions = [\"normal\"]\nranks = [8, 16]\nelements = 2048\n",
                                            "b.toml");
+    ASSERT_TRUE(own) << own.error().message;
+    EXPECT_EQ(own->block, 32);
+    auto own_res = qt::gate::run_gate(*own, {});
+    ASSERT_TRUE(own_res) << own_res.error().message;
+    int dispatch_runs = 0, a2a_runs = 0;
+    for (const auto& r : own_res->runs) {
+        if (r.path == "deepep-fp8-dispatch") {
+            ++dispatch_runs;
+            EXPECT_EQ(r.block, 128);
+            EXPECT_TRUE(r.bound_holds);
+        } else if (r.path == "a2a-rs") {
+            ++a2a_runs;
+            EXPECT_EQ(r.block, 32);
+        }
+    }
+    EXPECT_EQ(dispatch_runs, 2);
+    EXPECT_EQ(a2a_runs, 2);
+    // Two stages whose fixed blocks differ cannot both have theirs: refused with the declaration's line.
+    {
+        std::ofstream f(dir / "two.toml");
+        f << "[[path]]\nname = \"two-blocks\"\ncollective = \"reduce-scatter\"\nexchange = \"all-to-all-hierarchical\"\n"
+             "wire = [\"mxfp8-e4m3\", \"fp8-e4m3-1x128\"]\n";
+    }
+    auto bad = qt::gate::parse_gate_config("[gate]\nformats = [\"int8\"]\npaths = [\"two.toml\"]\nranks = [8]\nelements = 1024\n",
+                                           (dir / "b.toml").string());
     ASSERT_FALSE(bad);
-    EXPECT_NE(bad.error().message.find("deepep-fp8-dispatch's wire: fp8-e4m3-1x128 has fixed blocks of 128"), std::string::npos)
+    EXPECT_NE(bad.error().message.find("two.toml:5:8: path[0].wire: fp8-e4m3-1x128 has fixed blocks of 128"), std::string::npos)
         << bad.error().message;
     auto unknown = qt::gate::parse_gate_config("[gate]\npaths = [\"ring-rz\"]\n", "u.toml");
     ASSERT_FALSE(unknown);
@@ -669,6 +696,88 @@ TEST(Gate, RotationGateComparesTheArrangements) {
 
 // NCCL's FP8 paths (D41): a run that saturated is named in report.md's own section and counted in
 // report.json; a run of a path that cannot saturate carries no such field.
+// The nightly tier (D48): what the default gate leaves out to stay within 60 s runs there, so nothing
+// the default gate checks is lost from every tier: its formats, paths (built-in and declared),
+// distributions and N are all in the nightly config, with int3..int7 and the all-reduce rings besides.
+TEST(GateConfig, NightlyTierHoldsEverythingTheDefaultGateRuns) {
+    auto def = qt::gate::parse_gate_config("", "default");
+    ASSERT_TRUE(def) << def.error().message;
+    auto night = qt::gate::load_gate_config(QT_SOURCE_DIR "/gate/nightly_gate.toml");
+    ASSERT_TRUE(night) << night.error().message;
+    auto has = [](const auto& v, const auto& x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+    for (const auto& f : def->formats) EXPECT_TRUE(has(night->formats, f)) << f.name();
+    for (auto p : def->paths) EXPECT_TRUE(has(night->paths, p)) << qt::path_info(p).name;
+    std::vector<std::string> declared;
+    for (const auto& d : night->declared) declared.push_back(d.name);
+    for (const auto& d : def->declared) EXPECT_TRUE(has(declared, d.name)) << d.name;
+    for (auto d : def->dists) EXPECT_TRUE(has(night->dists, d));
+    EXPECT_EQ(night->ranks, def->ranks);
+    EXPECT_EQ(night->elements, def->elements);
+    for (const char* f : {"int3", "int5", "int6", "int7", "int3-asym", "int7-asym"}) {
+        EXPECT_TRUE(has(night->formats, qt::parse_format(f).value())) << f;
+        EXPECT_FALSE(has(def->formats, qt::parse_format(f).value())) << f;
+    }
+    for (const char* p : {"bf16-ring-ar", "fp16-ring-ar", "fp16-tree-ar", "fp16-ring-rs", "nccl-fp8-e5m2-ring-rs"})
+        EXPECT_TRUE(has(night->paths, qt::parse_path(p).value())) << p;
+    for (const char* d : {"nccl-fp8-e5m2-tree-ar-avg", "deepep-fp8-dispatch-ue8m0", "flashinfer-fp8-2shot"}) EXPECT_TRUE(has(declared, std::string(d))) << d;
+    // NUMERICS 5's flat all-to-all holds for the widths only the nightly tier runs too.
+    bool int5_rule = false;
+    for (const auto& r : night->scaling)
+        int5_rule = int5_rule || (r.path == qt::PathKind::kA2aRs && has(r.formats, qt::parse_format("int5").value()));
+    EXPECT_TRUE(int5_rule);
+}
+
+// Issue 49's table (D48): the collectives run now beside qgZ and the bf16 ring, from a real gate: one
+// line per path and N with bytes, k and the error per distribution; "refused" where the inputs do not
+// fit FP8; ncclAvg's FP8 factor named where N is not a power of two (fl8(1/24) = 0.04296875 = 1.03125/24).
+TEST(GateReports, CollectivesTableFromAGate) {
+    const std::string text = "[gate]\nformats = [\"int4\"]\n"
+                             "paths = [\"a2a-hier-rs\", \"bf16-ring-rs\", \"nccl-fp8-e4m3-ring-rs\", \"flashinfer-fp8-2shot\", \"deepep-bf16-combine\"]\n"
+                             "distributions = [\"normal\", \"outliers\"]\nranks = [8, 24]\nelements = 6144\n";
+    auto cfg = qt::gate::parse_gate_config(text, "coll.toml");
+    ASSERT_TRUE(cfg) << cfg.error().message;
+    auto res = qt::gate::run_gate(*cfg, {});
+    ASSERT_TRUE(res) << res.error().message;
+    const std::string md = qt::reports::to_markdown(*res);
+    EXPECT_NE(md.find("## The collectives run now, beside ZeRO++"), std::string::npos) << md;
+    for (const char* line : {"| qgZ: int4 a2a-hier-rs | 8 | ", "| bf16-ring-rs | 24 | ", "| nccl-fp8-e4m3-ring-rs | 24 | ",
+                             "| nccl-fp8-e4m3-ring-rs (ncclAvg) | 24 | ", "| flashinfer-fp8-2shot | 24 | ", "| deepep-bf16-combine | 8 | "})
+        EXPECT_NE(md.find(line), std::string::npos) << line << "\n" << md;
+    // Bytes: the ring sends (N-1)/N of M one-byte values; k: the ring 1..N-1, FlashInfer's owner 1 and the others 2, the combine quantizes nothing.
+    EXPECT_NE(md.find("| nccl-fp8-e4m3-ring-rs | 24 | 5888 | 1..23 | "), std::string::npos) << md;
+    EXPECT_NE(md.find("| flashinfer-fp8-2shot | 8 | "), std::string::npos) << md;
+    EXPECT_NE(md.find("| 1..2 | "), std::string::npos) << md;
+    EXPECT_NE(md.find("| 0 | "), std::string::npos) << md;
+    // Outliers reach past e4m3's 464: the FP8 rows say refused there, and the refusal is listed.
+    bool refused_cell = false;
+    for (size_t at = md.find("| nccl-fp8-e4m3-ring-rs | 8 | "); at != std::string::npos && !refused_cell;) {
+        const std::string row = md.substr(at, md.find('\n', at) - at);
+        refused_cell = row.ends_with("| refused |");
+        at = std::string::npos;
+    }
+    EXPECT_TRUE(refused_cell) << md;
+    EXPECT_NE(md.find("nccl-fp8-e4m3-ring-rs (ncclAvg) at N = 24: ncclAvg's factor is fl8(1/N) = 0.04297, 3.12% above 1/N"), std::string::npos)
+        << md;
+    EXPECT_EQ(md.find("at N = 8: ncclAvg's factor"), std::string::npos) << md;  // 1/8 is an e4m3 value
+    EXPECT_NE(md.find("normal inputs, N = 24, from the least error up: deepep-bf16-combine "), std::string::npos) << md;
+    const auto js = qt::reports::to_json(*res);
+    bool factor = false;
+    for (const auto& r : js["runs"])
+        if (r["path"] == "nccl-fp8-e4m3-ring-rs" && r["divide"] == "pre" && r["ranks"] == 24) {
+            EXPECT_EQ(r["mean_factor"].get<double>(), 0.04296875);
+            factor = true;
+        } else if (r["divide"] == "none") {
+            EXPECT_FALSE(r.contains("mean_factor")) << r.dump();
+        }
+    EXPECT_TRUE(factor);
+    const std::string html = qt::reports::to_html(*res);
+    EXPECT_NE(html.find("<h2>The collectives run now, beside ZeRO++</h2>"), std::string::npos);
+    // Without at least two of its rows the table is left out.
+    qt::reports::GateResult one;
+    one.runs = {run("a2a-rs", "int4", 64, 0.1)};
+    EXPECT_EQ(qt::reports::to_markdown(one).find("The collectives run now"), std::string::npos);
+}
+
 TEST(GateReports, SaturatedSumsAreNamedInTheReports) {
     qt::reports::GateResult res;
     GateRun a = run("nccl-fp8-e4m3-ring-rs", "fp8-e4m3", 64, 0.15);

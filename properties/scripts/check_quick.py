@@ -26,12 +26,23 @@ def main():
     if gate["ranks"] != [8, 64] or gate["elements"] != 2048 or gate["distributions"] != ["normal", "heavy"]:
         bad.append(f"the quick tier ran {gate}")
     staged_paths = ("a2a-hier-rs", "two-shot-ar", "hpz-ag-requant")
+    # The paths that run once per distribution under a type or wire of their own (NCCL's FP8 paths, D41;
+    # declared paths with their own wire or none, D45-D48), and the format their verdicts carry.
+    once = {p: f for p, f in (("nccl-fp8-e4m3-ring-rs", "fp8-e4m3"), ("nccl-fp8-e4m3-tree-ar", "fp8-e4m3"),
+                              ("flashinfer-fp8-2shot", "flashinfer-fp8"), ("deepep-fp8-dispatch", "fp8-e4m3-1x128"),
+                              ("deepep-bf16-combine", "none"))}
+    for p, f in once.items():
+        if p not in gate["paths"]:
+            bad.append(f"{p} is not in the default gate's paths (the collectives table of issue 49 needs it)")
+        for c in ("bounds", "k"):
+            if names.get(f"{c}/{f}/{p}", {}).get("status") != "pass":
+                bad.append(f"{c}/{f}/{p} missing or not passed")
     for f in gate["formats"]:
         staged = "," in f  # a per-stage list (D25): its formats' kernels are checked alone; it runs where there are stages
         if not staged and names.get(f"kernel-vs-reference/{f}", {}).get("status") != "pass":
             bad.append(f"kernel-vs-reference/{f} missing or not passed")
         for p in gate["paths"]:
-            if p.startswith(("bf16-", "fp16-")):
+            if p.startswith(("bf16-", "fp16-")) or p in once:
                 continue  # the 16-bit paths quantize nothing: they run once, under their own type (below)
             if staged and p not in staged_paths:
                 continue
