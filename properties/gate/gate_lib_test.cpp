@@ -713,7 +713,7 @@ TEST(GateConfig, NightlyTierHoldsEverythingTheDefaultGateRuns) {
     for (auto d : def->dists) EXPECT_TRUE(has(night->dists, d));
     EXPECT_EQ(night->ranks, def->ranks);
     EXPECT_EQ(night->elements, def->elements);
-    for (const char* f : {"int3", "int5", "int6", "int7", "int3-asym", "int7-asym"}) {
+    for (const char* f : {"int3", "int5", "int6", "int7", "int2-asym", "int3-asym", "int7-asym", "ds-int8"}) {
         EXPECT_TRUE(has(night->formats, qt::parse_format(f).value())) << f;
         EXPECT_FALSE(has(def->formats, qt::parse_format(f).value())) << f;
     }

@@ -302,8 +302,9 @@ std::vector<std::string> collectives_notes(const GateResult& r) {
                 if (!x || x->mean_factor == 0 || x->mean_factor * static_cast<double>(m) == 1.0) continue;
                 const double rel = x->mean_factor * static_cast<double>(m) - 1.0;
                 std::string line = row.what + " at N = " + std::to_string(m) + ": ncclAvg's factor is fl8(1/N) = " + fmt_g(x->mean_factor, 4) +
-                                   ", " + fmt_g(100 * std::fabs(rel), 3) + "% " + (rel > 0 ? "above" : "below") + " 1/N, so every mean comes out " +
-                                   fmt_g(100 * std::fabs(rel), 3) + "% too " + (rel > 0 ? "large" : "small") + ": relative error " + fmt_g(x->rel_rms_error) + " on " + d + " inputs";
+                                   ", " + fmt_g(100 * std::fabs(rel), 3) + "% " + (rel > 0 ? "above" : "below") + " 1/N: every contribution is scaled " +
+                                   fmt_g(100 * std::fabs(rel), 3) + "% too " + (rel > 0 ? "large" : "small") +
+                                   " before the sum's own roundings; relative error " + fmt_g(x->rel_rms_error) + " on " + d + " inputs";
                 // The sum on the same inputs, when the gate ran it: the same path undivided, or its name without -avg.
                 const std::string sum_path = row.path.ends_with("-avg") ? row.path.substr(0, row.path.size() - 4) : row.path;
                 for (const auto& y : r.runs)
