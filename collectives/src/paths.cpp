@@ -110,7 +110,7 @@ struct Partial {
 class Column {
 public:
     Column(const PathConfig& c, const Inputs& in, Transport& t, int64_t first, int64_t len, ColumnRecord& rec)
-        : c_(c), in_(in), t_(t), first_(first), len_(len), rec_(rec), accum_(c.accum), low_(low_precision(c.accum)), sat_(saturating(c.accum)),
+        : c_(c), in_(in), t_(t), first_(first), len_(len), rec_(rec), accum_(c.accum), low_(low_precision(c.accum)), sat_(saturating(c.accum)), out_sat_(saturating(c.output)),
           typed_(typed_path(c.path)), rot_(c.rotation == Rotation::kEndToEnd), dev_(t.device_ops()) {
         t_.begin_column();
         rec_.first = first;
@@ -151,7 +151,8 @@ public:
         // A 16-bit path's inputs are of its type, as real gradients already are (D26), and so are a
         // path's with a declared input type (D47): cast here, and a value the type cannot hold is
         // refused, as ds-int<b> refuses one past binary16.
-        const Accum cast = typed_ ? accum_ : c_.input;
+        // (An FP8 input type on a 16-bit path, D49: cast to FP8, which its type then holds exactly.)
+        const Accum cast = c_.input != Accum::kFp32 ? c_.input : typed_ ? accum_ : Accum::kFp32;
         if (typed_ || cast != Accum::kFp32)
             for (int64_t i = 0; i < len; ++i) {
                 float& v = p.v[static_cast<size_t>(i)];
@@ -165,7 +166,7 @@ public:
                     std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
                     throw ColumnFailure{make_error(ErrorCode::kRangeOverflow,
                                                    describe(site, i) + ": value " + buf + " overflows " + to_string(cast) +
-                                                       (typed_ ? ", the element type of " : ", the input type of ") + c_.path_name() +
+                                                       (cast == accum_ && typed_ ? ", the element type of " : ", the input type of ") + c_.path_name() +
                                                        " (its inputs are cast to it first)")};
                 }
                 v = r;
@@ -411,8 +412,6 @@ public:
             const Accum t = division_type(c_);
             for (float& v : row.values) v = kernels::divide_round(v, n, t);
         }
-        if (c_.output != Accum::kFp32)  // D46: the tensor the kernel writes, in its output type
-            for (float& v : row.values) v = kernels::accum_round(v, c_.output);
         row.event_ids.assign(prov.ids.begin(), prov.ids.end());
         row.rounding_ids.assign(prov.rids.begin(), prov.rids.end());
         // An empty per-element ledger (no add reached the value) is zeros; a field the path does not
@@ -422,8 +421,18 @@ public:
         row_field(true, prov.add_n, n, row.add_count);
         row_field(low_, prov.tr_abs, n, row.term_round_abs_sum);
         row_field(low_, prov.tr_n, n, row.term_round_count);
-        row_field(sat_, prov.sat_ex, n, row.saturation_excess);
-        row_field(sat_, prov.sat_n, n, row.saturation_count);
+        row_field(sat_ || out_sat_, prov.sat_ex, n, row.saturation_excess);
+        row_field(sat_ || out_sat_, prov.sat_n, n, row.saturation_count);
+        if (c_.output != Accum::kFp32)  // D46: the tensor the kernel writes, in its output type
+            for (size_t i = 0; i < n; ++i) {
+                float& v = row.values[i];
+                if (!std::isfinite(v)) continue;  // a non-finite sum stays so (a failed bound), FP8 or not
+                if (out_sat_ && kernels::accum_saturates(v, c_.output)) {  // D49: an FP8 output's clamp, an event as D41's
+                    row.saturation_excess[i] += std::fabs(static_cast<double>(v)) - saturation_max(c_.output);
+                    ++row.saturation_count[i];
+                }
+                v = kernels::accum_round(v, c_.output);
+            }
     }
     template <typename T>
     static void row_field(bool kept, const std::vector<T>& from, size_t n, std::vector<T>& to) {
@@ -612,6 +621,7 @@ private:
     Accum accum_;
     bool low_;  // fp16 or bf16: terms and sums rounded to the type
     bool sat_;  // NCCL's FP8 (D41): sums stored with saturation, each clamp in the ledger
+    bool out_sat_;  // an FP8 output type (D49): the one rounding at the end can clamp
     bool typed_;  // a 16-bit path (D26): inputs cast to the type, roundings in the ledger
     bool rot_;    // Rotation::kEndToEnd (D28): the column sums in the rotated domain
     DeviceOps* dev_;  // null: the CPU kernels (SimTransport)

@@ -34,6 +34,13 @@ struct Shape {
     bool preferred = false;
 };
 
+// One of kTypes' names (checked by get_one_of first) as its Accum.
+Accum type_of(const std::string& s) {
+    for (Accum a : {Accum::kFp32, Accum::kBf16, Accum::kFp16, Accum::kFp8E4m3, Accum::kFp8E5m2})
+        if (s == to_string(a)) return a;
+    return Accum::kFp32;
+}
+
 const std::vector<Shape>& shapes() {
     static const std::vector<Shape> s{
         {"reduce-scatter", "ring", true, "each-hop", {}, PathKind::kRingRs},
@@ -67,6 +74,12 @@ const std::vector<Shape>& shapes() {
           {"fp16", "fp16", PathKind::kFp16RingAr},
           {"fp16", "fp8-e4m3", PathKind::kFp8E4m3RingAr},
           {"fp16", "fp8-e5m2", PathKind::kFp8E5m2RingAr}}},
+        // NVLS (D49): every rank's value summed inside the NVLink switch (multimem.ld_reduce) in the
+        // add type, the result stored to every rank. Modeled by the ring all-reduce of that type: the
+        // same sum of N terms each rounded to the type, in the ring's order (the switch's is not
+        // documented), the same bits on every rank. NCCL's FP8 over NVLS: binary16 inside the switch,
+        // with the FP8 input and output types of the declaration.
+        {"all-reduce", "nvls", false, "", {{"bf16", "bf16", PathKind::kBf16RingAr}, {"fp16", "fp16", PathKind::kFp16RingAr}}},
         {"all-reduce", "tree", false, "",
          {{"bf16", "bf16", PathKind::kBf16TreeAr},
           {"fp16", "fp16", PathKind::kFp16TreeAr},
@@ -77,10 +90,10 @@ const std::vector<Shape>& shapes() {
 }
 
 const std::vector<std::string> kCollectives{"reduce-scatter", "all-reduce", "all-gather", "dispatch", "combine"};
-const std::vector<std::string> kExchanges{"ring", "tree", "recursive-halving", "all-to-all", "all-to-all-hierarchical", "two-shot", "hpz"};
+const std::vector<std::string> kExchanges{"ring", "tree", "recursive-halving", "all-to-all", "all-to-all-hierarchical", "two-shot", "hpz", "nvls"};
 const std::vector<std::string> kTypes{"fp32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2"};
 const std::vector<std::string> kRequantize{"once", "each-hop", "each-stage", "each-stage-except-owner"};
-const std::vector<std::string> kOutputs{"fp32", "bf16", "fp16"};
+const std::vector<std::string> kOutputs{"fp32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2"};
 const std::vector<std::string> kKeys{"name",   "source",     "collective", "exchange", "wire",   "add",   "stored",
                                      "input",  "requantize", "divide",     "rotation", "scales", "output"};
 
@@ -299,12 +312,12 @@ Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
     if (const toml::node* v = req("output")) {
         auto s = get_one_of(c, *v, "output", kOutputs);
         if (!s) return s.error();
-        d.output = parse_accum(*s).value();
+        d.output = type_of(*s);
     }
     if (const toml::node* v = req("input")) {
         auto s = get_one_of(c, *v, "input", kOutputs);
         if (!s) return s.error();
-        d.input = parse_accum(*s).value();
+        d.input = type_of(*s);
     }
     // What PathConfig's own rules say of the settings (divide on a gather, post with FP8, end-to-end
     // on a path that does not sum rotated values), on a configuration that satisfies the rest.
@@ -410,6 +423,15 @@ std::string builtin_text() {
                      "source = \"NCCL >= 2.24 ncclFloat8" + ty + (avg ? ", ncclAvg (the inputs times fl8(1/N) in binary16)" : "") +
                      ": __hadd in binary16, stored back with __NV_SATFINITE (src/device/reduce_kernel.h, NVIDIA/nccl 5067397c)\"\n\n";
             }
+    // NCCL's FP8 over NVLS (D49; docs/SOURCES.md section 1): the symmetric kernels (NCCL >= 2.27.3, compute
+    // capability >= 10.0) sum FP8 with multimem.ld_reduce...acc::f16 in binary16 inside the switch and
+    // round once to FP8. Not on Hopper: NCCL has no FP8 NVLS for sm_90. ncclAvg there is not modeled.
+    for (const char* ty : {"e4m3", "e5m2"})
+        t += std::string("[[path]]\nname = \"nccl-fp8-") + ty + "-nvls-ar\"\ncollective = \"all-reduce\"\nexchange = \"nvls\"\n"
+             "wire = \"none\"\nadd = \"fp16\"\nstored = \"fp16\"\ninput = \"fp8-" + ty + "\"\noutput = \"fp8-" + ty + "\"\n"
+             "source = \"NCCL >= 2.27.3 symmetric kernels, compute capability >= 10.0, ncclFloat8" + ty + " over NVLS: "
+             "multimem.ld_reduce.add.acc::f16 sums in binary16 in the switch, one rounding to FP8 (src/device/reduce_kernel.h 1121-1124 "
+             "and 1291-1297, src/sym_kernels.cc 557-561, NVIDIA/nccl 5067397c); the switch's order modeled as the ring's\"\n\n";
     // DeepEP's low-latency dispatch (deepseek-ai/DeepEP dd758ca, csrc/kernels/legacy/internode_ll.cu 212-247; docs/SOURCES.md
     // section 3): bf16 tokens cast once to E4M3 per 128 values, without and with round_scale.
     for (const auto& [suffix, wire, what] : {std::tuple{"", "fp8-e4m3-1x128", "binary32 scales amax fl32(1/448)"},

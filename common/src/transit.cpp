@@ -156,14 +156,15 @@ Status validate(const PathConfig& c) {
     if (c.divide != Divide::kNone && path_info(c.path).shape == PathShape::kAllGather)
         return bad(std::string(path_info(c.path).name) + " gathers shards and sums nothing: --divide " + to_string(c.divide) +
                    " is for the reduce paths");
-    if (c.output != Accum::kFp32 && c.output != Accum::kBf16 && c.output != Accum::kFp16)
-        return bad(std::string("output ") + to_string(c.output) + ": the outputs are rounded to fp32 (as they are), bf16 or fp16");
+    // (Every output type is allowed: binary32 as it is, bf16, fp16, or an FP8 type with saturation, D49.)
     if (c.output != Accum::kFp32 && c.divide == Divide::kPost)  // (the division's bound is taken of the value it rounds)
         return bad(std::string("output ") + to_string(c.output) + " with --divide post is not modeled: divide before the sum (pre) "
                    "or leave the output binary32");
-    if (c.input != Accum::kFp32 && c.input != Accum::kBf16 && c.input != Accum::kFp16)
-        return bad(std::string("input ") + to_string(c.input) + ": the inputs are of fp32 (as given), bf16 or fp16");
-    if (c.input != Accum::kFp32 && typed_path(c.path))
+    // A 16-bit path casts its inputs to its own type already (D26); an FP8 input type narrower than it
+    // (every FP8 value is a binary16 and a bfloat16 one) is the one it may take: NVLS's FP8 tensors
+    // summed in binary16 (D49).
+    if (c.input != Accum::kFp32 && typed_path(c.path) &&
+        !(saturating(c.input) && !saturating(path_info(c.path).element)))
         return bad(std::string("input ") + to_string(c.input) + ": " + path_info(c.path).name + " casts its inputs to " +
                    to_string(path_info(c.path).element) + ", its element type, already");
     if (typed_path(c.path)) {  // D26: no quantization, the path's own type

@@ -59,7 +59,7 @@ GateRun to_run(const RunRow& r, const std::string& dist, uint64_t seed) {
     x.bound_holds = s.bound_holds;
     x.violations = s.violations;
     x.nonfinite_outputs = s.nonfinite_outputs;
-    x.saturating = saturating(r.config.accum);
+    x.saturating = r.config.saturates();
     x.saturated_outputs = s.saturated_outputs;
     x.max_saturations = s.max_saturations;
     if (x.saturating && r.config.divide == Divide::kPre)  // ncclAvg's factor, an FP8 value (D41)

@@ -474,6 +474,16 @@ Result<RunRow> GroupRun::row(size_t k, const collectives::RunTotals& totals, dou
     r.cross_node_bytes_per_rank = max_of(b.cross_node);
     r.fp16_path_bytes_per_rank = max_of(b.fp16_equiv);
     r.fp16_ring_rs = static_cast<double>((n_ - 1) * g_[k].shard() * 2);
+    // NVLS (D49): the ring's messages model the switch's sum, not its traffic. Each rank's M inputs
+    // cross its link once into the switch (multimem.ld_reduce), and its shard's result once out
+    // (multimem.st, which the switch copies to every rank): M + M/N values. One NVLink domain:
+    // nothing crosses a node unless N ranks span more than one (then every byte does).
+    if (!g_[k].label.empty())
+        if (auto d = find_path_decl(g_[k].label); d && d->exchange == "nvls") {
+            const PathConfig& c = g_[k];
+            r.bytes_per_rank = static_cast<double>(c.elements * accum_type(c.input).bytes + c.shard() * accum_type(c.output).bytes);
+            r.cross_node_bytes_per_rank = c.ranks > c.ranks_per_node ? r.bytes_per_rank : 0.0;
+        }
     for (const auto& [checked, wrong] : kcount_[k]) {
         r.k_checked += checked;
         r.k_mismatches += wrong;
@@ -600,7 +610,7 @@ nlohmann::json run_json(const RunRow& r, const std::string& dist, uint64_t seed)
     if (!r.config.label.empty()) j["schedule"] = path_info(r.config.path).name;  // a declared path's (docs/PATHS.md)
     if (r.config.input != Accum::kFp32) j["input"] = to_string(r.config.input);     // a declared input type (D47)
     if (r.config.output != Accum::kFp32) j["output"] = to_string(r.config.output);  // a declared output type (D46)
-    if (saturating(r.config.accum)) {  // NCCL's FP8 paths (D41): the outputs a clamp reached
+    if (r.config.saturates()) {  // NCCL's FP8 paths (D41): the outputs a clamp reached
         j["saturated_outputs"] = s.saturated_outputs;
         j["max_saturations"] = s.max_saturations;
     }

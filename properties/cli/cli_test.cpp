@@ -420,7 +420,15 @@ TEST_F(Cli, DeclaredPathsRunAsTheScheduleTheyResolveTo) {
     const Outcome l = run("paths --json");
     ASSERT_EQ(l.code, 0) << l.err;
     const auto ls = nlohmann::json::parse(l.out)["paths"];
-    EXPECT_EQ(ls.size(), qtransit::all_paths().size() + 6 + 3 + 2);  // ncclAvg's 6, DeepEP's dispatch 3 and combine, FlashInfer's
+    // ncclAvg's 6, NVLS's 2, DeepEP's dispatch 3 and combine, FlashInfer's
+    EXPECT_EQ(ls.size(), qtransit::all_paths().size() + 6 + 2 + 3 + 2);
+    for (const auto& p : ls)
+        if (p["name"] == "nccl-fp8-e4m3-nvls-ar") {
+            EXPECT_EQ(p["exchange"], "nvls");
+            EXPECT_EQ(p["input"], "fp8-e4m3");
+            EXPECT_EQ(p["output"], "fp8-e4m3");
+            EXPECT_EQ(p["saturates"], true);
+        }
     const Outcome t = run("paths");
     ASSERT_EQ(t.code, 0) << t.err;
     for (const char* n : {"ring-rs", "a2a-hier-rs", "hpz-ag-requant", "bf16-tree-ar", "nccl-fp8-e5m2-tree-ar-avg"})

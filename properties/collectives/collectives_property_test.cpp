@@ -127,15 +127,26 @@ rc::Gen<PathConfig> config_for(PathKind path) {
                                                             {qt::saturating(c.accum) ? 0 : 1, rc::gen::just(qt::Divide::kPost)}});
         // The outputs rounded to bf16 or fp16 at the end (D46) a third of the time, on every path
         // (not with --divide post: refused).
+        // An FP8 output (NVLS's one rounding at the end, D49) clamps with saturation, an event counted
+        // as an FP8 add's.
         if (c.divide != qt::Divide::kPost)
-            c.output = *rc::gen::weightedOneOf<qt::Accum>({{4, rc::gen::just(qt::Accum::kFp32)},
+            c.output = *rc::gen::weightedOneOf<qt::Accum>({{6, rc::gen::just(qt::Accum::kFp32)},
                                                            {1, rc::gen::just(qt::Accum::kBf16)},
-                                                           {1, rc::gen::just(qt::Accum::kFp16)}});
-        // Inputs of a declared type (D47), on every path but the 16-bit ones (their own type).
+                                                           {1, rc::gen::just(qt::Accum::kFp16)},
+                                                           {1, rc::gen::just(qt::Accum::kFp8E4m3)},
+                                                           {1, rc::gen::just(qt::Accum::kFp8E5m2)}});
+        // Inputs of a declared type (D47), on every path but the 16-bit ones (their own type); FP8
+        // inputs on the 16-bit paths too (D49: NVLS's FP8 tensors summed in binary16).
+        const bool sixteen = qt::typed_path(path) && !qt::saturating(qt::path_info(path).element);
         if (!qt::typed_path(path))
             c.input = *rc::gen::weightedOneOf<qt::Accum>({{4, rc::gen::just(qt::Accum::kFp32)},
                                                           {1, rc::gen::just(qt::Accum::kBf16)},
-                                                          {1, rc::gen::just(qt::Accum::kFp16)}});
+                                                          {1, rc::gen::just(qt::Accum::kFp16)},
+                                                          {1, rc::gen::just(qt::Accum::kFp8E4m3)}});
+        else if (sixteen)
+            c.input = *rc::gen::weightedOneOf<qt::Accum>({{4, rc::gen::just(qt::Accum::kFp32)},
+                                                          {1, rc::gen::just(qt::Accum::kFp8E4m3)},
+                                                          {1, rc::gen::just(qt::Accum::kFp8E5m2)}});
         return c;
     });
 }
@@ -153,6 +164,8 @@ std::vector<float> inputs_for(const PathConfig& c, qt::kernels::Distribution d, 
     // outliers then sum past it, and saturate).
     if (qt::saturating(c.accum))
         for (float& v : x) v = std::fmod(v, static_cast<float>(qt::saturation_max(c.accum)));
+    if (qt::saturating(c.input))  // FP8 input tensors (D49), likewise
+        for (float& v : x) v = std::fmod(v, static_cast<float>(qt::saturation_max(c.input)));
     return x;
 }
 

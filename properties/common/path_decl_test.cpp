@@ -73,9 +73,19 @@ TEST(PathDecl, EveryBuiltInPathIsADeclarationThatResolvesToItself) {
     EXPECT_EQ(cb->collective, "combine");
     EXPECT_EQ(cb->input, Accum::kBf16);
     EXPECT_EQ(cb->output, Accum::kBf16);
+    // NCCL's FP8 over NVLS (D49): the binary16 all-reduce's schedule with FP8 inputs and outputs.
+    for (const char* ty : {"e4m3", "e5m2"}) {
+        auto nv = find_path_decl(std::string("nccl-fp8-") + ty + "-nvls-ar");
+        ASSERT_TRUE(nv.ok()) << nv.error().message;
+        EXPECT_EQ(nv->kind, PathKind::kFp16RingAr);
+        EXPECT_EQ(nv->exchange, "nvls");
+        EXPECT_EQ(nv->input, std::string(ty) == "e4m3" ? Accum::kFp8E4m3 : Accum::kFp8E5m2);
+        EXPECT_EQ(nv->output, nv->input);
+    }
     for (const auto& d : b)
-        EXPECT_EQ(d.output.has_value(), d.name == "flashinfer-fp8-2shot" || d.name == "deepep-bf16-combine") << d.name;
-    EXPECT_EQ(b.size(), all_paths().size() + 6 + 3 + 2);
+        EXPECT_EQ(d.output.has_value(), d.name == "flashinfer-fp8-2shot" || d.name == "deepep-bf16-combine" || d.name.ends_with("-nvls-ar"))
+            << d.name;
+    EXPECT_EQ(b.size(), all_paths().size() + 6 + 2 + 3 + 2);
 }
 
 TEST(PathDecl, PrintsBackToTheSameResolution) {
@@ -160,8 +170,12 @@ TEST(PathDecl, WhatNoScheduleComputesIsRefusedWithTheReason) {
         {"[[path]]\nname = \"all\"\n", "path[0].name: 'all'"},
         {"[path]\nname = \"x\"\n", "expected [[path]] tables"},
         {"name = \"x\"\n", "x.toml:1:8: name: unknown key"},
-        {one("collective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"int8\"\noutput = \"fp8-e4m3\"\n"),
-         "path[0].output: unknown value 'fp8-e4m3' (known: fp32, bf16, fp16)"},
+        {one("collective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"int8\"\noutput = \"fp64\"\n"),
+         "path[0].output: unknown value 'fp64' (known: fp32, bf16, fp16, fp8-e4m3, fp8-e5m2)"},
+        // An FP8 input on a path whose element is FP8 already, or a 16-bit input on a 16-bit path: refused.
+        {one("collective = \"all-reduce\"\nexchange = \"ring\"\nwire = \"none\"\nadd = \"fp16\"\nstored = \"fp8-e4m3\"\ninput = \"fp8-e4m3\"\n"),
+         "path[0].input: input fp8-e4m3: nccl-fp8-e4m3-ring-ar casts its inputs to fp8-e4m3, its element type, already"},
+        {one("collective = \"all-reduce\"\nexchange = \"nvls\"\nwire = \"int8\"\n"), "is modeled unquantized only"},
         {one("collective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"int8\"\noutput = \"bf16\"\ndivide = \"post\"\n"),
          "path[0].output: output bf16 with --divide post is not modeled"},
         {one("collective = \"all-reduce\"\nexchange = \"ring\"\nwire = \"none\"\nstored = \"bf16\"\ninput = \"fp16\"\n"),

@@ -29,6 +29,7 @@ def main():
     # The paths that run once per distribution under a type or wire of their own (NCCL's FP8 paths, D41;
     # declared paths with their own wire or none, D45-D48), and the format their verdicts carry.
     once = {p: f for p, f in (("nccl-fp8-e4m3-ring-rs", "fp8-e4m3"), ("nccl-fp8-e4m3-tree-ar", "fp8-e4m3"),
+                              ("nccl-fp8-e4m3-nvls-ar", "fp16"),  # NVLS: FP8 tensors summed in binary16 (D49)
                               ("flashinfer-fp8-2shot", "flashinfer-fp8"), ("deepep-fp8-dispatch", "fp8-e4m3-1x128"),
                               ("deepep-bf16-combine", "none"))}
     for p, f in once.items():

@@ -11,6 +11,10 @@ each hop adds the receiver's own value), the ring all-gather of the owner's sum,
 (a chain inside each node of G ranks, then the node's children in ncclGetBtree's binary tree,
 rooted at node 0), each also as ncclAvg (every input first times 1/N rounded to FP8, multiplied in
 binary16: `--divide pre`). Also the number of outputs that a clamp reached, against the run's JSON.
+And NVLS (D49; NCCL's symmetric kernels on compute capability 10: multimem.ld_reduce...acc::f16):
+every rank's FP8 value summed in binary16 inside the switch, in the order the declaration documents
+(the ring's: chunk c from rank c+1), then one conversion to FP8 with saturation; a binary16 sum
+that overflows must come out as a failed run, never as a clamped pass.
 
 usage: nccl_fp8_emulation.py QTRANSIT WORKDIR
 """
@@ -141,6 +145,22 @@ def tree_ar(x, kind, g):
     return np.tile(total, (n, 1)), np.tile(cl, (n, 1))
 
 
+def nvls_ar(x, kind):
+    """Chunk c: the N values summed in float16 from rank c+1 on, one rounding to FP8; every rank holds it."""
+    n, m = x.shape
+    s = m // n
+    out = np.zeros(m)
+    clamps = np.zeros(m, dtype=np.int64)
+    for c in range(n):
+        p = x[(c + 1) % n, c * s:(c + 1) * s].astype(np.float16)
+        for h in range(1, n):
+            p = p + x[(c + 1 + h) % n, c * s:(c + 1) * s].astype(np.float16)
+        y, cl = to_fp8(p, kind)
+        out[c * s:(c + 1) * s] = y
+        clamps[c * s:(c + 1) * s] = cl
+    return np.tile(out, (n, 1)), np.tile(clamps, (n, 1))
+
+
 def inputs(kind, n, m, seed, big):
     """FP8 values from random codes: every exponent, zeros and subnormals; `big`: near the top too."""
     rng = np.random.default_rng(seed)
@@ -203,6 +223,49 @@ for kind in ("e4m3", "e5m2"):
                           f"emulation {sat}; bound_holds {js['bound_holds']}")
                     failures += 1
                 clamped_cases += sat > 0
+# NVLS: binary16 sums, one FP8 rounding at the end (its clamp counted as one); e5m2 near the top would
+# overflow binary16 (57344 + 57344), checked apart below.
+nvls_cases = nvls_clamped = 0
+for kind in ("e4m3", "e5m2"):
+    for (n, g) in ((2, 2), (3, 3), (8, 8), (12, 4), (24, 8)):
+        for big in ((False, True) if kind == "e4m3" else (False,)):
+            seed = zlib.crc32(f"nvls {kind} {n} {g} {big}".encode())
+            m = n * 16
+            x = inputs(kind, n, m, seed, big)
+            want, cl = nvls_ar(x, kind)
+            path = f"nccl-fp8-{kind}-nvls-ar"
+            got, js = run(path, x, g)
+            cases += 1
+            nvls_cases += 1
+            gb = got.astype(np.float32).view(np.uint32)
+            wb = want.astype(np.float32).view(np.uint32)
+            bad = np.argwhere(gb != wb)
+            if len(bad):
+                r, i = bad[0]
+                print(f"FAIL {path} N={n} G={g} big={big}: {len(bad)} values differ; first rank {r} index {i}: "
+                      f"qtransit {got[r, i]!r}, emulation {want[r, i]!r}")
+                failures += 1
+            sat = int((cl > 0).sum())
+            if js.get("saturated_outputs") != sat or js.get("max_saturations", 0) > 1 or not js["bound_holds"]:
+                print(f"FAIL {path} N={n} G={g} big={big}: saturated outputs {js.get('saturated_outputs')} "
+                      f"(at most {js.get('max_saturations')} clamps), emulation {sat}; bound_holds {js['bound_holds']}")
+                failures += 1
+            nvls_clamped += sat > 0
+if nvls_clamped < 3:
+    print(f"FAIL: only {nvls_clamped} NVLS runs saturated at the output")
+    failures += 1
+# e5m2 at the top: 57344 + 57344 overflows binary16 inside the switch. qtransit keeps the sum
+# non-finite (a failed bound, exit 1), whatever a clamp would print.
+x = np.full((2, 32), 57344.0)
+np.save(os.path.join(WORK, "in.npy"), x.astype(np.float32))
+r = subprocess.run([QT, "simulate", "--path", "nccl-fp8-e5m2-nvls-ar", "--ranks", "2", "--elements", "32", "--in",
+                    os.path.join(WORK, "in.npy"), "--json"], capture_output=True, text=True)
+js = json.loads(r.stdout)["runs"][0] if r.stdout.strip().startswith("{") else {}
+if r.returncode != 1 or js.get("nonfinite_outputs", 0) != 64 or js.get("bound_holds", True):
+    print(f"FAIL: a binary16 overflow inside the switch: exit {r.returncode}, {js.get('nonfinite_outputs')} non-finite outputs, "
+          f"bound_holds {js.get('bound_holds')} (want exit 1, 64, false); {r.stderr.strip()[:300]}")
+    failures += 1
+print(f"NVLS: {nvls_cases} runs bit for bit, {nvls_clamped} with outputs clamped at the end; the e5m2 overflow fails the run")
 print(f"{cases} runs compared bit for bit with the numpy emulation, {clamped_cases} with saturated outputs, "
       f"{failures} failure(s)")
 # The saturating inputs really saturated somewhere, or this checked less than it says.

@@ -1674,6 +1674,7 @@ void PathChecker::add(const ColumnRecord& col) {
         double max_post = st_.max_a_posteriori, max_prio = st_.max_a_priori, max_ratio = st_.max_error_to_a_posteriori;
         const bool out_round = cfg_.output != Accum::kFp32;
         const AccumType out_t = accum_type(cfg_.output);
+        const bool out_sat = saturating(cfg_.output);
         for (size_t i = 0; i < ulen; ++i) {
             double post = apost_[i] * kPostInflation;
             if (dv == Divide::kPre) post = (apost_[i] + pre_extra_[i]) * kPostInflation;
@@ -1712,8 +1713,12 @@ void PathChecker::add(const ColumnRecord& col) {
                 // rounding becomes (b + u |T| + h) / (1 - u), at least the a-posteriori bound
                 // whenever the error is within it.
                 post += (out_t.u * std::fabs(static_cast<double>(row.values[i])) + out_t.half_subnormal) * kPostInflation;
-                prio = (prio + (out_t.u * std::fabs(target[i] / sc) + out_t.half_subnormal) * kPostInflation) / (1 - out_t.u) *
-                       kPostInflation;
+                // D49: an FP8 output clamps past its threshold (464 for e4m3): no a-priori bound where
+                // the value before the rounding may reach it (the clamp's excess is a posteriori, above).
+                if (out_sat && std::fabs(target[i] / sc) + prio >= out_t.overflow) prio = std::numeric_limits<double>::infinity();
+                else
+                    prio = (prio + (out_t.u * std::fabs(target[i] / sc) + out_t.half_subnormal) * kPostInflation) / (1 - out_t.u) *
+                           kPostInflation;
             }
             ++checked;
             const float v = row.values[i];

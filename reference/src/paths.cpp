@@ -710,8 +710,22 @@ Result<std::vector<ColumnRecord>> run_output(const PathConfig& c, std::span<cons
     auto out = run_divided(c, target);
     if (out.ok() && c.output != Accum::kFp32)
         for (auto& rec : *out)
-            for (auto& row : rec.outputs)
-                for (float& v : row.values) v = round_to_accum(v, c.output);
+            for (auto& row : rec.outputs) {
+                const size_t n = row.values.size();
+                if (saturating(c.output)) {  // D49: an FP8 output's clamp is an event, counted as an add's (D41)
+                    if (row.saturation_count.size() != n) row.saturation_count.assign(n, 0);
+                    if (row.saturation_excess.size() != n) row.saturation_excess.assign(n, 0.0);
+                }
+                for (size_t i = 0; i < n; ++i) {
+                    const float v = row.values[i];
+                    if (!std::isfinite(v)) continue;  // stays non-finite: the checker's failure, never a clamp
+                    if (saturates_in(v, c.output)) {
+                        row.saturation_excess[i] += std::fabs(static_cast<double>(v)) - saturation_max(c.output);
+                        ++row.saturation_count[i];
+                    }
+                    row.values[i] = round_to_accum(v, c.output);
+                }
+            }
     return out;
 }
 
@@ -736,7 +750,7 @@ Result<std::vector<ColumnRecord>> run_path_plain(const PathConfig& c, std::span<
         // D26: the inputs are of the path's type; D47: of its declared input type. Cast, refusing
         // what it cannot hold.
         const bool typed = typed_path(c.path);
-        const Accum type = typed ? c.accum : c.input;
+        const Accum type = c.input != Accum::kFp32 ? c.input : c.accum;  // D49: an FP8 input on a 16-bit path
         std::vector<float> cast(x.begin(), x.end());
         for (size_t j = 0; j < cast.size(); ++j) {
             const float r = round_to_accum(cast[j], type);
@@ -744,7 +758,7 @@ Result<std::vector<ColumnRecord>> run_path_plain(const PathConfig& c, std::span<
                 const int64_t rank = static_cast<int64_t>(j) / c.elements, i = static_cast<int64_t>(j) % c.elements;
                 return make_error(ErrorCode::kRangeOverflow, describe(Site{"input", rank, 0}, i) + ": value " + fmt(cast[j]) +
                                                                  " overflows " + to_string(type) +
-                                                                 (typed ? ", the element type of " : ", the input type of ") +
+                                                                 (typed && c.input == Accum::kFp32 ? ", the element type of " : ", the input type of ") +
                                                                  c.path_name() + " (its inputs are cast to it first)");
             }
             cast[j] = r;

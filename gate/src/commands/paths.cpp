@@ -27,7 +27,7 @@ nlohmann::json decl_json(const PathDecl& d) {
                      {"rotation", d.rotation ? nlohmann::json(to_string(*d.rotation)) : nlohmann::json()},
                      {"input", d.input ? nlohmann::json(to_string(*d.input)) : nlohmann::json()},
                      {"output", d.output ? nlohmann::json(to_string(*d.output)) : nlohmann::json()},
-                     {"saturates", saturating(path_info(d.kind).element)},
+                     {"saturates", saturating(path_info(d.kind).element) || (d.output && saturating(*d.output))},
                      {"source", d.source}};
     return j;
 }

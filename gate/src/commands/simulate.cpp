@@ -354,7 +354,7 @@ Printed SimulateOutcome::printed(const SimulateRequest& a) const {
     for (const auto& r : result.runs) {
         if (typed_path(r.config.path)) any_typed = true;
         else fmt_name = r.config.format_name();
-        any_fp8 = any_fp8 || saturating(r.config.accum);
+        any_fp8 = any_fp8 || r.config.saturates();
     }
     std::string accum_text = std::string(to_string(accum)) + " accumulation";
     if (only_typed) {

@@ -183,6 +183,9 @@ struct PathConfig {
     // paths cast to their own type already (D26) and take no other. Declared paths only.
     Accum input = Accum::kFp32;
     std::string path_name() const { return label.empty() ? std::string(path_info(path).name) : label; }
+    // Whether a value can clamp at an FP8 type's largest finite value on its way: an FP8 add (D41) or
+    // an FP8 output type (NVLS's one rounding, D49). Such runs count the outputs a clamp reached.
+    bool saturates() const { return saturating(accum) || saturating(output); }
 
     int64_t shard() const { return elements / ranks; }  // S = M / N
     int64_t nodes() const { return ranks / ranks_per_node; }
