@@ -195,8 +195,8 @@ Status check_spec(const CollectiveVerifySpec& s) {
     const PathConfig& c = s.config;
     if (typed_path(c.path))  // before validate(): its accumulation message would not be the point here
         return make_error(ErrorCode::kInvalidArgument,
-                          std::string("verify collective does not judge ") + path_info(c.path).name +
-                              " yet; a " + to_string(path_info(c.path).element) + " ring reduce-scatter's dump is judged as " +
+                          std::string("verify collective does not judge ") + c.path_name() +
+                              (c.label.empty() ? std::string() : std::string(" (") + path_info(c.path).name + "'s schedule)") + " yet; a " + to_string(path_info(c.path).element) + " ring reduce-scatter's dump is judged as " +
                               "--path fp32-ring-rs --accum " + to_string(path_info(c.path).element) + " (docs/DECISIONS.md D24)");
     if (c.format.rotated() || (c.stage_formats.size() > 1 && c.stage_formats[1].rotated()))
         return make_error(ErrorCode::kInvalidArgument,

@@ -307,6 +307,10 @@ TEST_F(VerifyCollectiveCli, ADeclaredPath) {
     refused("verify collective --path " + decl + " --format int8 --accum bf16 --ranks 8 --inputs " + path("in.npy") + " --outputs " +
                 path("qr.npy"),
             "--accum bf16 contradicts the declared path qr-int8, which adds in fp16");
+    // NVLS (D49) runs as the binary16 all-reduce, which verify collective does not judge yet: said with
+    // the declared name and its schedule, before anything is read.
+    refused("verify collective --path nccl-fp8-e4m3-nvls-ar --ranks 8 --inputs " + path("in.npy") + " --outputs " + path("qr.npy"),
+            "verify collective does not judge nccl-fp8-e4m3-nvls-ar (fp16-ring-ar's schedule) yet");
     // DeepEP's dispatch by name: its wire is fp8-e4m3-1x128, blocks of 128.
     ASSERT_EQ(run("simulate --path deepep-fp8-dispatch --ranks 8 --block 128 --in " + path("in.npy") + " --dump " + path("dp.npy")).code, 0);
     o = run("verify collective --path deepep-fp8-dispatch --format fp8-e4m3-1x128 --block 128 --ranks 8 --inputs " + path("in.npy") +
