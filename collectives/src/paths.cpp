@@ -156,8 +156,8 @@ public:
         if (typed_ || cast != Accum::kFp32)
             for (int64_t i = 0; i < len; ++i) {
                 float& v = p.v[static_cast<size_t>(i)];
-                const float r = kernels::accum_round(v, cast);
-                if (!std::isfinite(r) || kernels::accum_saturates(v, cast)) {
+                const float r = kernels::cast_to(v, cast);  // FP8: one rounding from binary32 (D49)
+                if (!std::isfinite(r) || kernels::cast_saturates(v, cast)) {
                     Site site;
                     site.tensor = in_.name();
                     site.rank = rank;
@@ -427,11 +427,11 @@ public:
             for (size_t i = 0; i < n; ++i) {
                 float& v = row.values[i];
                 if (!std::isfinite(v)) continue;  // a non-finite sum stays so (a failed bound), FP8 or not
-                if (out_sat_ && kernels::accum_saturates(v, c_.output)) {  // D49: an FP8 output's clamp, an event as D41's
+                if (out_sat_ && kernels::cast_saturates(v, c_.output)) {  // D49: an FP8 output's clamp, an event as D41's
                     row.saturation_excess[i] += std::fabs(static_cast<double>(v)) - saturation_max(c_.output);
                     ++row.saturation_count[i];
                 }
-                v = kernels::accum_round(v, c_.output);
+                v = kernels::cast_to(v, c_.output);  // FP8: one rounding from binary32, not through binary16
             }
     }
     template <typename T>

@@ -402,9 +402,13 @@ Result<Budget> budget_of(const Ctx& c, const std::string& at, const toml::node& 
             b.name = *x;
             have_name = true;
         } else if (s == "path") {
-            auto p = path_of(c, sv, name);
-            if (!p) return p.error();
-            b.path = *p;
+            // A built-in path, or a declared one that gate.paths names (checked by validate_keys, once
+            // every declaration is known).
+            auto x = get_str(c, sv, name);
+            if (!x) return x.error();
+            if (auto p = parse_path(*x)) b.path = *p;
+            else b.label = *x;
+            lines.at[name] = sv.source();
             have_path = true;
         } else if (s == "format") {
             auto x = get_str(c, sv, name);
@@ -443,11 +447,13 @@ Result<Budget> budget_of(const Ctx& c, const std::string& at, const toml::node& 
             return unknown(c, sk, at + ".", {"name", "path", "format", "dist", "ranks", "metric", "max"}).error();
         }
     }
-    for (auto [have, what] : {std::pair{have_path, "path"}, {have_format, "format"}, {have_max, "max"}})
+    // (A declared path with a wire of its own, or none, needs no format: validate_keys knows it.)
+    for (auto [have, what] : {std::pair{have_path, "path"}, {have_format || !b.label.empty(), "format"}, {have_max, "max"}})
         if (!have) return c.err(e.source(), at + "." + what, "is required");
+    if (!b.label.empty() && !have_format) b.run_format = "?";  // filled in by validate_keys
     if (!have_name)
-        b.name = std::string(path_info(b.path).name) + "-" + (b.stages.empty() ? b.format.name() : stages_name(b.stages)) +
-                 (b.dist.empty() ? "" : "-" + b.dist) + "-" + to_string(b.metric);
+        b.name = b.path_name() + "-" + (b.label.empty() || have_format ? b.format_name() + "-" : std::string()) +
+                 (b.dist.empty() ? "" : b.dist + "-") + to_string(b.metric);
     return b;
 }
 
@@ -582,13 +588,40 @@ Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
     if (tree)
         if (auto st = check_ns(cfg.tree_ranks, "gate.tree_ranks", true); !st) return st;
     for (size_t i = 0; i < cfg.budgets.size(); ++i) {
-        const auto& b = cfg.budgets[i];
+        auto& b = cfg.budgets[i];
         const std::string k = "budget[" + std::to_string(i) + "]";
         for (size_t j = 0; j < i; ++j)
             if (cfg.budgets[j].name == b.name)
                 return err(k, "its name '" + b.name + "' is budget[" + std::to_string(j) + "]'s too: each verdict needs a name of its own "
                               "(give one with name = \"...\")");
-        if (std::find(cfg.paths.begin(), cfg.paths.end(), b.path) == cfg.paths.end())
+        if (!b.label.empty()) {  // a declared path: one gate.paths names, whose runs carry its name
+            const PathDecl* d = nullptr;
+            for (const auto& x : cfg.declared)
+                if (x.name == b.label) d = &x;
+            if (!d) {
+                std::string names;
+                for (const auto& x : cfg.declared) names += (names.empty() ? "" : ", ") + x.name;
+                return err(lines.at.count(k + ".path") ? k + ".path" : k,
+                           "path " + b.label + " is neither a built-in path nor a declared path gate.paths names" +
+                               (names.empty() ? std::string(" (it names none)") : " (it names " + names + ")"));
+            }
+            b.path = d->kind;
+            // The format its runs carry: its own wire, none, or its 16-bit type; else the gate's format given.
+            const std::string own = typed_path(d->kind) ? std::string(to_string(path_info(d->kind).element))
+                                    : d->fixes_wire()   ? d->wire_text()
+                                    : d->wire_none()    ? std::string("none")
+                                                        : std::string();
+            if (!own.empty()) {
+                if (b.run_format != "?" && b.format_name() != own)
+                    return err(k, "path " + b.label + " runs with its own wire " + own + ", not format " + b.format_name() +
+                                      " (leave format out)");
+                b.run_format = own;
+                continue;  // (its N are the gate's; its runs' format is its own)
+            }
+            if (b.run_format == "?")
+                return err(k + ".format", "is required: path " + b.label + " runs with each of gate.formats (its wire is \"any\")");
+        }
+        if (b.label.empty() && std::find(cfg.paths.begin(), cfg.paths.end(), b.path) == cfg.paths.end())
             return err(k, std::string("path ") + path_info(b.path).name + " is not in gate.paths");
         // A 16-bit path's runs carry their type (bf16, fp16), not a format: a budget there matched no
         // run and failed as if its input had been refused.
@@ -608,8 +641,18 @@ Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
             const auto& ns = b.path == PathKind::kTreeRs ? cfg.tree_ranks : cfg.ranks;
             if (std::find(ns.begin(), ns.end(), b.ranks) == ns.end())
                 return err(lines.at.count(k + ".ranks") ? k + ".ranks" : k,
-                           "N = " + std::to_string(b.ranks) + " is not one the gate runs " + path_info(b.path).name + " at");
+                           "N = " + std::to_string(b.ranks) + " is not one the gate runs " + b.path_name() + " at");
         }
+    }
+    // A declared path's budget with a wire of its own skipped the format checks above: its dist and N.
+    for (size_t i = 0; i < cfg.budgets.size(); ++i) {
+        const auto& b = cfg.budgets[i];
+        if (b.label.empty()) continue;
+        const std::string k = "budget[" + std::to_string(i) + "]";
+        if (!runs_dist(cfg, b.dist)) return err(k, "dist " + b.dist + " is not in gate.distributions");
+        if (b.ranks != 0 && std::find(cfg.ranks.begin(), cfg.ranks.end(), b.ranks) == cfg.ranks.end())
+            return err(lines.at.count(k + ".ranks") ? k + ".ranks" : k,
+                       "N = " + std::to_string(b.ranks) + " is not one the gate runs " + b.path_name() + " at");
     }
     return {};
 }
@@ -643,6 +686,10 @@ double metric_of(const reports::GateRun& r, Metric m) {
         case Metric::kMaxErrorToAPosteriori: return r.max_error_to_a_posteriori;
     }
     return NAN;
+}
+
+std::string Budget::format_name() const {
+    return !run_format.empty() && run_format != "?" ? run_format : stages.empty() ? format.name() : stages_name(stages);
 }
 
 std::string stages_name(const std::vector<FormatSpec>& stages) {

@@ -233,7 +233,7 @@ std::vector<Verdict> budget_verdicts(const GateConfig& cfg, const std::vector<Ga
         const GateRun* at = nullptr;
         int64_t outputs = 0;
         for (const auto& r : runs) {
-            if (r.path != path_info(b.path).name || r.format != (b.stages.empty() ? b.format.name() : stages_name(b.stages))) continue;
+            if (r.path != b.path_name() || r.format != b.format_name()) continue;
             if (!b.dist.empty() && r.dist != b.dist) continue;
             if (b.ranks != 0 && r.ranks != b.ranks) continue;
             outputs += r.outputs_checked;
@@ -243,8 +243,7 @@ std::vector<Verdict> budget_verdicts(const GateConfig& cfg, const std::vector<Ga
                 at = &r;
             }
         }
-        const std::string what = std::string(to_string(b.metric)) + " of " + path_info(b.path).name + " with " +
-                                 (b.stages.empty() ? b.format.name() : stages_name(b.stages)) +
+        const std::string what = std::string(to_string(b.metric)) + " of " + b.path_name() + " with " + b.format_name() +
                                  (b.dist.empty() ? "" : " on " + b.dist) + (b.ranks ? " at N=" + std::to_string(b.ranks) : "");
         Verdict v;
         if (!at) {

@@ -22,7 +22,7 @@ namespace qtransit {
 inline void showValue(const PathConfig& c, std::ostream& os) {
     os << path_info(c.path).name << " N=" << c.ranks << " G=" << c.ranks_per_node << " M=" << c.elements
        << " block=" << c.block << " format=" << c.format_name() << " accum=" << to_string(c.accum)
-       << " divide=" << to_string(c.divide);
+       << " divide=" << to_string(c.divide) << " input=" << to_string(c.input) << " output=" << to_string(c.output);
 }
 namespace kernels {
 inline void showValue(Distribution d, std::ostream& os) { os << to_string(d); }

@@ -727,6 +727,45 @@ TEST(GateConfig, NightlyTierHoldsEverythingTheDefaultGateRuns) {
     EXPECT_TRUE(int5_rule);
 }
 
+// A budget names a declared path (D48): one with its own wire needs no format (its runs carry the
+// wire's name), a wire-any one takes a gate format; a name gate.paths does not declare is refused with
+// the ones it does.
+TEST(GateConfig, BudgetsNameDeclaredPaths) {
+    const std::string base = "[gate]\nformats = [\"int8\"]\npaths = [\"a2a-rs\", \"flashinfer-fp8-2shot\", \"nccl-fp8-e4m3-nvls-ar\"]\n"
+                             "distributions = [\"normal\"]\nranks = [8, 16]\nelements = 4096\n";
+    auto cfg = qt::gate::parse_gate_config(base +
+                                               "[[budget]]\npath = \"flashinfer-fp8-2shot\"\nmax = 0.05\n"
+                                               "[[budget]]\nname = \"nvls-tight\"\npath = \"nccl-fp8-e4m3-nvls-ar\"\nranks = 16\nmax = 0.001\n",
+                                           "b.toml");
+    ASSERT_TRUE(cfg) << cfg.error().message;
+    ASSERT_EQ(cfg->budgets.size(), 2u);
+    EXPECT_EQ(cfg->budgets[0].name, "flashinfer-fp8-2shot-rel_rms_error");
+    EXPECT_EQ(cfg->budgets[0].format_name(), "flashinfer-fp8");
+    EXPECT_EQ(cfg->budgets[1].format_name(), "fp16");  // NVLS's runs carry its binary16 sum's type
+    auto res = qt::gate::run_gate(*cfg, {});
+    ASSERT_TRUE(res) << res.error().message;
+    const auto* fi = find(res->verdicts, "budget/flashinfer-fp8-2shot-rel_rms_error");
+    ASSERT_NE(fi, nullptr);
+    EXPECT_EQ(fi->status, VerdictStatus::kPass) << fi->message;
+    EXPECT_GT(fi->checked, 0);
+    EXPECT_NE(fi->message.find("rel_rms_error of flashinfer-fp8-2shot with flashinfer-fp8"), std::string::npos) << fi->message;
+    const auto* nv = find(res->verdicts, "budget/nvls-tight");
+    ASSERT_NE(nv, nullptr);
+    EXPECT_EQ(nv->status, VerdictStatus::kFail) << nv->message;  // 0.026 is past 0.001: a budget that can fail
+    EXPECT_NE(nv->message.find("exceeds the budget"), std::string::npos) << nv->message;
+    // Not in gate.paths: refused, naming what it does declare.
+    auto missing = qt::gate::parse_gate_config(base + "[[budget]]\npath = \"deepep-bf16-combine\"\nmax = 0.1\n", "m.toml");
+    ASSERT_FALSE(missing);
+    EXPECT_NE(missing.error().message.find("path deepep-bf16-combine is neither a built-in path nor a declared path gate.paths names "
+                                           "(it names flashinfer-fp8-2shot, nccl-fp8-e4m3-nvls-ar)"),
+              std::string::npos)
+        << missing.error().message;
+    // A format other than its own wire: refused.
+    auto wrong = qt::gate::parse_gate_config(base + "[[budget]]\npath = \"flashinfer-fp8-2shot\"\nformat = \"int8\"\nmax = 0.1\n", "w.toml");
+    ASSERT_FALSE(wrong);
+    EXPECT_NE(wrong.error().message.find("runs with its own wire flashinfer-fp8, not format int8"), std::string::npos) << wrong.error().message;
+}
+
 // Issue 49's table (D48): the collectives run now beside qgZ and the bf16 ring, from a real gate: one
 // line per path and N with bytes, k and the error per distribution; "refused" where the inputs do not
 // fit FP8; ncclAvg's FP8 factor named where N is not a power of two (fl8(1/24) = 0.04296875 = 1.03125/24).

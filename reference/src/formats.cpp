@@ -524,6 +524,18 @@ float round_to_accum(float v, Accum type) {
 
 bool saturates_in(float v, Accum type) { return saturating(type) && round_to_fp8_sat(v, type).saturated; }
 
+float cast_to_type(float v, Accum type) {
+    if (!saturating(type) || std::isnan(v)) return round_to_accum(v, type);
+    const double max = saturation_max(type);
+    const double r = std::isinf(v) ? static_cast<double>(v) : fp8_grid_round(static_cast<double>(v), type);
+    return static_cast<float>(std::fabs(r) > max ? std::copysign(max, static_cast<double>(v)) : r);
+}
+
+bool cast_saturates(float v, Accum type) {
+    if (!saturating(type) || std::isnan(v)) return false;
+    return std::isinf(v) || std::fabs(fp8_grid_round(static_cast<double>(v), type)) > saturation_max(type);
+}
+
 float avg_factor(int64_t n, Accum type) {
     const double q = static_cast<double>(div32(1.0f, static_cast<float>(n)));  // fl32(1/N), as NCCL's float(1.0 / nRanks)
     return static_cast<float>(std::min(fp8_grid_round(q, type), saturation_max(type)));  // straight to FP8, no binary16 between

@@ -719,11 +719,11 @@ Result<std::vector<ColumnRecord>> run_output(const PathConfig& c, std::span<cons
                 for (size_t i = 0; i < n; ++i) {
                     const float v = row.values[i];
                     if (!std::isfinite(v)) continue;  // stays non-finite: the checker's failure, never a clamp
-                    if (saturates_in(v, c.output)) {
+                    if (cast_saturates(v, c.output)) {
                         row.saturation_excess[i] += std::fabs(static_cast<double>(v)) - saturation_max(c.output);
                         ++row.saturation_count[i];
                     }
-                    row.values[i] = round_to_accum(v, c.output);
+                    row.values[i] = cast_to_type(v, c.output);
                 }
             }
     return out;
@@ -753,8 +753,8 @@ Result<std::vector<ColumnRecord>> run_path_plain(const PathConfig& c, std::span<
         const Accum type = c.input != Accum::kFp32 ? c.input : c.accum;  // D49: an FP8 input on a 16-bit path
         std::vector<float> cast(x.begin(), x.end());
         for (size_t j = 0; j < cast.size(); ++j) {
-            const float r = round_to_accum(cast[j], type);
-            if (!std::isfinite(r) || saturates_in(cast[j], type)) {
+            const float r = cast_to_type(cast[j], type);  // FP8: one rounding from binary32 (D49)
+            if (!std::isfinite(r) || cast_saturates(cast[j], type)) {
                 const int64_t rank = static_cast<int64_t>(j) / c.elements, i = static_cast<int64_t>(j) % c.elements;
                 return make_error(ErrorCode::kRangeOverflow, describe(Site{"input", rank, 0}, i) + ": value " + fmt(cast[j]) +
                                                                  " overflows " + to_string(type) +

@@ -445,7 +445,7 @@ std::string CollectiveReader::nonfinite_input() const {
         for (int64_t r = 0; r < n_; ++r)
             for (int64_t e = 0; e < w; ++e) {
                 const float v = h.in[static_cast<size_t>(r * w + e)];
-                if (std::isfinite(v) && (t == Accum::kFp32 || std::bit_cast<uint32_t>(kernels::accum_round(v, t)) == std::bit_cast<uint32_t>(v))) continue;
+                if (std::isfinite(v) && (t == Accum::kFp32 || std::bit_cast<uint32_t>(kernels::cast_to(v, t)) == std::bit_cast<uint32_t>(v))) continue;
                 return (in_split_ ? rank_file(a_.inputs, r) : a_.inputs) + ": rank " + std::to_string(r) + ", element " +
                        std::to_string(h.t.in_lo + e) + " is " + shortest(v) +
                        (std::isfinite(v) ? std::string(", not a ") + to_string(t) + " value: " + spec_.config.path_name() + " takes " +

@@ -43,6 +43,14 @@ struct ScalingRule {
 struct Budget {
     std::string name;
     PathKind path = PathKind::kRingRs;
+    // A declared path's name (gate.paths names it: flashinfer-fp8-2shot, a user's file's), "" for a
+    // built-in one; `path` is then its schedule, set with run_format by the config's validation.
+    std::string label;
+    // The format the matching runs carry where it is not `format`'s name: a declared path's own wire
+    // ("flashinfer-fp8"), "none", or its 16-bit type.
+    std::string run_format;
+    std::string path_name() const { return label.empty() ? std::string(path_info(path).name) : label; }
+    std::string format_name() const;
     FormatSpec format{};
     std::vector<FormatSpec> stages;                  // a per-stage list "A,B" (D25); empty: `format` alone
     std::string dist;                                // empty: every distribution

@@ -178,6 +178,15 @@ QT_HD bool fp8_saturates(float v, Accum a) {
     return r > mx || r < -mx;
 }
 QT_HD_CALL float fp8_round_sat(float v, Accum a) { return fp8_sat(round_f16(v), a); }
+// A binary32 value cast to the type in one rounding (D49): FP8 straight from binary32 (fp8_sat:
+// __nv_cvt_float_to_fp8 with __NV_SATFINITE, torch's .to(float8)), not through binary16 as NCCL's
+// add is; bf16 and fp16 as accum_round. An FP8 tensor's values (an input type), an FP8 output.
+QT_HD float cast_to(float v, Accum a);
+QT_HD bool cast_saturates(float v, Accum a) {
+    if (!saturating(a)) return false;
+    const float r = fp8_round_unsat(v, a), mx = static_cast<float>(saturation_max(a));
+    return r > mx || r < -mx;
+}
 
 QT_HD float accum_round(float v, Accum a) {
     return a == Accum::kFp16   ? round_f16(v)
@@ -187,6 +196,7 @@ QT_HD float accum_round(float v, Accum a) {
 }
 // Whether accum_round(v, a) clamped v: an FP8 accumulation's saturation (D41); never for the others.
 QT_HD bool accum_saturates(float v, Accum a) { return saturating(a) && fp8_saturates(v, a); }
+QT_HD float cast_to(float v, Accum a) { return saturating(a) ? fp8_sat(v, a) : accum_round(v, a); }
 QT_HD float accum_first(float t, Accum a) { return accum_round(t, a); }
 // x / N for a mean (docs/DECISIONS.md D27): the binary32 quotient, rounded to the type t (as torch
 // divides a bf16 or fp16 tensor: in binary32, then back).

@@ -101,6 +101,13 @@ float round_to_bf16(float v);
 float round_to_accum(float v, Accum type);
 // Whether round_to_accum(v, type) saturated: an FP8 type's value past its largest finite one.
 bool saturates_in(float v, Accum type);
+// A binary32 value cast to the type in one rounding (D49): FP8 straight from binary32 to nearest
+// even, clamped to the largest finite value (__nv_cvt_float_to_fp8 with __NV_SATFINITE, torch's
+// .to(float8)), not through binary16 as NCCL's add; the others as round_to_accum. What an FP8
+// tensor's values are (an input type) and what an FP8 output is.
+float cast_to_type(float v, Accum type);
+// Whether cast_to_type(v, type) clamped.
+bool cast_saturates(float v, Accum type);
 // --divide (D27): v / n for a mean, the binary32 quotient rounded to `type` (the path's element type);
 // for NCCL's FP8 types ncclAvg's pre-multiply (D41): v times avg_factor, rounded to binary16, then
 // to FP8 with saturation.
