@@ -184,6 +184,16 @@ def run(path, x, g, avg=False):
     return np.load(o).astype(np.float64), json.loads(r.stdout)["runs"][0]
 
 
+def differ(what, got, want):
+    """1 (and the first difference printed) when the two arrays' binary32 bits differ anywhere."""
+    bad = np.argwhere(got.astype(np.float32).view(np.uint32) != want.astype(np.float32).view(np.uint32))
+    if not len(bad):
+        return 0
+    r, i = bad[0]
+    print(f"FAIL {what}: {len(bad)} values differ; first rank {r} index {i}: qtransit {got[r, i]!r}, emulation {want[r, i]!r}")
+    return 1
+
+
 failures = 0
 cases = 0
 clamped_cases = 0
@@ -209,14 +219,7 @@ for kind in ("e4m3", "e5m2"):
                     print(f"FAIL {path} N={n} G={g}: shape {got.shape}, emulation {want.shape}")
                     failures += 1
                     continue
-                gb = got.astype(np.float32).view(np.uint32)
-                wb = want.astype(np.float32).view(np.uint32)
-                bad = np.argwhere(gb != wb)
-                if len(bad):
-                    r, i = bad[0]
-                    print(f"FAIL {path} N={n} G={g} big={big} avg={avg}: {len(bad)} values differ; first rank {r} index {i}: "
-                          f"qtransit {got[r, i]!r}, emulation {want[r, i]!r}")
-                    failures += 1
+                failures += differ(f"{path} N={n} G={g} big={big} avg={avg}", got, want)
                 sat = int((cl > 0).sum())
                 if js.get("saturated_outputs") != sat or not js["bound_holds"]:
                     print(f"FAIL {path} N={n} G={g} big={big} avg={avg}: saturated outputs {js.get('saturated_outputs')}, "
@@ -237,14 +240,7 @@ for kind in ("e4m3", "e5m2"):
             got, js = run(path, x, g)
             cases += 1
             nvls_cases += 1
-            gb = got.astype(np.float32).view(np.uint32)
-            wb = want.astype(np.float32).view(np.uint32)
-            bad = np.argwhere(gb != wb)
-            if len(bad):
-                r, i = bad[0]
-                print(f"FAIL {path} N={n} G={g} big={big}: {len(bad)} values differ; first rank {r} index {i}: "
-                      f"qtransit {got[r, i]!r}, emulation {want[r, i]!r}")
-                failures += 1
+            failures += differ(f"{path} N={n} G={g} big={big}", got, want)
             sat = int((cl > 0).sum())
             if js.get("saturated_outputs") != sat or js.get("max_saturations", 0) > 1 or not js["bound_holds"]:
                 print(f"FAIL {path} N={n} G={g} big={big}: saturated outputs {js.get('saturated_outputs')} "

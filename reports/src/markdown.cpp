@@ -174,15 +174,27 @@ Table compare_table(const GateResult& r) {
     return t;
 }
 
+// The rows' runs at (dist, N) with a finite error, in the rows' order.
+std::vector<std::pair<const CompareRow*, const GateRun*>> finite_runs(const GateResult& r, const std::vector<CompareRow>& rows,
+                                                                      const std::string& d, int64_t n) {
+    std::vector<std::pair<const CompareRow*, const GateRun*>> have;
+    for (const auto& row : rows)
+        if (const GateRun* x = compare_run(r, row, d, n); x && std::isfinite(x->rel_rms_error)) have.emplace_back(&row, x);
+    return have;
+}
+
+// "1..383", or "2" when every contribution was quantized as often.
+std::string k_text(const GateRun& x) {
+    return x.k_min == x.k_max ? std::to_string(x.k_max) : std::to_string(x.k_min) + ".." + std::to_string(x.k_max);
+}
+
 std::vector<std::string> compare_notes(const GateResult& r) {
     std::vector<std::string> out;
     const auto rows = compare_rows(r);
     if (rows.size() < 2 || r.ranks.empty()) return out;
     const int64_t n = *std::max_element(r.ranks.begin(), r.ranks.end());
     for (const auto& d : compare_dists(r)) {
-        std::vector<std::pair<const CompareRow*, const GateRun*>> have;
-        for (const auto& row : rows)
-            if (const GateRun* x = compare_run(r, row, d, n); x && std::isfinite(x->rel_rms_error)) have.emplace_back(&row, x);
+        auto have = finite_runs(r, rows, d, n);
         if (have.size() < 2) continue;
         // The rows no other row beats on both counts (fewer or as many cross-node bytes and a smaller
         // error, or fewer bytes and no larger error), from the fewest bytes up; then who beats the rest.
@@ -253,9 +265,7 @@ Table collectives_table(const GateResult& r) {
             for (const auto& d : r.dists)
                 if (!any) any = compare_run(r, row, d, n);
             if (!any) continue;
-            std::vector<std::string> cells{row.what, std::to_string(n), fmt_g(any->bytes_per_rank, 4),
-                                           any->k_min == any->k_max ? std::to_string(any->k_max)
-                                                                    : std::to_string(any->k_min) + ".." + std::to_string(any->k_max)};
+            std::vector<std::string> cells{row.what, std::to_string(n), fmt_g(any->bytes_per_rank, 4), k_text(*any)};
             for (const auto& d : r.dists) {
                 const GateRun* x = compare_run(r, row, d, n);
                 std::string cell = "-";
@@ -280,18 +290,12 @@ std::vector<std::string> collectives_notes(const GateResult& r) {
     if (rows.size() < 2 || r.ranks.empty()) return out;
     const int64_t n = *std::max_element(r.ranks.begin(), r.ranks.end());
     for (const auto& d : r.dists) {
-        std::vector<std::pair<const CompareRow*, const GateRun*>> have;
-        for (const auto& row : rows)
-            if (const GateRun* x = compare_run(r, row, d, n); x && std::isfinite(x->rel_rms_error)) have.emplace_back(&row, x);
+        auto have = finite_runs(r, rows, d, n);
         if (have.size() < 2) continue;
         std::stable_sort(have.begin(), have.end(), [](const auto& a, const auto& b) { return a.second->rel_rms_error < b.second->rel_rms_error; });
         std::string line = d + " inputs, N = " + std::to_string(n) + ", from the least error up: ";
         for (size_t k = 0; k < have.size(); ++k)
-            line += (k ? ", " : "") + have[k].first->what + " " + fmt_g(have[k].second->rel_rms_error) + " (k " +
-                    (have[k].second->k_min == have[k].second->k_max ? std::to_string(have[k].second->k_max)
-                                                                    : std::to_string(have[k].second->k_min) + ".." +
-                                                                          std::to_string(have[k].second->k_max)) +
-                    ")";
+            line += (k ? ", " : "") + have[k].first->what + " " + fmt_g(have[k].second->rel_rms_error) + " (k " + k_text(*have[k].second) + ")";
         out.push_back(line);
     }
     // ncclAvg (D41): 1/N as an FP8 value is exact only for N a power of two (within the format's range).
