@@ -62,7 +62,7 @@ GateRun to_run(const RunRow& r, const std::string& dist, uint64_t seed) {
     x.saturating = r.config.saturates();
     x.saturated_outputs = s.saturated_outputs;
     x.max_saturations = s.max_saturations;
-    if (x.saturating && r.config.divide == Divide::kPre)  // ncclAvg's factor, an FP8 value (D41)
+    if (saturating(r.config.accum) && r.config.divide == Divide::kPre)  // ncclAvg's factor, an FP8 value (D41)
         x.mean_factor = kernels::nccl_avg_factor(static_cast<float>(r.config.ranks), r.config.accum);
     x.outputs_checked = s.outputs_checked;
     x.first_violation = s.first_violation;

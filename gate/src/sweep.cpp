@@ -481,7 +481,9 @@ Result<RunRow> GroupRun::row(size_t k, const collectives::RunTotals& totals, dou
     if (!g_[k].label.empty())
         if (auto d = find_path_decl(g_[k].label); d && d->exchange == "nvls") {
             const PathConfig& c = g_[k];
-            r.bytes_per_rank = static_cast<double>(c.elements * accum_type(c.input).bytes + c.shard() * accum_type(c.output).bytes);
+            const Accum t = path_info(c.path).element;  // the values' type where no input or output type is declared
+            const int in = accum_type(c.input != Accum::kFp32 ? c.input : t).bytes, out = accum_type(c.output != Accum::kFp32 ? c.output : t).bytes;
+            r.bytes_per_rank = static_cast<double>(c.elements * in + c.shard() * out);
             r.cross_node_bytes_per_rank = c.ranks > c.ranks_per_node ? r.bytes_per_rank : 0.0;
         }
     for (const auto& [checked, wrong] : kcount_[k]) {
