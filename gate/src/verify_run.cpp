@@ -198,6 +198,9 @@ Status check_spec(const CollectiveVerifySpec& s) {
                           std::string("verify collective does not judge ") + c.path_name() +
                               (c.label.empty() ? std::string() : std::string(" (") + path_info(c.path).name + "'s schedule)") + " yet; a " + to_string(path_info(c.path).element) + " ring reduce-scatter's dump is judged as " +
                               "--path fp32-ring-rs --accum " + to_string(path_info(c.path).element) + " (docs/DECISIONS.md D24)");
+    if (c.saturates())  // D49: its tolerances take no clamp's excess and no FP8 subnormal spacing yet
+        return make_error(ErrorCode::kInvalidArgument, "verify collective does not judge " + c.path_name() + "'s output type " +
+                                                           to_string(c.output) + " yet (an FP8 output clamps; simulate and check bound it)");
     if (c.format.rotated() || (c.stage_formats.size() > 1 && c.stage_formats[1].rotated()))
         return make_error(ErrorCode::kInvalidArgument,
                           "verify collective does not judge rotated formats (" + c.format_name() + ") yet: their events need "

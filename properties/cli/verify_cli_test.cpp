@@ -311,6 +311,13 @@ TEST_F(VerifyCollectiveCli, ADeclaredPath) {
     // the declared name and its schedule, before anything is read.
     refused("verify collective --path nccl-fp8-e4m3-nvls-ar --ranks 8 --inputs " + path("in.npy") + " --outputs " + path("qr.npy"),
             "verify collective does not judge nccl-fp8-e4m3-nvls-ar (fp16-ring-ar's schedule) yet");
+    // A declared FP8 output type (D49) is not judged yet either: refused, named.
+    {
+        std::ofstream f(path("o8.toml"));
+        f << "[[path]]\nname = \"a2a-o8\"\ncollective = \"reduce-scatter\"\nexchange = \"all-to-all\"\nwire = \"int8\"\noutput = \"fp8-e4m3\"\n";
+    }
+    refused("verify collective --path " + path("o8.toml") + " --ranks 8 --inputs " + path("in.npy") + " --outputs " + path("qr.npy"),
+            "verify collective does not judge a2a-o8's output type fp8-e4m3 yet");
     // DeepEP's dispatch by name: its wire is fp8-e4m3-1x128, blocks of 128.
     ASSERT_EQ(run("simulate --path deepep-fp8-dispatch --ranks 8 --block 128 --in " + path("in.npy") + " --dump " + path("dp.npy")).code, 0);
     o = run("verify collective --path deepep-fp8-dispatch --format fp8-e4m3-1x128 --block 128 --ranks 8 --inputs " + path("in.npy") +

@@ -1632,7 +1632,9 @@ void PathChecker::add(const ColumnRecord& col) {
         // NCCL's FP8 paths (D41): a saturated add's error is exactly what its clamp removed, |v| - max,
         // summed in binary64 by the producer (the slack covers that sum's roundings); the outputs a
         // clamp reached are counted apart, so that a saturating run is never silently within bounds.
-        if (row.saturation_excess.size() == ulen)
+        // (A column summed in the rotated domain, D28, saturates only at an FP8 output, D49: in the
+        // values' own domain, after the rotation back, so its excess is added after the bound is taken back.)
+        if (row.saturation_excess.size() == ulen && !col.rotated_sum)
             for (size_t i = 0; i < ulen; ++i) apost_[i] += row.saturation_excess[i] * (1 + 0x1p-40);
         if (row.saturation_count.size() == ulen)
             for (size_t i = 0; i < ulen; ++i)
@@ -1644,6 +1646,8 @@ void PathChecker::add(const ColumnRecord& col) {
             double sum = 0;
             for (double v : apost_) sum += v;
             apost_.assign(ulen, rotated_back(std::ldexp(sum, -block_log2(len)), rot_gamma, rot_s1, len));
+            if (row.saturation_excess.size() == ulen)
+                for (size_t i = 0; i < ulen; ++i) apost_[i] += row.saturation_excess[i] * (1 + 0x1p-40);
         }
 
         // ring-ag-requant: how many hops the row's holder is from the column's owner (its table row).
