@@ -345,6 +345,13 @@ std::string md(const Table& t) {
     return o.str();
 }
 
+// A table of its own section: title, a caption, the table, and the notes under it as a list.
+void md_section(std::ostringstream& o, const char* title, const char* caption, const Table& t, const std::vector<std::string>& notes) {
+    o << "## " << title << "\n\n" << caption << "\n\n" << md(t) << "\n";
+    for (const auto& line : notes) o << "- " << line << ".\n";
+    o << "\n";
+}
+
 std::string text(const Table& t) {
     std::vector<size_t> w(t.header.size(), 0);
     for (size_t i = 0; i < t.header.size(); ++i) w[i] = t.header[i].size();
@@ -398,26 +405,18 @@ std::string to_markdown(const GateResult& r) {
     if (!e.rows.empty())
         o << "## Relative RMS error at the largest N\n\n" << md(e)
           << "\n(FAIL: a bound or the k ledger check failed in that run.)\n\n";
-    const Table cmp = detail::compare_table(r);
-    if (!cmp.rows.empty()) {
-        o << "## Quantized all-to-all against 16-bit rings\n\n"
-          << "Relative RMS error against the exact sum (the exact mean for a divided row), and cross-node bytes per rank. "
-             "The 16-bit rings' inputs are cast to their type first, as real gradients already are (docs/DECISIONS.md D26); "
-             "pre-divided rows scale every input by 1/N in that type before the reduce, as DeepSpeed does (D27).\n\n"
-          << md(cmp) << "\n";
-        for (const auto& line : detail::compare_notes(r)) o << "- " << line << ".\n";
-        o << "\n";
-    }
-    const Table coll = detail::collectives_table(r);
-    if (!coll.rows.empty()) {
-        o << "## The collectives run now, beside ZeRO++\n\n"
-          << "Relative RMS error against the exact result (the exact mean for ncclAvg), per distribution; \"saturated\": outputs a "
-             "clamp at the FP8 format's largest value reached (D41); \"refused\": inputs the path's type cannot hold. wire B/rank: "
-             "the busiest rank's payload; k: the fewest..most quantizations on one contribution's way (docs/PATHS.md).\n\n"
-          << md(coll) << "\n";
-        for (const auto& line : detail::collectives_notes(r)) o << "- " << line << ".\n";
-        o << "\n";
-    }
+    if (const Table cmp = detail::compare_table(r); !cmp.rows.empty())
+        md_section(o, "Quantized all-to-all against 16-bit rings",
+                   "Relative RMS error against the exact sum (the exact mean for a divided row), and cross-node bytes per rank. "
+                   "The 16-bit rings' inputs are cast to their type first, as real gradients already are (docs/DECISIONS.md D26); "
+                   "pre-divided rows scale every input by 1/N in that type before the reduce, as DeepSpeed does (D27).",
+                   cmp, detail::compare_notes(r));
+    if (const Table coll = detail::collectives_table(r); !coll.rows.empty())
+        md_section(o, "The collectives run now, beside ZeRO++",
+                   "Relative RMS error against the exact result (the exact mean for ncclAvg), per distribution; \"saturated\": outputs a "
+                   "clamp at the FP8 format's largest value reached (D41); \"refused\": inputs the path's type cannot hold. wire B/rank: "
+                   "the busiest rank's payload; k: the fewest..most quantizations on one contribution's way (docs/PATHS.md).",
+                   coll, detail::collectives_notes(r));
     // NCCL's FP8 paths (D41): every run in which a sum clamped at the format's largest value.
     bool sat_header = false;
     for (const auto& x : r.runs) {
