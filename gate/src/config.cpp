@@ -450,7 +450,7 @@ Result<Budget> budget_of(const Ctx& c, const std::string& at, const toml::node& 
     // (A declared path with a wire of its own, or none, needs no format: validate_keys knows it.)
     for (auto [have, what] : {std::pair{have_path, "path"}, {have_format || !b.label.empty(), "format"}, {have_max, "max"}})
         if (!have) return c.err(e.source(), at + "." + what, "is required");
-    if (!b.label.empty() && !have_format) b.run_format = "?";  // filled in by validate_keys
+    b.format_given = have_format;
     if (!have_name)
         b.name = b.path_name() + "-" + (b.label.empty() || have_format ? b.format_name() + "-" : std::string()) +
                  (b.dist.empty() ? "" : b.dist + "-") + to_string(b.metric);
@@ -612,13 +612,13 @@ Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
                                     : d->wire_none()    ? std::string("none")
                                                         : std::string();
             if (!own.empty()) {
-                if (b.run_format != "?" && b.format_name() != own)
+                if (b.format_given && b.format_name() != own)
                     return err(k, "path " + b.label + " runs with its own wire " + own + ", not format " + b.format_name() +
                                       " (leave format out)");
                 b.run_format = own;
                 continue;  // (its N are the gate's; its runs' format is its own)
             }
-            if (b.run_format == "?")
+            if (!b.format_given)
                 return err(k + ".format", "is required: path " + b.label + " runs with each of gate.formats (its wire is \"any\")");
         }
         if (b.label.empty() && std::find(cfg.paths.begin(), cfg.paths.end(), b.path) == cfg.paths.end())
@@ -689,7 +689,7 @@ double metric_of(const reports::GateRun& r, Metric m) {
 }
 
 std::string Budget::format_name() const {
-    return !run_format.empty() && run_format != "?" ? run_format : stages.empty() ? format.name() : stages_name(stages);
+    return !run_format.empty() ? run_format : stages.empty() ? format.name() : stages_name(stages);
 }
 
 std::string stages_name(const std::vector<FormatSpec>& stages) {

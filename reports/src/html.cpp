@@ -69,6 +69,14 @@ std::string table_html(const detail::Table& t) {
     return o.str();
 }
 
+// A table of its own section: title, a caption (HTML already), the table, and the notes under it.
+void html_section(std::ostringstream& o, const char* title, const char* caption, const detail::Table& t,
+                  const std::vector<std::string>& notes) {
+    o << "<h2>" << title << "</h2>\n<p class=\"caption\">" << caption << "</p>\n" << table_html(t) << "<ul>";
+    for (const auto& line : notes) o << "<li>" << xml_escape(line) << ".</li>";
+    o << "</ul>\n";
+}
+
 std::string tip(const GateRun& x) {
     return x.path + ", " + x.format + ", N=" + std::to_string(x.ranks) + ", k<=" + std::to_string(x.k_max) +
            ": relative RMS error " + detail::fmt_g(x.rel_rms_error, 4) + ", " + detail::fmt_g(x.wire_bits_per_element(), 4) +
@@ -208,23 +216,18 @@ std::string to_html(const GateResult& r) {
         o << "</ul>\n";
     }
     o << "<h2>Relative RMS error at the largest N</h2>\n" << table_html(detail::error_table(r));
-    if (const auto cmp = detail::compare_table(r); !cmp.rows.empty()) {
-        o << "<h2>Quantized all-to-all against 16-bit rings</h2>\n<p class=\"caption\">Relative RMS error against the exact sum "
-             "(the exact mean for a divided row), and cross-node bytes per rank. The 16-bit rings' inputs are cast to their type "
-             "first (docs/DECISIONS.md D26); pre-divided rows scale every input by 1/N in that type, as DeepSpeed does (D27).</p>\n"
-          << table_html(cmp) << "<ul>";
-        for (const auto& line : detail::compare_notes(r)) o << "<li>" << xml_escape(line) << ".</li>";
-        o << "</ul>\n";
-    }
-    if (const auto coll = detail::collectives_table(r); !coll.rows.empty()) {
-        o << "<h2>The collectives run now, beside ZeRO++</h2>\n<p class=\"caption\">Relative RMS error against the exact result "
-             "(the exact mean for ncclAvg), per distribution; &quot;saturated&quot;: outputs a clamp at the FP8 format's largest "
-             "value reached (D41); &quot;refused&quot;: inputs the path's type cannot hold. wire B/rank: the busiest rank's "
-             "payload; k: the fewest..most quantizations on one contribution's way.</p>\n"
-          << table_html(coll) << "<ul>";
-        for (const auto& line : detail::collectives_notes(r)) o << "<li>" << xml_escape(line) << ".</li>";
-        o << "</ul>\n";
-    }
+    if (const auto cmp = detail::compare_table(r); !cmp.rows.empty())
+        html_section(o, "Quantized all-to-all against 16-bit rings",
+                     "Relative RMS error against the exact sum (the exact mean for a divided row), and cross-node bytes per rank. The "
+                     "16-bit rings' inputs are cast to their type first (docs/DECISIONS.md D26); pre-divided rows scale every input by 1/N "
+                     "in that type, as DeepSpeed does (D27).",
+                     cmp, detail::compare_notes(r));
+    if (const auto coll = detail::collectives_table(r); !coll.rows.empty())
+        html_section(o, "The collectives run now, beside ZeRO++",
+                     "Relative RMS error against the exact result (the exact mean for ncclAvg), per distribution; &quot;saturated&quot;: "
+                     "outputs a clamp at the FP8 format's largest value reached (D41); &quot;refused&quot;: inputs the path's type cannot "
+                     "hold. wire B/rank: the busiest rank's payload; k: the fewest..most quantizations on one contribution's way.",
+                     coll, detail::collectives_notes(r));
     o << "<h2>Error against k</h2>\n<p class=\"caption\">Every reduce-scatter and all-reduce run on " << xml_escape(dist)
       << " inputs: x is the largest k in the run (read from the ledger: ring-rs at N gives N-1, a2a-rs 1, a2a-hier-rs and "
          "two-shot-ar 2, tree-rs log2 N), y its relative RMS error; the line joins the geometric mean per k. Hover a "

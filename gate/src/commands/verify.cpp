@@ -151,7 +151,7 @@ Result<CollectiveVerifySpec> VerifyCollectiveRequest::validate() const {
     if (!format) return refuse(format.error().message);
     spec.config.format = *format;
     // --block left out (0): the format's fixed block when it has one, else 32.
-    const int64_t block = a.block != 0 ? a.block : format->fixed_block() > 0 ? format->fixed_block() : kDefaultBlock;
+    const int64_t block = a.block != 0 ? a.block : wire_block({*format}, kDefaultBlock);
     if (auto st = format->check_block(block); !st) return refuse("--block: " + st.error().message);
     spec.config.block = block;
     auto accum = parse_accum(a.accum);

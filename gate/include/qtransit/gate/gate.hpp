@@ -49,6 +49,7 @@ struct Budget {
     // The format the matching runs carry where it is not `format`'s name: a declared path's own wire
     // ("flashinfer-fp8"), "none", or its 16-bit type.
     std::string run_format;
+    bool format_given = true;  // false: a declared path's budget without `format` (its own wire's, found at validation)
     std::string path_name() const { return label.empty() ? std::string(path_info(path).name) : label; }
     std::string format_name() const;
     FormatSpec format{};
