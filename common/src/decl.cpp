@@ -36,6 +36,7 @@ const char* to_string(ScaleType s) {
         case ScaleType::kFp32AmaxMulRcp: return "fp32-amax-mul-rcp";
         case ScaleType::kE8m0RceilMul: return "e8m0-rceil-mul";
         case ScaleType::kPow2RceilMul: return "pow2-rceil-mul";
+        case ScaleType::kFp32AmaxMulInv: return "fp32-amax-mul-inv";
     }
     return "?";
 }
@@ -64,6 +65,7 @@ int Decl::scale_bytes() const {
         case ScaleType::kNone: return 0;
         case ScaleType::kFp32AmaxMul:
         case ScaleType::kFp32AmaxMulRcp:
+        case ScaleType::kFp32AmaxMulInv:
         case ScaleType::kPow2RceilMul: return 4;
     }
     return 4;
@@ -193,7 +195,7 @@ Status finalize(Decl& d) {
     d.emax_elem = floor_log2(d.amp);
     d.amp_rcp = 1.0f / d.amp;  // binary32 division, RNE
     if (!takes_amax_floor(d.scale) && d.amax_floor != 0)
-        return bad("amax_floor", std::string("is for the scales fp32-amax-mul, fp32-amax-mul-rcp, e8m0-rceil-mul and pow2-rceil-mul; scale '") +
+        return bad("amax_floor", std::string("is for the scales fp32-amax-mul, fp32-amax-mul-rcp, fp32-amax-mul-inv, e8m0-rceil-mul and pow2-rceil-mul; scale '") +
                                      to_string(d.scale) + "' has its own floor (a library's: [conventions] scale_floor)");
     if (!(d.amax_floor >= 0) || !std::isfinite(d.amax_floor))
         return bad("amax_floor", "must be a finite binary32 value >= 0");
@@ -207,7 +209,7 @@ Status finalize(Decl& d) {
         if (multiplies(d.scale) && !(static_cast<double>(d.amax_floor) >= least))
             return bad("amax_floor", "scale '" + name + "' multiplies each element by A / max(absmax, amax_floor), which must be finite: "
                                      "amax_floor must be at least A / FLT_MAX = " + std::to_string(least) +
-                                     " (DeepEP floors the absmax at 1e-4, FlashInfer at 1e-12)");
+                                     " (DeepEP floors the absmax at 1e-4, FlashInfer and torchao at 1e-12)");
     }
     // Conventions (FORMATS.md section 10): each only where the format has the quantity it changes.
     const Conventions& c = d.conventions;

@@ -92,6 +92,7 @@ const std::vector<std::pair<std::string, ScaleType>> kScales{{"fp32-absmax", Sca
                                                              {"e8m0-ceil", ScaleType::kE8m0Ceil},
                                                              {"fp32-amax-mul", ScaleType::kFp32AmaxMul},
                                                              {"fp32-amax-mul-rcp", ScaleType::kFp32AmaxMulRcp},
+                                                             {"fp32-amax-mul-inv", ScaleType::kFp32AmaxMulInv},
                                                              {"e8m0-rceil-mul", ScaleType::kE8m0RceilMul},
                                                              {"pow2-rceil-mul", ScaleType::kPow2RceilMul},
                                                              {"none", ScaleType::kNone}};

@@ -186,6 +186,7 @@ void write_metadata(const FormatSpec& f, float scale, float offset, uint8_t* out
             case ScaleType::kFp32Absmax:
             case ScaleType::kFp32AmaxMul:
             case ScaleType::kFp32AmaxMulRcp:
+            case ScaleType::kFp32AmaxMulInv:
             case ScaleType::kPow2RceilMul: std::memcpy(out, &scale, 4); break;
             case ScaleType::kFp16Absmax: {
                 const uint16_t h = to_half_exact(scale);
@@ -223,6 +224,7 @@ void read_metadata(const FormatSpec& f, const uint8_t* in, float* scale, float* 
             case ScaleType::kFp32Absmax:
             case ScaleType::kFp32AmaxMul:
             case ScaleType::kFp32AmaxMulRcp:
+            case ScaleType::kFp32AmaxMulInv:
             case ScaleType::kPow2RceilMul: std::memcpy(scale, in, 4); break;
             case ScaleType::kFp16Absmax: {
                 uint16_t h;
@@ -407,7 +409,12 @@ const std::vector<FormatSpec>& all_builtin_formats() {
              {std::tuple{"fp8-e4m3-1x128", ScaleType::kFp32AmaxMulRcp, 1e-4f, 128},
               std::tuple{"fp8-e4m3-1x128-pow2", ScaleType::kPow2RceilMul, 1e-4f, 128},
               std::tuple{"fp8-e4m3-1x128-ue8m0", ScaleType::kE8m0RceilMul, 1e-4f, 128},
-              std::tuple{"flashinfer-fp8", ScaleType::kFp32AmaxMul, 1e-12f, 256}}) {
+              std::tuple{"flashinfer-fp8", ScaleType::kFp32AmaxMul, 1e-12f, 256},
+              // torchao's float8 cast (hp_tensor_and_scale_to_float8 with amax_to_scale): m = 448 /
+              // max(amax, 1e-12), codes sat(fl32(x m)), decoded as a GEMM scales them, by fl32(1 / m).
+              // Any block: a row's length is torchao's row-wise scaling; FSDP2's tensor-wise scale is
+              // the path's `scales = "per-tensor"` (docs/PATHS.md, D50).
+              std::tuple{"torchao-fp8-e4m3", ScaleType::kFp32AmaxMulInv, 1e-12f, 0}}) {
             Decl d = float_decl(4, 3, 7, FloatSpecial::kNanOnly, scale, block);
             d.amax_floor = floor;
             v.push_back(declared(name, d));

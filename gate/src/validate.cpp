@@ -142,6 +142,7 @@ bool normal_scale(const Decl& d, float s) {
         // and inside the normal range
         case ScaleType::kFp32AmaxMul:
         case ScaleType::kFp32AmaxMulRcp:
+        case ScaleType::kFp32AmaxMulInv:
         case ScaleType::kE8m0RceilMul:
         case ScaleType::kPow2RceilMul:
             return s > 4.0f * d.amax_floor / d.amp && s >= std::ldexp(1.0f, -125) && s < std::ldexp(1.0f, 126);

@@ -432,7 +432,8 @@ inline __attribute__((always_inline)) bool chunk_scales(const Decl& d, const uin
         case ScaleType::kE8m0RceilMul:
         case ScaleType::kPow2RceilMul:
         case ScaleType::kFp32AmaxMul:
-        case ScaleType::kFp32AmaxMulRcp: scales_mul(d, amax, n, s); break;
+        case ScaleType::kFp32AmaxMulRcp:
+        case ScaleType::kFp32AmaxMulInv: scales_mul(d, amax, n, s); break;
         case ScaleType::kNone:
             for (int64_t j = 0; j < n; ++j) s[j] = 1.0f;
             break;

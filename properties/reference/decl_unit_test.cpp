@@ -213,6 +213,32 @@ TEST(DeclGolden, DeepEpScaleIsNotTheReciprocalOfItsMultiplier) {
     EXPECT_TRUE(check_bounds(fi, x).holds);
 }
 
+TEST(DeclGolden, TorchaoStoresTheInverseOfItsMultiplier) {
+    // torchao-fp8-e4m3 (docs/SOURCES.md section 8): m = fl32(448 / a), s = fl32(1 / m), the scale a GEMM
+    // applies. For a = 0.6875: m = 0x4422E8BA (651.6364), s = 0x3AC92493, one ulp above fl32(a / 448) =
+    // 0x3AC92492 (flashinfer-fp8's); v = fl32(a m) = 448, code 0x7E, decoded fl32(448 s) = 0.6875 + 2^-24
+    // 4: the absmax one ulp high, where FlashInfer's scale decodes it exactly.
+    std::vector<float> x(64, 0.25f);
+    x[5] = 0.6875f;
+    const Quantized t = q_of("torchao-fp8-e4m3", x, 64);
+    EXPECT_EQ(std::bit_cast<uint32_t>(t.scales[0]), 0x3AC92493u);
+    EXPECT_EQ(t.codes[5], 0x7E);
+    EXPECT_EQ(t.decoded[5], std::nextafter(0.6875f, 1.0f));
+    std::vector<float> y(256, 0.25f);
+    y[5] = 0.6875f;
+    const Quantized fi = q_of("flashinfer-fp8", y, 256);
+    EXPECT_EQ(std::bit_cast<uint32_t>(fi.scales[0]), 0x3AC92492u);
+    EXPECT_EQ(fi.decoded[5], 0.6875f);
+    EXPECT_TRUE(check_bounds(t, x).holds);
+    // The floor: an all-zero block takes 1e-12's scale, fl32(1 / fl32(448 / fl32(1e-12))), and -0 keeps its sign.
+    std::vector<float> z(64, 0.0f);
+    z[3] = -0.0f;
+    const Quantized q0 = q_of("torchao-fp8-e4m3", z, 64);
+    EXPECT_EQ(q0.scales[0], 1.0f / (448.0f / 1e-12f));
+    EXPECT_EQ(q0.codes[3], 0x80);
+    EXPECT_TRUE(std::signbit(q0.decoded[3]));
+}
+
 TEST(DeclGolden, DeepEpAmaxFloor) {
     // Every element 1e-6 < F = fl32(1e-4): a' = F, s = fl32(F c) = 0x346FACAD (2.2321429e-7), m =
     // fl32(448 / F) = 4480000; v = fl32(1e-6 4480000) = 4.48, between 4 and 4.5 (step 0.5 in [4, 8)):

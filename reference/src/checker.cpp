@@ -367,10 +367,12 @@ double decl_e(const Decl& d, double a) {
             break;
         case ScaleType::kFp32AmaxMul:
         case ScaleType::kFp32AmaxMulRcp:
+        case ScaleType::kFp32AmaxMulInv:
         case ScaleType::kE8m0RceilMul:
         case ScaleType::kPow2RceilMul: {
             // W = max(w, F); s (or t, which the rceil scales round up to a power of two) is W / A
-            // rounded once (amax-mul) or twice (fl32(1/A), then the product), +- 2^-150 below normal.
+            // rounded once (amax-mul) or twice (fl32(1/A), then the product; -inv: m = fl32(A / W),
+            // then fl32(1 / m)), +- 2^-150 below normal.
             const double wf = std::max(w, static_cast<double>(d.amax_floor));
             const double up = wf / amp * (1 + u) * (1 + u) + 0x1p-149, dn = std::max(wf / amp * (1 - u) * (1 - u) - 0x1p-150, 0.0);
             if (multiplies(d.scale)) {

@@ -217,7 +217,7 @@ struct BlockScale {
     int64_t index = -1;  // the non-finite element (local)
     float a = 0, lo = 0, hi = 0, s = 0;
     float s_unrounded = 0;  // fp16: the binary32 scale before fl16 (for the message)
-    float m = 0;            // fp32-amax-mul(-rcp): the multiplier fl32(A / max(a, F)); 0 otherwise
+    float m = 0;            // fp32-amax-mul(-rcp, -inv): the multiplier fl32(A / max(a, F)); 0 otherwise
 };
 
 // The multiplier of a block of absmax a under a scale that multiplies: fl32(A / max(a, F)).
@@ -306,12 +306,16 @@ BlockScale block_scale(const Decl& d, std::span<const float> x) {
             break;
         }
         case ScaleType::kFp32AmaxMul:
-        case ScaleType::kFp32AmaxMulRcp: {
-            // FORMATS.md section 2: with a' = max(a, F), s = fl32(a' / A) (FlashInfer) or
-            // fl32(a' fl32(1/A)) (DeepEP), and the multiplier m = fl32(A / a') the elements take.
+        case ScaleType::kFp32AmaxMulRcp:
+        case ScaleType::kFp32AmaxMulInv: {
+            // FORMATS.md section 2: with a' = max(a, F), s = fl32(a' / A) (FlashInfer),
+            // fl32(a' fl32(1/A)) (DeepEP) or fl32(1 / m) (torchao), and the multiplier m = fl32(A / a')
+            // the elements take.
             const float af = std::max(a, d.amax_floor);
-            b.s = d.scale == ScaleType::kFp32AmaxMul ? div32(af, amp) : mul32(af, div32(1.0f, amp));
             b.m = multiplier_of(d, a);
+            b.s = d.scale == ScaleType::kFp32AmaxMul      ? div32(af, amp)
+                  : d.scale == ScaleType::kFp32AmaxMulRcp ? mul32(af, div32(1.0f, amp))
+                                                          : div32(1.0f, b.m);
             if (std::isinf(b.s)) {
                 b.s_unrounded = b.s;
                 b.problem = Problem::kScaleOverflow;

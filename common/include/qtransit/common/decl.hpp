@@ -18,10 +18,11 @@ enum class FloatSpecial : uint8_t { kIeee = 0, kNanOnly = 1, kNone = 2 };
 // casts do (FORMATS.md section 2): fp32-amax-mul stores fl32(a / A) and multiplies each element by
 // fl32(A / a) (FlashInfer), fp32-amax-mul-rcp stores fl32(a fl32(1/A)) instead (DeepEP);
 // e8m0-rceil-mul and pow2-rceil-mul round fl32(a fl32(1/A)) up to a power of two, stored as one
-// E8M0 byte or as a binary32 (DeepEP's round_scale, with and without UE8M0).
+// E8M0 byte or as a binary32 (DeepEP's round_scale, with and without UE8M0); fp32-amax-mul-inv
+// stores fl32(1 / m), the inverse scale a GEMM applies (torchao's float8 cast: FORMATS.md section 2).
 enum class ScaleType : uint8_t {
     kFp32Absmax = 0, kFp16Absmax = 1, kE8m0Floor = 2, kE8m0Rceil = 3, kNone = 4, kE8m0Even = 5, kE8m0Ceil = 6,
-    kFp32AmaxMul = 7, kFp32AmaxMulRcp = 8, kE8m0RceilMul = 9, kPow2RceilMul = 10,
+    kFp32AmaxMul = 7, kFp32AmaxMulRcp = 8, kE8m0RceilMul = 9, kPow2RceilMul = 10, kFp32AmaxMulInv = 11,
 };
 // A power-of-two scale stored as one E8M0 byte.
 inline bool is_e8m0(ScaleType s) {
@@ -31,9 +32,11 @@ inline bool is_e8m0(ScaleType s) {
 // A power-of-two scale (E8M0, or pow2-rceil-mul's binary32): x / s is exact in the normal range.
 inline bool is_pow2_scale(ScaleType s) { return is_e8m0(s) || s == ScaleType::kPow2RceilMul; }
 // A scale whose element encode is x times a multiplier m = fl32(A / max(a, amax_floor)) rounded apart
-// from the stored scale (so x / s and x m differ): fp32-amax-mul and fp32-amax-mul-rcp.
-inline bool multiplies(ScaleType s) { return s == ScaleType::kFp32AmaxMul || s == ScaleType::kFp32AmaxMulRcp; }
-// A scale computed from max(a, amax_floor) (the key `amax_floor`): the four "-mul" scales.
+// from the stored scale (so x / s and x m differ): fp32-amax-mul, fp32-amax-mul-rcp and fp32-amax-mul-inv.
+inline bool multiplies(ScaleType s) {
+    return s == ScaleType::kFp32AmaxMul || s == ScaleType::kFp32AmaxMulRcp || s == ScaleType::kFp32AmaxMulInv;
+}
+// A scale computed from max(a, amax_floor) (the key `amax_floor`): the five "-mul" scales.
 inline bool takes_amax_floor(ScaleType s) {
     return multiplies(s) || s == ScaleType::kE8m0RceilMul || s == ScaleType::kPow2RceilMul;
 }

@@ -107,6 +107,10 @@ QT_HD_BLOCK float decl_scale_t(const Decl& d, float a) {
     } else if constexpr (S == ScaleType::kFp32AmaxMulRcp) {
         // DeepEP: s = fl32(max(a, F) fl32(1/A)), not the reciprocal of the m the elements are multiplied by.
         return mul_rn(fmax_(a, d.amax_floor), d.amp_rcp);
+    } else if constexpr (S == ScaleType::kFp32AmaxMulInv) {
+        // torchao: s = fl32(1 / m), the inverse of the multiplier m = fl32(A / max(a, F)) (what a GEMM
+        // applies to the codes: addmm_float8_unwrapped's scale.reciprocal()).
+        return div_rn(1.0f, div_rn(d.amp, fmax_(a, d.amax_floor)));
     } else if constexpr (S == ScaleType::kE8m0RceilMul || S == ScaleType::kPow2RceilMul) {
         // DeepEP's round_scale: t = fl32(max(a, F) fl32(1/A)) rounded up to a power of two, read from
         // t's bits: the exponent field, plus one for any mantissa bit; a subnormal t (field 0) is
@@ -124,7 +128,7 @@ QT_HD_BLOCK float decl_scale_t(const Decl& d, float a) {
         return 1.0f;
     }
 }
-// The multiplier of fp32-amax-mul and fp32-amax-mul-rcp: m = fl32(A / max(a, F)), finite (finalize:
+// The multiplier of fp32-amax-mul, -mul-rcp and -mul-inv: m = fl32(A / max(a, F)), finite (finalize:
 // F >= A / FLT_MAX) and rounded apart from the scale; each element's quotient is fl32(x m).
 QT_HD_BLOCK float decl_multiplier(const Decl& d, float a) { return div_rn(d.amp, fmax_(a, d.amax_floor)); }
 QT_HD_BLOCK float decl_scale(const Decl& d, float a) {
@@ -137,6 +141,7 @@ QT_HD_BLOCK float decl_scale(const Decl& d, float a) {
         case ScaleType::kE8m0Ceil: return decl_scale_t<ScaleType::kE8m0Ceil>(d, a);
         case ScaleType::kFp32AmaxMul: return decl_scale_t<ScaleType::kFp32AmaxMul>(d, a);
         case ScaleType::kFp32AmaxMulRcp: return decl_scale_t<ScaleType::kFp32AmaxMulRcp>(d, a);
+        case ScaleType::kFp32AmaxMulInv: return decl_scale_t<ScaleType::kFp32AmaxMulInv>(d, a);
         case ScaleType::kE8m0RceilMul: return decl_scale_t<ScaleType::kE8m0RceilMul>(d, a);
         case ScaleType::kPow2RceilMul: return decl_scale_t<ScaleType::kPow2RceilMul>(d, a);
         case ScaleType::kNone: return 1.0f;
