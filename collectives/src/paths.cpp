@@ -1180,11 +1180,46 @@ std::string host_only_problem(PathKind path, Divide divide, Backend backend, con
     return "";
 }
 
+float tensor_amax(const PathConfig& c, const Inputs& inputs) {
+    // The gathered tensor is every rank's own shard (ring-ag: rank r sends its elements [r S, (r + 1) S)).
+    constexpr int64_t kChunk = 1 << 16;
+    const int64_t s = c.shard();
+    std::vector<float> buf(static_cast<size_t>(std::min<int64_t>(kChunk, std::max<int64_t>(s, 1))));
+    float amax = 0.0f;
+    for (int64_t r = 0; r < c.ranks; ++r)
+        for (int64_t first = r * s; first < (r + 1) * s; first += kChunk) {
+            const int64_t len = std::min(kChunk, (r + 1) * s - first);
+            inputs.fill(r, first, len, buf.data());
+            for (int64_t i = 0; i < len; ++i) {
+                const float a = std::fabs(buf[static_cast<size_t>(i)]);
+                if (std::isfinite(a)) amax = std::max(amax, a);  // a NaN or inf input is refused by the run itself
+            }
+        }
+    return amax;
+}
+
+Status resolve_tensor_scale(PathConfig& c, const Inputs& inputs) {
+    if (!c.tensor_scale) return Status::Ok();
+    if (auto st = validate(c); !st) return st;
+    set_tensor_amax(c, tensor_amax(c, inputs));
+    return Status::Ok();
+}
+
+void set_tensor_amax(PathConfig& c, float amax) {
+    auto d = std::make_shared<Decl>(*c.format.decl);
+    d->amax_floor = std::max(d->amax_floor, amax);
+    c.format.decl = std::move(d);
+    c.tensor_amax = amax;
+}
+
 Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& inputs, int threads,
                             const std::function<void(size_t, int, const ColumnRecord&)>& sink, Backend backend) {
     if (paths.empty()) return RunTotals{};
     for (const auto& p : paths) {
         if (auto st = validate(p); !st) return st.error();
+        if (p.tensor_scale && !(p.tensor_amax >= 0))
+            return make_error(ErrorCode::kInternal, "internal error: " + p.path_name() + "'s per-tensor scale was not resolved "
+                                                    "(collectives::resolve_tensor_scale) before it ran");
         if (!p.stage_formats.empty() && backend != Backend::kCpu)
             return make_error(ErrorCode::kInvalidArgument, std::string("per-stage formats (") + p.format_name() +
                                                                ") run with --backend cpu for now; the " + to_string(backend) +

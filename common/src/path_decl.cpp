@@ -192,10 +192,7 @@ Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
     if (const toml::node* v = req("scales")) {
         auto s = get_one_of(c, *v, "scales", {"per-block", "per-tensor"});
         if (!s) return s.error();
-        if (*s == "per-tensor")
-            return c.err(v->source(), "scales",
-                         "\"per-tensor\" (one scale per tensor from an all-reduced amax, as FSDP's float8 all-gather) is not modeled yet: "
-                         "the amax all-reduce is not in the ledger, so no bound follows; use a format whose block is the whole shard");
+        d.scales = *s;
     }
 
     // The schedule: (collective, exchange, quantized) and then requantize or the types.
@@ -333,6 +330,7 @@ Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
     if (d.rotation) pc.rotation = *d.rotation;
     if (d.output) pc.output = *d.output;
     if (d.input) pc.input = *d.input;
+    pc.tensor_scale = d.per_tensor();
     if (d.fixes_wire()) {
         auto f = resolve_format(d.wire[0]);
         if (!f) return f.error();
@@ -355,9 +353,18 @@ Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
         pc.format = FormatSpec{};  // checked against the run's format when it runs
         pc.rotation = Rotation::kEachHop;
     }
+    if (pc.tensor_scale && !d.fixes_wire()) {  // the run's format is checked when it runs; the schedule now
+        if (!quantized) return c.err(req("scales")->source(), "scales", "\"per-tensor\" scales a quantized wire; this path has none");
+        auto f = resolve_format("flashinfer-fp8");  // a format that takes a tensor's scale, standing in for the run's
+        if (!f) return f.error();
+        pc.format = *f;
+        pc.block = f->fixed_block();
+        pc.elements = 8 * pc.block;
+    }
     if (auto st = validate(pc); !st) {
         const std::string& m = st.error().message;
         const char* key = m.starts_with("output ")                  ? "output"
+                          : m.starts_with("scales ")                  ? "scales"
                           : m.starts_with("input ")                   ? "input"
                           : m.find("--divide") != std::string::npos   ? "divide"
                           : m.find("--rotation") != std::string::npos ? "rotation"
@@ -446,6 +453,13 @@ std::string builtin_text() {
          "add = \"fp32\"\nstored = \"fp32\"\ninput = \"bf16\"\noutput = \"bf16\"\n"
          "source = \"DeepEP low-latency combine (csrc/kernels/legacy/internode_ll.cu 1073-1125, deepseek-ai/DeepEP dd758ca): bf16 "
          "expert outputs summed in binary32, rounded to bf16 once; top-k weights of 1, the slots in the ring's order\"\n\n";
+    // FSDP2's float8 all-gather with torchao (pytorch/ao torchao/float8/fsdp_utils.py 0a4b91d4,
+    // float8_utils.py 00141f40, float8_tensor.py 0a45ccd1; D50): each rank casts its shard of the
+    // weight to E4M3 with one scale, 448 / the all-reduced amax, and the codes are gathered as they are.
+    t += "[[path]]\nname = \"fsdp-float8-ag\"\ncollective = \"all-gather\"\nexchange = \"ring\"\nwire = \"torchao-fp8-e4m3\"\n"
+         "requantize = \"once\"\nscales = \"per-tensor\"\n"
+         "source = \"FSDP2 with torchao float8 all-gather (WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather, torchao/float8/fsdp_utils.py "
+         "0a4b91d4; amax_to_scale, float8_utils.py 00141f40): one E4M3 scale per tensor, 448 / max(all-reduced amax, 1e-12)\"\n\n";
     // FlashInfer's FP8 all-reduce (flashinfer-ai/flashinfer fb28d72, quantized_all_reduce's
     // _fp8_blockscale_2shot_kernel; docs/SOURCES.md section 4.1a, D46): bf16 in and out, E4M3 per 256
     // values, the sum in binary32 in rank order; the owner's stripe is not requantized.
@@ -467,7 +481,7 @@ Registry& registry() {
 
 bool same_decl(const PathDecl& a, const PathDecl& b) {
     return a.name == b.name && a.kind == b.kind && a.accum == b.accum && a.divide == b.divide && a.rotation == b.rotation && a.wire == b.wire &&
-           a.output == b.output && a.input == b.input;
+           a.output == b.output && a.input == b.input && a.scales == b.scales;
 }
 
 }  // namespace
@@ -535,6 +549,7 @@ std::string path_decl_to_toml(const PathDecl& d) {
     if (d.rotation) t += "rotation = " + q(to_string(*d.rotation)) + "\n";
     if (d.input) t += "input = " + q(to_string(*d.input)) + "\n";
     if (d.output) t += "output = " + q(to_string(*d.output)) + "\n";
+    if (d.per_tensor()) t += "scales = " + q(d.scales) + "\n";
     return t;
 }
 

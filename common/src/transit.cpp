@@ -200,6 +200,21 @@ Status validate(const PathConfig& c) {
             if (auto st = f.check_block(c.block); !st) return st;
         if (c.codec) return bad("a codec plugin implements one format; per-stage formats run qtransit's own kernels");
     }
+    if (c.tensor_scale) {  // D50: one amax for the tensor, through the format's amax floor
+        const std::string name = c.path_name();
+        if (c.path != PathKind::kRingAg)
+            return bad("scales per-tensor: " + std::string(path_info(c.path).name) +
+                       " is not modeled with a tensor's scale (only a gather that quantizes once, ring-ag: a partial sum "
+                       "requantized on the way would need an amax all-reduce per hop)");
+        if (c.codec) return bad("scales per-tensor: a codec plugin computes its own scales");
+        if (c.format.kind != FormatKind::kDecl || !takes_amax_floor(c.format.decl->scale))
+            return bad("scales per-tensor needs a scale computed from max(absmax, amax_floor) (fp32-amax-mul, fp32-amax-mul-rcp, "
+                       "fp32-amax-mul-inv, e8m0-rceil-mul, pow2-rceil-mul: torchao-fp8-e4m3, flashinfer-fp8, fp8-e4m3-1x128, ...); " +
+                       c.format_name() + " takes each block's own absmax");
+        if (c.input != Accum::kFp32)
+            return bad("scales per-tensor with input " + std::string(to_string(c.input)) + " is not modeled: the amax is taken of the "
+                       "inputs as given");
+    }
     if (c.path == PathKind::kTreeRs && !std::has_single_bit(static_cast<uint64_t>(c.ranks)))
         return bad("tree-rs needs N a power of two, got N = " + std::to_string(c.ranks));
     if (c.rotation == Rotation::kEndToEnd) {  // D28

@@ -172,6 +172,7 @@ Result<std::vector<std::vector<PathConfig>>> sweep_groups(const SweepSpec& spec)
                 if (auto d = find_path_decl(c.label)) {
                     if (d->output) c.output = *d->output;
                     if (d->input) c.input = *d->input;
+                    c.tensor_scale = d->per_tensor();  // D50: resolved from the group's inputs when it runs
                 }
             c.format = spec.format;
             c.stage_formats = spec.stage_formats;
@@ -186,6 +187,9 @@ Result<std::vector<std::vector<PathConfig>>> sweep_groups(const SweepSpec& spec)
             c.rotation = spec.rotation;
             c.seed = spec.seed;  // stochastic rounding's key (docs/FORMATS.md section 4)
             c.codec = typed_path(p) ? nullptr : spec.codec;  // nothing to quantize there
+            if (c.tensor_scale && one_process_per_rank(spec.backend))
+                return make_error(ErrorCode::kInvalidArgument, c.path_name() + ": scales per-tensor run with --backend cpu or device for now (the "
+                                                               "amax all-reduce is taken in one process, over every rank's inputs)");
             if (auto st = validate(c); !st) {  // named once: some messages start with the path's name already
                 const std::string name = c.path_name();
                 const std::string& m = st.error().message;
@@ -486,6 +490,18 @@ Result<RunRow> GroupRun::row(size_t k, const collectives::RunTotals& totals, dou
             r.bytes_per_rank = static_cast<double>(c.elements * in + c.shard() * out);
             r.cross_node_bytes_per_rank = c.ranks > c.ranks_per_node ? r.bytes_per_rank : 0.0;
         }
+    // A tensor's scale (D50): no scale travels with the codes (every rank computed it from the
+    // all-reduced amax: FSDP2 keeps it as the gather's metadata), and the amax all-reduce itself is
+    // one binary32 through a ring all-reduce, 2 (N - 1) / N x 4 bytes. The transport counted a scale
+    // per block of each message; take them back out.
+    if (g_[k].tensor_scale) {
+        const PathConfig& c = g_[k];
+        const double blocks = static_cast<double>((c.shard() + c.block - 1) / c.block);
+        const double was = r.bytes_per_rank;
+        r.bytes_per_rank = was - static_cast<double>(c.ranks - 1) * blocks * c.format.decl->scale_bytes() +
+                           8.0 * static_cast<double>(c.ranks - 1) / static_cast<double>(c.ranks);
+        if (was > 0) r.cross_node_bytes_per_rank *= r.bytes_per_rank / was;
+    }
     for (const auto& [checked, wrong] : kcount_[k]) {
         r.k_checked += checked;
         r.k_mismatches += wrong;
@@ -563,6 +579,8 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
         std::vector<RunRow> made;
         if (!g->empty()) {
             const auto inputs = sweep_inputs(spec, n);
+            for (auto& c : *g)  // D50: a tensor's scale from every rank's inputs, for the run and its checker alike
+                if (auto st = collectives::resolve_tensor_scale(c, *inputs); !st) return st.error();
             auto rows = GroupRun(spec, std::move(*g), threads).run(*inputs);
             if (!rows) return rows.error();
             made = std::move(*rows);
@@ -612,6 +630,10 @@ nlohmann::json run_json(const RunRow& r, const std::string& dist, uint64_t seed)
     if (!r.config.label.empty()) j["schedule"] = path_info(r.config.path).name;  // a declared path's (docs/PATHS.md)
     if (r.config.input != Accum::kFp32) j["input"] = to_string(r.config.input);     // a declared input type (D47)
     if (r.config.output != Accum::kFp32) j["output"] = to_string(r.config.output);  // a declared output type (D46)
+    if (r.config.tensor_scale) {  // D50: one scale for the tensor, from this amax of every rank's inputs
+        j["scales"] = "per-tensor";
+        j["tensor_amax"] = r.config.tensor_amax;
+    }
     if (r.config.saturates()) {  // NCCL's FP8 paths (D41): the outputs a clamp reached
         j["saturated_outputs"] = s.saturated_outputs;
         j["max_saturations"] = s.max_saturations;

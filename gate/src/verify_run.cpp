@@ -674,6 +674,21 @@ Status ChunkVerifier::column(int64_t first, int64_t len) {
 Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, const ChunkTensors& t) { return ChunkVerifier(spec, t).run(); }
 
 Result<CollectiveVerification> verify_chunks(const CollectiveVerifySpec& spec, std::span<const ChunkTensors> chunks) {
+    if (spec.config.tensor_scale && !(spec.config.tensor_amax >= 0)) {
+        // D50: the tensor's scale from the dumped inputs, every owner's shard (the chunks of one process
+        // hold every rank's: a tensor's scale is refused under mpi, where they do not).
+        if (chunks.size() != static_cast<size_t>(spec.config.ranks))
+            return make_error(ErrorCode::kInvalidArgument, spec.config.path_name() + ": scales per-tensor need every rank's inputs in one "
+                                                           "process (--backend cpu)");
+        float amax = 0.0f;
+        const int64_t s = spec.config.shard();
+        for (const ChunkTensors& t : chunks)
+            for (int64_t e = std::max(t.in_lo, t.chunk * s); e < std::min(t.in_hi, (t.chunk + 1) * s); ++e)
+                if (const float a = std::fabs(t.input(t.chunk, e)); std::isfinite(a)) amax = std::max(amax, a);
+        CollectiveVerifySpec resolved = spec;
+        collectives::set_tensor_amax(resolved.config, amax);
+        return verify_chunks(resolved, chunks);
+    }
     CollectiveVerification total = empty_verification(spec);
     std::vector<std::optional<Result<CollectiveVerification>>> results(chunks.size());
     std::atomic<size_t> next{0};

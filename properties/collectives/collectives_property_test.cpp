@@ -638,3 +638,48 @@ RC_GTEST_PROP(Inputs, GeneratedTableHoldsTheGeneratorsBits, ()) {
         RC_ASSERT(same);
     }
 }
+
+// scales = "per-tensor" (D50, FSDP2's float8 all-gather): one amax over every rank's shard, every block's
+// scale the same, the bounds holding in exact arithmetic; a config whose amax was never taken is refused.
+TEST(Paths, PerTensorScaleIsTheTensorsForEveryBlock) {
+    PathConfig c = small_config(PathKind::kRingAg, 4, 2, 256);
+    c.format = *qt::parse_format("torchao-fp8-e4m3");
+    c.tensor_scale = true;
+    std::vector<float> x(static_cast<size_t>(c.ranks * c.elements));
+    for (int64_t r = 0; r < c.ranks; ++r)
+        qt::kernels::generate_span(qt::kernels::Distribution::kNormal, 9, static_cast<uint32_t>(r), 0,
+                                   std::span<float>(x.data() + r * c.elements, static_cast<size_t>(c.elements)));
+    // rank 3 holds the amax in its own shard; rank 0 a larger value outside its shard, which is not gathered
+    x[static_cast<size_t>(3 * c.elements + 3 * c.shard() + 5)] = -37.5f;
+    x[static_cast<size_t>(0 * c.elements + c.shard() + 1)] = 1000.0f;
+    qt::collectives::ArrayInputs in(x, c.elements);
+    const auto unresolved = qt::collectives::run_paths({c}, in, 1, [](size_t, int, const ColumnRecord&) {});
+    ASSERT_FALSE(unresolved.ok());
+    EXPECT_NE(unresolved.error().message.find("per-tensor scale was not resolved"), std::string::npos) << unresolved.error().message;
+    ASSERT_TRUE(qt::collectives::resolve_tensor_scale(c, in).ok());
+    EXPECT_EQ(c.tensor_amax, 37.5f);
+    EXPECT_EQ(c.format.name(), "torchao-fp8-e4m3");
+    qt::reference::PathChecker checker(c);
+    std::vector<float> scales;
+    auto totals = qt::collectives::run_paths({c}, in, 1, [&](size_t, int, const ColumnRecord& rec) {
+        checker.add(rec);
+        for (const auto& e : rec.events) scales.push_back(e.scale);
+    });
+    ASSERT_TRUE(totals.ok()) << totals.error().message;
+    const auto st = checker.stats();
+    EXPECT_TRUE(st.bound_holds) << st.first_violation;
+    EXPECT_EQ(st.k_min, 1);
+    EXPECT_EQ(st.k_max, 1);
+    ASSERT_EQ(scales.size(), static_cast<size_t>(c.elements / c.block));
+    // fl32(1 / m), m = fl32(448 / 37.5), in every block
+    const float m = 448.0f / 37.5f;
+    for (float s : scales) EXPECT_EQ(s, 1.0f / m);
+    // Not per-tensor: the same format's blocks take their own absmax, and the scales differ.
+    c = small_config(PathKind::kRingAg, 4, 2, 256);
+    c.format = *qt::parse_format("torchao-fp8-e4m3");
+    scales.clear();
+    ASSERT_TRUE(qt::collectives::run_paths({c}, in, 1, [&](size_t, int, const ColumnRecord& rec) {
+                    for (const auto& e : rec.events) scales.push_back(e.scale);
+                }).ok());
+    EXPECT_NE(*std::min_element(scales.begin(), scales.end()), *std::max_element(scales.begin(), scales.end()));
+}

@@ -85,7 +85,9 @@ TEST(PathDecl, EveryBuiltInPathIsADeclarationThatResolvesToItself) {
     for (const auto& d : b)
         EXPECT_EQ(d.output.has_value(), d.name == "flashinfer-fp8-2shot" || d.name == "deepep-bf16-combine" || d.name.ends_with("-nvls-ar"))
             << d.name;
-    EXPECT_EQ(b.size(), all_paths().size() + 6 + 2 + 3 + 2);
+    for (const auto& d : b) EXPECT_EQ(d.per_tensor(), d.name == "fsdp-float8-ag") << d.name;
+    // + ncclAvg's 6, NVLS's 2, DeepEP's 3 dispatches and its combine, FlashInfer's, FSDP2's float8
+    EXPECT_EQ(b.size(), all_paths().size() + 6 + 2 + 3 + 2 + 1);
 }
 
 TEST(PathDecl, PrintsBackToTheSameResolution) {
@@ -144,6 +146,23 @@ TEST(PathDecl, AUsersDeclarationResolvesToItsSchedule) {
     EXPECT_EQ((*g)[0].kind, PathKind::kRingAgRequant);
 }
 
+TEST(PathDecl, FsdpFloat8AllGatherIsRingAgWithATensorsScale) {
+    auto d = find_path_decl("fsdp-float8-ag");
+    ASSERT_TRUE(d.ok()) << d.error().message;
+    EXPECT_EQ(d->kind, PathKind::kRingAg);
+    EXPECT_TRUE(d->per_tensor());
+    EXPECT_EQ(d->wire_text(), "torchao-fp8-e4m3");
+    // printed back and read again: the same declaration, per-tensor included
+    auto again = parse_path_decls(path_decl_to_toml(*d), "again.toml");
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_TRUE((*again)[0].per_tensor());
+    // a user's own: DeepEP's 1x128 cast with a tensor's amax, over a dispatch
+    auto u = parse_path_decls(one("collective = \"dispatch\"\nexchange = \"all-to-all\"\nwire = \"fp8-e4m3-1x128\"\nrequantize = \"once\"\n"
+                                  "scales = \"per-tensor\"\n"), "u.toml");
+    ASSERT_TRUE(u.ok()) << u.error().message;
+    EXPECT_TRUE((*u)[0].per_tensor());
+}
+
 TEST(PathDecl, WhatNoScheduleComputesIsRefusedWithTheReason) {
     const std::pair<std::string, std::string> cases[] = {
         {one("collective = \"all-reduce\"\nexchange = \"ring\"\nwire = \"int8\"\n"),
@@ -151,7 +170,14 @@ TEST(PathDecl, WhatNoScheduleComputesIsRefusedWithTheReason) {
         {one("collective = \"all-reduce\"\nexchange = \"ring\"\nwire = \"none\"\nadd = \"fp32\"\nstored = \"fp8-e4m3\"\n"),
          "an FP8 sum added in binary32, as NCCL's symmetric kernels do, is not modeled"},
         {one("collective = \"all-reduce\"\nexchange = \"ring\"\nwire = \"none\"\n"), "path[0].stored: missing"},
-        {one("collective = \"reduce-scatter\"\nexchange = \"ring\"\nwire = \"int8\"\nscales = \"per-tensor\"\n"), "is not modeled yet"},
+        {one("collective = \"reduce-scatter\"\nexchange = \"ring\"\nwire = \"int8\"\nscales = \"per-tensor\"\n"),
+         "path[0].scales: scales per-tensor: ring-rs is not modeled with a tensor's scale"},
+        {one("collective = \"reduce-scatter\"\nexchange = \"ring\"\nwire = \"any\"\nscales = \"per-tensor\"\n"),
+         "path[0].scales: scales per-tensor: ring-rs is not modeled with a tensor's scale"},
+        {one("collective = \"all-gather\"\nexchange = \"ring\"\nwire = \"int8\"\nrequantize = \"once\"\nscales = \"per-tensor\"\n"),
+         "path[0].scales: scales per-tensor needs a scale computed from max(absmax, amax_floor)"},
+        {one("collective = \"all-reduce\"\nexchange = \"ring\"\nwire = \"none\"\nstored = \"bf16\"\nscales = \"per-tensor\"\n"),
+         "path[0].scales: \"per-tensor\" scales a quantized wire"},
         {one("collective = \"all-gather\"\nexchange = \"ring\"\nwire = \"int8\"\n"), "path[0].requantize: missing"},
         {one("collective = \"all-gather\"\nexchange = \"ring\"\nwire = \"int8\"\nrequantize = \"once\"\ndivide = \"pre\"\n"),
          "path[0].divide:"},

@@ -135,6 +135,10 @@ Result<CollectiveVerifySpec> VerifyCollectiveRequest::validate() const {
         if (decl->rotation) spec.config.rotation = *decl->rotation;
         if (decl->output) spec.config.output = *decl->output;
         if (decl->input) spec.config.input = *decl->input;
+        spec.config.tensor_scale = decl->per_tensor();  // D50: the amax from the dumped inputs
+        if (spec.config.tensor_scale && a.backend == "mpi")
+            return refuse("--path " + decl->name + " takes one scale per tensor from every rank's inputs: verify it with --backend cpu "
+                          "(one process reads them all)");
     }
     std::string format_name = a.format;
     if (decl && decl->fixes_wire()) {

@@ -36,6 +36,8 @@ struct PathDecl {
     // The type the inputs are cast to first (PathConfig::input, D47); left out: as given.
     std::optional<Accum> input;
 
+    // scales = "per-tensor" (PathConfig::tensor_scale, D50): one amax for the whole tensor.
+    bool per_tensor() const { return scales == "per-tensor"; }
     bool wire_any() const { return wire.size() == 1 && wire[0] == "any"; }
     bool wire_none() const { return wire.size() == 1 && wire[0] == "none"; }
     // Whether it names its own wire formats (neither "any" nor "none").

@@ -182,6 +182,14 @@ struct PathConfig {
     // a bf16 tensor sees (FlashInfer's, DeepEP's combine). kFp32: the inputs as given. The 16-bit
     // paths cast to their own type already (D26) and take no other. Declared paths only.
     Accum input = Accum::kFp32;
+    // scales = "per-tensor" (D50, declared paths only): every block's scale comes from one amax of the
+    // whole tensor, every rank's inputs (the all-reduced amax of FSDP2's float8 all-gather), not from
+    // the block's own. Only with a scale computed from max(absmax, amax_floor) (the "-mul" scales):
+    // collectives::resolve_tensor_scale() takes the amax and raises the format's amax_floor to it,
+    // so that every block's max(a, F) is max(tensor amax, F), in the kernels and the reference
+    // alike. tensor_amax is that amax once resolved (-1 before: run_paths refuses it).
+    bool tensor_scale = false;
+    float tensor_amax = -1.0f;
     std::string path_name() const { return label.empty() ? std::string(path_info(path).name) : label; }
     // Whether a value can clamp at an FP8 type's largest finite value on its way: an FP8 add (D41) or
     // an FP8 output type (NVLS's one rounding, D49). Such runs count the outputs a clamp reached.
