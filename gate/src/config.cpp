@@ -164,9 +164,6 @@ auto parsed_of(const Ctx& c, const toml::node& n, const std::string& key, Parse 
     if (!x) return c.err(n.source(), key, x.error().message);
     return x;
 }
-Result<PathKind> path_of(const Ctx& c, const toml::node& n, const std::string& key) {
-    return parsed_of(c, n, key, [](const std::string& s) { return parse_path(s); });
-}
 Result<std::vector<kernels::Distribution>> dists_of(const Ctx& c, const toml::node& n, const std::string& key) {
     auto names = get_strs(c, n, key);
     if (!names) return names.error();
@@ -349,9 +346,11 @@ Result<ScalingRule> scaling_rule_of(const Ctx& c, const std::string& at, const t
     for (auto&& [sk, sv] : t) {
         const std::string s(sk.str()), name = at + "." + s;
         if (s == "path") {
-            auto p = path_of(c, sv, name);
-            if (!p) return p.error();
-            r.path = *p;
+            // A built-in path, or a declared one that gate.paths names (resolved by validate_keys).
+            auto x = get_str(c, sv, name);
+            if (!x) return x.error();
+            if (auto p = parse_path(*x)) r.path = *p;
+            else r.label = *x;
             have_path = true;
         } else if (s == "formats") {
             auto f = formats_of(c, sv, name, &r.staged);
@@ -375,7 +374,10 @@ Result<ScalingRule> scaling_rule_of(const Ctx& c, const std::string& at, const t
     }
     if (!have_path) return c.err(e.source(), at + ".path", "is required");
     if (r.min > r.max) return c.err(e.source(), at + ".min", "is greater than max");
-    if (!r.staged.empty() && format_stages(r.path).empty())
+    if (!r.label.empty() && !r.staged.empty())
+        return c.err(e.source(), at + ".formats", "per-stage lists are for the built-in paths with stages; a declared path runs its own wire "
+                                                  "or each of gate.formats");
+    if (r.label.empty() && !r.staged.empty() && format_stages(r.path).empty())
         return c.err(e.source(), at + ".formats", std::string("path ") + path_info(r.path).name + " has one stage; " +
                                                      stages_name(r.staged.front()) +
                                                      " runs on a2a-hier-rs, two-shot-ar and hpz-ag-requant");
@@ -644,6 +646,37 @@ Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
                            "N = " + std::to_string(b.ranks) + " is not one the gate runs " + b.path_name() + " at");
         }
     }
+    // A scaling rule naming a declared path: one gate.paths names; its schedule, and the format its runs
+    // carry when the declaration fixes one (a rule's formats must then be that one, or left out).
+    for (size_t i = 0; i < cfg.scaling.size(); ++i) {
+        auto& r = cfg.scaling[i];
+        const std::string k = "scaling[" + std::to_string(i) + "]";
+        if (r.label.empty() && typed_path(r.path)) {  // a 16-bit or FP8 path's runs carry its type, fitted under it
+            r.run_format = to_string(path_info(r.path).element);
+            if (!r.formats.empty() || !r.staged.empty())
+                return err(k, std::string("path ") + path_info(r.path).name + " quantizes nothing: its runs carry its type " + r.run_format +
+                                  " (leave formats out)");
+        }
+        if (r.label.empty()) continue;
+        const PathDecl* d = nullptr;
+        for (const auto& x : cfg.declared)
+            if (x.name == r.label) d = &x;
+        if (!d) {
+            std::string names;
+            for (const auto& x : cfg.declared) names += (names.empty() ? "" : ", ") + x.name;
+            return err(k, "path " + r.label + " is neither a built-in path nor a declared path gate.paths names" +
+                              (names.empty() ? std::string(" (it names none)") : " (it names " + names + ")"));
+        }
+        r.path = d->kind;
+        r.run_format = typed_path(d->kind) ? std::string(to_string(path_info(d->kind).element))
+                       : d->fixes_wire()   ? d->wire_text()
+                       : d->wire_none()    ? std::string("none")
+                                           : std::string();
+        if (!r.run_format.empty())
+            for (const auto& f : r.formats)
+                if (f.name() != r.run_format)
+                    return err(k, "path " + r.label + " runs with its own wire " + r.run_format + ", not format " + f.name() + " (leave formats out)");
+    }
     // A declared path's budget with a wire of its own skipped the format checks above: its dist and N.
     for (size_t i = 0; i < cfg.budgets.size(); ++i) {
         const auto& b = cfg.budgets[i];
@@ -745,17 +778,12 @@ Status check_user_scaling(const Ctx& user, const GateConfig& cfg, const Lines& l
         const auto& r = cfg.scaling[i];
         const std::string k = "scaling[" + std::to_string(i) + "]";
         auto err = [&](const std::string& what) { return key_error(user, lines, k, what); };
-        if (std::find(cfg.paths.begin(), cfg.paths.end(), r.path) == cfg.paths.end())
+        if (r.label.empty() && std::find(cfg.paths.begin(), cfg.paths.end(), r.path) == cfg.paths.end())
             return err(std::string("path ") + path_info(r.path).name + " is not in gate.paths");
-        // A 16-bit path's runs carry no format whose error could be fitted: the rule would be a skip
-        // on every run, and the gate passed over it.
-        if (typed_path(r.path))
-            return err(std::string("path ") + path_info(r.path).name + " quantizes nothing (a 16-bit path, D26): its runs carry no format "
-                       "whose error could be fitted, so the rule could never be checked");
         // An exponent is fitted over N: at one N the rule could only ever be skipped, and a gate of
         // skips passes (issue 46).
-        if (const auto ns = ns_of(cfg, r.path); ns.size() < 2)
-            return err(std::string("path ") + path_info(r.path).name + " runs at " + (ns.empty() ? "no N" : "one N (" + std::to_string(ns[0]) + ")") +
+        if (const auto ns = r.label.empty() ? ns_of(cfg, r.path) : ns_of(cfg, PathKind::kRingRs); ns.size() < 2)  // a declared path: the gate's N
+            return err("path " + r.path_name() + " runs at " + (ns.empty() ? "no N" : "one N (" + std::to_string(ns[0]) + ")") +
                        " in this gate: a scaling exponent is fitted over two or more; add an N to gate." +
                        (r.path == PathKind::kTreeRs ? "tree_ranks" : "ranks") + ", or remove the rule");
         for (const auto& f : r.formats)
@@ -802,6 +830,13 @@ Result<GateConfig> parse_gate_config(const std::string& toml, const std::string&
                 });
             }
         }
+        // The default gate's rules on declared paths (NCCL's FP8 NVLS, FlashInfer's, DeepEP's, FSDP2's
+        // float8) apply where the user's gate.paths names them too; elsewhere they have nothing to fit.
+        if (!u_has_scaling)
+            std::erase_if(cfg.scaling, [&](const ScalingRule& r) {
+                return !r.label.empty() &&
+                       std::none_of(cfg.declared.begin(), cfg.declared.end(), [&](const PathDecl& d) { return d.name == r.label; });
+            });
         // The default gate's budgets bound what the default gate runs: where the user's gate runs
         // another path, format or distribution, they do not apply (and are no error of the user's).
         if (!u->contains("budget"))
@@ -816,7 +851,12 @@ Result<GateConfig> parse_gate_config(const std::string& toml, const std::string&
     // The default gate's rules where the user's gate runs a path at one N cannot fit there: they do
     // not apply (as its budgets do not), rather than stand as skips.
     if (source != "default" && !u_has_scaling)
-        std::erase_if(cfg.scaling, [&](const ScalingRule& r) { return ns_of(cfg, r.path).size() < 2 || typed_path(r.path); });
+        std::erase_if(cfg.scaling, [&](const ScalingRule& r) {
+            return r.label.empty() ? ns_of(cfg, r.path).size() < 2 || std::find(cfg.paths.begin(), cfg.paths.end(), r.path) == cfg.paths.end()
+                                   : cfg.ranks.size() < 2 ||
+                                     std::find_if(cfg.declared.begin(), cfg.declared.end(), [&](const PathDecl& d) { return d.name == r.label; }) ==
+                                         cfg.declared.end();
+        });
     if (!load_codec) {
         cfg.codec_path.clear();
     } else if (!cfg.codec_path.empty()) {

@@ -185,24 +185,28 @@ std::vector<Verdict> bound_and_k_verdicts(const GateConfig& cfg, const std::vect
 std::vector<Verdict> scaling_verdicts(const GateConfig& cfg, const reports::GateResult& res) {
     std::vector<Verdict> out;
     for (const auto& rule : cfg.scaling) {
-        if (std::find(cfg.paths.begin(), cfg.paths.end(), rule.path) == cfg.paths.end()) continue;
+        if (rule.label.empty() && std::find(cfg.paths.begin(), cfg.paths.end(), rule.path) == cfg.paths.end()) continue;
         const auto& dists = rule.dists.empty() ? cfg.dists : rule.dists;
-        // The formats and per-stage lists the rule names that the gate ran (all of them when it names none).
+        const std::string pname = rule.path_name();
+        // The formats and per-stage lists the rule names that the gate ran (all of them when it names none);
+        // a declared path with a wire of its own: that one.
         std::vector<std::string> fnames;
         const bool all = rule.formats.empty() && rule.staged.empty();
-        for (const auto& f : all ? cfg.formats : rule.formats)
-            if (std::find(cfg.formats.begin(), cfg.formats.end(), f) != cfg.formats.end()) fnames.push_back(f.name());
-        if (!format_stages(rule.path).empty())
+        if (!rule.run_format.empty()) fnames.push_back(rule.run_format);
+        else
+            for (const auto& f : all ? cfg.formats : rule.formats)
+                if (std::find(cfg.formats.begin(), cfg.formats.end(), f) != cfg.formats.end()) fnames.push_back(f.name());
+        if (rule.label.empty() && !format_stages(rule.path).empty())
             for (const auto& l : all ? cfg.staged : rule.staged)
                 for (const auto& g : cfg.staged)
                     if (stages_name(g) == stages_name(l)) fnames.push_back(stages_name(l));
         for (const auto& fname : fnames) {
             for (auto d : dists) {
                 if (std::find(cfg.dists.begin(), cfg.dists.end(), d) == cfg.dists.end()) continue;
-                const std::string name = std::string("scaling/") + fname + "/" + path_info(rule.path).name + "/" + kernels::to_string(d);
+                const std::string name = "scaling/" + fname + "/" + pname + "/" + kernels::to_string(d);
                 const reports::GateFit* fit = nullptr;
                 for (const auto& x : res.fits)
-                    if (x.path == path_info(rule.path).name && x.format == fname && x.dist == kernels::to_string(d)) fit = &x;
+                    if (x.path == pname && x.format == fname && x.dist == kernels::to_string(d)) fit = &x;
                 bool refused = false;
                 for (const auto& x : res.refusals) refused = refused || (x.format == fname && x.dist == kernels::to_string(d));
                 Verdict v;

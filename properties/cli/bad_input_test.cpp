@@ -67,11 +67,12 @@ TEST_F(BadInput, GateConfigMistakes) {
     refused("check --config " + write("g.toml", "[gate]\nranks = [8]\n[[scaling]]\npath = \"a2a-rs\"\nmin = nan\n"),
             "g.toml:5: scaling[0].min: must be a finite number");
     refused("check --config " + write("g.toml", "[baseline]\nmargin = nan\n"), "g.toml:2: baseline.margin: must be a finite number");
-    // A 16-bit path quantizes nothing: a scaling rule there was a skip on every run (the gate
-    // passed), a budget there matched no run (failed as if its input had been refused).
+    // A 16-bit path quantizes nothing: a scaling rule there is fitted under its type (D51), and one
+    // that names a format would be a skip on every run; a budget there matched no run (failed as if
+    // its input had been refused).
     const std::string typed = "[gate]\npaths = [\"a2a-rs\", \"bf16-ring-rs\"]\nformats = [\"int8\"]\nranks = [8, 16]\n";
-    refused("check --config " + write("g.toml", typed + "[[scaling]]\npath = \"bf16-ring-rs\"\nmax = 1.0\n"),
-            "g.toml:5: scaling[0]: path bf16-ring-rs quantizes nothing (a 16-bit path, D26)");
+    refused("check --config " + write("g.toml", typed + "[[scaling]]\npath = \"bf16-ring-rs\"\nformats = [\"int8\"]\nmax = 1.0\n"),
+            "g.toml:5: scaling[0]: path bf16-ring-rs quantizes nothing: its runs carry its type bf16 (leave formats out)");
     refused("check --config " + write("g.toml", typed + "[[budget]]\npath = \"bf16-ring-rs\"\nformat = \"int8\"\nmax = 0.1\n"),
             "g.toml:5: budget[0]: path bf16-ring-rs quantizes nothing (a 16-bit path, D26): its runs carry no format, so a budget on format int8 there would match no run");
 }

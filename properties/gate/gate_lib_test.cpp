@@ -766,6 +766,45 @@ TEST(GateConfig, BudgetsNameDeclaredPaths) {
     EXPECT_NE(wrong.error().message.find("runs with its own wire flashinfer-fp8, not format int8"), std::string::npos) << wrong.error().message;
 }
 
+// A scaling rule names a declared path too (issue 49): fitted over the gate's N under the format its
+// runs carry (its own wire, or each gate format for a wire of "any"); a rule that cannot hold fails;
+// a format other than its own wire, or a name gate.paths does not declare, is refused.
+TEST(GateConfig, ScalingRulesNameDeclaredPaths) {
+    const std::string base = "[gate]\nformats = [\"int8\"]\npaths = [\"a2a-rs\", \"bf16-ring-rs\", \"fsdp-float8-ag\", \"nccl-fp8-e4m3-ring-rs-avg\"]\n"
+                             "distributions = [\"normal\"]\nranks = [8, 16, 32]\nelements = 4096\n";
+    auto cfg = qt::gate::parse_gate_config(base +
+                                               "[[scaling]]\npath = \"fsdp-float8-ag\"\nmin = -0.1\nmax = 0.1\nwhy = \"quantized once\"\n"
+                                               "[[scaling]]\npath = \"nccl-fp8-e4m3-ring-rs-avg\"\nmin = -0.1\nmax = 0.1\n"
+                                               "[[scaling]]\npath = \"bf16-ring-rs\"\nmin = 0.2\nmax = 0.8\n",
+                                           "s.toml");
+    ASSERT_TRUE(cfg) << cfg.error().message;
+    auto res = qt::gate::run_gate(*cfg, {});
+    ASSERT_TRUE(res) << res.error().message;
+    const auto* fs = find(res->verdicts, "scaling/torchao-fp8-e4m3/fsdp-float8-ag/normal");
+    ASSERT_NE(fs, nullptr);
+    EXPECT_EQ(fs->status, VerdictStatus::kPass) << fs->message;
+    EXPECT_EQ(fs->checked, 3);
+    const auto* ring = find(res->verdicts, "scaling/fp8-e4m3/nccl-fp8-e4m3-ring-rs-avg/normal");
+    ASSERT_NE(ring, nullptr);
+    EXPECT_EQ(ring->status, VerdictStatus::kFail) << ring->message;  // the FP8 ring compounds: far past N^0.1
+    // A built-in path that quantizes nothing is fitted under its type.
+    const auto* bf = find(res->verdicts, "scaling/bf16/bf16-ring-rs/normal");
+    ASSERT_NE(bf, nullptr);
+    EXPECT_EQ(bf->status, VerdictStatus::kPass) << bf->message;
+    auto typed = qt::gate::parse_gate_config(base + "[[scaling]]\npath = \"bf16-ring-rs\"\nformats = [\"int8\"]\nmax = 0.1\n", "t.toml");
+    ASSERT_FALSE(typed);
+    EXPECT_NE(typed.error().message.find("quantizes nothing: its runs carry its type bf16"), std::string::npos) << typed.error().message;
+    // A format other than its own wire: refused; a name gate.paths does not declare: refused, naming what it does.
+    auto wrong = qt::gate::parse_gate_config(base + "[[scaling]]\npath = \"fsdp-float8-ag\"\nformats = [\"int8\"]\nmax = 0.1\n", "w.toml");
+    ASSERT_FALSE(wrong);
+    EXPECT_NE(wrong.error().message.find("runs with its own wire torchao-fp8-e4m3, not format int8"), std::string::npos) << wrong.error().message;
+    auto missing = qt::gate::parse_gate_config(base + "[[scaling]]\npath = \"deepep-bf16-combine\"\nmax = 0.1\n", "m.toml");
+    ASSERT_FALSE(missing);
+    EXPECT_NE(missing.error().message.find("path deepep-bf16-combine is neither a built-in path nor a declared path gate.paths names"),
+              std::string::npos)
+        << missing.error().message;
+}
+
 // Issue 49's table (D48): the collectives run now beside qgZ and the bf16 ring, from a real gate: one
 // line per path and N with bytes, k and the error per distribution; "refused" where the inputs do not
 // fit FP8; ncclAvg's FP8 factor named where N is not a power of two (fl8(1/24) = 0.04296875 = 1.03125/24).

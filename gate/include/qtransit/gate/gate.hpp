@@ -32,6 +32,11 @@ double metric_of(const reports::GateRun& r, Metric m);
 // for every format and distribution listed.
 struct ScalingRule {
     PathKind path = PathKind::kRingRs;
+    // A declared path's name (one gate.paths names: fsdp-float8-ag, a user's file's), "" for a built-in
+    // one; `path` is then its schedule and run_format the format its runs carry when it fixes one (its
+    // own wire, "none", or its 16-bit type), both set by the config's validation.
+    std::string label, run_format;
+    std::string path_name() const { return label.empty() ? std::string(path_info(path).name) : label; }
     std::vector<FormatSpec> formats;                 // empty (and staged empty): every format of the gate
     std::vector<std::vector<FormatSpec>> staged;     // per-stage lists "A,B" (D25) the rule names
     std::vector<kernels::Distribution> dists;        // empty: every distribution of the gate
