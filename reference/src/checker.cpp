@@ -1229,31 +1229,125 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
 
 }  // namespace
 
-void PathChecker::add(const ColumnRecord& col) {
-    const int64_t len = col.len;
-    const int64_t n = cfg_.ranks;
+// What add()'s phases share for one column: its shape, the a-priori machinery, the events'
+// statistics, and the state carried from one output row to the next.
+struct PathChecker::ColumnState {
+    explicit ColumnState(const PathConfig& cfg)
+        : prior(cfg), prior1(second_stage(cfg)), db(division_type(cfg), cfg.ranks), at(accum_type(cfg.accum)) {}
+    int64_t len = 0, n = 0;
+    size_t ulen = 0;
+    bool gather = false;
+    // End to end (D28): gamma_L of the column's length, and S1 = the sum of |x| over every contribution.
+    double rot_gamma = 0, rot_s1 = 0;
+    const Prior prior, prior1;
+    Divide dv = Divide::kNone;
+    bool fold_prior = false;
+    size_t nev = 0;
+    EventPrep prep;
+    bool finite_inputs = true;
+    // A priori: the scale of the comparison (N under --divide), the division's bound, the column's
+    // bound (reduce paths), the column's largest first-block absmax (gathers), and the caches of
+    // ring-ag-requant's table and of the other gathers' last bound.
+    double sc = 1;
+    const DivBound db;
+    double col_prior = kInf, gather_amax = 0;
+    double table_a = -1;
+    std::vector<double> table;
+    double prio_ai = -1, prio_cached = 0;
+    // Rows: the previous row's event ids (and the snapshot of its prefix), the k bookkeeping, and
+    // whether the previous row was clean (its values, bounds and sums then stand for equal rows).
+    const std::vector<int32_t>* prev_ids = nullptr;
+    size_t snap_len = 0;
+    const AccumType at;
+    double gamma = 0;
+    const OutputRow* prev_row = nullptr;  // the row ks was computed for (or one of the same shape)
+    const OutputRow* kof_row = nullptr;   // the row ks holds contribution_k_of's answer for, and its others
+    bool kof_others = false;
+    bool clean_prev = false;
+    double prev_sse = 0, prev_sst = 0;  // that row's sums of squared errors and targets
+    int64_t repeats = 0;                 // rows since, equal to it, whose sums are not added yet
+    int64_t owners_lo = 0, owners_hi = 0;
+    // The current row's ids summarized once, when first asked.
+    IdsSummary ids_sum;
+    bool have_ids_sum = false;
+    const IdsSummary& ids_summary(const OutputRow& row, const uint8_t* ev_ok) {
+        if (!have_ids_sum) {
+            ids_sum = summarize_ids(row.event_ids, ev_ok, nev);
+            have_ids_sum = true;
+        }
+        return ids_sum;
+    }
+};
+
+bool PathChecker::well_formed(const ColumnRecord& col) {
     const bool gather = is_gather(cfg_.path);
-    const int64_t want_rows = gather ? 1 : n;
-    if (len < 0 || col.contribution_rows != want_rows ||
-        static_cast<int64_t>(col.contributions.size()) != col.contribution_rows * len ||
-        (gather && !col.first_block_absmax.empty() && static_cast<int64_t>(col.first_block_absmax.size()) != len)) {
+    const int64_t want_rows = gather ? 1 : cfg_.ranks;
+    if (col.len < 0 || col.contribution_rows != want_rows ||
+        static_cast<int64_t>(col.contributions.size()) != col.contribution_rows * col.len ||
+        (gather && !col.first_block_absmax.empty() && static_cast<int64_t>(col.first_block_absmax.size()) != col.len)) {
         record_violation(col.first, -1, 0,
                          "malformed column: " + std::to_string(col.contribution_rows) + " contribution rows (want " +
                              std::to_string(want_rows) + "), " + std::to_string(col.contributions.size()) +
-                             " contribution values for len " + std::to_string(len));
-        return;
+                             " contribution values for len " + std::to_string(col.len));
+        return false;
     }
-    const size_t ulen = static_cast<size_t>(len);
-    // End to end (D28): gamma_L of the column's length, and S1 = the sum of |x| over every contribution
-    // (rounded sums of up to n values, each within n 2^-53 of exact: inflated by that).
-    const double rot_gamma = col.rotated_sum ? gamma_of(block_log2(len)) : 0;
-    double rot_s1 = 0;
-    if (col.rotated_sum) {
-        for (float v : col.contributions) rot_s1 += std::fabs(static_cast<double>(v));
-        rot_s1 *= 1 + static_cast<double>(col.contributions.size() + 1) * 0x1p-52;
-    }
+    return true;
+}
 
-    // Exact targets and the absmax of every contribution row. Every binary32 value is an integer
+void PathChecker::add(const ColumnRecord& col) {
+    if (!well_formed(col)) return;
+    ColumnState c(cfg_);
+    c.len = col.len;
+    c.n = cfg_.ranks;
+    c.ulen = static_cast<size_t>(col.len);
+    c.gather = is_gather(cfg_.path);
+    if (col.rotated_sum) {
+        // (rounded sums of up to n values, each within n 2^-53 of exact: inflated by that)
+        c.rot_gamma = gamma_of(block_log2(c.len));
+        for (float v : col.contributions) c.rot_s1 += std::fabs(static_cast<double>(v));
+        c.rot_s1 *= 1 + static_cast<double>(col.contributions.size() + 1) * 0x1p-52;
+    }
+    column_targets(col, c);
+    column_prior(col, c);
+    // The contributors whose k a row's check reads: a gather's owners of the column (its first
+    // and last element's chunks), else every rank. Once per column (two divisions, per row a tenth
+    // of a gather's check).
+    const int64_t shard = cfg_.shard(), n = c.n;
+    c.owners_hi = n - 1;
+    if (c.gather && shard > 0 && c.len > 0 && n >= 1) {
+        c.owners_lo = std::clamp<int64_t>(col.first / shard, 0, n - 1);
+        c.owners_hi = std::clamp<int64_t>((col.first + c.len - 1) / shard, 0, n - 1);
+    }
+    c.gamma = c.at.u / (1 - c.at.u);
+    // Per element: the previous row's value and its error, reused when this row holds the same bits
+    // (every rank of a gather or an all-reduce holds the same value against the same target).
+    last_value_.assign(c.ulen, 0.0f);
+    last_err_.assign(c.ulen, 0.0);
+    have_last_.assign(c.ulen, 0);
+    for (const OutputRow& row : col.outputs) {
+        c.have_ids_sum = false;
+        row_k(col, row, c);
+        if (static_cast<int64_t>(row.values.size()) != c.len) {
+            record_violation(col.first, row.rank, 0,
+                             "malformed row: " + std::to_string(row.values.size()) + " values for len " + std::to_string(c.len));
+            continue;
+        }
+        if (!row_a_posteriori(col, row, c)) continue;
+        check_row(col, row, c);
+    }
+    add_repeats(c);
+}
+
+void PathChecker::add_repeats(ColumnState& c) {
+    sum_sq_error_.add_times(c.prev_sse, c.repeats);
+    sum_sq_target_.add_times(c.prev_sst, c.repeats);
+    c.repeats = 0;
+}
+
+// Exact targets and the absmax of every contribution row, and every event's block statistics.
+void PathChecker::column_targets(const ColumnRecord& col, ColumnState& c) {
+    const size_t ulen = c.ulen;
+    // Every binary32 value is an integer
     // multiple of its ulp; over a column, all are multiples of 2^e_min (the smallest ulp of a non-zero
     // contribution). When rows * absmax < 2^(62 + e_min), every value scaled by 2^-e_min is an integer
     // below 2^62 / rows, so the sums are exact in int64 in any order: most columns qualify (a span of
@@ -1264,39 +1358,35 @@ void PathChecker::add(const ColumnRecord& col) {
     // The int64 sums are taken in the scan's pass, on the previous column's grid, when it has one: the
     // scan then tells whether every value is a multiple of that grid and small enough (grid_fits), and
     // else they are taken again on this column's own. The grid is only a scale: an exact integer sum
-    // on a finer grid converts to the same double, and the errors on it are as exact (on_grid below).
+    // on a finer grid converts to the same double, and the errors on it are as exact (on_grid in check_row).
     absmax_.resize(static_cast<size_t>(col.contribution_rows));
 
     // Every event's block statistics, once per column (rows share events), taken by EventPrep in the
-    // scan's loop where it can (one event per contribution row), else after it; and the a-priori
-    // fold (PriorFold) beside them, where the path's bound is one.
-    const Prior prior(cfg_), prior1(second_stage(cfg_));
+    // scan's loop where it can (one event per contribution row), else after it (column_prior); and
+    // the a-priori fold (PriorFold) beside them, where the path's bound is one.
     // --divide (D27): the target is the exact mean T / N. Errors are then compared as N v - T,
     // exactly, against N times the bound; the division's own rounding joins the bounds (DivBound).
-    const Divide dv = gather ? Divide::kNone : cfg_.divide;
-    const bool fold_prior = !gather && dv == Divide::kNone && !col.rotated_sum && PriorFold::applies(cfg_);
-    const size_t nev = col.events.size();
-    evb_.resize(nev);
-    std::vector<uint8_t>& ev_ok = s_.ev_ok;  // kEvOk, kEvWhole, kEvCompact
-    ev_ok.resize(nev);
-    s_.ev_sym.resize(nev);
-    s_.ev_range.resize(nev);
-    const double* ev_sym = s_.ev_sym.data();
-    EvRange* ev_range = s_.ev_range.data();
-    EventPrep prep;
+    c.dv = c.gather ? Divide::kNone : cfg_.divide;
+    c.fold_prior = !c.gather && c.dv == Divide::kNone && !col.rotated_sum && PriorFold::applies(cfg_);
+    c.nev = col.events.size();
+    evb_.resize(c.nev);
+    s_.ev_ok.resize(c.nev);  // kEvOk, kEvWhole, kEvCompact
+    s_.ev_sym.resize(c.nev);
+    s_.ev_range.resize(c.nev);
+    EventPrep& prep = c.prep;
     prep.col = &col;
     prep.cfg = &cfg_;
     prep.evb = evb_.data();
-    prep.flags = ev_ok.data();
+    prep.flags = s_.ev_ok.data();
     prep.sym = s_.ev_sym.data();
-    prep.range = ev_range;
-    prep.nev = nev;
+    prep.range = s_.ev_range.data();
+    prep.nev = c.nev;
     prep.qmax_of = &cfg_.format;
     prep.qmax = cfg_.format.kind == FormatKind::kSym ? cfg_.format.code_max() : 0;
     prep.in_scan_setup();
-    if (fold_prior) {
-        prep.fold = PriorFold(cfg_, prior, prior1, col.first, absmax_.data());
-        prep.fold_in_scan = prior.inlines();  // (its steps use the first stage's Prior only)
+    if (c.fold_prior) {
+        prep.fold = PriorFold(cfg_, c.prior, c.prior1, col.first, absmax_.data());
+        prep.fold_in_scan = c.prior.inlines();  // (its steps use the first stage's Prior only)
     }
 
     bool summed = false;
@@ -1319,7 +1409,7 @@ void PathChecker::add(const ColumnRecord& col) {
     } else {
         cs = detail::scan_column(col.contributions.data(), absmax_.size(), ulen, absmax_.data());
     }
-    const bool finite_inputs = cs.top < 0x7F800000u;
+    c.finite_inputs = cs.top < 0x7F800000u;
     const float col_max = std::bit_cast<float>(cs.top_number);  // a NaN is passed over, as it always was
     int e_min = std::numeric_limits<int>::max();
     if (cs.lo < 0x7F800000u) {
@@ -1327,7 +1417,7 @@ void PathChecker::add(const ColumnRecord& col) {
         const int ef = static_cast<int>(cs.lo >> 23);
         e_min = (ef == 0 ? 1 : ef) - 150;
     }
-    int_sum_ = finite_inputs;
+    int_sum_ = c.finite_inputs;
     int64_t lr = std::bit_width(static_cast<uint64_t>(std::max<int64_t>(col.contribution_rows, 1)));  // rows < 2^lr
     if (int_sum_ && col_max > 0) {
         int ex = 0;
@@ -1353,42 +1443,44 @@ void PathChecker::add(const ColumnRecord& col) {
     } else {
         acc_.assign(ulen, SuperAcc());
         for (int64_t r = 0; r < col.contribution_rows; ++r) {
-            const float* x = col.contributions.data() + r * len;
+            const float* x = col.contributions.data() + r * c.len;
             for (size_t i = 0; i < ulen; ++i) acc_[i].add(x[i]);
         }
         for (size_t i = 0; i < ulen; ++i) target[i] = acc_[i].to_double();
     }
+}
 
-    // Whether an output is a multiple of 2^grid_ below 2^62 of it (then its error is exact in int64).
-    auto on_grid = [&](float v) {
-        const double d = static_cast<double>(v) * pow2_double(-grid_);
-        return std::fabs(d) < 0x1p62 && d == std::trunc(d);
-    };
-
-    // A priori, per column (reduce paths) or per element (gather paths; see a_priori_bound).
-    const double sc = dv == Divide::kNone ? 1.0 : static_cast<double>(n);
-    const DivBound db(division_type(cfg_), n);
+// A priori, per column (reduce paths) or per element (gather paths; see a_priori_bound); and the
+// events the scan did not prepare, with the fold's steps left.
+void PathChecker::column_prior(const ColumnRecord& col, ColumnState& c) {
+    const size_t ulen = c.ulen;
+    const int64_t n = c.n, len = c.len;
+    const Divide dv = c.dv;
+    c.sc = dv == Divide::kNone ? 1.0 : static_cast<double>(n);
+    const double sc = c.sc;
+    const DivBound& db = c.db;
+    const Prior &prior = c.prior, &prior1 = c.prior1;
     double col_prior = kInf;
     pre_extra_.assign(dv == Divide::kPre ? ulen : 0, 0.0);
-    if (fold_prior) {
+    if (c.fold_prior) {
         // the fold's, below
-    } else if (!gather && dv == Divide::kNone) {
+    } else if (!c.gather && dv == Divide::kNone) {
         col_prior = reduce_prior(cfg_, prior, prior1, col.first, absmax_) * kPrioInflation;
         if (col.rotated_sum) {
             // End to end (D28): the rotated domain's a-priori bound, from each contribution's
             // rotated absmax (|y_j| <= (1 + gamma) sum |x|), with the stage formats alone; then the
-            // way back as for the a posteriori below (2^-L sum_j <= the largest).
+            // way back as for the a posteriori (2^-L sum_j <= the largest).
             std::vector<double> ay(static_cast<size_t>(col.contribution_rows));
             for (int64_t r = 0; r < col.contribution_rows; ++r) {
                 double s1 = 0;
                 for (size_t i = 0; i < ulen; ++i) s1 += std::fabs(static_cast<double>(col.contributions[static_cast<size_t>(r) * ulen + i]));
-                ay[static_cast<size_t>(r)] = std::min((1 + rot_gamma) * s1 * (1 + 0x1p-40), static_cast<double>(kFltMax));
+                ay[static_cast<size_t>(r)] = std::min((1 + c.rot_gamma) * s1 * (1 + 0x1p-40), static_cast<double>(kFltMax));
             }
             const PathConfig tw = rotation_twins(cfg_);
             const Prior tp(tw), tp1(second_stage(tw));
-            col_prior = rotated_back(reduce_prior(tw, tp, tp1, col.first, ay), rot_gamma, rot_s1, len) * kPrioInflation;
+            col_prior = rotated_back(reduce_prior(tw, tp, tp1, col.first, ay), c.rot_gamma, c.rot_s1, len) * kPrioInflation;
         }
-    } else if (!gather && dv == Divide::kPre) {
+    } else if (!c.gather && dv == Divide::kPre) {
         // The path reduced y_j = div(x_j): |y_j| <= div(A_j) (the division is monotone in |x|).
         std::vector<double> ay(absmax_.size());
         double extra = 0;
@@ -1403,7 +1495,7 @@ void PathChecker::add(const ColumnRecord& col) {
                 pre_extra_[i] += db.at(std::fabs(static_cast<double>(divide_to(x[i], n, division_type(cfg_))))) +
                                  db.x_term(std::fabs(static_cast<double>(x[i])));
         }
-    } else if (!gather) {  // post: |out| <= sum A_j + prior, |out'| <= mo
+    } else if (!c.gather) {  // post: |out| <= sum A_j + prior, |out'| <= mo
         const double ps = reduce_prior(cfg_, prior, prior1, col.first, absmax_);
         double sa = 0;
         for (double a : absmax_) sa += a;
@@ -1411,412 +1503,393 @@ void PathChecker::add(const ColumnRecord& col) {
         const double mo = ((sa + ps) / sc * (1 + kU) + 0x1p-150) * (1 + dt.u) + dt.half_subnormal;
         col_prior = (ps / sc + db.at(mo)) * kPrioInflation;
     }
-    double gather_amax = 0;
-    if (gather) {
+    if (c.gather) {
         if (col.first_block_absmax.empty()) {
-            gather_amax = absmax_.empty() ? 0 : absmax_[0];
+            c.gather_amax = absmax_.empty() ? 0 : absmax_[0];
         } else {
-            for (float v : col.first_block_absmax) gather_amax = std::max(gather_amax, static_cast<double>(std::fabs(v)));
+            for (float v : col.first_block_absmax) c.gather_amax = std::max(c.gather_amax, static_cast<double>(std::fabs(v)));
         }
     }
-    // ring-ag-requant: the table E_h for the column's A, cached (A is the same for every element
-    // when the column is the element's first block, as it is for this path).
-    double table_a = -1;
-    std::vector<double> table;
-    double prio_ai = -1, prio_cached = 0;  // the other gathers: the last ai's bound
-
     // The events left, if the scan did not take them all, and the fold's steps left.
-    prepare_events(prep);
-    if (fold_prior) col_prior = prep.fold.finish() * kPrioInflation;
-    const std::vector<int32_t>* prev_ids = nullptr;
-    std::vector<double>&snap = s_.snap, &whole = s_.whole;  // whole: after every event of prev_ids
-    size_t snap_len = 0;
+    prepare_events(c.prep);
+    if (c.fold_prior) col_prior = c.prep.fold.finish() * kPrioInflation;
+    c.col_prior = col_prior;
+}
 
-    const AccumType at = accum_type(cfg_.accum);
-    const double gamma = at.u / (1 - at.u);
-    const int64_t shard = cfg_.shard();
-    // Rows whose events carry the same contributors the same way have the same k (the rows of an
-    // all-gather or all-reduce mostly do: one event per decoding rank, from the same block), so k is
-    // computed again only when a row's ledger differs in shape from the previous row's.
-    const OutputRow* prev_row = nullptr;  // the row ks was computed for (or one of the same shape)
-    const OutputRow* kof_row = nullptr;   // the row ks holds contribution_k_of's answer for, and its others
-    bool kof_others = false;
+// k from the ledger. Rows whose events carry the same contributors the same way have the same k
+// (the rows of an all-gather or all-reduce mostly do: one event per decoding rank, from the same
+// block), so k is computed again only when a row's ledger differs in shape from the previous row's.
+void PathChecker::row_k(const ColumnRecord& col, const OutputRow& row, ColumnState& c) {
+    const int64_t n = c.n;
+    if (n < 1) return;
     std::vector<int32_t>& ks = s_.ks;
-    // Per element: the previous row's value and its error, reused when this row holds the same bits
-    // (every rank of a gather or an all-reduce holds the same value against the same target).
-    last_value_.assign(ulen, 0.0f);
-    last_err_.assign(ulen, 0.0);
-    have_last_.assign(ulen, 0);
-    bool clean_prev = false;  // the previous row was checked element by element and found nothing wrong
-    double prev_sse = 0, prev_sst = 0;  // that row's sums of squared errors and targets
-    int64_t repeats = 0;                 // rows since, equal to it, whose sums are not added yet
-    auto add_repeats = [&] {
-        sum_sq_error_.add_times(prev_sse, repeats);
-        sum_sq_target_.add_times(prev_sst, repeats);
-        repeats = 0;
-    };
-    std::vector<float>& prev_values = s_.prev_values;
-    std::vector<double>& prev_apost = s_.prev_apost;
-    // The contributors whose k a row's check reads: a gather's owners of the column (its first
-    // and last element's chunks), else every rank. Once per column (two divisions, per row a tenth
-    // of a gather's check).
-    int64_t owners_lo = 0, owners_hi = n - 1;
-    if (gather && shard > 0 && len > 0 && n >= 1) {
-        owners_lo = std::clamp<int64_t>(col.first / shard, 0, n - 1);
-        owners_hi = std::clamp<int64_t>((col.first + len - 1) / shard, 0, n - 1);
-    }
-    for (const OutputRow& row : col.outputs) {
-        // The row's ids summarized once, when first asked.
-        IdsSummary ids_sum;
-        bool have_ids_sum = false;
-        auto ids_summary = [&]() -> const IdsSummary& {
-            if (!have_ids_sum) {
-                ids_sum = summarize_ids(row.event_ids, ev_ok.data(), nev);
-                have_ids_sum = true;
-            }
-            return ids_sum;
-        };
-        // k from the ledger.
-        if (n >= 1) {
-            const int64_t lo = owners_lo, hi = owners_hi;
-            // A gather's k matters for its owners only: counted for them alone when the ledger
-            // allows (O(events), not O(N) per row); else every contributor's.
-            bool others = false;
-            int64_t base = 0;
-            bool fresh = false;  // ks computed for this row (else the previous row's: the same k)
-            bool bad_ids = false;
-            // The same ids as the row ks was computed for: the same k (a memcmp, before the event-by-event test).
-            const bool same = prev_row != nullptr && prev_row->event_ids == row.event_ids && prev_row->rounding_ids == row.rounding_ids;
-            if (!same && (prev_row == nullptr || !same_ledger_shape(col, *prev_row, row))) {
-                fresh = true;
-                // A row whose events extend those ks was counted for (a chain) adds only its new ones.
-                const size_t from = gather && kof_row != nullptr && extends_ledger(*kof_row, row) ? kof_row->event_ids.size() : 0;
-                others = kof_others;
-                if (gather && contribution_k_of(col, row, n, lo, hi, ks, others, from)) {
-                    base = lo;
-                    ks_base_ = lo;
-                    kof_row = &row;
-                    kof_others = others;
-                } else if (ids_summary().in_range) {
-                    if (!count_k(row, ids_summary().ranges, ev_range, n, ks, s_.diff)) ks = contribution_k(col, row, n);
-                    ks_base_ = 0;
-                    kof_row = nullptr;
-                } else {
-                    // An id past the events (contribution_k would read past them): no k from this
-                    // row, which the ledger check below reports as malformed.
-                    bad_ids = true;
-                    kof_row = nullptr;  // contribution_k_of may have written ks
-                }
-            }
-            base = ks_base_;
-            prev_row = bad_ids ? nullptr : &row;
-            if (fresh && !bad_ids && lo <= hi) {  // (the extremes in locals: st_'s members would be stored every step)
-                const int32_t* kp = ks.data() + (lo - base);
-                int32_t kmin = kp[0], kmax = kp[0];
-                for (int64_t j = 1; j <= hi - lo; ++j) {
-                    kmin = std::min(kmin, kp[j]);
-                    kmax = std::max(kmax, kp[j]);
-                }
-                st_.k_min = have_k_ ? std::min(st_.k_min, kmin) : kmin;
-                st_.k_max = have_k_ ? std::max(st_.k_max, kmax) : kmax;
-                have_k_ = true;
-            }
-        }
-        if (static_cast<int64_t>(row.values.size()) != len) {
-            record_violation(col.first, row.rank, 0,
-                             "malformed row: " + std::to_string(row.values.size()) + " values for len " +
-                                 std::to_string(len));
-            continue;
-        }
-
-        // A posteriori: the events' part, resumed from the snapshot of the previous row's prefix
-        // when this row's event ids start with it (rows of an all-reduce share the reduction events,
-        // rows of ring-ag-requant extend a chain), so that N rows do not cost N^2 events.
-        const std::vector<int32_t>& ids = row.event_ids;
-        const bool same_ids = prev_ids != nullptr && ids == *prev_ids;  // checked already, with that row
-        const uint8_t* okp = ev_ok.data();
-        if (!same_ids && !ids_summary().ok) {
-            record_violation(col.first, row.rank, 0,
-                             "malformed ledger: an event id is out of range, an event's codes and x differ in "
-                             "length, or an event's contributors are not ranks of the path (a listed rank past N or "
-                             "negative, or a negative count)");
-            prev_ids = nullptr;
-            continue;
-        }
-        size_t pos = 0;
-        // While every event so far adds one number to every element (int<b>'s E over a whole-column
-        // block), every element holds the same sum: it is kept once, in `uni`, and spread over
-        // apost_ when an event differs, or at the end. Each element would have taken the same adds
-        // in the same order, so the bits are the same.
-        bool uniform = false;
-        double uni = 0;
-        auto spread = [&] {
-            if (uniform) apost_.assign(ulen, uni);
-            uniform = false;
-        };
-        // The same events as the previous row (every rank of a gather decodes the same block):
-        // the same sum, taken as it is (below, with the row's add terms when it has them).
-        bool from_whole = false;
-        if (same_ids) {
-            from_whole = true;
-            pos = ids.size() + 1;
-        } else if (prev_ids != nullptr && snap_len <= ids.size() &&
-            std::equal(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(snap_len), prev_ids->begin())) {
-            apost_ = snap;
-            pos = snap_len;
+    const int64_t lo = c.owners_lo, hi = c.owners_hi;
+    // A gather's k matters for its owners only: counted for them alone when the ledger
+    // allows (O(events), not O(N) per row); else every contributor's.
+    bool others = false;
+    int64_t base = 0;
+    bool fresh = false;  // ks computed for this row (else the previous row's: the same k)
+    bool bad_ids = false;
+    // The same ids as the row ks was computed for: the same k (a memcmp, before the event-by-event test).
+    const bool same = c.prev_row != nullptr && c.prev_row->event_ids == row.event_ids && c.prev_row->rounding_ids == row.rounding_ids;
+    if (!same && (c.prev_row == nullptr || !same_ledger_shape(col, *c.prev_row, row))) {
+        fresh = true;
+        // A row whose events extend those ks was counted for (a chain) adds only its new ones.
+        const size_t from = c.gather && c.kof_row != nullptr && extends_ledger(*c.kof_row, row) ? c.kof_row->event_ids.size() : 0;
+        others = c.kof_others;
+        if (c.gather && contribution_k_of(col, row, n, lo, hi, ks, others, from)) {
+            base = lo;
+            ks_base_ = lo;
+            c.kof_row = &row;
+            c.kof_others = others;
+        } else if (c.ids_summary(row, s_.ev_ok.data()).in_range) {
+            if (!count_k(row, c.ids_summary(row, s_.ev_ok.data()).ranges, s_.ev_range.data(), n, ks, s_.diff))
+                ks = contribution_k(col, row, n);
+            ks_base_ = 0;
+            c.kof_row = nullptr;
         } else {
-            uniform = true;
+            // An id past the events (contribution_k would read past them): no k from this
+            // row, which the ledger check in row_a_posteriori reports as malformed.
+            bad_ids = true;
+            c.kof_row = nullptr;  // contribution_k_of may have written ks
         }
-        for (; pos <= ids.size(); ++pos) {
-            if (uniform && pos + 1 < ids.size()) pos = add_whole_sym(ids.data(), pos, ids.size() - 1, okp, ev_sym, uni);
-            if (pos + 1 == ids.size() || ids.empty()) {
-                spread();
-                snap = apost_;  // the state before this row's last event: the next row's likely prefix
-                snap_len = ids.empty() ? 0 : pos;
-            }
-            if (pos == ids.size()) break;
-            const size_t id = static_cast<size_t>(ids[pos]);
-            if (uniform && (okp[id] & kEvWhole)) {
-                uni += ev_sym[id];
-                continue;
-            }
+    }
+    base = ks_base_;
+    c.prev_row = bad_ids ? nullptr : &row;
+    if (fresh && !bad_ids && lo <= hi) {  // (the extremes in locals: st_'s members would be stored every step)
+        const int32_t* kp = ks.data() + (lo - base);
+        int32_t kmin = kp[0], kmax = kp[0];
+        for (int64_t j = 1; j <= hi - lo; ++j) {
+            kmin = std::min(kmin, kp[j]);
+            kmax = std::max(kmax, kp[j]);
+        }
+        st_.k_min = have_k_ ? std::min(st_.k_min, kmin) : kmin;
+        st_.k_max = have_k_ ? std::max(st_.k_max, kmax) : kmax;
+        have_k_ = true;
+    }
+}
+
+// A posteriori, into apost_: the events' part, resumed from the snapshot of the previous row's prefix
+// when this row's event ids start with it (rows of an all-reduce share the reduction events, rows of
+// ring-ag-requant extend a chain), so that N rows do not cost N^2 events; then the row's adds,
+// roundings, clamps and rotation back. False (and a violation recorded) for a malformed ledger.
+bool PathChecker::row_a_posteriori(const ColumnRecord& col, const OutputRow& row, ColumnState& c) {
+    const size_t ulen = c.ulen;
+    const int64_t len = c.len;
+    const size_t nev = c.nev;
+    std::vector<double>&snap = s_.snap, &whole = s_.whole;  // whole: after every event of prev_ids
+    const std::vector<int32_t>& ids = row.event_ids;
+    const bool same_ids = c.prev_ids != nullptr && ids == *c.prev_ids;  // checked already, with that row
+    const uint8_t* okp = s_.ev_ok.data();
+    const double* ev_sym = s_.ev_sym.data();
+    if (!same_ids && !c.ids_summary(row, okp).ok) {
+        record_violation(col.first, row.rank, 0,
+                         "malformed ledger: an event id is out of range, an event's codes and x differ in "
+                         "length, or an event's contributors are not ranks of the path (a listed rank past N or "
+                         "negative, or a negative count)");
+        c.prev_ids = nullptr;
+        return false;
+    }
+    (void)nev;
+    size_t pos = 0;
+    // While every event so far adds one number to every element (int<b>'s E over a whole-column
+    // block), every element holds the same sum: it is kept once, in `uni`, and spread over
+    // apost_ when an event differs, or at the end. Each element would have taken the same adds
+    // in the same order, so the bits are the same.
+    bool uniform = false;
+    double uni = 0;
+    auto spread = [&] {
+        if (uniform) apost_.assign(ulen, uni);
+        uniform = false;
+    };
+    // The same events as the previous row (every rank of a gather decodes the same block):
+    // the same sum, taken as it is (below, with the row's add terms when it has them).
+    bool from_whole = false;
+    if (same_ids) {
+        from_whole = true;
+        pos = ids.size() + 1;
+    } else if (c.prev_ids != nullptr && c.snap_len <= ids.size() &&
+               std::equal(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(c.snap_len), c.prev_ids->begin())) {
+        apost_ = snap;
+        pos = c.snap_len;
+    } else {
+        uniform = true;
+    }
+    for (; pos <= ids.size(); ++pos) {
+        if (uniform && pos + 1 < ids.size()) pos = add_whole_sym(ids.data(), pos, ids.size() - 1, okp, ev_sym, uni);
+        if (pos + 1 == ids.size() || ids.empty()) {
             spread();
-            const QuantEvent& ev = col.events[id];
-            // Element i was quantized as x[i + off]; only the elements the block covers carry it.
-            const int64_t off = ev.column_offset;
-            const int64_t lo = std::max<int64_t>(0, -off);
-            const int64_t hi = std::min<int64_t>(len, static_cast<int64_t>(ev.x.size()) - off);
-            if (okp[id] & kEvCompact) {  // int<b>, not poisoned: E for each element it covers
-                const double sv = ev_sym[id];
-                for (int64_t i = lo; i < hi; ++i) apost_[static_cast<size_t>(i)] += sv;
-                continue;
-            }
-            const EventBound& b = evb_[id];
-            if (b.poisoned) {
-                for (int64_t i = lo; i < hi; ++i) apost_[static_cast<size_t>(i)] = kInf;
-            } else if (b.kind == FormatKind::kSym) {
-                for (int64_t i = lo; i < hi; ++i) apost_[static_cast<size_t>(i)] += b.sym;
-            } else if (b.kind == FormatKind::kAsym && !b.rotated) {  // EventBound::at's asym case, its tests once
-                if (!b.asym_const) {  // (a constant block's bound is 0: nothing to add)
-                    const double a = b.asym_a;
-                    for (int64_t i = lo; i < hi; ++i) {
-                        const double mag = std::fabs(static_cast<double>(ev.x[static_cast<size_t>(i + off)])) + a;
-                        apost_[static_cast<size_t>(i)] += mag >= kFltMax * (1 - 0x1p-40) ? a + a : a + std::min(a, kU * mag + 0x1p-150);
-                    }
-                }
-            } else if (b.kind == FormatKind::kDecl && !b.rotated) {  // EventBound::at, the scale's part once
-                if (hi > lo)
-                    detail::add_decl_bounds(*b.decl, b.decl_scale, b.decl_lo, ev.x.data() + (lo + off),
-                                            static_cast<size_t>(hi - lo), apost_.data() + lo);
-            } else {
-                for (int64_t i = lo; i < hi; ++i)
-                    apost_[static_cast<size_t>(i)] +=
-                        b.at(ev.x[static_cast<size_t>(i + off)], ev.codes[static_cast<size_t>(i + off)]);
-            }
+            snap = apost_;  // the state before this row's last event: the next row's likely prefix
+            c.snap_len = ids.empty() ? 0 : pos;
+        }
+        if (pos == ids.size()) break;
+        const size_t id = static_cast<size_t>(ids[pos]);
+        if (uniform && (okp[id] & kEvWhole)) {
+            uni += ev_sym[id];
+            continue;
         }
         spread();
-        if (pos <= ids.size()) whole = apost_;
-        prev_ids = &ids;
-        if (from_whole && row.add_abs_sum.size() == ulen && whole.size() == ulen) {
-            // whole's sums and the add terms in one pass (a copy, then loads of what it just stored,
-            // waited on the copy's stores)
-            apost_.resize(ulen);
-            for (size_t i = 0; i < ulen; ++i) apost_[i] = whole[i] + gamma * row.add_abs_sum[i];
-        } else {
-            if (from_whole) apost_ = whole;
-            if (row.add_abs_sum.size() == ulen)
-                for (size_t i = 0; i < ulen; ++i) apost_[i] += gamma * row.add_abs_sum[i];
-        }
-        if (row.term_round_abs_sum.size() == ulen)
-            for (size_t i = 0; i < ulen; ++i) apost_[i] += at.u * row.term_round_abs_sum[i];
-        if (row.term_round_count.size() == ulen)
-            for (size_t i = 0; i < ulen; ++i) apost_[i] += at.half_subnormal * row.term_round_count[i];
-        // NCCL's FP8 paths (D41): a saturated add's error is exactly what its clamp removed, |v| - max,
-        // summed in binary64 by the producer (the slack covers that sum's roundings); the outputs a
-        // clamp reached are counted apart, so that a saturating run is never silently within bounds.
-        // (A column summed in the rotated domain, D28, saturates only at an FP8 output, D49: in the
-        // values' own domain, after the rotation back, so its excess is added after the bound is taken back.)
-        if (row.saturation_excess.size() == ulen && !col.rotated_sum)
-            for (size_t i = 0; i < ulen; ++i) apost_[i] += row.saturation_excess[i] * (1 + 0x1p-40);
-        if (row.saturation_count.size() == ulen)
-            for (size_t i = 0; i < ulen; ++i)
-                if (row.saturation_count[i] > 0) {
-                    ++st_.saturated_outputs;
-                    st_.max_saturations = std::max(st_.max_saturations, row.saturation_count[i]);
-                }
-        if (col.rotated_sum) {  // D28: the rotated domain's bounds, taken back through the inverse rotation
-            double sum = 0;
-            for (double v : apost_) sum += v;
-            apost_.assign(ulen, rotated_back(std::ldexp(sum, -block_log2(len)), rot_gamma, rot_s1, len));
-            if (row.saturation_excess.size() == ulen)
-                for (size_t i = 0; i < ulen; ++i) apost_[i] += row.saturation_excess[i] * (1 + 0x1p-40);
-        }
-
-        // ring-ag-requant: how many hops the row's holder is from the column's owner (its table row).
-        const int64_t row_h = cfg_.path == PathKind::kRingAgRequant ? ((row.rank - chunk_of(cfg_, col.first)) % n + n) % n : 0;
-        // A row equal to the previous one in its values and its a-posteriori bounds (every rank of a
-        // gather or an all-reduce), after a row that found nothing wrong: every error, bound and
-        // verdict is the previous row's, so only the counts and the in-order sums take it again
-        // (not ring-ag-requant, whose a-priori bound depends on the holder).
-        // The same bits (same_bits), not ==: a float == is a compare and two branches per element,
-        // and these two tests were about half of a gather's check. The previous row's values are
-        // finite (clean_prev), so the same bits are ==, but for a -0 against a +0 (that row is then
-        // checked element by element, as any other).
-        if (clean_prev && cfg_.path != PathKind::kRingAgRequant && same_bits(row.values, prev_values) &&
-            same_bits(apost_, prev_apost)) {
-            st_.outputs_checked += len;
-            // The row's sums are the previous row's: the same errors and targets, summed from zero
-            // in the same order (D34). Counted, and added as one term when the run of such rows
-            // ends: the accumulators are exact, so n adds of a value and one of n times it are the same.
-            ++repeats;
+        const QuantEvent& ev = col.events[id];
+        // Element i was quantized as x[i + off]; only the elements the block covers carry it.
+        const int64_t off = ev.column_offset;
+        const int64_t lo = std::max<int64_t>(0, -off);
+        const int64_t hi = std::min<int64_t>(len, static_cast<int64_t>(ev.x.size()) - off);
+        if (okp[id] & kEvCompact) {  // int<b>, not poisoned: E for each element it covers
+            const double sv = ev_sym[id];
+            for (int64_t i = lo; i < hi; ++i) apost_[static_cast<size_t>(i)] += sv;
             continue;
         }
-        const int64_t violations_before = st_.violations, nonfinite_before = st_.nonfinite_outputs;
-        // The row's running statistics in locals (same operations, same order), st_'s again after
-        // the loop: through st_ every element stored and reloaded them (have_last_'s byte stores
-        // may alias anything), a chain through memory per sum.
-        int64_t checked = st_.outputs_checked;
-        double max_err = st_.max_abs_error, sse = 0, sst = 0;  // the row's own sums (D34)
-        double max_post = st_.max_a_posteriori, max_prio = st_.max_a_priori, max_ratio = st_.max_error_to_a_posteriori;
-        const bool out_round = cfg_.output != Accum::kFp32;
-        const AccumType out_t = accum_type(cfg_.output);
-        const bool out_sat = saturating(cfg_.output);
-        for (size_t i = 0; i < ulen; ++i) {
-            double post = apost_[i] * kPostInflation;
-            if (dv == Divide::kPre) post = (apost_[i] + pre_extra_[i]) * kPostInflation;
-            else if (dv == Divide::kPost)
-                post = (apost_[i] / sc + db.at(std::fabs(static_cast<double>(row.values[i])))) * kPostInflation;
-            double prio = col_prior;
-            if (gather) {
-                const double ai = col.first_block_absmax.empty() ? absmax_[0]
-                                                                 : std::fabs(static_cast<double>(col.first_block_absmax[i]));
-                if (cfg_.path == PathKind::kRingAgRequant) {
-                    if (ai != table_a) {
-                        // table[h]: h encodings (h >= 1); the owner (h = 0) holds one.
-                        table_a = ai;
-                        table.assign(static_cast<size_t>(std::max<int64_t>(n, 1)), 0.0);
-                        Bnd b = prior.q({ai, 0});
-                        table[0] = b.err;
-                        if (n > 1) table[1] = b.err;
-                        for (int64_t h = 2; h < n; ++h) {
-                            b = prior.q(b);
-                            table[static_cast<size_t>(h)] = b.err;
-                        }
-                    }
-                    prio = table[static_cast<size_t>(row_h)] * kPrioInflation;
-                } else if (ai == prio_ai) {
-                    prio = prio_cached;  // the same block's absmax (every element of a block, every row)
-                } else {
-                    // ring-ag and hpz-ag's bounds depend on ai (and the column's amax) only, not the row
-                    prio = gather_prior(cfg_, prior, prior1, col.first, row.rank, ai, gather_amax) * kPrioInflation;
-                    prio_ai = ai;
-                    prio_cached = prio;
+        const EventBound& b = evb_[id];
+        if (b.poisoned) {
+            for (int64_t i = lo; i < hi; ++i) apost_[static_cast<size_t>(i)] = kInf;
+        } else if (b.kind == FormatKind::kSym) {
+            for (int64_t i = lo; i < hi; ++i) apost_[static_cast<size_t>(i)] += b.sym;
+        } else if (b.kind == FormatKind::kAsym && !b.rotated) {  // EventBound::at's asym case, its tests once
+            if (!b.asym_const) {  // (a constant block's bound is 0: nothing to add)
+                const double a = b.asym_a;
+                for (int64_t i = lo; i < hi; ++i) {
+                    const double mag = std::fabs(static_cast<double>(ev.x[static_cast<size_t>(i + off)])) + a;
+                    apost_[static_cast<size_t>(i)] += mag >= kFltMax * (1 - 0x1p-40) ? a + a : a + std::min(a, kU * mag + 0x1p-150);
                 }
             }
-            if (out_round) {
-                // D46: the output rounded to its type, |o - v| <= u |o| + half its subnormal spacing
-                // (o the value held). A priori, from |o| <= |T| + |o - T|: the bound b before the
-                // rounding becomes (b + u |T| + h) / (1 - u), at least the a-posteriori bound
-                // whenever the error is within it.
-                post += (out_t.u * std::fabs(static_cast<double>(row.values[i])) + out_t.half_subnormal) * kPostInflation;
-                // D49: an FP8 output clamps past its threshold (464 for e4m3): no a-priori bound where
-                // the value before the rounding may reach it (the clamp's excess is a posteriori, above).
-                if (out_sat && std::fabs(target[i] / sc) + prio >= out_t.overflow) prio = std::numeric_limits<double>::infinity();
-                else
-                    prio = (prio + (out_t.u * std::fabs(target[i] / sc) + out_t.half_subnormal) * kPostInflation) / (1 - out_t.u) *
-                           kPostInflation;
-            }
-            ++checked;
-            const float v = row.values[i];
-            if (!std::isfinite(v)) {
-                ++st_.nonfinite_outputs;
-                record_violation(col.first, row.rank, static_cast<int64_t>(i),
-                                 "non-finite output " + fmt_double(v) + " (target " + fmt_double(target[i] / sc) + ")");
-                continue;
-            }
-            if (!finite_inputs) {
-                record_violation(col.first, row.rank, static_cast<int64_t>(i), "non-finite contribution in the column");
-                continue;
-            }
-            // value - T, exactly, and rounded to a double (once per distinct value of the element).
-            auto exact_err = [&] {
-                SuperAcc e;
-                if (int_sum_) {  // rare (a comparison too close to call in binary64): the column summed again
-                    for (int64_t r = 0; r < col.contribution_rows; ++r) e.add(col.contributions[static_cast<size_t>(r) * ulen + i]);
-                } else {
-                    e = acc_[i];
-                }
-                e.negate();
-                if (sc == 1) e.add(v);
-                else e.add(static_cast<double>(v) * sc);  // exact: 24 bits times N < 2^17
-                return e;
-            };
-            const double tsc = target[i] / sc;  // the target in the output's units (the mean under --divide)
-            const bool same_as_last = have_last_[i] && std::bit_cast<uint32_t>(last_value_[i]) == std::bit_cast<uint32_t>(v);
-            double errd;
-            if (same_as_last) {
-                errd = last_err_[i];
-            } else if (int_sum_ && on_grid(v)) {
-                // v = vi 2^grid exactly, |vi| < 2^62, |T| < 2^62: vi - T is exact in int64 (no overflow),
-                // and its conversion is the correctly rounded error.
-                const int64_t vi = static_cast<int64_t>(static_cast<double>(v) * pow2_double(-grid_));
-                if (sc == 1) {
-                    errd = static_cast<double>(vi - tint_[i]) * pow2_double(grid_);
-                } else {  // N vi - T: exact in 128 bits; rounded once to double, then once by / N
-                    const __int128 d = static_cast<__int128>(vi) * static_cast<__int128>(n) - static_cast<__int128>(tint_[i]);
-                    errd = static_cast<double>(d) * pow2_double(grid_) / sc;
-                }
-                last_value_[i] = v;
-                last_err_[i] = errd;
-                have_last_[i] = 1;
-            } else {
-                errd = exact_err().to_double() / sc;
-                last_value_[i] = v;
-                last_err_[i] = errd;
-                have_last_[i] = 1;
-            }
-            const double aerr = std::fabs(errd);
-            max_err = std::max(max_err, aerr);
-            sse += errd * errd;
-            sst += tsc * tsc;
-            max_post = std::max(max_post, post);
-            max_prio = std::max(max_prio, prio);
-            if (aerr > 0) max_ratio = std::max(max_ratio, post > 0 ? aerr / post : kInf);
-            // errd is err rounded to nearest, so |err| <= |errd| (1 + 2^-53): when that is at most
-            // post with room to spare the exact comparison cannot disagree, and is skipped.
-            // Under --divide the exact comparison is |N v - T| <= N post, with N post rounded down.
-            double post_n = post;
-            if (sc != 1) {
-                post_n = post * sc;
-                if (std::fma(post, sc, -post_n) < 0) post_n = std::nextafter(post_n, 0.0);
-            }
-            const bool post_ok = aerr * (1 + 0x1p-50) <= post || exact_err().compare_abs(post_n) <= 0;
-            const bool prio_ok = post <= prio;
-            if (!post_ok || !prio_ok) {
-                record_violation(col.first, row.rank, static_cast<int64_t>(i),
-                                 std::string(!post_ok ? "|error| > a_posteriori" : "a_posteriori > a_priori") +
-                                     ": value " + fmt_double(v) + ", target " + fmt_double(tsc) + ", error " +
-                                     fmt_double(errd) + ", a_posteriori " + fmt_double(post) + ", a_priori " +
-                                     fmt_double(prio) + ", " + std::to_string(row.event_ids.size()) + " events");
-            }
-        }
-        st_.outputs_checked = checked;
-        st_.max_abs_error = max_err;
-        add_repeats();  // (before prev_sse and prev_sst are this row's)
-        sum_sq_error_.add(sse);
-        sum_sq_target_.add(sst);
-        st_.max_a_posteriori = max_post;
-        st_.max_a_priori = max_prio;
-        st_.max_error_to_a_posteriori = max_ratio;
-        clean_prev = finite_inputs && st_.violations == violations_before && st_.nonfinite_outputs == nonfinite_before;
-        if (clean_prev) {
-            prev_values.assign(row.values.begin(), row.values.end());
-            prev_apost.assign(apost_.begin(), apost_.end());
-            prev_sse = sse;
-            prev_sst = sst;
+        } else if (b.kind == FormatKind::kDecl && !b.rotated) {  // EventBound::at, the scale's part once
+            if (hi > lo)
+                detail::add_decl_bounds(*b.decl, b.decl_scale, b.decl_lo, ev.x.data() + (lo + off),
+                                        static_cast<size_t>(hi - lo), apost_.data() + lo);
+        } else {
+            for (int64_t i = lo; i < hi; ++i)
+                apost_[static_cast<size_t>(i)] +=
+                    b.at(ev.x[static_cast<size_t>(i + off)], ev.codes[static_cast<size_t>(i + off)]);
         }
     }
-    add_repeats();
+    spread();
+    if (pos <= ids.size()) whole = apost_;
+    c.prev_ids = &ids;
+    const double gamma = c.gamma;
+    if (from_whole && row.add_abs_sum.size() == ulen && whole.size() == ulen) {
+        // whole's sums and the add terms in one pass (a copy, then loads of what it just stored,
+        // waited on the copy's stores)
+        apost_.resize(ulen);
+        for (size_t i = 0; i < ulen; ++i) apost_[i] = whole[i] + gamma * row.add_abs_sum[i];
+    } else {
+        if (from_whole) apost_ = whole;
+        if (row.add_abs_sum.size() == ulen)
+            for (size_t i = 0; i < ulen; ++i) apost_[i] += gamma * row.add_abs_sum[i];
+    }
+    if (row.term_round_abs_sum.size() == ulen)
+        for (size_t i = 0; i < ulen; ++i) apost_[i] += c.at.u * row.term_round_abs_sum[i];
+    if (row.term_round_count.size() == ulen)
+        for (size_t i = 0; i < ulen; ++i) apost_[i] += c.at.half_subnormal * row.term_round_count[i];
+    // NCCL's FP8 paths (D41): a saturated add's error is exactly what its clamp removed, |v| - max,
+    // summed in binary64 by the producer (the slack covers that sum's roundings); the outputs a
+    // clamp reached are counted apart, so that a saturating run is never silently within bounds.
+    // (A column summed in the rotated domain, D28, saturates only at an FP8 output, D49: in the
+    // values' own domain, after the rotation back, so its excess is added after the bound is taken back.)
+    if (row.saturation_excess.size() == ulen && !col.rotated_sum)
+        for (size_t i = 0; i < ulen; ++i) apost_[i] += row.saturation_excess[i] * (1 + 0x1p-40);
+    if (row.saturation_count.size() == ulen)
+        for (size_t i = 0; i < ulen; ++i)
+            if (row.saturation_count[i] > 0) {
+                ++st_.saturated_outputs;
+                st_.max_saturations = std::max(st_.max_saturations, row.saturation_count[i]);
+            }
+    if (col.rotated_sum) {  // D28: the rotated domain's bounds, taken back through the inverse rotation
+        double sum = 0;
+        for (double v : apost_) sum += v;
+        apost_.assign(ulen, rotated_back(std::ldexp(sum, -block_log2(len)), c.rot_gamma, c.rot_s1, len));
+        if (row.saturation_excess.size() == ulen)
+            for (size_t i = 0; i < ulen; ++i) apost_[i] += row.saturation_excess[i] * (1 + 0x1p-40);
+    }
+    return true;
+}
+
+// ring-ag-requant's a-priori table for first-block absmax ai: table[h] for h encodings (h >= 1); the
+// owner (h = 0) holds one.
+void PathChecker::requant_table(ColumnState& c, double ai) {
+    const int64_t n = c.n;
+    c.table_a = ai;
+    c.table.assign(static_cast<size_t>(std::max<int64_t>(n, 1)), 0.0);
+    Bnd b = c.prior.q({ai, 0});
+    c.table[0] = b.err;
+    if (n > 1) c.table[1] = b.err;
+    for (int64_t h = 2; h < n; ++h) {
+        b = c.prior.q(b);
+        c.table[static_cast<size_t>(h)] = b.err;
+    }
+}
+
+// v sc - T of element i, exactly (a comparison too close to call in binary64, or an output off the grid).
+SuperAcc PathChecker::exact_error(const ColumnRecord& col, double sc, size_t i, float v) const {
+    SuperAcc e;
+    if (int_sum_) {  // rare: the column summed again
+        const size_t ulen = static_cast<size_t>(col.len);
+        for (int64_t r = 0; r < col.contribution_rows; ++r) e.add(col.contributions[static_cast<size_t>(r) * ulen + i]);
+    } else {
+        e = acc_[i];
+    }
+    e.negate();
+    if (sc == 1) e.add(v);
+    else e.add(static_cast<double>(v) * sc);  // exact: 24 bits times N < 2^17
+    return e;
+}
+
+// (v sc - T) / sc of element i rounded to a double, for v a multiple of 2^grid_ below 2^62 of it and
+// the column's targets int64 sums on that grid: v = vi 2^grid exactly, |vi| < 2^62, |T| < 2^62, so
+// vi - T is exact in int64 (no overflow) and its conversion is the correctly rounded error.
+double PathChecker::grid_error(size_t i, float v, int64_t n, double sc) const {
+    const int64_t vi = static_cast<int64_t>(static_cast<double>(v) * pow2_double(-grid_));
+    if (sc == 1) return static_cast<double>(vi - tint_[i]) * pow2_double(grid_);
+    // N vi - T: exact in 128 bits; rounded once to double, then once by / N
+    const __int128 d = static_cast<__int128>(vi) * static_cast<__int128>(n) - static_cast<__int128>(tint_[i]);
+    return static_cast<double>(d) * pow2_double(grid_) / sc;
+}
+
+// Every value of a row against its exact target, its a-posteriori bound (apost_) and its a-priori one.
+void PathChecker::check_row(const ColumnRecord& col, const OutputRow& row, ColumnState& c) {
+    const size_t ulen = c.ulen;
+    const int64_t n = c.n;
+    const Divide dv = c.dv;
+    const double sc = c.sc, col_prior = c.col_prior;
+    const DivBound& db = c.db;
+    const std::vector<double>& target = s_.target;
+    std::vector<float>& prev_values = s_.prev_values;
+    std::vector<double>& prev_apost = s_.prev_apost;
+    // Whether an output is a multiple of 2^grid_ below 2^62 of it (then its error is exact in int64).
+    auto on_grid = [&](float v) {
+        const double d = static_cast<double>(v) * pow2_double(-grid_);
+        return std::fabs(d) < 0x1p62 && d == std::trunc(d);
+    };
+    // ring-ag-requant: how many hops the row's holder is from the column's owner (its table row).
+    const int64_t row_h = cfg_.path == PathKind::kRingAgRequant ? ((row.rank - chunk_of(cfg_, col.first)) % n + n) % n : 0;
+    // A row equal to the previous one in its values and its a-posteriori bounds (every rank of a
+    // gather or an all-reduce), after a row that found nothing wrong: every error, bound and
+    // verdict is the previous row's, so only the counts and the in-order sums take it again
+    // (not ring-ag-requant, whose a-priori bound depends on the holder).
+    // The same bits (same_bits), not ==: a float == is a compare and two branches per element,
+    // and these two tests were about half of a gather's check. The previous row's values are
+    // finite (clean_prev), so the same bits are ==, but for a -0 against a +0 (that row is then
+    // checked element by element, as any other).
+    if (c.clean_prev && cfg_.path != PathKind::kRingAgRequant && same_bits(row.values, prev_values) &&
+        same_bits(apost_, prev_apost)) {
+        st_.outputs_checked += c.len;
+        // The row's sums are the previous row's: the same errors and targets, summed from zero
+        // in the same order (D34). Counted, and added as one term when the run of such rows
+        // ends: the accumulators are exact, so n adds of a value and one of n times it are the same.
+        ++c.repeats;
+        return;
+    }
+    const int64_t violations_before = st_.violations, nonfinite_before = st_.nonfinite_outputs;
+    // The row's running statistics in locals (same operations, same order), st_'s again after
+    // the loop: through st_ every element stored and reloaded them (have_last_'s byte stores
+    // may alias anything), a chain through memory per sum.
+    int64_t checked = st_.outputs_checked;
+    double max_err = st_.max_abs_error, sse = 0, sst = 0;  // the row's own sums (D34)
+    double max_post = st_.max_a_posteriori, max_prio = st_.max_a_priori, max_ratio = st_.max_error_to_a_posteriori;
+    const bool out_round = cfg_.output != Accum::kFp32;
+    const AccumType out_t = accum_type(cfg_.output);
+    const bool out_sat = saturating(cfg_.output);
+    double prio_ai = c.prio_ai, prio_cached = c.prio_cached;  // (in locals: the loop's; stored back after it)
+    for (size_t i = 0; i < ulen; ++i) {
+        double post = apost_[i] * kPostInflation;
+        if (dv == Divide::kPre) post = (apost_[i] + pre_extra_[i]) * kPostInflation;
+        else if (dv == Divide::kPost)
+            post = (apost_[i] / sc + db.at(std::fabs(static_cast<double>(row.values[i])))) * kPostInflation;
+        double prio = col_prior;
+        if (c.gather) {
+            const double ai = col.first_block_absmax.empty() ? absmax_[0]
+                                                             : std::fabs(static_cast<double>(col.first_block_absmax[i]));
+            if (cfg_.path == PathKind::kRingAgRequant) {
+                if (ai != c.table_a) requant_table(c, ai);
+                prio = c.table[static_cast<size_t>(row_h)] * kPrioInflation;
+            } else if (ai == prio_ai) {
+                prio = prio_cached;  // the same block's absmax (every element of a block, every row)
+            } else {
+                // ring-ag and hpz-ag's bounds depend on ai (and the column's amax) only, not the row
+                prio = gather_prior(cfg_, c.prior, c.prior1, col.first, row.rank, ai, c.gather_amax) * kPrioInflation;
+                prio_ai = ai;
+                prio_cached = prio;
+            }
+        }
+        if (out_round) {
+            // D46: the output rounded to its type, |o - v| <= u |o| + half its subnormal spacing
+            // (o the value held). A priori, from |o| <= |T| + |o - T|: the bound b before the
+            // rounding becomes (b + u |T| + h) / (1 - u), at least the a-posteriori bound
+            // whenever the error is within it.
+            post += (out_t.u * std::fabs(static_cast<double>(row.values[i])) + out_t.half_subnormal) * kPostInflation;
+            // D49: an FP8 output clamps past its threshold (464 for e4m3): no a-priori bound where
+            // the value before the rounding may reach it (the clamp's excess is a posteriori, above).
+            if (out_sat && std::fabs(target[i] / sc) + prio >= out_t.overflow) prio = std::numeric_limits<double>::infinity();
+            else
+                prio = (prio + (out_t.u * std::fabs(target[i] / sc) + out_t.half_subnormal) * kPostInflation) / (1 - out_t.u) *
+                       kPostInflation;
+        }
+        ++checked;
+        const float v = row.values[i];
+        if (!std::isfinite(v)) {
+            ++st_.nonfinite_outputs;
+            record_violation(col.first, row.rank, static_cast<int64_t>(i),
+                             "non-finite output " + fmt_double(v) + " (target " + fmt_double(target[i] / sc) + ")");
+            continue;
+        }
+        if (!c.finite_inputs) {
+            record_violation(col.first, row.rank, static_cast<int64_t>(i), "non-finite contribution in the column");
+            continue;
+        }
+        // value - T, exactly, and rounded to a double (once per distinct value of the element).
+        auto exact_err = [&] { return exact_error(col, sc, i, v); };
+        const double tsc = target[i] / sc;  // the target in the output's units (the mean under --divide)
+        const bool same_as_last = have_last_[i] && std::bit_cast<uint32_t>(last_value_[i]) == std::bit_cast<uint32_t>(v);
+        double errd;
+        if (same_as_last) {
+            errd = last_err_[i];
+        } else {
+            errd = int_sum_ && on_grid(v) ? grid_error(i, v, n, sc) : exact_err().to_double() / sc;
+            last_value_[i] = v;
+            last_err_[i] = errd;
+            have_last_[i] = 1;
+        }
+        const double aerr = std::fabs(errd);
+        max_err = std::max(max_err, aerr);
+        sse += errd * errd;
+        sst += tsc * tsc;
+        max_post = std::max(max_post, post);
+        max_prio = std::max(max_prio, prio);
+        if (aerr > 0) max_ratio = std::max(max_ratio, post > 0 ? aerr / post : kInf);
+        // errd is err rounded to nearest, so |err| <= |errd| (1 + 2^-53): when that is at most
+        // post with room to spare the exact comparison cannot disagree, and is skipped.
+        // Under --divide the exact comparison is |N v - T| <= N post, with N post rounded down.
+        double post_n = post;
+        if (sc != 1) {
+            post_n = post * sc;
+            if (std::fma(post, sc, -post_n) < 0) post_n = std::nextafter(post_n, 0.0);
+        }
+        const bool post_ok = aerr * (1 + 0x1p-50) <= post || exact_err().compare_abs(post_n) <= 0;
+        const bool prio_ok = post <= prio;
+        if (!post_ok || !prio_ok) {
+            record_violation(col.first, row.rank, static_cast<int64_t>(i),
+                             std::string(!post_ok ? "|error| > a_posteriori" : "a_posteriori > a_priori") +
+                                 ": value " + fmt_double(v) + ", target " + fmt_double(tsc) + ", error " +
+                                 fmt_double(errd) + ", a_posteriori " + fmt_double(post) + ", a_priori " +
+                                 fmt_double(prio) + ", " + std::to_string(row.event_ids.size()) + " events");
+        }
+    }
+    c.prio_ai = prio_ai;
+    c.prio_cached = prio_cached;
+    st_.outputs_checked = checked;
+    st_.max_abs_error = max_err;
+    add_repeats(c);  // (before prev_sse and prev_sst are this row's)
+    sum_sq_error_.add(sse);
+    sum_sq_target_.add(sst);
+    st_.max_a_posteriori = max_post;
+    st_.max_a_priori = max_prio;
+    st_.max_error_to_a_posteriori = max_ratio;
+    c.clean_prev = c.finite_inputs && st_.violations == violations_before && st_.nonfinite_outputs == nonfinite_before;
+    if (c.clean_prev) {
+        prev_values.assign(row.values.begin(), row.values.end());
+        prev_apost.assign(apost_.begin(), apost_.end());
+        c.prev_sse = sse;
+        c.prev_sst = sst;
+    }
 }
 
 void PathChecker::merge(const PathChecker& o) {

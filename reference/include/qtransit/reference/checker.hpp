@@ -108,6 +108,21 @@ public:
 
 private:
     void record_violation(int64_t first, int64_t rank, int64_t element, const std::string& what);
+    // add()'s phases for one column (checker.cpp), in order: its shape; its exact targets and every
+    // event's statistics (one scan); its a-priori bounds and the events the scan left; then for each
+    // output row its k, its a-posteriori bound, and its values against both. ColumnState carries
+    // what they share, the state from one row to the next included.
+    struct ColumnState;
+    bool well_formed(const ColumnRecord& col);
+    void column_targets(const ColumnRecord& col, ColumnState& c);
+    void column_prior(const ColumnRecord& col, ColumnState& c);
+    void row_k(const ColumnRecord& col, const OutputRow& row, ColumnState& c);
+    bool row_a_posteriori(const ColumnRecord& col, const OutputRow& row, ColumnState& c);
+    void check_row(const ColumnRecord& col, const OutputRow& row, ColumnState& c);
+    void add_repeats(ColumnState& c);  // the sums of the rows equal to the last clean one, added as one term
+    void requant_table(ColumnState& c, double ai);
+    SuperAcc exact_error(const ColumnRecord& col, double sc, size_t i, float v) const;
+    double grid_error(size_t i, float v, int64_t n, double sc) const;
 
     PathConfig cfg_;
     PathStats st_;
