@@ -498,6 +498,10 @@ TEST_F(Cli, DeclaredPathsRunAsTheScheduleTheyResolveTo) {
     ASSERT_EQ(dd.code, 0) << dd.err;
     EXPECT_EQ(nlohmann::json::parse(dd.out)["runs"][0]["block"], 128);
     refused("simulate --path deepep-fp8-dispatch --ranks 4 --elements 512 --block 64", "fixed blocks of 128");
+    // A fixed block in the second stage only: that one (wire_block, as the gate and verify take it).
+    const Outcome st = run("simulate --path a2a-hier-rs --format int8,fp8-e4m3-1x128 --ranks 16 --elements 2048 --json");
+    ASSERT_EQ(st.code, 0) << st.err;
+    EXPECT_EQ(nlohmann::json::parse(st.out)["runs"][0]["block"], 128);
 
     // A user's file: QuickReduce's shape (two-shot, INT4 groups of 32, binary16 sums) and SDP4Bit's
     // (INT8 inside the node, INT4 across).

@@ -130,13 +130,19 @@ Result<SimulatePlan> SimulateRequest::validate() const {
     auto declared = with_declared_paths(*this, &labels);
     if (!declared) return declared.error();
     SimulateRequest a = *declared;
-    // --block left out (0): the first stage format's fixed block when it has one (a declared wire's
-    // too, flashinfer-fp8's 256), else 32.
+    // --block left out (0): the fixed block of the first stage format that has one (a declared wire's
+    // too, flashinfer-fp8's 256; "int8,fp8-e4m3-1x128" runs at 128), else 32: wire_block, as the gate
+    // and verify collective take it.
     if (a.block == 0) {
         a.block = kDefaultBlock;
-        const std::string first = a.format.substr(0, a.format.find(','));
-        if (!first.empty()) {
-            if (auto f = resolve_format(first); f && f->fixed_block() > 0) a.block = f->fixed_block();
+        if (!a.format.empty()) {
+            std::vector<FormatSpec> stages;
+            for (size_t at = 0; at <= a.format.size();) {
+                const size_t comma = std::min(a.format.find(',', at), a.format.size());
+                if (auto f = resolve_format(a.format.substr(at, comma - at))) stages.push_back(*f);
+                at = comma + 1;
+            }
+            a.block = wire_block(stages, kDefaultBlock);  // (a name that does not resolve is refused below, with its message)
         } else if (a.codec_object && a.codec_object->format().fixed_block() > 0) {
             a.block = a.codec_object->format().fixed_block();
         }
