@@ -788,14 +788,15 @@ Partial tree_reduce(Column& col, const std::vector<Partial>& x, int64_t c) {
 // A rank that received exactly the owner's message (every byte, the metadata's bits, the ledger's
 // handle) holds the first decoded row's values (the owner's, or when it keeps its own the first
 // other rank's), copied when the decode is the CPU kernel's (decodes_on_cpu).
-void ring_broadcast_emit(Column& col, Message&& m, int64_t owner, const Partial* kept = nullptr) {
+void ring_broadcast_emit(Column& col, Message&& m, int64_t owner, const Partial* kept = nullptr, int64_t keeper = -1) {
     const int64_t n = col.config().ranks;
     Transport& t = col.transport();
     const size_t rows = col.reserve_rows(n);
     const bool copy = col.decodes_on_cpu();
     const Message sent = copy ? Column::forward(m) : Message{};
     std::optional<size_t> decoded;  // the first row that decoded `sent`: the one a copy copies
-    if (kept) {
+    if (kept && keeper < 0) keeper = owner;  // (the rank that holds `kept` instead of decoding)
+    if (kept && keeper == owner) {
         col.emit_at(rows + static_cast<size_t>(owner), owner, *kept);
     } else {
         col.emit_decoded(rows + static_cast<size_t>(owner), owner, m);
@@ -807,6 +808,10 @@ void ring_broadcast_emit(Column& col, Message&& m, int64_t owner, const Partial*
         t.send(from, to, std::move(cur));  // what it received, passed on
         cur = t.recv(to, from);
         const size_t at = rows + static_cast<size_t>(to);
+        if (kept && to == keeper) {  // FlashInfer's stripes (D52): this rank keeps the sum it did not add
+            col.emit_at(at, to, *kept);
+            continue;
+        }
         const bool same = copy && same_payload(cur, sent);
         if (same && decoded) {
             col.emit_copy(at, to, *decoded);
@@ -874,7 +879,10 @@ void run_two_shot_keep(Column& col) {
     const int64_t chunk = col.first() / c.shard();
     Partial reduced = a2a_reduce(col, reduce_inputs(col), chunk);
     for (float& v : reduced.v) v += 0.0f;
-    ring_broadcast_emit(col, col.quantize_copy(reduced, 1, chunk, mod(chunk + 1, c.ranks), ring_range(0, c.ranks)), chunk, &reduced);
+    // The rank that keeps it: the chunk's owner, or FlashInfer's stripe owner (D52; a column lies in
+    // one stripe: the stripe is a multiple of the block).
+    ring_broadcast_emit(col, col.quantize_copy(reduced, 1, chunk, mod(chunk + 1, c.ranks), ring_range(0, c.ranks)), chunk, &reduced,
+                        c.keeper(col.first()));
 }
 
 // bf16-/fp16-ring-ar (D26): NCCL's ring all-reduce, a ring reduce-scatter and then a ring

@@ -95,7 +95,7 @@ const std::vector<std::string> kTypes{"fp32", "bf16", "fp16", "fp8-e4m3", "fp8-e
 const std::vector<std::string> kRequantize{"once", "each-hop", "each-stage", "each-stage-except-owner"};
 const std::vector<std::string> kOutputs{"fp32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2"};
 const std::vector<std::string> kKeys{"name",   "source",     "collective", "exchange", "wire",   "add",   "stored",
-                                     "input",  "requantize", "divide",     "rotation", "scales", "output"};
+                                     "input",  "requantize", "divide",     "rotation", "scales", "output", "owner"};
 
 // "a reduce-scatter", "an all-reduce".
 std::string a_(const std::string& collective) { return (collective.starts_with("all") ? "an " : "a ") + collective; }
@@ -187,6 +187,11 @@ Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
         auto s = get_one_of(c, *v, "requantize", kRequantize);
         if (!s) return s.error();
         d.requantize = *s;
+    }
+    if (const toml::node* v = req("owner")) {  // D52: who keeps its sum on two-shot-ar-keep
+        auto s = get_one_of(c, *v, "owner", {"chunk", "flashinfer-stripes"});
+        if (!s) return s.error();
+        d.owner = *s;
     }
     d.scales = "per-block";
     if (const toml::node* v = req("scales")) {
@@ -330,7 +335,11 @@ Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
     if (d.rotation) pc.rotation = *d.rotation;
     if (d.output) pc.output = *d.output;
     if (d.input) pc.input = *d.input;
+    if (!d.owner.empty() && d.kind != PathKind::kTwoShotArKeep)
+        return c.err(req("owner")->source(), "owner", "only a two-shot all-reduce whose owner keeps its sum (requantize = "
+                                                      "\"each-stage-except-owner\") has an owner to choose");
     pc.tensor_scale = d.per_tensor();
+    pc.flashinfer_stripes = d.flashinfer_stripes();
     if (d.fixes_wire()) {
         auto f = resolve_format(d.wire[0]);
         if (!f) return f.error();
@@ -365,6 +374,7 @@ Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
         const std::string& m = st.error().message;
         const char* key = m.starts_with("output ")                  ? "output"
                           : m.starts_with("scales ")                  ? "scales"
+                          : m.starts_with("owner ")                   ? "owner"
                           : m.starts_with("input ")                   ? "input"
                           : m.find("--divide") != std::string::npos   ? "divide"
                           : m.find("--rotation") != std::string::npos ? "rotation"
@@ -464,9 +474,9 @@ std::string builtin_text() {
     // _fp8_blockscale_2shot_kernel; docs/SOURCES.md section 4.1a, D46): bf16 in and out, E4M3 per 256
     // values, the sum in binary32 in rank order; the owner's stripe is not requantized.
     t += "[[path]]\nname = \"flashinfer-fp8-2shot\"\ncollective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"flashinfer-fp8\"\n"
-         "requantize = \"each-stage-except-owner\"\nadd = \"fp32\"\ninput = \"bf16\"\noutput = \"bf16\"\n"
+         "requantize = \"each-stage-except-owner\"\nadd = \"fp32\"\ninput = \"bf16\"\noutput = \"bf16\"\nowner = \"flashinfer-stripes\"\n"
          "source = \"FlashInfer quantized_all_reduce (_fp8_blockscale_2shot_kernel, flashinfer-ai/flashinfer fb28d72): the owner keeps "
-         "its binary32 sum, the others decode its requantization, outputs in bf16; blocks of 256\"\n\n";
+         "its binary32 sum, the others decode its requantization, outputs in bf16; blocks of 256; stripes of 4096 (16384 past 2^25)\"\n\n";
     return t;
 }
 
@@ -481,7 +491,7 @@ Registry& registry() {
 
 bool same_decl(const PathDecl& a, const PathDecl& b) {
     return a.name == b.name && a.kind == b.kind && a.accum == b.accum && a.divide == b.divide && a.rotation == b.rotation && a.wire == b.wire &&
-           a.output == b.output && a.input == b.input && a.scales == b.scales;
+           a.output == b.output && a.input == b.input && a.scales == b.scales && a.owner == b.owner;
 }
 
 }  // namespace
@@ -550,6 +560,7 @@ std::string path_decl_to_toml(const PathDecl& d) {
     if (d.input) t += "input = " + q(to_string(*d.input)) + "\n";
     if (d.output) t += "output = " + q(to_string(*d.output)) + "\n";
     if (d.per_tensor()) t += "scales = " + q(d.scales) + "\n";
+    if (!d.owner.empty()) t += "owner = " + q(d.owner) + "\n";
     return t;
 }
 

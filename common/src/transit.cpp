@@ -215,6 +215,14 @@ Status validate(const PathConfig& c) {
             return bad("scales per-tensor with input " + std::string(to_string(c.input)) + " is not modeled: the amax is taken of the "
                        "inputs as given");
     }
+    if (c.flashinfer_stripes) {  // D52
+        if (c.path != PathKind::kTwoShotArKeep)
+            return bad(std::string("owner flashinfer-stripes: ") + path_info(c.path).name + " keeps no sum (two-shot-ar-keep's owner does)");
+        if (c.stripe() % c.block != 0)
+            return bad("owner flashinfer-stripes: the stripe of " + std::to_string(c.stripe()) + " elements (FlashInfer's B for M = " +
+                       std::to_string(c.elements) + ") is not a multiple of the block " + std::to_string(c.block) +
+                       " (FlashInfer requires it: its stripes hold whole scale groups)");
+    }
     if (c.path == PathKind::kTreeRs && !std::has_single_bit(static_cast<uint64_t>(c.ranks)))
         return bad("tree-rs needs N a power of two, got N = " + std::to_string(c.ranks));
     if (c.rotation == Rotation::kEndToEnd) {  // D28
@@ -394,7 +402,7 @@ int32_t expected_k(const PathConfig& c, int64_t first, int64_t holder, int64_t c
         case PathKind::kA2aHierRs: return 2;
         case PathKind::kTreeRs: return std::popcount(static_cast<uint64_t>(contributor ^ chunk));
         case PathKind::kTwoShotAr: return 2;
-        case PathKind::kTwoShotArKeep: return holder == chunk ? 1 : 2;
+        case PathKind::kTwoShotArKeep: return holder == c.keeper(first) ? 1 : 2;
         case PathKind::kRingAg: return 1;
         case PathKind::kRingAgRequant: {
             const int64_t h = ((holder - contributor) % n + n) % n;

@@ -173,6 +173,7 @@ Result<std::vector<std::vector<PathConfig>>> sweep_groups(const SweepSpec& spec)
                     if (d->output) c.output = *d->output;
                     if (d->input) c.input = *d->input;
                     c.tensor_scale = d->per_tensor();  // D50: resolved from the group's inputs when it runs
+                    c.flashinfer_stripes = d->flashinfer_stripes();  // D52
                 }
             c.format = spec.format;
             c.stage_formats = spec.stage_formats;

@@ -115,6 +115,9 @@ rc::Gen<PathConfig> config_for(PathKind path) {
                                 c.format.decl->random_signs == second.decl->random_signs && *rc::gen::arbitrary<bool>();
         if (end_to_end) c.rotation = qt::Rotation::kEndToEnd;
         c.seed = *rc::gen::arbitrary<uint64_t>();
+        // two-shot-ar-keep with FlashInfer's stripes (D52) half the time where its stripe holds whole
+        // blocks: at these M the stripe is M itself, so rank 0 keeps every sum, most chunks' owners not.
+        if (path == PathKind::kTwoShotArKeep) c.flashinfer_stripes = c.stripe() % c.block == 0 && *rc::gen::arbitrary<bool>();
         c.accum = *rc::gen::weightedOneOf<qt::Accum>({{5, rc::gen::just(qt::Accum::kFp32)},
                                                       {1, rc::gen::just(qt::Accum::kFp16)},
                                                       {1, rc::gen::just(qt::Accum::kBf16)}});
@@ -363,12 +366,13 @@ RC_GTEST_PROP(Paths, TwoShotArKeepIsTwoShotArButOnTheOwner, ()) {
     two.path = PathKind::kTwoShotAr;
     a2a.path = PathKind::kA2aRs;
     a2a.stage_formats.clear();  // one stage: the first format, which keep's sum took
+    two.flashinfer_stripes = a2a.flashinfer_stripes = false;  // (they keep no sum: who keeps one is keep's alone)
     const auto x = inputs_for(keep, qt::kernels::Distribution::kNormal, *rc::gen::arbitrary<uint64_t>());
     const auto k = run_production(keep, x), t = run_production(two, x), r = run_production(a2a, x);
     RC_ASSERT(k.size() == t.size() && k.size() == r.size());
     int64_t owner_rows = 0, differ = 0;
     for (size_t i = 0; i < k.size(); ++i) {
-        const int64_t owner = k[i].first / keep.shard();
+        const int64_t owner = keep.keeper(k[i].first);  // the chunk's owner, or FlashInfer's stripe's (D52)
         RC_ASSERT(k[i].outputs.size() == static_cast<size_t>(keep.ranks) && r[i].outputs.size() == 1);
         for (size_t row = 0; row < k[i].outputs.size(); ++row) {
             const auto& got = k[i].outputs[row];
@@ -383,6 +387,7 @@ RC_GTEST_PROP(Paths, TwoShotArKeepIsTwoShotArButOnTheOwner, ()) {
     }
     RC_ASSERT(owner_rows == static_cast<int64_t>(k.size()));
     RC_CLASSIFY(differ > 0, "the owner's values differ from the requantized ones");
+    RC_CLASSIFY(keep.flashinfer_stripes, "FlashInfer's stripes");
 }
 
 // After a gather or an all-reduce every rank holds the same bits (ring-ag-requant excepted: its
@@ -682,4 +687,53 @@ TEST(Paths, PerTensorScaleIsTheTensorsForEveryBlock) {
                     for (const auto& e : rec.events) scales.push_back(e.scale);
                 }).ok());
     EXPECT_NE(*std::min_element(scales.begin(), scales.end()), *std::max_element(scales.begin(), scales.end()));
+}
+
+// FlashInfer's stripes (D52) where they rotate over the ranks: M = 4 x 8192, stripes of 4096, so
+// chunk c's sums are kept by ranks 2c mod 4 and 2c + 1 mod 4, not by its owner c. Production equals
+// the reference bit for bit, the keeper holds the unrequantized sum (k = 1), every other rank its
+// requantization (k = 2), and the bounds hold.
+TEST(Paths, FlashInferStripesKeepTheSumsWhereTheyRotate) {
+    PathConfig c = small_config(PathKind::kTwoShotArKeep, 4, 4, 4 * 8192);
+    c.format = *qt::parse_format("flashinfer-fp8");
+    c.block = 256;
+    c.flashinfer_stripes = true;
+    ASSERT_EQ(c.stripe(), 4096);
+    EXPECT_EQ(c.keeper(0), 0);
+    EXPECT_EQ(c.keeper(4096), 1);
+    EXPECT_EQ(c.keeper(8192), 2);
+    EXPECT_EQ(c.keeper(3 * 4096), 3);
+    EXPECT_EQ(c.keeper(4 * 4096), 0);
+    std::vector<float> x(static_cast<size_t>(c.ranks * c.elements));
+    for (int64_t r = 0; r < c.ranks; ++r)
+        qt::kernels::generate_span(qt::kernels::Distribution::kNormal, 3, static_cast<uint32_t>(r), 0,
+                                   std::span<float>(x.data() + r * c.elements, static_cast<size_t>(c.elements)));
+    qt::collectives::ArrayInputs in(x, c.elements);
+    auto ref = qt::reference::run_path_plain(c, x);
+    ASSERT_TRUE(ref.ok()) << ref.error().message;
+    qt::reference::PathChecker checker(c);
+    std::vector<ColumnRecord> mine;
+    auto totals = qt::collectives::run_paths({c}, in, 1, [&](size_t, int, const ColumnRecord& rec) {
+        checker.add(rec);
+        mine.push_back(rec);
+    });
+    ASSERT_TRUE(totals.ok()) << totals.error().message;
+    std::sort(mine.begin(), mine.end(), [](const ColumnRecord& a, const ColumnRecord& b) { return a.first < b.first; });
+    ASSERT_EQ(mine.size(), ref->size());
+    int64_t kept_elsewhere = 0;
+    for (size_t i = 0; i < mine.size(); ++i) {
+        const int64_t keeper = c.keeper(mine[i].first), owner = mine[i].first / c.shard();
+        kept_elsewhere += keeper != owner;
+        for (size_t row = 0; row < mine[i].outputs.size(); ++row) {
+            const auto& m = mine[i].outputs[row];
+            ASSERT_TRUE(same_bits(m.values, (*ref)[i].outputs[row].values)) << "column " << mine[i].first << " rank " << m.rank;
+            const auto k = qt::contribution_k(mine[i], m, c.ranks);
+            for (int64_t j = 0; j < c.ranks; ++j)
+                EXPECT_EQ(k[static_cast<size_t>(j)], qt::expected_k(c, mine[i].first, m.rank, j)) << "rank " << m.rank;
+            EXPECT_EQ(k[0], m.rank == keeper ? 1 : 2);
+        }
+    }
+    EXPECT_EQ(kept_elsewhere, static_cast<int64_t>(mine.size()) * 3 / 4);  // chunks 0 and 3 keep half their columns, 1 and 2 none
+    const auto st = checker.stats();
+    EXPECT_TRUE(st.bound_holds) << st.first_violation;
 }

@@ -28,12 +28,12 @@ binary32 to bfloat16):
              every other rank holds bf16(fl32(val(Q) * S))  (quantized twice). So ranks differ.
              The emulation returns [N, M] binary32 arrays holding these bf16 values.
 
-Ownership: qtransit's rank o owns the contiguous chunk [o*S, (o+1)*S), S = M/N. FlashInfer's
-stripes coincide with those chunks exactly when B = S, i.e. M = N*B; FlashInfer itself picks
-B = 4096 for numel <= 33,554,432 (16384 above), clamped to [G, numel]. The emulation takes B as a
-parameter with FlashInfer's striping; every comparison with qtransit uses B = S (M = N*B). For the
-M = N*4096 cases that is FlashInfer's own B; for M = N*512 it is the same kernel run with B = 512
-(FlashInfer would pick B = min(4096, numel) there, a different ownership, not modeled).
+Ownership: FlashInfer picks B = 4096 for numel <= 33,554,432 (16384 above), clamped to [G, numel]
+(fi_B below), and rank o keeps the stripes [start + o*B, start + (o+1)*B) of every super-block of
+B*N elements. The emulation takes B as a parameter with that striping; every comparison with
+qtransit uses FlashInfer's own B, which qtransit's flashinfer-fp8-2shot follows (owner =
+"flashinfer-stripes", D52): for M = N*4096 the stripes are qtransit's contiguous chunks, for
+M = N*512 rank 0 keeps every sum (B = M), and for M = 2*8192 they alternate over the ranks.
 
 Not modeled: Triton's lowering of fp32 `/` to the approximate div.full.f32 (<= 2 ulp; s and m are
 taken as correctly rounded IEEE quotients here); an FMA contraction of acc + val(q)*s (Triton
@@ -107,6 +107,11 @@ def fi_cast(v):
     for arr in (s, m, y, dec):
         assert arr.dtype == np.float32
     return s, m, codes.reshape(-1)[:n], dec.reshape(-1)[:n]
+
+
+def fi_B(M):
+    """FlashInfer's stripe for a tensor of M elements: 4096, or 16384 past 2^25, clamped to [G, M]."""
+    return min(max(4096 if M <= 2 ** 25 else 16384, G), M)
 
 
 def stripe_owner(M, N, B):
@@ -187,11 +192,11 @@ def run_path(x):
 
 
 def assert_path_matches(x, em=None):
-    """qtransit's flashinfer-fp8-2shot on x [N, M] equals the emulation bit for bit. B = S = M / N:
-    FlashInfer's stripes are then qtransit's chunks (module docstring)."""
+    """qtransit's flashinfer-fp8-2shot on x [N, M] equals the emulation bit for bit, with FlashInfer's
+    own stripes (module docstring)."""
     N, M = x.shape
     assert M % N == 0 and (M // N) % G == 0
-    em = em or emulate_2shot(x, B=M // N)
+    em = em or emulate_2shot(x, B=fi_B(M))
     out = run_path(x)
     msg = mismatch(em.out, out, PATH)
     assert msg is None, msg
@@ -218,20 +223,31 @@ def random_inputs(kind, N, M, rng):
 @pytest.mark.parametrize("per_rank", [512, 4096])
 @pytest.mark.parametrize("N", [2, 4, 8])
 def test_random_inputs_match(N, per_rank, kind):
-    M = N * per_rank  # B = S = per_rank (4096: FlashInfer's own B for this numel)
+    M = N * per_rank  # FlashInfer's B: per_rank = 4096 gives qtransit's chunks, 512 rank 0 keeping all (B = M)
     rng = np.random.default_rng(10_000 + 97 * N + per_rank + ["1e-3", "1", "300", "mixed"].index(kind))
     x = random_inputs(kind, N, M, rng)
     em, out = assert_path_matches(x)
-    S = M // N
     for o in range(N):
-        chunk = slice(o * S, (o + 1) * S)
-        # the owner's chunk is bf16 of the unrequantized sum ...
-        assert np.array_equal(out[o, chunk].view(np.uint32), bf16(em.acc[chunk]).view(np.uint32))
-        # ... and differs from what the others hold there for some element (ranks differ)
+        mine = em.owner == o
+        if not np.any(mine):
+            continue
+        # the stripes a rank keeps hold bf16 of the unrequantized sum ...
+        assert np.array_equal(out[o, mine].view(np.uint32), bf16(em.acc[mine]).view(np.uint32))
+        # ... and differ from what the others hold there for some element (ranks differ)
         for r in range(N):
             if r != o:
-                assert np.any(out[o, chunk].view(np.uint32) != out[r, chunk].view(np.uint32)), (o, r)
-                assert np.array_equal(out[r, chunk].view(np.uint32), bf16(em.dec2[chunk]).view(np.uint32))
+                assert np.any(out[o, mine].view(np.uint32) != out[r, mine].view(np.uint32)), (o, r)
+                assert np.array_equal(out[r, mine].view(np.uint32), bf16(em.dec2[mine]).view(np.uint32))
+
+
+def test_alternating_stripes_match():
+    # M = 2 x 8192: FlashInfer's stripes of 4096 alternate 0, 1, 0, 1 over qtransit's two chunks of
+    # 8192, so half of each chunk's sums are kept by the rank that did not add them (D52).
+    rng = np.random.default_rng(77)
+    x = random_inputs("mixed", 2, 2 * 8192, rng)
+    em, out = assert_path_matches(x)
+    assert list(em.owner[::4096]) == [0, 1, 0, 1]
+    assert np.array_equal(out[1, 4096:8192].view(np.uint32), bf16(em.acc[4096:8192]).view(np.uint32))
 
 
 # ---- 2. edge cases -------------------------------------------------------------------------------------
@@ -254,7 +270,7 @@ def edge_saturate(N, M, rng):
         x = bf16_inputs((rng.uniform(0.5, 1.0, (N, M)) * np.repeat(mag, G, axis=1)).astype(np.float32))
         for r in range(N):
             x[r, rng.integers(G)] = F32(1.2109375 * 1024)  # above every other value of group 0
-        em = emulate_2shot(x, B=M // N)
+        em = emulate_2shot(x, B=fi_B(M))
         over = (em.acc.reshape(-1, G) * (A448 / em.A2)[:, None]) > A448
         if np.any(over):
             return x, np.flatnonzero(np.any(over, axis=1))
@@ -320,7 +336,7 @@ def _check_edge(kind, x, where, em):
         assert np.all(em.codes1[:, where] == 0x80)  # every rank sends -0
         assert np.all(em.acc[where].view(np.uint32) == 0)  # acc started at +0: +0 + -0 = +0
         assert np.all(em.out[:, where].view(np.uint32) == 0)  # the owner's bf16(+0) and the others' +0
-        wrong = emulate_2shot(x, B=M // N, acc_from_rank0=True)  # a sum started from rank 0's -0
+        wrong = emulate_2shot(x, B=fi_B(M), acc_from_rank0=True)  # a sum started from rank 0's -0
         assert np.all(wrong.acc[where].view(np.uint32) == 0x80000000)
         assert mismatch(em.out, wrong.out, "started from rank 0") is not None
     elif kind == "tiny":
@@ -341,7 +357,7 @@ def _check_edge(kind, x, where, em):
 def test_edge_cases_match(kind, N):
     M = N * 512  # B = S = 512
     x, where = EDGES[kind](N, M, np.random.default_rng(20_000 + 31 * N + list(EDGES).index(kind)))
-    em = emulate_2shot(x, B=M // N)
+    em = emulate_2shot(x, B=fi_B(M))
     _check_edge(kind, x, where, em)
     assert_path_matches(x, em)
 
@@ -361,7 +377,7 @@ def _golden_inputs(N, M, values):
 
 
 def test_golden_brief():
-    # N = 2, M = 512, B = S = 256: rank 0 owns [0, 256), rank 1 owns [256, 512).
+    # N = 2, M = 512: FlashInfer's B = 512 = M, so rank 0 keeps every sum.
     # Group 0: rank 0 has x[0] = 3, rank 1 has x[0] = 1, everything else 0. Group 1 is zero on both.
     # Rank 0, group 0: a' = 3.
     #   s = fl32(3/448): 3/448 lies in [2^-8, 2^-7), ulp 2^-31; 3/448 = (3 * 2^25 / 7) 2^-31
@@ -376,14 +392,14 @@ def test_golden_brief():
     # Rank 1, group 0: a' = 1: s = fl32(1/448) = fl32(1/7) 2^-6 = 0.002232142956927419, m = 448:
     #   1 * 448 = 448 -> 0x7E; decoded fl32(448 * fl32(1/448)) = 1.
     # Group 1 on both: a = 0 -> a' = fl32(1e-12), s = fl32(fl32(1e-12)/448), codes 0x00, decoded +0.
-    # Phase 2 (rank 0 owns element 0): acc = fl32(fl32(+0 + 3) + 1) = 4 exactly; elsewhere +0.
+    # Phase 2 (rank 0 keeps element 0): acc = fl32(fl32(+0 + 3) + 1) = 4 exactly; elsewhere +0.
     # Requantize group 0: A = 4, S = fl32(4/448) = fl32(1/112) = fl32(1/7) 2^-4, M = fl32(448/4) = 112;
     #   4 * 112 = 448 -> 0x7E; decoded fl32(448 * S) = fl32(4 (1 + 3 * 2^-26)) = 4.
     # Outputs at element 0: the owner (rank 0) bf16(acc) = bf16(4) = 4; rank 1 bf16(4) = 4 (this input
     #   does not separate them: see test_golden_ranks_differ). Every other element: +0 on both ranks.
     N, M = 2, 512
     x = _golden_inputs(N, M, {(0, 0): 3.0, (1, 0): 1.0})
-    em = emulate_2shot(x, B=256)
+    em = emulate_2shot(x, B=fi_B(M))
     assert em.s1[0, 0] == F32(14380471 * 2.0 ** -31) == F32(3.0) / A448
     assert A448 / F32(3.0) == F32(149 + 21845 * 2.0 ** -16)
     assert em.codes1[0, 0] == 0x7E and em.dec1[0, 0] == 3.0
@@ -399,8 +415,8 @@ def test_golden_brief():
 
 
 def test_golden_ranks_differ():
-    # N = 2, M = 512, B = S = 256. Both groups hold the same values: group 0 is owned by rank 0,
-    # group 1 (elements 256, 257) by rank 1.
+    # N = 2, M = 16384, B = 4096 (FlashInfer's): stripes alternate 0, 1, 0, 1. Two groups hold the same
+    # values: group 0 is kept by rank 0, group 16 (elements 4096, 4097) by rank 1.
     # Rank 0: x = [3.5, 0.5]: a' = 3.5, s = fl32(3.5/448) = 2^-7 (exact), m = 128 (exact);
     #   3.5 * 128 = 448 -> 0x7E, 0.5 * 128 = 64 = 1.0 * 2^6 (field 13, mantissa 0) -> 0x68;
     #   decoded 3.5 and 0.5 exactly.
@@ -414,12 +430,13 @@ def test_golden_ranks_differ():
     # bf16(4/7): in [0.5, 1) bf16's spacing is 2^-8; 0.57142860 / 2^-8 = 146.29 -> 146 * 2^-8 = 0.5703125.
     # Outputs: the owner holds bf16(0.5625) = 0.5625 (exact in bf16), the other rank 0.5703125;
     #   both hold 4 at the group's first element; +0 elsewhere.
-    N, M = 2, 512
+    N, M = 2, 16384
     vals = {}
-    for base in (0, 256):
+    for base in (0, 4096):
         vals.update({(0, base): 3.5, (0, base + 1): 0.5, (1, base): 0.5, (1, base + 1): 0.0625})
     x = _golden_inputs(N, M, vals)
-    em = emulate_2shot(x, B=256)
+    em = emulate_2shot(x, B=fi_B(M))
+    assert fi_B(M) == 4096
     assert em.s1[0, 0] == 2.0 ** -7 and list(em.codes1[0, :2]) == [0x7E, 0x68]
     assert em.s1[1, 0] == F32(1.0) / F32(896.0) and list(em.codes1[1, :2]) == [0x7E, 0x66]
     assert list(em.dec1[:, :2].reshape(-1)) == [3.5, 0.5, 0.5, 0.0625]
@@ -427,9 +444,9 @@ def test_golden_ranks_differ():
     assert list(em.Q2[:2]) == [0x7E, 0x68] and em.dec2[1] == F32(4.0) * (F32(1.0) / F32(7.0))
     assert float(em.dec2[1]) == 0.5714285969734192
     want = np.zeros((N, M), dtype=np.float32)
-    want[:, [0, 256]] = 4.0
-    want[0, 1], want[1, 1] = 0.5625, 0.5703125  # rank 0 owns element 1
-    want[1, 257], want[0, 257] = 0.5625, 0.5703125  # rank 1 owns element 257
+    want[:, [0, 4096]] = 4.0
+    want[0, 1], want[1, 1] = 0.5625, 0.5703125  # rank 0 keeps element 1
+    want[1, 4097], want[0, 4097] = 0.5625, 0.5703125  # rank 1 keeps element 4097
     assert mismatch(want, em.out, "emulation vs hand") is None
     _, out = assert_path_matches(x, em)
     assert mismatch(want, out, "qtransit vs hand") is None
@@ -475,10 +492,11 @@ def test_stripes_are_chunks_when_B_is_S():
 @pytest.mark.parametrize("N", [2, 4, 8])
 def test_a_schedule_where_the_owner_requantizes_does_not_match(N):
     """qtransit's plain two-shot-ar with the same wire (format flashinfer-fp8, accum fp32) requantizes
-    the owner's chunk too: its owner rows are not the emulation's (the comparison can fail)."""
-    M = N * 512
+    the owner's chunk too: its owner rows are not the emulation's (the comparison can fail). M = N x
+    4096: FlashInfer's stripes are the chunks."""
+    M = N * 4096
     x = random_inputs("1", N, M, np.random.default_rng(30_000 + N))
-    em = emulate_2shot(x, B=M // N)
+    em = emulate_2shot(x, B=fi_B(M))
     r = qtransit.simulate("two-shot-ar", inputs=x, format="flashinfer-fp8", block=G, accum="fp32", keep_outputs=True)
     assert r.passed
     out = np.asarray(r.outputs, dtype=np.float32)
@@ -488,7 +506,7 @@ def test_a_schedule_where_the_owner_requantizes_does_not_match(N):
         msg = mismatch(em.out[o:o + 1, chunk], out[o:o + 1, chunk], f"owner {o}")
         assert msg is not None, f"owner {o}'s chunk equals the emulation under two-shot-ar"
     # and the emulation's own wrong variant (the owner decoding Q like everyone else) fails as well
-    wrong = emulate_2shot(x, B=M // N, owner_requantizes=True)
+    wrong = emulate_2shot(x, B=fi_B(M), owner_requantizes=True)
     assert mismatch(em.out, wrong.out, "owner requantizes") is not None
     assert all(np.any(em.out[o, o * S:(o + 1) * S] != wrong.out[o, o * S:(o + 1) * S]) for o in range(N))
 
@@ -503,17 +521,18 @@ def test_binary32_inputs_are_cast_to_bf16_first():
     assert not np.array_equal(bf16_inputs(x), x)  # (some are not bf16 values)
     r = qtransit.simulate(PATH, inputs=x, keep_outputs=True)  # (block left out: the wire's fixed 256)
     assert r.passed and r.to_dict()["runs"][0]["input"] == "bf16" and r.to_dict()["runs"][0]["block"] == G
-    msg = mismatch(emulate_2shot(bf16_inputs(x), B=512).out, np.asarray(r.outputs), PATH + " on binary32 inputs")
+    msg = mismatch(emulate_2shot(bf16_inputs(x), B=fi_B(x.shape[1])).out, np.asarray(r.outputs), PATH + " on binary32 inputs")
     assert msg is None, msg
 
 
 # ---- FlashInfer's own stripes: other owners, the same-events tier (D46) -----------------------------
 
 def test_other_stripes_are_judged_same_events():
-    # FlashInfer's stripes of B = 256 rotating over the ranks are not qtransit's contiguous chunks
-    # (M = N x 1024): other ranks keep their sums, so the bits differ from qtransit's schedule where
-    # the owners differ, but every output is within verify collective's same-events tolerance (the
-    # decoded contributions' sum plus one requantization, for the owner's sum too).
+    # Stripes of B = 256 rotating over the ranks (a run with scale_group-sized stripes, not the B
+    # FlashInfer picks for M = N x 1024, which is M: rank 0 keeping all): other ranks keep their sums, so
+    # the bits differ from qtransit's model where the keepers differ, but every output is within verify
+    # collective's same-events tolerance (the decoded contributions' sum plus one requantization, for
+    # the kept sum too); its exact tier is not.
     rng = np.random.default_rng(5)
     x = bf16_inputs((rng.standard_normal((4, 4 * 1024)) * 2.0).astype(np.float32))
     em = emulate_2shot(x, B=256)
@@ -521,3 +540,7 @@ def test_other_stripes_are_judged_same_events():
     v = qtransit.verify_collective(PATH, x, em.out).to_dict()
     assert v["path"] == PATH and v["holds"], v
     assert v["strongest"] == "same-events", v["strongest"]
+    # FlashInfer's own B: the exact tier holds (D52).
+    em = emulate_2shot(x, B=fi_B(x.shape[1]))
+    v = qtransit.verify_collective(PATH, x, em.out, conformance="exact")
+    assert v.passed, v.first_failure

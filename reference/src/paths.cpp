@@ -514,8 +514,9 @@ private:
         const int64_t to = keep ? mod(ch + 1) : 0;  // the first rank that decodes it
         auto e = encode(c_, rec.events, t.v, 1, ch, to, range(0, n_, n_), partial_site(ch, first));
         if (!e.ok()) return e.error();
+        const int64_t keeper = keep ? c_.keeper(first) : -1;  // the chunk's owner, or FlashInfer's stripe's (D52)
         for (int64_t r = 0; r < n_; ++r) {
-            if (keep && r == ch) {
+            if (r == keeper) {
                 rec.outputs.push_back(to_row(r, t, rec.events));
                 continue;
             }

@@ -136,6 +136,7 @@ Result<CollectiveVerifySpec> VerifyCollectiveRequest::validate() const {
         if (decl->output) spec.config.output = *decl->output;
         if (decl->input) spec.config.input = *decl->input;
         spec.config.tensor_scale = decl->per_tensor();  // D50: the amax from the dumped inputs
+        spec.config.flashinfer_stripes = decl->flashinfer_stripes();  // D52
         if (spec.config.tensor_scale && a.backend == "mpi")
             return refuse("--path " + decl->name + " takes one scale per tensor from every rank's inputs: verify it with --backend cpu "
                           "(one process reads them all)");

@@ -36,6 +36,10 @@ struct PathDecl {
     // The type the inputs are cast to first (PathConfig::input, D47); left out: as given.
     std::optional<Accum> input;
 
+    // owner = "chunk" (left out: "") | "flashinfer-stripes" (PathConfig::flashinfer_stripes, D52):
+    // which rank keeps its sum on two-shot-ar-keep.
+    std::string owner;
+    bool flashinfer_stripes() const { return owner == "flashinfer-stripes"; }
     // scales = "per-tensor" (PathConfig::tensor_scale, D50): one amax for the whole tensor.
     bool per_tensor() const { return scales == "per-tensor"; }
     bool wire_any() const { return wire.size() == 1 && wire[0] == "any"; }

@@ -190,6 +190,22 @@ struct PathConfig {
     // alike. tensor_amax is that amax once resolved (-1 before: run_paths refuses it).
     bool tensor_scale = false;
     float tensor_amax = -1.0f;
+    // two-shot-ar-keep (D46, D52): which rank keeps its unrequantized sum of an element. false: the
+    // chunk's owner (element e: e / S). true: FlashInfer's stripes (owner = "flashinfer-stripes",
+    // docs/SOURCES.md 4.1a): super-blocks of B N elements, rank o keeping [o B, (o + 1) B) of each,
+    // B = 4096 (16384 past 2^25 elements) clamped to [block, M]. The sums themselves are the same
+    // (every contribution, in rank order, whoever adds them): only who keeps one changes.
+    bool flashinfer_stripes = false;
+    int64_t stripe() const {
+        const int64_t b = elements <= (int64_t{1} << 25) ? 4096 : 16384;
+        return b < block ? block : (b > elements ? elements : b);
+    }
+    // The rank that keeps its sum of element e (two-shot-ar-keep), the chunk's owner otherwise.
+    int64_t keeper(int64_t e) const {
+        if (!flashinfer_stripes) return e / shard();
+        const int64_t b = stripe();
+        return (e % (b * ranks)) / b;
+    }
     std::string path_name() const { return label.empty() ? std::string(path_info(path).name) : label; }
     // Whether a value can clamp at an FP8 type's largest finite value on its way: an FP8 add (D41) or
     // an FP8 output type (NVLS's one rounding, D49). Such runs count the outputs a clamp reached.
