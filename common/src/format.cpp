@@ -419,6 +419,10 @@ const std::vector<FormatSpec>& all_builtin_formats() {
             d.amax_floor = floor;
             v.push_back(declared(name, d));
         }
+        // FBGEMM's hfp8, TorchRec's FP8 communication codec (docs/SOURCES.md section 6.3): E4M3 with bias
+        // 15 and no scale, the top exponent unused (largest 0.9375), values past it clamped, gradual
+        // underflow at 2^-17, round to nearest even: the ieee special's grid.
+        v.push_back(declared("fbgemm-fp8", float_decl(4, 3, 15, FloatSpecial::kIeee, ScaleType::kNone, 0)));
         // Rotated int<b> (FORMATS.md section 9): -had the plain Walsh-Hadamard transform, -rht the
         // randomized one (QuaRot, SDP4Bit).
         for (int b : {4, 8})

@@ -239,6 +239,25 @@ TEST(DeclGolden, TorchaoStoresTheInverseOfItsMultiplier) {
     EXPECT_TRUE(std::signbit(q0.decoded[3]));
 }
 
+TEST(DeclGolden, FbgemmHfp8) {
+    // FBGEMM's float_to_hfp8 with ebits 4, mbits 3, bias 15 (docs/SOURCES.md section 6.3, its checked
+    // examples): no scale; |x| clamped at 0.9375 (0x77); below 2^-14 RNE onto multiples of 2^-17.
+    const Quantized q = q_of("fbgemm-fp8", {0.9375f, 1.0f, -3.0f, 0.5f, std::ldexp(1.0f, -14), std::ldexp(1.0f, -18),
+                                            1.5f * std::ldexp(1.0f, -17), 2.5f * std::ldexp(1.0f, -17), -0.0f, 0.0f,
+                                            std::ldexp(1.0f, -17), 0.71875f});
+    EXPECT_EQ(q.scales[0], 1.0f);
+    const std::vector<int32_t> want{0x77, 0x77, 0xF7, 0x70, 0x08, 0x00, 0x02, 0x02, 0x80, 0x00, 0x01, 0x74};
+    ASSERT_EQ(q.codes.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(q.codes[i], want[i]) << i;
+    EXPECT_EQ(q.decoded[1], 0.9375f);                       // saturated
+    EXPECT_EQ(q.decoded[2], -0.9375f);
+    EXPECT_EQ(q.decoded[6], std::ldexp(1.0f, -16));         // 1.5 q -> 2 q (tie to even)
+    EXPECT_EQ(q.decoded[7], std::ldexp(1.0f, -16));         // 2.5 q -> 2 q (tie to even)
+    EXPECT_TRUE(std::signbit(q.decoded[8]));
+    // 0.71875 = 1.4375 2^-1, halfway between 1.375 and 1.5 (mantissa 3 and 4, field 14): to even, 0.75.
+    EXPECT_EQ(q.decoded[11], 0.75f);
+}
+
 TEST(DeclGolden, DeepEpAmaxFloor) {
     // Every element 1e-6 < F = fl32(1e-4): a' = F, s = fl32(F c) = 0x346FACAD (2.2321429e-7), m =
     // fl32(448 / F) = 4480000; v = fl32(1e-6 4480000) = 4.48, between 4 and 4.5 (step 0.5 in [4, 8)):
