@@ -98,6 +98,11 @@ Status finalize(Decl& d) {
     if (d.rotated() && d.fixed_block && !std::has_single_bit(static_cast<unsigned>(d.fixed_block)))
         return bad("block", "transform 'hadamard' rotates each block, whose length must be a power of two; got " +
                                 std::to_string(d.fixed_block));
+    // A rotated block without a scale has no place to mark a poisoned block (a NaN under `propagate`):
+    // its NaN codes would go through the rotation back as arithmetic. No rotated format goes without one.
+    if (d.rotated() && d.scale == ScaleType::kNone)
+        return bad("transform", "'hadamard' needs a scale (scale 'none' has no way to mark a poisoned block through the "
+                                "rotation back)");
     if (d.rotated() && d.offset_min)
         return bad("offset", "'min' does not combine with transform 'hadamard' (a rotated block is centred: use "
                              "offset 'none')");

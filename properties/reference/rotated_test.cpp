@@ -203,6 +203,12 @@ TEST(RotatedRefusals, BlocksMustBePowersOfTwo) {
     d = *f.decl;
     d.transform = Transform::kNone;
     EXPECT_FALSE(finalize(d).ok()) << "random signs without a transform";
+    // A rotation needs a scale: with none, a poisoned block has nothing to mark it through the way back.
+    d = *parse_format("fbgemm-fp8").value().decl;
+    d.transform = Transform::kHadamard;
+    const auto none = finalize(d);
+    ASSERT_FALSE(none.ok());
+    EXPECT_NE(none.error().message.find("'hadamard' needs a scale"), std::string::npos) << none.error().message;
 }
 
 TEST(RotatedRefusals, NonFiniteAndOverflowAreNamed) {
