@@ -514,6 +514,26 @@ bool runs_stages(const GateConfig& cfg, const std::vector<FormatSpec>& l) {
     return std::any_of(cfg.staged.begin(), cfg.staged.end(), [&](const auto& g) { return stages_name(g) == stages_name(l); });
 }
 
+// A declared path a budget or a scaling rule names: one gate.paths names, or null and *why says which
+// ones it does name.
+const PathDecl* declared_named(const GateConfig& cfg, const std::string& label, std::string* why) {
+    for (const auto& x : cfg.declared)
+        if (x.name == label) return &x;
+    std::string names;
+    for (const auto& x : cfg.declared) names += (names.empty() ? "" : ", ") + x.name;
+    *why = "path " + label + " is neither a built-in path nor a declared path gate.paths names" +
+           (names.empty() ? std::string(" (it names none)") : " (it names " + names + ")");
+    return nullptr;
+}
+// The format a declared path's runs carry when it fixes one: its own wire, "none", or its 16-bit type;
+// "" for a wire of "any" (each of gate.formats).
+std::string own_run_format(const PathDecl& d) {
+    return typed_path(d.kind) ? std::string(to_string(path_info(d.kind).element))
+           : d.fixes_wire()   ? d.wire_text()
+           : d.wire_none()    ? std::string("none")
+                              : std::string();
+}
+
 // The constraints between keys: M divisible by every N, G dividing every N, tree-rs at powers of
 // two, budgets that name what the gate runs.
 Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
@@ -597,22 +617,12 @@ Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
                 return err(k, "its name '" + b.name + "' is budget[" + std::to_string(j) + "]'s too: each verdict needs a name of its own "
                               "(give one with name = \"...\")");
         if (!b.label.empty()) {  // a declared path: one gate.paths names, whose runs carry its name
-            const PathDecl* d = nullptr;
-            for (const auto& x : cfg.declared)
-                if (x.name == b.label) d = &x;
-            if (!d) {
-                std::string names;
-                for (const auto& x : cfg.declared) names += (names.empty() ? "" : ", ") + x.name;
-                return err(lines.at.count(k + ".path") ? k + ".path" : k,
-                           "path " + b.label + " is neither a built-in path nor a declared path gate.paths names" +
-                               (names.empty() ? std::string(" (it names none)") : " (it names " + names + ")"));
-            }
+            std::string why;
+            const PathDecl* d = declared_named(cfg, b.label, &why);
+            if (!d) return err(lines.at.count(k + ".path") ? k + ".path" : k, why);
             b.path = d->kind;
             // The format its runs carry: its own wire, none, or its 16-bit type; else the gate's format given.
-            const std::string own = typed_path(d->kind) ? std::string(to_string(path_info(d->kind).element))
-                                    : d->fixes_wire()   ? d->wire_text()
-                                    : d->wire_none()    ? std::string("none")
-                                                        : std::string();
+            const std::string own = own_run_format(*d);
             if (!own.empty()) {
                 if (b.format_given && b.format_name() != own)
                     return err(k, "path " + b.label + " runs with its own wire " + own + ", not format " + b.format_name() +
@@ -658,20 +668,11 @@ Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
                                   " (leave formats out)");
         }
         if (r.label.empty()) continue;
-        const PathDecl* d = nullptr;
-        for (const auto& x : cfg.declared)
-            if (x.name == r.label) d = &x;
-        if (!d) {
-            std::string names;
-            for (const auto& x : cfg.declared) names += (names.empty() ? "" : ", ") + x.name;
-            return err(k, "path " + r.label + " is neither a built-in path nor a declared path gate.paths names" +
-                              (names.empty() ? std::string(" (it names none)") : " (it names " + names + ")"));
-        }
+        std::string why;
+        const PathDecl* d = declared_named(cfg, r.label, &why);
+        if (!d) return err(k, why);
         r.path = d->kind;
-        r.run_format = typed_path(d->kind) ? std::string(to_string(path_info(d->kind).element))
-                       : d->fixes_wire()   ? d->wire_text()
-                       : d->wire_none()    ? std::string("none")
-                                           : std::string();
+        r.run_format = own_run_format(*d);
         if (!r.run_format.empty())
             for (const auto& f : r.formats)
                 if (f.name() != r.run_format)
