@@ -1188,6 +1188,8 @@ std::string host_only_problem(PathKind path, Divide divide, Backend backend, con
     return "";
 }
 
+namespace {
+// The largest finite |x| of the gathered tensor: every rank's own shard.
 float tensor_amax(const PathConfig& c, const Inputs& inputs) {
     // The gathered tensor is every rank's own shard (ring-ag: rank r sends its elements [r S, (r + 1) S)).
     constexpr int64_t kChunk = 1 << 16;
@@ -1206,18 +1208,17 @@ float tensor_amax(const PathConfig& c, const Inputs& inputs) {
     return amax;
 }
 
+}  // namespace
+
 Status resolve_tensor_scale(PathConfig& c, const Inputs& inputs) {
     if (!c.tensor_scale) return Status::Ok();
     if (auto st = validate(c); !st) return st;
-    set_tensor_amax(c, tensor_amax(c, inputs));
-    return Status::Ok();
-}
-
-void set_tensor_amax(PathConfig& c, float amax) {
+    const float amax = tensor_amax(c, inputs);
     auto d = std::make_shared<Decl>(*c.format.decl);
     d->amax_floor = std::max(d->amax_floor, amax);
     c.format.decl = std::move(d);
     c.tensor_amax = amax;
+    return Status::Ok();
 }
 
 Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& inputs, int threads,

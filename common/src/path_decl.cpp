@@ -333,13 +333,10 @@ Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
     apply_element_type(pc);
     if (d.divide) pc.divide = *d.divide;
     if (d.rotation) pc.rotation = *d.rotation;
-    if (d.output) pc.output = *d.output;
-    if (d.input) pc.input = *d.input;
     if (!d.owner.empty() && d.kind != PathKind::kTwoShotArKeep)
         return c.err(req("owner")->source(), "owner", "only a two-shot all-reduce whose owner keeps its sum (requantize = "
                                                       "\"each-stage-except-owner\") has an owner to choose");
-    pc.tensor_scale = d.per_tensor();
-    pc.flashinfer_stripes = d.flashinfer_stripes();
+    apply_declared(d, pc);
     if (d.fixes_wire()) {
         auto f = resolve_format(d.wire[0]);
         if (!f) return f.error();
@@ -562,6 +559,13 @@ std::string path_decl_to_toml(const PathDecl& d) {
     if (d.per_tensor()) t += "scales = " + q(d.scales) + "\n";
     if (!d.owner.empty()) t += "owner = " + q(d.owner) + "\n";
     return t;
+}
+
+void apply_declared(const PathDecl& d, PathConfig& c) {
+    if (d.output) c.output = *d.output;
+    if (d.input) c.input = *d.input;
+    c.tensor_scale = d.per_tensor();
+    c.flashinfer_stripes = d.flashinfer_stripes();
 }
 
 const std::vector<PathDecl>& builtin_path_decls() {

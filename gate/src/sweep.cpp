@@ -166,15 +166,10 @@ Result<std::vector<std::vector<PathConfig>>> sweep_groups(const SweepSpec& spec)
             PathConfig c;
             c.path = p;
             if (i < spec.labels.size()) c.label = spec.labels[i];
-            // A declared path's output and input types (D46, D47) are the declaration's alone (no option sets them): read
+            // What only a declaration sets (its output and input types, a tensor's scale, who keeps a sum): read
             // from the declaration the label names, registered by whoever resolved it.
             if (!c.label.empty())
-                if (auto d = find_path_decl(c.label)) {
-                    if (d->output) c.output = *d->output;
-                    if (d->input) c.input = *d->input;
-                    c.tensor_scale = d->per_tensor();  // D50: resolved from the group's inputs when it runs
-                    c.flashinfer_stripes = d->flashinfer_stripes();  // D52
-                }
+                if (auto d = find_path_decl(c.label)) apply_declared(*d, c);  // (a tensor's scale: resolved when the group runs)
             c.format = spec.format;
             c.stage_formats = spec.stage_formats;
             c.block = spec.block;

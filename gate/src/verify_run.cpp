@@ -673,6 +673,27 @@ Status ChunkVerifier::column(int64_t first, int64_t len) {
 
 Result<CollectiveVerification> verify_chunk(const CollectiveVerifySpec& spec, const ChunkTensors& t) { return ChunkVerifier(spec, t).run(); }
 
+namespace {
+// Every rank's own inputs as the chunks one process read hold them (chunk c: rank c's over
+// [in_lo, in_hi); 0 elsewhere), for collectives::tensor_amax, which reads rank r's shard.
+class OwnShards final : public collectives::Inputs {
+public:
+    explicit OwnShards(std::span<const ChunkTensors> chunks) : chunks_(chunks) {}
+    void fill(int64_t rank, int64_t first, int64_t len, float* out) const override {
+        const ChunkTensors* t = nullptr;
+        for (const auto& c : chunks_)
+            if (c.chunk == rank) t = &c;
+        for (int64_t i = 0; i < len; ++i) {
+            const int64_t e = first + i;
+            out[i] = t && e >= t->in_lo && e < t->in_hi ? t->input(rank, e) : 0.0f;
+        }
+    }
+
+private:
+    std::span<const ChunkTensors> chunks_;
+};
+}  // namespace
+
 Result<CollectiveVerification> verify_chunks(const CollectiveVerifySpec& spec, std::span<const ChunkTensors> chunks) {
     if (spec.config.tensor_scale && !(spec.config.tensor_amax >= 0)) {
         // D50: the tensor's scale from the dumped inputs, every owner's shard (the chunks of one process
@@ -680,13 +701,8 @@ Result<CollectiveVerification> verify_chunks(const CollectiveVerifySpec& spec, s
         if (chunks.size() != static_cast<size_t>(spec.config.ranks))
             return make_error(ErrorCode::kInvalidArgument, spec.config.path_name() + ": scales per-tensor need every rank's inputs in one "
                                                            "process (--backend cpu)");
-        float amax = 0.0f;
-        const int64_t s = spec.config.shard();
-        for (const ChunkTensors& t : chunks)
-            for (int64_t e = std::max(t.in_lo, t.chunk * s); e < std::min(t.in_hi, (t.chunk + 1) * s); ++e)
-                if (const float a = std::fabs(t.input(t.chunk, e)); std::isfinite(a)) amax = std::max(amax, a);
         CollectiveVerifySpec resolved = spec;
-        collectives::set_tensor_amax(resolved.config, amax);
+        if (auto st = collectives::resolve_tensor_scale(resolved.config, OwnShards(chunks)); !st) return st.error();
         return verify_chunks(resolved, chunks);
     }
     CollectiveVerification total = empty_verification(spec);

@@ -130,23 +130,6 @@ Result<SimulatePlan> SimulateRequest::validate() const {
     auto declared = with_declared_paths(*this, &labels);
     if (!declared) return declared.error();
     SimulateRequest a = *declared;
-    // --block left out (0): the fixed block of the first stage format that has one (a declared wire's
-    // too, flashinfer-fp8's 256; "int8,fp8-e4m3-1x128" runs at 128), else 32: wire_block, as the gate
-    // and verify collective take it.
-    if (a.block == 0) {
-        a.block = kDefaultBlock;
-        if (!a.format.empty()) {
-            std::vector<FormatSpec> stages;
-            for (size_t at = 0; at <= a.format.size();) {
-                const size_t comma = std::min(a.format.find(',', at), a.format.size());
-                if (auto f = resolve_format(a.format.substr(at, comma - at))) stages.push_back(*f);
-                at = comma + 1;
-            }
-            a.block = wire_block(stages, kDefaultBlock);  // (a name that does not resolve is refused below, with its message)
-        } else if (a.codec_object && a.codec_object->format().fixed_block() > 0) {
-            a.block = a.codec_object->format().fixed_block();
-        }
-    }
     SweepSpec spec;
     for (size_t i = 0; i < a.paths.size(); ++i) {
         const auto& name = a.paths[i];
@@ -180,7 +163,6 @@ Result<SimulatePlan> SimulateRequest::validate() const {
             if (one.empty()) return refusal("--format " + a.format + ": an empty format name in the list");
             auto f = codec_and_format("", one, a.rounding);
             if (!f) return refusal(f.error());
-            if (auto st = f->format.check_block(a.block); !st) return refusal("--block: " + st.error().message);
             stage_formats.push_back(f->format);
         }
     }
@@ -205,6 +187,15 @@ Result<SimulatePlan> SimulateRequest::validate() const {
     }
     const auto& codec = cf.codec;
     const FormatSpec& format = cf.format;
+    // --block left out (0): the fixed block of the first stage format that has one (a declared wire's
+    // too, flashinfer-fp8's 256; "int8,fp8-e4m3-1x128" runs at 128), else 32: wire_block, as the gate
+    // and verify collective take it. (No format named and no codec object: 32.)
+    if (a.block == 0)
+        a.block = a.format.empty() && !a.codec_object ? kDefaultBlock
+                                                      : wire_block(stage_formats.empty() ? std::vector<FormatSpec>{format} : stage_formats,
+                                                                   kDefaultBlock);
+    for (const auto& f : stage_formats)
+        if (auto st = f.check_block(a.block); !st) return refusal("--block: " + st.error().message);
     if (codec) {
         if (auto st = codec->check_block(a.block); !st) return refusal("--block: " + st.error().message);
         spec.codec = codec;

@@ -133,10 +133,7 @@ Result<CollectiveVerifySpec> VerifyCollectiveRequest::validate() const {
             return refuse("--path " + decl->name + " divides (divide = \"" + std::string(to_string(*decl->divide)) +
                           "\"): verify collective checks sums (--target sum) and means of sums (--target mean), not a division inside the path");
         if (decl->rotation) spec.config.rotation = *decl->rotation;
-        if (decl->output) spec.config.output = *decl->output;
-        if (decl->input) spec.config.input = *decl->input;
-        spec.config.tensor_scale = decl->per_tensor();  // D50: the amax from the dumped inputs
-        spec.config.flashinfer_stripes = decl->flashinfer_stripes();  // D52
+        apply_declared(*decl, spec.config);  // (a tensor's scale: its amax from the dumped inputs)
         if (spec.config.tensor_scale && a.backend == "mpi")
             return refuse("--path " + decl->name + " takes one scale per tensor from every rank's inputs: verify it with --backend cpu "
                           "(one process reads them all)");

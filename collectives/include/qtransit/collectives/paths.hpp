@@ -109,16 +109,13 @@ std::string codec_backend_problem(Backend backend);
 // as the caller's user set it (default: "--divide pre").
 std::string host_only_problem(PathKind path, Divide divide, Backend backend, const std::string& divide_setting = "");
 
-// scales = "per-tensor" (PathConfig::tensor_scale, D50): the largest |x| over the finite values of
-// every rank's own shard, the gathered tensor (what FSDP2's amax all-reduce with MAX gives every
-// rank: a max is exact), and the path
-// made to use it: its format's amax_floor raised to it, so that every block's scale is the tensor's
-// (the "-mul" scales take max(block absmax, amax_floor)), and tensor_amax set. Nothing to do
-// without tensor_scale. The checker and the reference are then given the resolved config.
-float tensor_amax(const PathConfig& c, const Inputs& inputs);
+// scales = "per-tensor" (PathConfig::tensor_scale, D50): takes the largest |x| over the finite values
+// of every rank's own shard, the gathered tensor (what FSDP2's amax all-reduce with MAX gives every
+// rank: a max is exact), sets tensor_amax to it and raises the format's amax_floor to it, so that
+// every block's scale is the tensor's (the "-mul" scales take max(block absmax, amax_floor)).
+// Nothing to do without tensor_scale. The checker and the reference are then given the resolved
+// config (sweep; verify collective, from the dumped inputs).
 Status resolve_tensor_scale(PathConfig& c, const Inputs& inputs);
-// The second half of resolve_tensor_scale, for a caller that took the amax itself (verify's dumps).
-void set_tensor_amax(PathConfig& c, float amax);
 // The transport a backend runs a path on (cpu: SimTransport).
 Result<std::unique_ptr<Transport>> make_transport(Backend backend, const PathConfig& c);
 

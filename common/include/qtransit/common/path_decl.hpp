@@ -56,6 +56,11 @@ struct PathDecl {
     bool is_builtin_kind() const { return name == path_info(kind).name; }
 };
 
+// What only a declaration sets (no option does) onto a run's config: its output and input types
+// (D46, D47), a tensor's scale (D50) and who keeps a sum (D52). One place, for simulate and the gate
+// (sweep), verify collective and a declaration's own check.
+void apply_declared(const PathDecl& d, PathConfig& c);
+
 // Every [[path]] table of a TOML document. `source` names it in messages (the file's path).
 Result<std::vector<PathDecl>> parse_path_decls(const std::string& text, const std::string& source);
 // A declaration file (at most kMaxConfigBytes): unreadable files and every mistake are Errors naming it.
