@@ -31,6 +31,7 @@ const char* to_string(ScaleType s) {
         case ScaleType::kE8m0Rceil: return "e8m0-rceil";
         case ScaleType::kE8m0Even: return "e8m0-even";
         case ScaleType::kE8m0Ceil: return "e8m0-ceil";
+        case ScaleType::kE8m0FbgemmEven: return "e8m0-fbgemm-even";
         case ScaleType::kNone: return "none";
         case ScaleType::kFp32AmaxMul: return "fp32-amax-mul";
         case ScaleType::kFp32AmaxMulRcp: return "fp32-amax-mul-rcp";
@@ -61,6 +62,7 @@ int Decl::scale_bytes() const {
         case ScaleType::kE8m0Rceil:
         case ScaleType::kE8m0Even:
         case ScaleType::kE8m0Ceil:
+        case ScaleType::kE8m0FbgemmEven:
         case ScaleType::kE8m0RceilMul: return 1;
         case ScaleType::kNone: return 0;
         case ScaleType::kFp32AmaxMul:
@@ -110,6 +112,8 @@ Status finalize(Decl& d) {
         return bad("offset", "'min' needs a scale (scale = 'none' leaves no room for the offset's step)");
     if (d.scale == ScaleType::kE8m0Even && d.elem != ElemType::kFloat)
         return bad("scale", "'e8m0-even' rounds the absmax at the element's mantissa width (torchao's EVEN): it needs a float element");
+    if (d.scale == ScaleType::kE8m0FbgemmEven && d.elem != ElemType::kFloat)
+        return bad("scale", "'e8m0-fbgemm-even' rounds the absmax at the element's mantissa width (FBGEMM's MX4 'even'): it needs a float element");
     switch (d.elem) {
         case ElemType::kInt: {
             if (d.bits < 2 || d.bits > 8) return bad("element.bits", "must be 2..8, got " + std::to_string(d.bits));

@@ -90,6 +90,7 @@ const std::vector<std::pair<std::string, ScaleType>> kScales{{"fp32-absmax", Sca
                                                              {"e8m0-rceil", ScaleType::kE8m0Rceil},
                                                              {"e8m0-even", ScaleType::kE8m0Even},
                                                              {"e8m0-ceil", ScaleType::kE8m0Ceil},
+                                                             {"e8m0-fbgemm-even", ScaleType::kE8m0FbgemmEven},
                                                              {"fp32-amax-mul", ScaleType::kFp32AmaxMul},
                                                              {"fp32-amax-mul-rcp", ScaleType::kFp32AmaxMulRcp},
                                                              {"fp32-amax-mul-inv", ScaleType::kFp32AmaxMulInv},

@@ -197,6 +197,7 @@ void write_metadata(const FormatSpec& f, float scale, float offset, uint8_t* out
             case ScaleType::kE8m0Rceil:
             case ScaleType::kE8m0Even:
             case ScaleType::kE8m0Ceil:
+            case ScaleType::kE8m0FbgemmEven:
             case ScaleType::kE8m0RceilMul: {
                 if (scale != scale) {
                     out[0] = 0xFF;
@@ -236,6 +237,7 @@ void read_metadata(const FormatSpec& f, const uint8_t* in, float* scale, float* 
             case ScaleType::kE8m0Rceil:
             case ScaleType::kE8m0Even:
             case ScaleType::kE8m0Ceil:
+            case ScaleType::kE8m0FbgemmEven:
             case ScaleType::kE8m0RceilMul:
                 *scale = in[0] == 0xFF ? float_of(0x7FC00000u) : std::ldexp(1.0f, static_cast<int>(in[0]) - 127);
                 break;
@@ -423,6 +425,14 @@ const std::vector<FormatSpec>& all_builtin_formats() {
         // 15 and no scale, the top exponent unused (largest 0.9375), values past it clamped, gradual
         // underflow at 2^-17, round to nearest even: the ieee special's grid.
         v.push_back(declared("fbgemm-fp8", float_decl(4, 3, 15, FloatSpecial::kIeee, ScaleType::kNone, 0)));
+        // FBGEMM's MX4, TorchRec's MX4 communication codec (fp32_to_mx4 with rounding "even", the Triton
+        // kernel: docs/SOURCES.md section 6.2): E2M1 in groups of 32, the shared exponent pre-rounded on
+        // the absmax's bits (e8m0-fbgemm-even), elements rounded half away from zero, saturating at 6.
+        {
+            Decl d = float_decl(2, 1, 1, FloatSpecial::kNone, ScaleType::kE8m0FbgemmEven, 32);
+            d.rounding = Rounding::kNearestAway;
+            v.push_back(declared("fbgemm-mx4", d));
+        }
         // Rotated int<b> (FORMATS.md section 9): -had the plain Walsh-Hadamard transform, -rht the
         // randomized one (QuaRot, SDP4Bit).
         for (int b : {4, 8})

@@ -220,7 +220,9 @@ void scale_boundaries(const FormatSpec& f, int64_t block, uint64_t seed, std::ve
         const ScaleType t = f.decl->scale;
         if ((t == ScaleType::kE8m0Floor || t == ScaleType::kE8m0Ceil) && amp != 1.0f) anchors.push_back(1.0f);
         // even: the next power of two from 2^(E+1) - 2^(E-M-1) up
-        if (t == ScaleType::kE8m0Even) anchors.push_back(2.0f - std::ldexp(1.0f, -f.decl->man_bits - 1));
+        // (FBGEMM's even moves one ulp above it: the same two ulps either side hold both)
+        if (t == ScaleType::kE8m0Even || t == ScaleType::kE8m0FbgemmEven)
+            anchors.push_back(2.0f - std::ldexp(1.0f, -f.decl->man_bits - 1));
     }
     // A change whose scale is a normal number is a rule's own; one whose scale is at or below the
     // smallest normal goes with the floor's group (a codec that mishandles subnormal scales would

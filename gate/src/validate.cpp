@@ -138,6 +138,7 @@ bool normal_scale(const Decl& d, float s) {
         case ScaleType::kE8m0Rceil:
         case ScaleType::kE8m0Even:
         case ScaleType::kE8m0Ceil: return s > std::ldexp(1.0f, -127) && s < std::ldexp(1.0f, 127);
+        case ScaleType::kE8m0FbgemmEven: return s > std::ldexp(1.0f, -127) && s < std::ldexp(1.0f, 125);
         // the "-mul" scales: above twice the floor's scale (a block at the floor keeps it when scaled)
         // and inside the normal range
         case ScaleType::kFp32AmaxMul:

@@ -413,7 +413,8 @@ inline __attribute__((always_inline)) void scales_t(const Decl& d, const uint32_
                                                     float* __restrict s) {
     for (int64_t j = 0; j < n; ++j) s[j] = decl_scale_t<S>(d, bits_f32(amax[j]));
 }
-// The "-mul" scales (DeepEP's and FlashInfer's casts): one loop out of line, compiled once. chunk_scales
+// The "-mul" scales (DeepEP's, FlashInfer's and torchao's casts) and FBGEMM's MX4 exponent: one loop out of
+// line, compiled once. chunk_scales
 // is inlined into every instantiation of the element loops (element type x rounding x ... x target):
 // four more vectorized scale loops there took codec.cpp from 136 s to 183 s of compile time, for a
 // statistic computed once per block of 128 or 256 elements.
@@ -433,7 +434,8 @@ inline __attribute__((always_inline)) bool chunk_scales(const Decl& d, const uin
         case ScaleType::kPow2RceilMul:
         case ScaleType::kFp32AmaxMul:
         case ScaleType::kFp32AmaxMulRcp:
-        case ScaleType::kFp32AmaxMulInv: scales_mul(d, amax, n, s); break;
+        case ScaleType::kFp32AmaxMulInv:
+        case ScaleType::kE8m0FbgemmEven: scales_mul(d, amax, n, s); break;
         case ScaleType::kNone:
             for (int64_t j = 0; j < n; ++j) s[j] = 1.0f;
             break;

@@ -108,7 +108,7 @@ TEST(DeclToml, EveryKindOfMistakeNamesItsKey) {
                  "not a finite binary32");
     // Unknown enum values list the known ones.
     expect_names("name = \"x\"\nscale = \"fp8\"\n[element]\ntype = \"int\"\nbits = 4\n", "scale", 2,
-                 "unknown value 'fp8' (known: fp32-absmax, fp16-absmax, e8m0-floor, e8m0-rceil, e8m0-even, e8m0-ceil, fp32-amax-mul, "
+                 "unknown value 'fp8' (known: fp32-absmax, fp16-absmax, e8m0-floor, e8m0-rceil, e8m0-even, e8m0-ceil, e8m0-fbgemm-even, fp32-amax-mul, "
                  "fp32-amax-mul-rcp, fp32-amax-mul-inv, e8m0-rceil-mul, pow2-rceil-mul, none)");
     // amax_floor: only on the -mul scales, a finite binary32, and for the two that multiply at least A / FLT_MAX.
     expect_names("name = \"x\"\namax_floor = 1e-4\n[element]\ntype = \"int\"\nbits = 4\n", "amax_floor", 2, "has its own floor");

@@ -486,19 +486,21 @@ RC_GTEST_PROP(DeclKernel, DecodeOfEncodeIsStableAcrossPackings, ()) {
         RC_ASSERT(static_cast<uint8_t>((a->codes[0] << 4) | (a->codes[0] >> 4)) == b->codes[0]);
 }
 
-// torchao's EVEN and CEIL scales (e8m0-even, e8m0-ceil): the kernels read a's bits, the reference
+// torchao's EVEN and CEIL scales (e8m0-even, e8m0-ceil) and FBGEMM's even (e8m0-fbgemm-even, and
+// fbgemm-mx4 itself): the kernels read a's bits, the reference
 // the exact thresholds (FORMATS.md section 2); both agree bit for bit on random blocks and on blocks
 // whose absmax sits at, or an ulp either side of, every threshold.
 RC_GTEST_PROP(DeclKernel, E8m0EvenAndCeilEqualTheReference, ()) {
     static const std::vector<FormatSpec> variants = [] {
         std::vector<FormatSpec> v;
         for (const char* base : {"mxfp8-e4m3", "mxfp8-e5m2", "mxfp6-e2m3", "mxfp6-e3m2", "mxfp4", "mxint8"})
-            for (qt::ScaleType t : {qt::ScaleType::kE8m0Even, qt::ScaleType::kE8m0Ceil}) {
+            for (qt::ScaleType t : {qt::ScaleType::kE8m0Even, qt::ScaleType::kE8m0Ceil, qt::ScaleType::kE8m0FbgemmEven}) {
                 qt::Decl d = *qt::parse_format(base).value().decl;
                 d.scale = t;
                 if (!qt::finalize(d).ok()) continue;  // even needs a float element
-                v.push_back(qt::make_declared(std::string(base) + (t == qt::ScaleType::kE8m0Even ? "-even" : "-ceil"), d));
+                v.push_back(qt::make_declared(std::string(base) + "-" + qt::to_string(t), d));
             }
+        v.push_back(*qt::parse_format("fbgemm-mx4"));
         return v;
     }();
     const FormatSpec f = *rc::gen::elementOf(variants);
@@ -506,7 +508,10 @@ RC_GTEST_PROP(DeclKernel, E8m0EvenAndCeilEqualTheReference, ()) {
     if (*rc::gen::arbitrary<bool>()) {
         const qt::Decl& d = *f.decl;
         const int k = *rc::gen::inRange(-140, 127);
-        const float at = d.scale == qt::ScaleType::kE8m0Even ? std::ldexp(2.0f - std::ldexp(1.0f, -d.man_bits - 1), k) : std::ldexp(1.0f, k);
+        const bool even = d.scale == qt::ScaleType::kE8m0Even || d.scale == qt::ScaleType::kE8m0FbgemmEven;
+        float at = even ? std::ldexp(2.0f - std::ldexp(1.0f, -d.man_bits - 1), k) : std::ldexp(1.0f, k);
+        // FBGEMM's subnormal threshold: a carry out of the 23 fraction bits
+        if (d.scale == qt::ScaleType::kE8m0FbgemmEven && k < -126) at = 0x1p-126f - std::ldexp(1.0f, -127 - d.man_bits) + 0x1p-149f;
         float a = at;
         for (int u = *rc::gen::inRange(-2, 3); u != 0; u += u < 0 ? 1 : -1) a = std::nextafter(a, u < 0 ? 0.0f : FLT_MAX);
         if (std::isfinite(a) && a > 0) {

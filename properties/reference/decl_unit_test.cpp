@@ -186,6 +186,81 @@ TEST(DeclGolden, E8m0EvenAndCeil) {
     EXPECT_NE(st.error().message.find("'e8m0-even' rounds the absmax at the element's mantissa width"), std::string::npos);
 }
 
+// FBGEMM's MX4 (fbgemm-mx4; docs/SOURCES.md section 6.2, FORMATS.md section 2), by hand from the Triton
+// kernel's rules: E2M1 (A = 6, emax_elem 2), the exponent field of bits(a) + 2^21 - 1, minus 2,
+// clamped to [-127, 125]; elements rounded half away from zero (the guard bit added, no sticky bit)
+// and saturated at 6. Codes 0..7: 0, 0.5, 1, 1.5, 2, 3, 4, 6; bit 3 the sign.
+TEST(DeclGolden, FbgemmMx4) {
+    const FormatSpec f = fmt("fbgemm-mx4");
+    ASSERT_EQ(f.fixed_block(), 32);
+    // a = 1.75 = 1.75 2^0 is not strictly above the threshold: E = 0, e = -2, byte 125 (torchao's EVEN
+    // takes it up: mxfp4 with e8m0-even would store 126). v = 7 rounds away to 8, past 6: saturated,
+    // code 7, decoded 6 / 4 = 1.5. One ulp above: E = 1, byte 126, v = 3.5000002 -> 4 (code 6), decoded 2.
+    std::vector<float> x(32, 0.0f);
+    x[0] = 1.75f;
+    auto q = quantize(f, x, 32);
+    ASSERT_TRUE(q.ok());
+    EXPECT_EQ(scale_byte(q.value()), 125);
+    EXPECT_EQ(q->codes[0], 7);
+    EXPECT_EQ(q->decoded[0], 1.5f);
+    Decl torchao_even = *f.decl;
+    torchao_even.scale = ScaleType::kE8m0Even;
+    torchao_even.rounding = Rounding::kNearestAway;
+    ASSERT_TRUE(finalize(torchao_even).ok());
+    EXPECT_EQ(byte_of(make_declared("mx4-torchao-even", torchao_even), 1.75f), 126);
+    x[0] = std::nextafter(1.75f, 2.0f);
+    q = quantize(f, x, 32);
+    ASSERT_TRUE(q.ok());
+    EXPECT_EQ(scale_byte(q.value()), 126);
+    EXPECT_EQ(q->codes[0], 6);
+    EXPECT_EQ(q->decoded[0], 2.0f);
+    // SOURCES' checked exponents: 3.5 -> E 1 (byte 126), 7.5 -> E 3 (byte 128; floor would say 2).
+    EXPECT_EQ(byte_of(f, 3.5f), 126);
+    EXPECT_EQ(byte_of(f, 7.5f), 128);
+    // Half away from zero where mxfp4 rounds to even: a = 4 (e = 0, scale 1); 2.5 -> 3 (code 5),
+    // 0.25 -> 0.5 (code 1), -1.25 -> -1.5 (code 0xB); -0.1 -> -0 (code 8) and -0 keeps its sign.
+    x.assign(32, 0.0f);
+    x[0] = 4.0f;
+    x[1] = 2.5f;
+    x[2] = 0.25f;
+    x[3] = -1.25f;
+    x[4] = -0.1f;
+    x[5] = -0.0f;
+    q = quantize(f, x, 32);
+    ASSERT_TRUE(q.ok());
+    EXPECT_EQ(scale_byte(q.value()), 127);
+    EXPECT_EQ(q->codes[1], 5);
+    EXPECT_EQ(q->codes[2], 1);
+    EXPECT_EQ(q->codes[3], 0xB);
+    EXPECT_EQ(q->codes[4], 8);
+    EXPECT_EQ(q->codes[5], 8);
+    EXPECT_EQ(q->decoded[1], 3.0f);
+    EXPECT_EQ(q->decoded[3], -1.5f);
+    EXPECT_TRUE(std::signbit(q->decoded[4]));
+    auto m = quantize(fmt("mxfp4"), x, 32);
+    ASSERT_TRUE(m.ok());
+    EXPECT_EQ(m->codes[1], 4);  // RNE: 2.5 -> 2
+    EXPECT_EQ(m->codes[2], 0);  // 0.25 -> 0
+    EXPECT_EQ(m->codes[3], 0xA);  // -1.25 -> -1
+    // The zero block reads a as 2^-126: e = -128, clamped to -127, byte 0. FLT_MAX carries to E = 128:
+    // e = 126, clamped to 125 (byte 252; torchao's bound is 127), v = FLT_MAX 2^-125 ~ 8 saturates:
+    // decoded 6 2^125.
+    EXPECT_EQ(byte_of(f, 0.0f), 0);
+    x.assign(32, 0.0f);
+    x[0] = FLT_MAX;
+    q = quantize(f, x, 32);
+    ASSERT_TRUE(q.ok());
+    EXPECT_EQ(scale_byte(q.value()), 252);
+    EXPECT_EQ(q->codes[0], 7);
+    EXPECT_EQ(q->decoded[0], std::ldexp(6.0f, 125));
+    // e8m0-fbgemm-even needs a float element.
+    Decl d = *fmt("mxint8").decl;
+    d.scale = ScaleType::kE8m0FbgemmEven;
+    const auto st = finalize(d);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.error().message.find("'e8m0-fbgemm-even' rounds the absmax"), std::string::npos);
+}
+
 // DeepEP's low-latency FP8 cast and FlashInfer's (docs/SOURCES.md sections 3 and 4; FORMATS.md
 // section 2). c = fl32(1/448): 1/448 = 2^-9 8/7, 8/7 = 1.001001...b, cut after 23 fraction bits with
 // the 24th bit 1 and more ones after it: rounded up, c = 0x3B124925, and 448 c = 1 + 0.75 2^-24.

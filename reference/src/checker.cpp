@@ -321,6 +321,7 @@ using detail::DeclScale;
 //           s_lo = min(W 2^-(emax_elem+1), 2^127);
 //     e8m0-rceil: A 2^(e-1) < W <= A 2^e: S = max(2W/A, 2^-127), s_lo = min(W/A, 2^127);  none: 1.
 //     e8m0-even: S = max(2W 2^-emax_elem, 2^(-126-emax_elem), 2^-127), s_lo as floor's;
+//     e8m0-fbgemm-even: S as even's (the exponent of W or the next one), s_lo = min(W 2^-(emax_elem+1), 2^125);
 //     e8m0-ceil: S as even's, s_lo = min(W 2^-emax_elem, 2^127) (then the excess below is taken
 //           at its larger end, 0 or W: s_lo vmax may grow faster than W).
 //   T <= u W + S 2^-150.
@@ -359,11 +360,13 @@ double decl_e(const Decl& d, double a) {
             s_lo = std::min(w / amp, 0x1p127);
             break;
         case ScaleType::kE8m0Even:
+        case ScaleType::kE8m0FbgemmEven:
         case ScaleType::kE8m0Ceil:
             // even: 2^(E - emax_elem) or twice that, E = max(floor(log2 W), -127); ceil: the power of
             // two at or above W (a subnormal W: 2^-126), over 2^emax_elem.
             s_up = std::max({std::ldexp(2 * w, -d.emax_elem), std::ldexp(1.0, -126 - d.emax_elem), 0x1p-127});
-            s_lo = std::min(std::ldexp(w, -(d.emax_elem + (d.scale == ScaleType::kE8m0Ceil ? 0 : 1))), 0x1p127);
+            s_lo = std::min(std::ldexp(w, -(d.emax_elem + (d.scale == ScaleType::kE8m0Ceil ? 0 : 1))),
+                            d.scale == ScaleType::kE8m0FbgemmEven ? 0x1p125 : 0x1p127);
             break;
         case ScaleType::kFp32AmaxMul:
         case ScaleType::kFp32AmaxMulRcp:

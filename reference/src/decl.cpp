@@ -272,9 +272,26 @@ BlockScale block_scale(const Decl& d, std::span<const float> x) {
         case ScaleType::kE8m0Floor:
         case ScaleType::kE8m0Rceil:
         case ScaleType::kE8m0Even:
+        case ScaleType::kE8m0FbgemmEven:
         case ScaleType::kE8m0Ceil: {
             int e = -127;
-            if (a != 0) {
+            if (d.scale == ScaleType::kE8m0FbgemmEven) {
+                // FBGEMM's MX4 "even" (FORMATS.md section 2), from the exact value: a = 0 reads as
+                // 2^-126. A normal a of exponent E goes to E + 1 when strictly above
+                // 2^(E+1) - 2^(E-M-1) (its bits plus 2^(22-M) - 1 carry into the exponent field); a
+                // subnormal one (field 0, read as 2^-127) goes to -126 when at least
+                // 2^-126 - 2^(-127-M) + 2^-149 (the carry out of its 23 fraction bits). Then
+                // e = clamp(E - emax_elem, -127, 125).
+                const Exact ea(a == 0 ? 0x1p-126f : a);
+                int64_t E;
+                if (ea < Exact::pow2(-126)) {
+                    E = ea < Exact::pow2(-126) - Exact::pow2(-127 - d.man_bits) + Exact::pow2(-149) ? -127 : -126;
+                } else {
+                    E = ea.ilogb();
+                    if (ea > Exact::pow2(static_cast<int>(E + 1)) - Exact::pow2(static_cast<int>(E - d.man_bits - 1))) ++E;
+                }
+                e = static_cast<int>(std::clamp<int64_t>(E - d.emax_elem, -127, 125));
+            } else if (a != 0) {
                 const Exact ea(a);
                 if (d.scale == ScaleType::kE8m0Floor) {
                     e = static_cast<int>(ea.ilogb()) - d.emax_elem;

@@ -20,14 +20,17 @@ enum class FloatSpecial : uint8_t { kIeee = 0, kNanOnly = 1, kNone = 2 };
 // e8m0-rceil-mul and pow2-rceil-mul round fl32(a fl32(1/A)) up to a power of two, stored as one
 // E8M0 byte or as a binary32 (DeepEP's round_scale, with and without UE8M0); fp32-amax-mul-inv
 // stores fl32(1 / m), the inverse scale a GEMM applies (torchao's float8 cast: FORMATS.md section 2).
+// e8m0-fbgemm-even is FBGEMM's MX4 "even" shared exponent: a's bits plus 2^(22-M) - 1 (a step up only
+// strictly above torchao's EVEN point), the exponent clamped to [-127, 125] (FORMATS.md section 2).
 enum class ScaleType : uint8_t {
     kFp32Absmax = 0, kFp16Absmax = 1, kE8m0Floor = 2, kE8m0Rceil = 3, kNone = 4, kE8m0Even = 5, kE8m0Ceil = 6,
     kFp32AmaxMul = 7, kFp32AmaxMulRcp = 8, kE8m0RceilMul = 9, kPow2RceilMul = 10, kFp32AmaxMulInv = 11,
+    kE8m0FbgemmEven = 12,
 };
 // A power-of-two scale stored as one E8M0 byte.
 inline bool is_e8m0(ScaleType s) {
     return s == ScaleType::kE8m0Floor || s == ScaleType::kE8m0Rceil || s == ScaleType::kE8m0Even || s == ScaleType::kE8m0Ceil ||
-           s == ScaleType::kE8m0RceilMul;
+           s == ScaleType::kE8m0RceilMul || s == ScaleType::kE8m0FbgemmEven;
 }
 // A power-of-two scale (E8M0, or pow2-rceil-mul's binary32): x / s is exact in the normal range.
 inline bool is_pow2_scale(ScaleType s) { return is_e8m0(s) || s == ScaleType::kPow2RceilMul; }

@@ -101,6 +101,15 @@ QT_HD_BLOCK float decl_scale_t(const Decl& d, float a) {
         e -= d.emax_elem;
         e = e < -127 ? -127 : (e > 127 ? 127 : e);
         return pow2f(e);
+    } else if constexpr (S == ScaleType::kE8m0FbgemmEven) {
+        // FBGEMM's MX4 "even" (fp32_to_mx4, rounding mode 2): a's bits plus 2^(22-M) - 1, then the
+        // exponent field of the sum (a carry is the next power of two: strictly above (2 - 2^-(M+1)) 2^E,
+        // one ulp later than torchao's EVEN); an all-zero block's a reads as 2^-126. Clamped to
+        // [-127, 125] (FBGEMM's bounds; a field of 255 after the carry clamps to 125 too).
+        const uint32_t b = f32_bits(a == 0.0f ? pow2f(-126) : a) + ((1u << (22 - d.man_bits)) - 1u);
+        int e = static_cast<int>((b >> 23) & 0xffu) - 127 - d.emax_elem;
+        e = e < -127 ? -127 : (e > 125 ? 125 : e);
+        return pow2f(e);
     } else if constexpr (S == ScaleType::kFp32AmaxMul) {
         // FlashInfer: s = fl32(max(a, F) / A); the elements are multiplied by decl_multiplier's m.
         return div_rn(fmax_(a, d.amax_floor), d.amp);
@@ -139,6 +148,7 @@ QT_HD_BLOCK float decl_scale(const Decl& d, float a) {
         case ScaleType::kE8m0Rceil: return decl_scale_t<ScaleType::kE8m0Rceil>(d, a);
         case ScaleType::kE8m0Even: return decl_scale_t<ScaleType::kE8m0Even>(d, a);
         case ScaleType::kE8m0Ceil: return decl_scale_t<ScaleType::kE8m0Ceil>(d, a);
+        case ScaleType::kE8m0FbgemmEven: return decl_scale_t<ScaleType::kE8m0FbgemmEven>(d, a);
         case ScaleType::kFp32AmaxMul: return decl_scale_t<ScaleType::kFp32AmaxMul>(d, a);
         case ScaleType::kFp32AmaxMulRcp: return decl_scale_t<ScaleType::kFp32AmaxMulRcp>(d, a);
         case ScaleType::kFp32AmaxMulInv: return decl_scale_t<ScaleType::kFp32AmaxMulInv>(d, a);
