@@ -1,5 +1,6 @@
 #include "qtransit/common/decl.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -32,6 +33,7 @@ const char* to_string(ScaleType s) {
         case ScaleType::kE8m0Even: return "e8m0-even";
         case ScaleType::kE8m0Ceil: return "e8m0-ceil";
         case ScaleType::kE8m0FbgemmEven: return "e8m0-fbgemm-even";
+        case ScaleType::kFp32EpsMul: return "fp32-eps-mul";
         case ScaleType::kNone: return "none";
         case ScaleType::kFp32AmaxMul: return "fp32-amax-mul";
         case ScaleType::kFp32AmaxMulRcp: return "fp32-amax-mul-rcp";
@@ -68,6 +70,7 @@ int Decl::scale_bytes() const {
         case ScaleType::kFp32AmaxMul:
         case ScaleType::kFp32AmaxMulRcp:
         case ScaleType::kFp32AmaxMulInv:
+        case ScaleType::kFp32EpsMul:
         case ScaleType::kPow2RceilMul: return 4;
     }
     return 4;
@@ -220,6 +223,24 @@ Status finalize(Decl& d) {
                                      "amax_floor must be at least A / FLT_MAX = " + std::to_string(least) +
                                      " (DeepEP floors the absmax at 1e-4, FlashInfer and torchao at 1e-12)");
     }
+    if (d.scale != ScaleType::kFp32EpsMul && d.amax_eps != 0)
+        return bad("amax_eps", std::string("is for the scale fp32-eps-mul; scale '") + to_string(d.scale) + "' adds nothing to its statistic");
+    if (d.scale == ScaleType::kFp32EpsMul) {
+        // m = fl32(A / fl32(a + eps)) finite for every block (eps >= A / FLT_MAX), and a block whose
+        // scale fl32(a / A) is 0 (a <= A 2^-150) has every |w m| < 1/2, so its codes are 0 whichever
+        // way they are computed (eps >= A^2 2^-149).
+        const double A = d.amp;
+        const double least = std::max(A / static_cast<double>(std::numeric_limits<float>::max()), A * A * 0x1p-149);
+        if (!(static_cast<double>(d.amax_eps) >= least) || !std::isfinite(d.amax_eps))
+            return bad("amax_eps", "scale 'fp32-eps-mul' multiplies by A / (a + amax_eps): amax_eps must be a finite binary32 of at "
+                                   "least max(A / FLT_MAX, A^2 2^-149) = " + std::to_string(least) +
+                                   " (FBGEMM's row-wise INT8 adds 1e-20 on GPUs, 1e-8 on CPUs)");
+        if (d.rotated()) return bad("transform", "'hadamard' does not combine with scale 'fp32-eps-mul' yet");
+        if (d.conventions.any()) return bad("conventions", "scale 'fp32-eps-mul' takes no conventions (they are defined for x / s)");
+    }
+    if (d.decode_fma && !d.offset_min)
+        return bad("decode", "'fma' is for offset 'min' (sat(fl32(val s + lo)) in one rounding); without an offset the decode "
+                             "is one rounding already");
     // Conventions (FORMATS.md section 10): each only where the format has the quantity it changes.
     const Conventions& c = d.conventions;
     if (c.any() && d.rotated())

@@ -96,8 +96,10 @@ const std::vector<std::pair<std::string, ScaleType>> kScales{{"fp32-absmax", Sca
                                                              {"fp32-amax-mul-inv", ScaleType::kFp32AmaxMulInv},
                                                              {"e8m0-rceil-mul", ScaleType::kE8m0RceilMul},
                                                              {"pow2-rceil-mul", ScaleType::kPow2RceilMul},
+                                                             {"fp32-eps-mul", ScaleType::kFp32EpsMul},
                                                              {"none", ScaleType::kNone}};
 const std::vector<std::pair<std::string, bool>> kOffsets{{"none", false}, {"min", true}};
+const std::vector<std::pair<std::string, bool>> kDecodes{{"mul-add", false}, {"fma", true}};
 const std::vector<std::pair<std::string, Rounding>> kRoundings{{"nearest-even", Rounding::kNearestEven},
                                                                {"nearest-away", Rounding::kNearestAway},
                                                                {"nearest-down", Rounding::kNearestDown},
@@ -112,7 +114,7 @@ const std::vector<std::pair<std::string, FloatSpecial>> kSpecials{{"ieee", Float
                                                                   {"none", FloatSpecial::kNone}};
 const std::vector<std::pair<std::string, bool>> kRanges{{"restricted", false}, {"full", true}};
 
-const std::vector<std::string> kTopKeys{"name", "like", "block", "scale", "amax_floor", "offset", "rounding", "packing", "transform", "signs", "element",
+const std::vector<std::string> kTopKeys{"name", "like", "block", "scale", "amax_floor", "amax_eps", "offset", "decode", "rounding", "packing", "transform", "signs", "element",
                                         "conventions"};
 const std::vector<std::string> kConventionKeys{"nonfinite", "scale_floor", "scale_subnormals", "divide_floor", "divide_floor_by",
                                                "zero_scale", "overflow", "element_subnormals", "decode_overflow"};
@@ -239,7 +241,7 @@ Result<FormatSpec> finalized(const Ctx& c, const toml::table& t, const toml::tab
         else if (!key.empty()) at = t.get(key);
         if (!at && key.rfind("element", 0) == 0) at = element;
         if (!at && key.rfind("conventions", 0) == 0) at = t.get("conventions");
-        if (!at && key == "amax_floor") at = t.get("scale");  // the floor it is missing is the scale's
+        if (!at && (key == "amax_floor" || key == "amax_eps")) at = t.get("scale");  // the floor it is missing is the scale's
         return c.err(at ? at->source() : t.source(), key.empty() ? "element" : key,
                      key.empty() ? st.error().message : st.error().message.substr(key.size() + 2));
     }
@@ -253,7 +255,7 @@ Result<FormatSpec> declaration_from_table(const toml::table& t, const std::strin
     const toml::node* element = nullptr;
     // `like`: start from another format's declaration (a built-in, or one declared before), so that a
     // library's conventions are declared without restating the format; the other keys override it.
-    bool liked = false, have_amax_floor = false;
+    bool liked = false, have_amax_floor = false, have_amax_eps = false;
     if (const toml::node* like = t.get("like")) {
         auto s = get_str(c, *like, "like");
         if (!s) return s.error();
@@ -292,10 +294,19 @@ Result<FormatSpec> declaration_from_table(const toml::table& t, const std::strin
             if (!f) return f.error();
             d.amax_floor = *f;
             have_amax_floor = true;
+        } else if (key == "amax_eps") {
+            auto f = table_value(c, v, key);
+            if (!f) return f.error();
+            d.amax_eps = *f;
+            have_amax_eps = true;
         } else if (key == "offset") {
             auto s = get_enum(c, v, key, kOffsets);
             if (!s) return s.error();
             d.offset_min = *s;
+        } else if (key == "decode") {
+            auto s = get_enum(c, v, key, kDecodes);
+            if (!s) return s.error();
+            d.decode_fma = *s;
         } else if (key == "rounding") {
             auto s = get_enum(c, v, key, kRoundings);
             if (!s) return s.error();
@@ -322,6 +333,7 @@ Result<FormatSpec> declaration_from_table(const toml::table& t, const std::strin
     if (name.empty()) return c.err(t.source(), "name", "is required (the format's name, e.g. name = \"my-fp6\")");
     // A liked format's floor goes with its scale: another scale that takes none drops it.
     if (liked && !have_amax_floor && !takes_amax_floor(d.scale)) d.amax_floor = 0;
+    if (liked && !have_amax_eps && d.scale != ScaleType::kFp32EpsMul) d.amax_eps = 0;
     if (!element && !liked) return c.err(t.source(), "element", "is required (an [element] table with its type, or like = \"<format>\")");
     if (!element) return finalized(c, t, nullptr, nullptr, name, d);
     // An [element] replaces the liked format's element whole.
@@ -509,7 +521,9 @@ Result<std::string> declaration_to_toml(const FormatSpec& f) {
     if (d.fixed_block) o << "block = " << d.fixed_block << "\n";
     o << "scale = \"" << to_string(d.scale) << "\"\n";
     if (d.amax_floor != 0) o << "amax_floor = " << toml_float(d.amax_floor) << "\n";
+    if (d.amax_eps != 0) o << "amax_eps = " << toml_float(d.amax_eps) << "\n";
     o << "offset = \"" << (d.offset_min ? "min" : "none") << "\"\n";
+    if (d.decode_fma) o << "decode = \"fma\"\n";
     o << "rounding = \"" << to_string(d.rounding) << "\"\n";
     o << "packing = \"" << to_string(d.packing) << "\"\n";
     if (d.rotated())
@@ -556,7 +570,8 @@ bool same_declaration(const Decl& a, const Decl& b) {
     if (a.elem != b.elem || a.scale != b.scale || a.offset_min != b.offset_min || a.rounding != b.rounding ||
         a.packing != b.packing || a.fixed_block != b.fixed_block || a.bits != b.bits || a.transform != b.transform ||
         a.random_signs != b.random_signs || !(a.conventions == b.conventions) ||
-        std::bit_cast<uint32_t>(a.amax_floor) != std::bit_cast<uint32_t>(b.amax_floor))
+        std::bit_cast<uint32_t>(a.amax_floor) != std::bit_cast<uint32_t>(b.amax_floor) ||
+        std::bit_cast<uint32_t>(a.amax_eps) != std::bit_cast<uint32_t>(b.amax_eps) || a.decode_fma != b.decode_fma)
         return false;
     switch (a.elem) {
         case ElemType::kInt:

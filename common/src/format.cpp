@@ -187,6 +187,7 @@ void write_metadata(const FormatSpec& f, float scale, float offset, uint8_t* out
             case ScaleType::kFp32AmaxMul:
             case ScaleType::kFp32AmaxMulRcp:
             case ScaleType::kFp32AmaxMulInv:
+            case ScaleType::kFp32EpsMul:
             case ScaleType::kPow2RceilMul: std::memcpy(out, &scale, 4); break;
             case ScaleType::kFp16Absmax: {
                 const uint16_t h = to_half_exact(scale);
@@ -226,6 +227,7 @@ void read_metadata(const FormatSpec& f, const uint8_t* in, float* scale, float* 
             case ScaleType::kFp32AmaxMul:
             case ScaleType::kFp32AmaxMulRcp:
             case ScaleType::kFp32AmaxMulInv:
+            case ScaleType::kFp32EpsMul:
             case ScaleType::kPow2RceilMul: std::memcpy(scale, in, 4); break;
             case ScaleType::kFp16Absmax: {
                 uint16_t h;
@@ -432,6 +434,18 @@ const std::vector<FormatSpec>& all_builtin_formats() {
             Decl d = float_decl(2, 1, 1, FloatSpecial::kNone, ScaleType::kE8m0FbgemmEven, 32);
             d.rounding = Rounding::kNearestAway;
             v.push_back(declared("fbgemm-mx4", d));
+        }
+        // FBGEMM's fused 8-bit row-wise, TorchRec's INT8 communication codec on a GPU
+        // (quantize_fused_8bit_rowwise.cu: docs/SOURCES.md section 6.1): codes 0..255 from the row's
+        // minimum, s = fl32(range / 255), each element's code rne(fl32(fl32(x - min) m)) with
+        // m = fl32(255 / fl32(range + 1e-20)), decoded in one fused multiply-add. Any block (a row:
+        // TorchRec's row_dim, 32 by default).
+        {
+            Decl d = int_decl(8, true);
+            d.scale = ScaleType::kFp32EpsMul;
+            d.amax_eps = 1e-20f;
+            d.decode_fma = true;
+            v.push_back(declared("fbgemm-int8-rowwise", d));
         }
         // Rotated int<b> (FORMATS.md section 9): -had the plain Walsh-Hadamard transform, -rht the
         // randomized one (QuaRot, SDP4Bit).

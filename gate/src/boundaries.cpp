@@ -142,7 +142,8 @@ void near_ties_decl(const FormatSpec& f, int64_t block, std::vector<BoundaryCase
             const float s = *scale;
             if (!(s > 0.0f) || !std::isfinite(s) || std::bit_cast<uint32_t>(s) << 9 == 0) continue;  // a power of two: no near-ties
             const float inv = 1.0f / s;
-            const float mb = mul ? d.amp / std::max(a, d.amax_floor) : 0.0f;  // the block's multiplier
+            // the block's multiplier (FORMATS.md section 2)
+            const float mb = !mul ? 0.0f : d.scale == ScaleType::kFp32EpsMul ? d.amp / (a + d.amax_eps) : d.amp / std::max(a, d.amax_floor);
             auto side = [](float qv, double m) { return (static_cast<double>(qv) > m) - (static_cast<double>(qv) < m); };
             for (size_t g = 0; g + 1 < grid.size(); ++g) {
                 const double m = (grid[g] + grid[g + 1]) / 2;
@@ -245,6 +246,13 @@ void scale_boundaries(const FormatSpec& f, int64_t block, uint64_t seed, std::ve
         groups.emplace_back("blocks whose absmax is within 2 ulps of the declared amax_floor, or is 0", std::vector<float>{});
         around(groups.back().second, f.decl->amax_floor);
         groups.back().second.push_back(0.5f * f.decl->amax_floor);
+    }
+    // fp32-eps-mul's epsilon: a block's statistic near eps (the multiplier A / (a + eps) about half of
+    // A / a), and near 2^24 eps and 2^25 eps (where fl32(a + eps) stops or starts to differ from a).
+    if (f.kind == FormatKind::kDecl && f.decl && f.decl->scale == ScaleType::kFp32EpsMul) {
+        groups.emplace_back("blocks whose absmax (range, with an offset) is within 2 ulps of amax_eps, 2^24 amax_eps or 2^25 amax_eps",
+                            std::vector<float>{});
+        for (int k : {0, 24, 25}) around(groups.back().second, std::ldexp(f.decl->amax_eps, k));
     }
     int64_t salt = 0;
     for (const auto& [what, stats] : groups) {

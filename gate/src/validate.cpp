@@ -139,6 +139,11 @@ bool normal_scale(const Decl& d, float s) {
         case ScaleType::kE8m0Even:
         case ScaleType::kE8m0Ceil: return s > std::ldexp(1.0f, -127) && s < std::ldexp(1.0f, 127);
         case ScaleType::kE8m0FbgemmEven: return s > std::ldexp(1.0f, -127) && s < std::ldexp(1.0f, 125);
+        // fp32-eps-mul: the statistic A s far enough above eps that fl32(a + eps) is a (then m s is 1 within
+        // a few u), and inside the normal range
+        case ScaleType::kFp32EpsMul:
+            return static_cast<double>(s) * d.amp > 0x1p26 * static_cast<double>(d.amax_eps) && s >= std::ldexp(1.0f, -125) &&
+                   s < std::ldexp(1.0f, 126);
         // the "-mul" scales: above twice the floor's scale (a block at the floor keeps it when scaled)
         // and inside the normal range
         case ScaleType::kFp32AmaxMul:

@@ -315,7 +315,8 @@ QT_INLINE float block_factor(const Decl& d, const fast::EncodePlan& fp, float s,
 // decl_plan for a chunk with a non-finite or overflowing block (rare), out of line: inlined, its
 // scale switch was compiled into every instantiation of encode_decl_fast.
 QT_NOINLINE BlockState plan_rare(const Decl& d, uint32_t amax_bits, float* s, float* lo) {
-    return decl_plan(d, amax_bits, 0.0f, 0.0f, s, lo);
+    float m = 0.0f;  // the element loops take the multiplier from block_factor
+    return decl_plan(d, amax_bits, 0.0f, 0.0f, s, lo, &m);
 }
 
 template <ElemType E, Rounding R, bool kMul, bool kTies, bool kAvx>
@@ -496,6 +497,12 @@ QT_MULTIVERSION_NO512 int64_t encode_decl_fast_baseline(const EncodeJob& job, co
     return encode_decl_fast_any<false>(job, fp, b0, b1);
 }
 
+// The low bytes of n int32 codes (8-bit codes): restrict, so that the byte stores, which may alias
+// anything, do not keep the loop scalar.
+QT_INLINE void narrow_codes(const int32_t* __restrict q, int64_t n, uint8_t* __restrict out) {
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(q[i]);
+}
+
 // Declared formats (docs/FORMATS.md): the fast loops above where they apply (no offset, tables of
 // at most 16 values), else the generic element-wise arithmetic of decl_math.hpp, one block at a
 // time. Returns the first block refused under the `error` policy, or -1; -2 - j when block j is
@@ -513,9 +520,10 @@ QT_MULTIVERSION int64_t encode_decl_range(const EncodeJob& job, int64_t b0, int6
         const int64_t first = j * job.block, len = std::min(job.block, job.n - first);
         const float* xb = job.x + first;
         uint8_t* out = job.codes + j * job.block_bytes;
-        const Stats st = block_stats(xb, len, d.offset_min);
-        float s = 0.0f, lo = 0.0f;
-        const BlockState state = decl_plan(d, st.absmax_bits, from_order_key(st.kmin), from_order_key(st.kmax), &s, &lo);
+        // the default block's length at compile time: its statistics loop unrolls (as encode_range's)
+        const Stats st = len == kDefaultBlock ? block_stats(xb, kDefaultBlock, d.offset_min) : block_stats(xb, len, d.offset_min);
+        float s = 0.0f, lo = 0.0f, m = 0.0f;
+        const BlockState state = decl_plan(d, st.absmax_bits, from_order_key(st.kmin), from_order_key(st.kmax), &s, &lo, &m);
         std::memset(out, 0, static_cast<size_t>(job.format.code_bytes(len)));
         if (state != BlockState::kQuantize) {
             if (job.error_policy) return j;
@@ -531,11 +539,22 @@ QT_MULTIVERSION int64_t encode_decl_range(const EncodeJob& job, int64_t b0, int6
         if (d.offset_min) job.offsets[j] = lo;
         RoundKey key = job.key;
         key.index_base += first;
+        if (s != 0.0f && d.offset_min && multiplies(d.scale) && d.elem == ElemType::kInt && d.rounding == Rounding::kNearestEven &&
+            d.bits == 8) {
+            // fp32-eps-mul with an offset (FBGEMM's row-wise INT8): decl_code_t's arithmetic with its
+            // per-block tests taken once, in this function's body (a lambda's loop is not compiled for
+            // the clone's target), into int32 codes (a byte store may alias the input, which would
+            // keep the loop scalar), then narrowed: loops that vectorize.
+            const IntGrid g = int_grid(d);
+            for (int64_t i = 0; i < len; ++i) q[i] = int_code<Rounding::kNearestEven>(g, mul_rn(sub_rn(xb[i], lo), m), 0u);
+            narrow_codes(q, len, out);
+            continue;
+        }
         with_decl_kind(d, [&]<ElemType E, Rounding R>() {
             if constexpr (R == Rounding::kStochastic) {
-                for (int64_t i = 0; i < len; ++i) q[i] = decl_code_t<E, R>(d, xb[i], s, lo, round_bits(key, i));
+                for (int64_t i = 0; i < len; ++i) q[i] = decl_code_t<E, R>(d, xb[i], s, lo, m, round_bits(key, i));
             } else {
-                for (int64_t i = 0; i < len; ++i) q[i] = decl_code_t<E, R>(d, xb[i], s, lo, 0u);
+                for (int64_t i = 0; i < len; ++i) q[i] = decl_code_t<E, R>(d, xb[i], s, lo, m, 0u);
             }
         });
         if (d.bits == 8) {
@@ -1374,7 +1393,15 @@ QT_MULTIVERSION void decode_decl_range(const DecodeJob& job, int64_t b0, int64_t
         const uint8_t* in = job.codes + j * job.block_bytes;
         const float s = job.scales[j], lo = d.offset_min ? job.offsets[j] : 0.0f;
         float* o = job.out + first;
-        if (d.bits == 8) {
+        if (d.bits == 8 && d.elem == ElemType::kInt && s == s && lo == lo && s != 0.0f) {
+            // decl_decode_value with its per-block tests taken once (an int value is never NaN): a
+            // straight loop that vectorizes.
+            if (d.decode_fma) {
+                for (int64_t i = 0; i < len; ++i) o[i] = sat(fma_rn(value[in[i]], s, lo));
+            } else {
+                for (int64_t i = 0; i < len; ++i) o[i] = sat(add_rn(sat(mul_rn(value[in[i]], s)), lo));
+            }
+        } else if (d.bits == 8) {
             for (int64_t i = 0; i < len; ++i) o[i] = decl_decode_value(d, value[in[i]], s, lo);
         } else if (d.bits == 4) {  // nibbles: element 2j low (lsb-first) or high (msb-first)
             const int lo_shift = d.packing == Packing::kLsbFirst ? 0 : 4, hi_shift = 4 - lo_shift;

@@ -435,6 +435,7 @@ inline __attribute__((always_inline)) bool chunk_scales(const Decl& d, const uin
         case ScaleType::kFp32AmaxMul:
         case ScaleType::kFp32AmaxMulRcp:
         case ScaleType::kFp32AmaxMulInv:
+        case ScaleType::kFp32EpsMul:
         case ScaleType::kE8m0FbgemmEven: scales_mul(d, amax, n, s); break;
         case ScaleType::kNone:
             for (int64_t j = 0; j < n; ++j) s[j] = 1.0f;

@@ -84,7 +84,7 @@ Result<Fmt> fmt_of(const FormatSpec& f, const CodecOptions& o = {}) {
 // What a block's statistics decide (the CPU's plan_block, same functions, same order).
 enum : int { kQuantize = 0, kAllZero = 1, kPoisoned = 2 };
 struct Plan {
-    float scale, lo, dscale;
+    float scale, lo, dscale;  // dscale: ds's multiplier, or a declared scale's that multiplies (decl_plan's m)
     int state;
     int32_t poison_code;  // declared formats: the code of every element of a poisoned block
 };
@@ -92,7 +92,7 @@ __device__ Plan plan_of(const Fmt& f, uint32_t amax, uint32_t kmin, uint32_t kma
     Plan p{0.0f, 0.0f, 0.0f, kQuantize, 0};
     if (f.kind == Kind::kDecl) {
         const Decl& d = *f.decl;
-        if (decl_plan(d, amax, from_order_key(kmin), from_order_key(kmax), &p.scale, &p.lo) != BlockState::kQuantize) {
+        if (decl_plan(d, amax, from_order_key(kmin), from_order_key(kmax), &p.scale, &p.lo, &p.dscale) != BlockState::kQuantize) {
             p.state = kPoisoned;
             p.poison_code = decl_poison_code(d);
             p.scale = d.scale == ScaleType::kNone ? 1.0f : bits_f32(kQuietNanBits);
@@ -129,7 +129,7 @@ __device__ Plan plan_of(const Fmt& f, uint32_t amax, uint32_t kmin, uint32_t kma
 
 __device__ __forceinline__ int32_t code_of(const Fmt& f, const Plan& p, float x, int64_t index) {
     if (f.kind == Kind::kDecl)
-        return decl_code(*f.decl, x, p.scale, p.lo, f.stochastic ? round_bits(f.key, index) : 0u);
+        return decl_code(*f.decl, x, p.scale, p.lo, p.dscale, f.stochastic ? round_bits(f.key, index) : 0u);
     if (f.kind == Kind::kSym) return sym_code(x, p.scale, f.qmax);
     if (f.kind == Kind::kAsym) return asym_code(x, p.lo, p.scale, f.levels);
     return ds_code(x, p.dscale, f.cmin, f.cmax);

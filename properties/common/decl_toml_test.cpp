@@ -109,13 +109,21 @@ TEST(DeclToml, EveryKindOfMistakeNamesItsKey) {
     // Unknown enum values list the known ones.
     expect_names("name = \"x\"\nscale = \"fp8\"\n[element]\ntype = \"int\"\nbits = 4\n", "scale", 2,
                  "unknown value 'fp8' (known: fp32-absmax, fp16-absmax, e8m0-floor, e8m0-rceil, e8m0-even, e8m0-ceil, e8m0-fbgemm-even, fp32-amax-mul, "
-                 "fp32-amax-mul-rcp, fp32-amax-mul-inv, e8m0-rceil-mul, pow2-rceil-mul, none)");
+                 "fp32-amax-mul-rcp, fp32-amax-mul-inv, e8m0-rceil-mul, pow2-rceil-mul, fp32-eps-mul, none)");
     // amax_floor: only on the -mul scales, a finite binary32, and for the two that multiply at least A / FLT_MAX.
     expect_names("name = \"x\"\namax_floor = 1e-4\n[element]\ntype = \"int\"\nbits = 4\n", "amax_floor", 2, "has its own floor");
     expect_names("name = \"x\"\nscale = \"fp32-amax-mul\"\n[element]\ntype = \"float\"\nexponent_bits = 4\nmantissa_bits = 3\n",
                  "amax_floor", 2, "must be at least A / FLT_MAX");
     expect_names("name = \"x\"\nscale = \"pow2-rceil-mul\"\noffset = \"min\"\n[element]\ntype = \"int\"\nbits = 4\nsigned = false\n",
                  "offset", 3, "does not combine with scale 'pow2-rceil-mul'");
+    // amax_eps: only on fp32-eps-mul, where it is required (at least max(A / FLT_MAX, A^2 2^-149));
+    // decode: mul-add or fma, fma only with an offset.
+    expect_names("name = \"x\"\namax_eps = 1e-8\n[element]\ntype = \"int\"\nbits = 4\n", "amax_eps", 2,
+                 "is for the scale fp32-eps-mul");
+    expect_names("name = \"x\"\nscale = \"fp32-eps-mul\"\noffset = \"min\"\n[element]\ntype = \"int\"\nbits = 8\nsigned = false\n",
+                 "amax_eps", 2, "amax_eps must be a finite binary32 of at least");
+    expect_names("name = \"x\"\ndecode = \"fused\"\n[element]\ntype = \"int\"\nbits = 4\n", "decode", 2, "(known: mul-add, fma)");
+    expect_names("name = \"x\"\ndecode = \"fma\"\n[element]\ntype = \"int\"\nbits = 4\n", "decode", 2, "'fma' is for offset 'min'");
     expect_names("name = \"x\"\nrounding = \"up\"\n[element]\ntype = \"int\"\nbits = 4\n", "rounding", 2,
                  "(known: nearest-even, nearest-away, nearest-down, toward-zero, stochastic)");
     expect_names("name = \"x\"\noffset = \"max\"\n[element]\ntype = \"int\"\nbits = 4\n", "offset", 2, "(known: none, min)");

@@ -222,8 +222,8 @@ TEST(CheckerDecl, BlockBoundsHaveTheScalarBits) {
             if (d.offset_min && !x.empty()) lo = rng() % 4 == 0 ? -static_cast<float>(absmax) : *std::min_element(x.begin(), x.end());
             std::vector<double> scalar(n + 2), lanes(n + 2);
             for (size_t i = 0; i < n + 2; ++i) scalar[i] = lanes[i] = i < n ? 0.0 : 7.0;  // the bounds alone; past: untouched
-            detail::add_decl_bounds(d, s, lo, x.data(), n, scalar.data(), false);
-            detail::add_decl_bounds(d, s, lo, x.data(), n, lanes.data(), true);
+            detail::add_decl_bounds(d, s, lo, 0.0f, x.data(), n, scalar.data(), false);
+            detail::add_decl_bounds(d, s, lo, 0.0f, x.data(), n, lanes.data(), true);
             for (size_t i = 0; i < n + 2; ++i) {
                 ASSERT_EQ(std::bit_cast<uint64_t>(lanes[i]), std::bit_cast<uint64_t>(scalar[i]))
                     << "elem " << static_cast<int>(d.elem) << " bits " << d.bits << " offset " << d.offset_min << " scale " << s

@@ -261,6 +261,87 @@ TEST(DeclGolden, FbgemmMx4) {
     EXPECT_NE(st.error().message.find("'e8m0-fbgemm-even' rounds the absmax"), std::string::npos);
 }
 
+// FBGEMM's fused 8-bit row-wise (fbgemm-int8-rowwise; docs/SOURCES.md section 6.1, FORMATS.md section 2),
+// by hand from quantize_fused_8bit_rowwise.cu's rules: lo = min, range = fl32(max - min), s = fl32(range
+// / 255), m = fl32(255 / fl32(range + 1e-20)), q = rne(fl32(fl32(x - lo) m)), decoded fl32(q s + lo) in
+// one rounding.
+TEST(DeclGolden, FbgemmInt8Rowwise) {
+    const FormatSpec f = fmt("fbgemm-int8-rowwise");
+    const FormatSpec asym = fmt("int8-asym");
+    // A row of 32: -1, 2, -0.3, 1.3, 0.1, and zeros. range = 3: s = fl32(3 / 255) = 0x3C40C0C1,
+    // m = fl32(255 / 3) = 85 exactly. -0.3: w = fl32(0.7) and fl32(w 85) = 59.5, to even 60, where
+    // int8-asym's fl32(w / s) is just below 59.5: 59. 1.3: 196 against 195. A zero: w = 1, code 85.
+    std::vector<float> x(32, 0.0f);
+    x[0] = -1.0f;
+    x[1] = 2.0f;
+    x[2] = -0.3f;
+    x[3] = 1.3f;
+    x[4] = 0.1f;
+    auto q = quantize(f, x, 32);
+    ASSERT_TRUE(q.ok());
+    EXPECT_EQ(std::bit_cast<uint32_t>(q->scales[0]), 0x3C40C0C1u);
+    EXPECT_EQ(q->offsets[0], -1.0f);
+    EXPECT_EQ(q->codes[0], 0);
+    EXPECT_EQ(q->codes[1], 255);
+    EXPECT_EQ(q->codes[2], 60);
+    EXPECT_EQ(q->codes[3], 196);
+    EXPECT_EQ(q->codes[4], 94);
+    EXPECT_EQ(q->codes[5], 85);
+    auto qa = quantize(asym, x, 32);
+    ASSERT_TRUE(qa.ok());
+    EXPECT_EQ(qa->codes[2], 59);
+    EXPECT_EQ(qa->codes[3], 195);
+    // The fused decode: 94 s - 1 rounds once to 0x3DD8D8DC (two roundings give 0x3DD8D8E0), and a zero
+    // (code 85) decodes to 85 s - 1 = 0x32A80000, about 1.96e-8, not 0 (fl32(85 s) is 1 exactly).
+    EXPECT_EQ(std::bit_cast<uint32_t>(q->decoded[4]), 0x3DD8D8DCu);
+    EXPECT_EQ(std::bit_cast<uint32_t>(q->decoded[5]), 0x32A80000u);
+    EXPECT_EQ(std::bit_cast<uint32_t>(q->decoded[2]), 0xBE969696u);
+    // The epsilon: a row of range 1e-19 (0, 1e-19, 5e-20): m = fl32(255 / fl32(1.1e-19)), its top code
+    // rne(231.8...) = 232, not 255; 5e-20 gets 116.
+    x.assign(32, 0.0f);
+    x[1] = 1e-19f;
+    x[2] = 5e-20f;
+    q = quantize(f, x, 32);
+    ASSERT_TRUE(q.ok());
+    EXPECT_EQ(q->codes[1], 232);
+    EXPECT_EQ(q->codes[2], 116);
+    // Each element within its bound (the epsilon's shortfall, 1e-19 - 232 s, included).
+    for (size_t i = 0; i < x.size(); ++i)
+        EXPECT_TRUE((Exact(q->decoded[i]) - Exact(x[i])).abs() <= element_bound(*q, x, static_cast<int64_t>(i))) << i;
+    // A constant row decodes to its value exactly (s = 0); a row of range A 2^-150 or less has s = 0 too
+    // (no floor) and decodes to its minimum, every code 0.
+    x.assign(32, 0.25f);
+    q = quantize(f, x, 32);
+    ASSERT_TRUE(q.ok());
+    EXPECT_EQ(q->scales[0], 0.0f);
+    EXPECT_EQ(q->decoded[7], 0.25f);
+    x.assign(32, 0.0f);
+    x[3] = 0x1p-149f;
+    q = quantize(f, x, 32);
+    ASSERT_TRUE(q.ok());
+    EXPECT_EQ(q->scales[0], 0.0f);
+    EXPECT_EQ(q->codes[3], 0);
+    EXPECT_EQ(q->decoded[3], 0.0f);
+    EXPECT_TRUE((Exact(q->decoded[3]) - Exact(x[3])).abs() <= element_bound(*q, x, 3));
+    // The declaration's keys: amax_eps only on fp32-eps-mul, at least max(A / FLT_MAX, A^2 2^-149);
+    // decode "fma" only with an offset.
+    Decl d = *f.decl;
+    d.amax_eps = 1e-45f;
+    auto st = finalize(d);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.error().message.find("amax_eps"), std::string::npos);
+    d = declaration_of(fmt("int8")).value();
+    d.amax_eps = 1e-8f;
+    st = finalize(d);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.error().message.find("is for the scale fp32-eps-mul"), std::string::npos);
+    d = declaration_of(fmt("int8")).value();
+    d.decode_fma = true;
+    st = finalize(d);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.error().message.find("'fma' is for offset 'min'"), std::string::npos);
+}
+
 // DeepEP's low-latency FP8 cast and FlashInfer's (docs/SOURCES.md sections 3 and 4; FORMATS.md
 // section 2). c = fl32(1/448): 1/448 = 2^-9 8/7, 8/7 = 1.001001...b, cut after 23 fraction bits with
 // the 24th bit 1 and more ones after it: rounded up, c = 0x3B124925, and 448 c = 1 + 0.75 2^-24.

@@ -212,10 +212,10 @@ namespace detail {
 // the documented factor of the exact E (section 0).
 DeclScale decl_scale_of(const Decl& d, float s, float m) {
     DeclScale c;
+    if (multiplies(d.scale)) c.m = m;  // before the zero case: fp32-eps-mul's scale can be 0 with a range
     c.zero = s == 0;
     if (c.zero) return c;
     c.ds = s;
-    if (multiplies(d.scale)) c.m = m;
     const uint32_t sb = std::bit_cast<uint32_t>(s);
     c.pow2 = (sb & 0x7FFFFFu) == 0 || ((sb >> 23) == 0 && std::popcount(sb) == 1);
     c.lo126 = c.ds * 0x1p-126;
@@ -234,14 +234,20 @@ DeclScale decl_scale_of(const Decl& d, float s, float m) {
 }
 
 double decl_at(const Decl& d, const DeclScale& c, float x, float lo) {
-    if (c.zero) return 0;
-    // A scale that multiplies (c.m != 0): w' = x m s in place of w (x m is exact in binary64, the
-    // product by s rounded: 2^-51 |w'| more in t covers it), plus |x| |1 - m s| (m s is exact; 1 - m s
+    // s == 0: every element decodes to lo or 0 (decl.cpp): the error is 0 for an all-zero or constant
+    // block, and for fp32-eps-mul (no floor on fl32(a / A)) |x - lo| or |x|, at most A 2^-150 (rounded up).
+    if (c.zero) {
+        if (d.scale != ScaleType::kFp32EpsMul) return 0;
+        const double a = x, b = d.offset_min ? lo : 0.0f;
+        return std::min(a >= b ? add_up(a, -b) : add_up(b, -a), static_cast<double>(d.amp) * 0x1p-150);
+    }
+    // A scale that multiplies (c.m != 0): w' = w m s in place of w (w m is exact in binary64, the
+    // product by s rounded: 2^-51 |w'| more in t covers it), plus |w| |1 - m s| (m s is exact; 1 - m s
     // too when m s is in [1/2, 2] (Sterbenz), else |1 - m s| >= 1/2 and its rounding is relative), and
-    // Tdec without its min.
+    // Tdec without its min (with an offset, w is a binary32: its min with that and S).
     const bool mul = c.m != 0;
     const float w = d.offset_min ? x - lo : x;  // fl32(x - lo): binary32 RNE (no contraction)
-    const double dw = mul ? static_cast<double>(x) * c.m * c.ds : static_cast<double>(w), aw = std::fabs(dw), ds = c.ds;
+    const double dw = mul ? static_cast<double>(w) * c.m * c.ds : static_cast<double>(w), aw = std::fabs(dw), ds = c.ds;
     const bool exact_div = !mul && c.pow2 && (w == 0 || (aw >= c.lo126 && aw <= c.hi));
     const double t = exact_div ? 0 : kU * aw + c.tiny + (mul ? aw * 0x1p-51 : 0.0);
     double sel = 0;
@@ -274,25 +280,31 @@ double decl_at(const Decl& d, const DeclScale& c, float x, float lo) {
         sel = t + std::max((c.nearest ? 0.5 : 1.0) * step_s, x_ex);
     }
     const double y = std::min(aw + sel, c.vabs);
+    double ep;
     if (mul) {
-        const double dev = std::fabs(static_cast<double>(x)) * std::fabs(1.0 - c.m * c.ds) * (1 + 0x1p-50);
-        return add_up(add_up(dev, sel), std::max(kU * y + 0x1p-150, add_up(y, -kFltMax)));
+        const double dev = std::fabs(static_cast<double>(w)) * std::fabs(1.0 - c.m * c.ds) * (1 + 0x1p-50);
+        const double tdec0 = std::max(kU * y + 0x1p-150, add_up(y, -kFltMax));
+        if (!d.offset_min) return add_up(add_up(dev, sel), tdec0);
+        const double tsub = kU * std::fabs(static_cast<double>(x) - static_cast<double>(lo)) + 0x1p-150;
+        const double ds_ = add_up(dev, sel);
+        ep = add_up(add_up(tsub, ds_), d.decode_fma ? 0.0 : std::min(ds_, tdec0));
+    } else {
+        const double tdec = std::min(sel, std::max(kU * y + 0x1p-150, add_up(y, -kFltMax)));
+        if (!d.offset_min) return sel + tdec;
+        const double tsub = kU * std::fabs(static_cast<double>(x) - static_cast<double>(lo)) + 0x1p-150;
+        ep = d.decode_fma ? add_up(tsub, sel) : tsub + sel + tdec;
     }
-    const double tdec = std::min(sel, std::max(kU * y + 0x1p-150, add_up(y, -kFltMax)));
-    if (!d.offset_min) return sel + tdec;
-    const double tsub = kU * std::fabs(static_cast<double>(x) - static_cast<double>(lo)) + 0x1p-150;
-    const double ep = tsub + sel + tdec;
     const double mag = std::fabs(static_cast<double>(x)) + ep;
     if (mag >= kFltMax * (1 - 0x1p-40)) return ep + ep;  // decided conservatively, as for D9
     return ep + std::min(ep, kU * mag + 0x1p-150);
 }
 
-void add_decl_bounds(const Decl& d, float s, float lo, const float* x, size_t n, double* acc, bool simd) {
-    // A scale that multiplies: `lo` is the block's multiplier (prepare_event), and decl_at's scalar
-    // branch for it is the only one.
-    const DeclScale c = decl_scale_of(d, s, lo);
+void add_decl_bounds(const Decl& d, float s, float lo, float m, const float* x, size_t n, double* acc, bool simd) {
+    // A scale that multiplies (m: the block's multiplier, prepare_event), a zero scale and a fused
+    // decode take decl_at's scalar branches only.
+    const DeclScale c = decl_scale_of(d, s, m);
 #if defined(__x86_64__)
-    if (simd && column_simd() && c.m == 0) {
+    if (simd && column_simd() && c.m == 0 && !c.zero && !d.decode_fma) {
         add_decl_at_avx512(d, c, x, n, lo, acc);
         return;
     }
@@ -387,13 +399,22 @@ double decl_e(const Decl& d, double a) {
             }
             break;
         }
+        case ScaleType::kFp32EpsMul:
+            // s = fl32(W / A), no floor (0 below A 2^-150).
+            s_up = w / amp * (1 + u) + 0x1p-149;
+            s_lo = std::max(w / amp * (1 - u) - 0x1p-150, 0.0);
+            break;
         case ScaleType::kNone: break;
     }
-    // The scales that multiply: x m s in place of w, with m = A / a' (1 +- u) (+- 2^-150) and s as above:
-    // |x m s| <= a (1 + 4u) + A 2^-149, and the term |x| |1 - m s| <= 4u a + A 2^-149 added at the end
-    // with Tdec without its min (x m s need not be a binary32).
+    // The scales that multiply: w m s in place of w, with m = A / a' (1 +- u) (+- 2^-150) and s as above:
+    // |w m s| <= W (1 + 4u) + A 2^-149, and the term |w| |1 - m s| <= 4u W + A 2^-149 added at the end
+    // with Tdec without its min (w m s need not be a binary32). fp32-eps-mul: m = A / (a + eps) (1 +- u)^2,
+    // so m s = a / (a + eps) (1 +- 4u), +- m 2^-150 <= (A / eps) 2^-150 where s is subnormal: both terms
+    // take W (A / eps) 2^-150 more, and |w| |1 - m s| takes W eps / (W + eps) more (increasing in W).
     const bool mul = multiplies(d.scale);
-    const double wv = mul ? w * (1 + 4 * u) + amp * 0x1p-149 : w;
+    const bool eps_mul = d.scale == ScaleType::kFp32EpsMul;
+    const double sub_eps = eps_mul ? w * (amp / static_cast<double>(d.amax_eps)) * 0x1p-150 : 0.0;
+    const double wv = mul ? w * (1 + 4 * u) + amp * 0x1p-149 + sub_eps : w;
     const double t = u * wv + s_up * 0x1p-150;
     // ceil's s_lo = W 2^-emax_elem can fall faster than W rises (vmax up to 2 2^emax_elem): the
     // excess w (1 + u) - s_lo vmax, linear in the statistic, is then largest at 0, not at W.
@@ -419,10 +440,14 @@ double decl_e(const Decl& d, double a) {
         sel = t + std::max((nearest ? 0.5 : 1.0) * step_s, x_ex);
     }
     const double y = std::min(wv + sel, s_up * vabs);
-    if (mul) return (4 * u * w + amp * 0x1p-149 + sel + std::max(u * y + 0x1p-150, y - kFltMax)) * (1 + 0x1p-40);
-    const double tdec = std::min(sel, std::max(u * y + 0x1p-150, y - kFltMax));
+    const double eps = d.amax_eps;
+    const double dev = mul ? 4 * u * w + amp * 0x1p-149 + sub_eps + (eps_mul ? w * eps / (w + eps) : 0.0) : 0.0;
+    if (mul && !d.offset_min) return (dev + sel + std::max(u * y + 0x1p-150, y - kFltMax)) * (1 + 0x1p-40);
+    const double tdec = mul ? std::max(u * y + 0x1p-150, y - kFltMax) : std::min(sel, std::max(u * y + 0x1p-150, y - kFltMax));
     if (!d.offset_min) return sel + tdec;
-    const double ep = u * 2 * a + 0x1p-150 + sel + tdec;
+    // offset min: Tsub, the quotient's and the selection's terms, the decode's first rounding (none when
+    // fused), then the last rounding of the sum with lo.
+    const double ep = (u * 2 * a + 0x1p-150 + dev + sel + (d.decode_fma ? 0.0 : tdec)) * (mul ? 1 + 0x1p-40 : 1.0);
     if (a + ep >= kFltMax * (1 - 0x1p-40)) return ep + ep;
     return ep + std::min(ep, u * (a + ep) + 0x1p-150);
 }
@@ -496,7 +521,7 @@ using detail::EventBound;
 double EventBound::at(float x, int32_t q) const {
     if (rotated) return rot;
     switch (kind) {
-        case FormatKind::kDecl: return decl_at(*decl, decl_scale_of(*decl, decl_scale, decl_lo), x, decl_lo);
+        case FormatKind::kDecl: return decl_at(*decl, decl_scale_of(*decl, decl_scale, decl_m), x, decl_lo);
         case FormatKind::kSym: return sym;
         case FormatKind::kAsym: {
             if (asym_const) return 0;
@@ -585,7 +610,8 @@ EventBound prepare_event(const FormatSpec& f, const QuantEvent& ev, uint64_t see
             b.decl = f.decl.get();
             b.decl_scale = s;
             // A scale that multiplies: the block's multiplier, from its inputs (FORMATS.md section 2).
-            b.decl_lo = d.offset_min ? ev.offset : multiplies(d.scale) ? detail::decl_multiplier_of(d, x) : 0.0f;
+            b.decl_lo = d.offset_min ? ev.offset : 0.0f;
+            b.decl_m = multiplies(d.scale) ? detail::decl_multiplier_of(d, x) : 0.0f;
             if (d.rotated()) {
                 b.rotated = true;
                 b.rot = rotated_at(d, x, s, seed, first);
@@ -1657,7 +1683,7 @@ bool PathChecker::row_a_posteriori(const ColumnRecord& col, const OutputRow& row
             }
         } else if (b.kind == FormatKind::kDecl && !b.rotated) {  // EventBound::at, the scale's part once
             if (hi > lo)
-                detail::add_decl_bounds(*b.decl, b.decl_scale, b.decl_lo, ev.x.data() + (lo + off),
+                detail::add_decl_bounds(*b.decl, b.decl_scale, b.decl_lo, b.decl_m, ev.x.data() + (lo + off),
                                         static_cast<size_t>(hi - lo), apost_.data() + lo);
         } else {
             for (int64_t i = lo; i < hi; ++i)

@@ -189,6 +189,22 @@ int32_t encode_value(const Decl& d, float v, uint32_t u24) {
     return 0;
 }
 
+// fl32(p + lo) of a double p and a binary32 lo, rounded once (decode = "fma"): p + lo = t + err exactly
+// (TwoSum; no overflow in double), |err| at most half an ulp of the double t. fl32(t + err) = fl32(t)
+// unless t is itself the midpoint of two binary32 neighbours (a double one ulp from a midpoint is still
+// on its side: |err| < one ulp), and then err's sign decides (err == 0: the tie, to even).
+float add_once32(double p, float lo) {
+    const double b = static_cast<double>(lo);
+    const double t = p + b;
+    const double bb = t - p;
+    const double err = (p - (t - bb)) + (b - bb);
+    if (err == 0) return fl32(t);
+    const double inf = std::numeric_limits<double>::infinity();
+    const float below = fl32(std::nextafter(t, -inf)), above = fl32(std::nextafter(t, inf));
+    if (below == above) return fl32(t);  // not a midpoint
+    return err > 0 ? above : below;
+}
+
 // Decode one code (FORMATS.md section 5).
 float decode_one(const Decl& d, int32_t q, float s, float lo) {
     if (std::isnan(s) || (d.offset_min && std::isnan(lo))) return poison_nan();
@@ -196,6 +212,7 @@ float decode_one(const Decl& d, int32_t q, float s, float lo) {
     if (std::isnan(val)) return poison_nan();
     if (d.offset_min && s == 0) return lo;
     // val (<= 24 significant bits) * s (24 bits): exact in double, one rounding to binary32.
+    if (d.decode_fma) return sat(add_once32(val * static_cast<double>(s), lo));
     const float p = sat(fl32(val * static_cast<double>(s)));
     if (!d.offset_min) return p;
     return sat(add32(p, lo));
@@ -217,11 +234,15 @@ struct BlockScale {
     int64_t index = -1;  // the non-finite element (local)
     float a = 0, lo = 0, hi = 0, s = 0;
     float s_unrounded = 0;  // fp16: the binary32 scale before fl16 (for the message)
-    float m = 0;            // fp32-amax-mul(-rcp, -inv): the multiplier fl32(A / max(a, F)); 0 otherwise
+    float m = 0;            // the scales that multiply: the multiplier (multiplier_of); 0 otherwise
 };
 
-// The multiplier of a block of absmax a under a scale that multiplies: fl32(A / max(a, F)).
-float multiplier_of(const Decl& d, float a) { return div32(d.amp, std::max(a, d.amax_floor)); }
+// The multiplier of a block of statistic a (absmax, or the range with an offset) under a scale that
+// multiplies: fl32(A / max(a, F)), or fl32(A / fl32(a + eps)) for fp32-eps-mul.
+float multiplier_of(const Decl& d, float a) {
+    if (d.scale == ScaleType::kFp32EpsMul) return div32(d.amp, add32(a, d.amax_eps));
+    return div32(d.amp, std::max(a, d.amax_floor));
+}
 
 // The scale of one block (FORMATS.md section 2), or what is wrong with it (D8: a non-finite value
 // wins over a range overflow).
@@ -356,6 +377,18 @@ BlockScale block_scale(const Decl& d, std::span<const float> x) {
             b.s = std::ldexp(1.0f, e);
             break;
         }
+        case ScaleType::kFp32EpsMul: {
+            // FBGEMM's row-wise INT8 (FORMATS.md section 2): s = fl32(a / A), no floor (0 for a == 0),
+            // and m = fl32(A / fl32(a + eps)).
+            b.m = multiplier_of(d, a);
+            b.s = a == 0 ? 0.0f : div32(a, amp);
+            if (std::isinf(b.s)) {
+                b.s_unrounded = b.s;
+                b.problem = Problem::kScaleOverflow;
+                return b;
+            }
+            break;
+        }
         case ScaleType::kNone: b.s = 1.0f; break;
     }
     return b;
@@ -457,7 +490,7 @@ Result<Quantized> quantize_decl(const FormatSpec& f, std::span<const float> x, i
                 // it is fl32(x - lo) = +0.
                 v = d.offset_min ? 0.0f : std::copysign(0.0f, xi);
             } else if (multiplies(d.scale)) {
-                v = mul32(xi, b.m);
+                v = mul32(d.offset_min ? sub32(xi, b.lo) : xi, b.m);
             } else {
                 v = div32(d.offset_min ? sub32(xi, b.lo) : xi, s);
             }
@@ -534,9 +567,15 @@ std::vector<int32_t> unpack_decl(const FormatSpec& f, std::span<const uint8_t> b
 }
 
 float decl_multiplier_of(const Decl& d, std::span<const float> x) {
-    if (!multiplies(d.scale)) return 0;
+    if (!multiplies(d.scale) || x.empty()) return 0;
     float a = 0;
-    for (float v : x) a = std::max(a, std::fabs(v));
+    if (d.offset_min) {
+        float lo = 0, hi = 0;
+        lo_hi(x, lo, hi);
+        a = sub32(hi, lo);
+    } else {
+        for (float v : x) a = std::max(a, std::fabs(v));
+    }
     return multiplier_of(d, a);
 }
 
@@ -585,17 +624,29 @@ float decl_multiplier_of(const Decl& d, std::span<const float> x) {
 //   E = Ep + min(Ep, u (|x| + Ep) + 2^-150)  (the min only when |x| + Ep <= FLT_MAX; else 2 Ep).
 // Every term is a function of x, s and lo alone (w is fl32(x - lo)); none uses the code or x̂.
 //
-// The scales that multiply (fp32-amax-mul, -rcp: v = fl32(x m), m = fl32(A / max(a, F)) rounded apart
-// from s): x - r s = x (1 - m s) + (w' - r s) with w' = x m s, so the same terms with w' in place of w
-// (rho = w' / s = x m; T = u |w'| + s 2^-150, no exact case), plus |x| |1 - m s|; w' need not be a
-// binary32, so (3) keeps Tdec = max(u Y + 2^-150, Y - FLT_MAX) without its min with S.
+// The scales that multiply (v = fl32(w m), m rounded apart from s: fl32(A / max(a, F)), or
+// fl32(A / fl32(a + eps)) for fp32-eps-mul): w - r s = w (1 - m s) + (w' - r s) with w' = w m s, so the
+// same terms with w' in place of w (rho = w' / s = w m; T = u |w'| + s 2^-150, no exact case), plus
+// D = |w| |1 - m s| (at most a few u for the floored absmax; for fp32-eps-mul about |w| eps / (a + eps),
+// which is the error FBGEMM's epsilon costs a block of small range). Without an offset w' need not be
+// a binary32, so (3) keeps Tdec = max(u Y + 2^-150, Y - FLT_MAX) without its min; with an offset w is
+// one (fl32(x - lo)) and p is nearest to r s, so |p - r s| <= |w - r s| <= D + S keeps a min.
+// decode = "fma" (offset min): x̂ = sat(fl32(r s + lo)), one rounding of a value within
+// Ep = Tsub + D + S of x: E = Ep + min(Ep, u (|x| + Ep) + 2^-150) as above, with no Tdec.
 Exact decl_element_bound(const Decl& d, float x, float s, float lo, float m) {
-    if (s == 0) return Exact();
+    // s == 0: every element decodes to lo (offset) or 0. Only an all-zero or constant block has it (error
+    // 0), but under fp32-eps-mul, whose fl32(a / A) has no floor, a block of range a <= A 2^-150 too:
+    // the error |x - lo| or |x| is at most a.
+    if (s == 0) {
+        if (d.scale != ScaleType::kFp32EpsMul) return Exact();
+        const Exact e = (Exact(x) - Exact(d.offset_min ? lo : 0.0f)).abs(), cap = Exact(d.amp) * Exact::pow2(-150);
+        return e < cap ? e : cap;
+    }
     const Exact& u = ex_u();
     const Exact one = Exact::from_int(1);
     const bool mul = multiplies(d.scale);
     const float w = d.offset_min ? sub32(x, lo) : x;
-    const Exact es(s), ew = mul ? Exact(x) * Exact(m) * es : Exact(w), aw = ew.abs();
+    const Exact es(s), ew = mul ? Exact(w) * Exact(m) * es : Exact(w), aw = ew.abs();
     // (1)
     const uint32_t sb = std::bit_cast<uint32_t>(s);
     const bool pow2 = (sb & 0x7FFFFFu) == 0 || ((sb >> 23) == 0 && std::popcount(sb) == 1);
@@ -641,11 +692,12 @@ Exact decl_element_bound(const Decl& d, float x, float s, float lo, float m) {
     Exact tdec = u * Y + ex_2m150();
     const Exact over = Y - ex_fltmax();
     if (over > tdec) tdec = over;
-    if (mul) return (Exact(x) - ew).abs() + S + tdec;
-    if (S < tdec) tdec = S;
+    const Exact dev = mul ? (Exact(w) - ew).abs() : Exact();
+    if (mul && !d.offset_min) return dev + S + tdec;
+    if (dev + S < tdec) tdec = dev + S;
     if (!d.offset_min) return S + tdec;
     const Exact tsub = u * (Exact(x) - Exact(lo)).abs() + ex_2m150();
-    const Exact ep = tsub + S + tdec;
+    const Exact ep = tsub + dev + S + (d.decode_fma ? Exact() : tdec);
     const Exact mag = Exact(std::fabs(x)) + ep;
     if (mag > ex_fltmax()) return ep + ep;
     const Exact last = u * mag + ex_2m150();

@@ -1,5 +1,6 @@
 // `qtransit formats` (the table of every built-in format), `formats show` (a format's TOML
 // declaration) and `formats validate` (validate_format on a declared format, its reports).
+#include <algorithm>
 #include <filesystem>
 
 #include "printf.hpp"
@@ -20,12 +21,15 @@ Result<Printed> formats(const FormatsRequest& a) {
         o = table->dump(2) + "\n";
         return p;
     }
-    appendf(o, "%-18s %4s %-12s %-19s %-13s %5s %11s %8s %10s %9s\n", "format", "bits", "element", "scale", "rounding", "block", "codes",
+    // The name column fits the longest name (fbgemm-int8-rowwise, a user's declaration), the others are fixed.
+    int w = 18;
+    for (const auto& row : (*table)["formats"]) w = std::max(w, static_cast<int>(row["format"].get<std::string>().size()));
+    appendf(o, "%-*s %4s %-12s %-19s %-13s %5s %11s %8s %10s %9s\n", w, "format", "bits", "element", "scale", "rounding", "block", "codes",
             "meta/blk", "wire B/blk", "bits/elem");
     for (const auto& row : (*table)["formats"]) {
         const int64_t fixed = row["fixed_block"].get<int64_t>();
         const std::string codes = "[" + std::to_string(row["code_min"].get<int64_t>()) + "," + std::to_string(row["code_max"].get<int64_t>()) + "]";
-        appendf(o, "%-18s %4d %-12s %-19s %-13s %5s %11s %8d %10lld %9.3f\n", row["format"].get<std::string>().c_str(),
+        appendf(o, "%-*s %4d %-12s %-19s %-13s %5s %11s %8d %10lld %9.3f\n", w, row["format"].get<std::string>().c_str(),
                 row["bits_per_element"].get<int>(), row["element"].get<std::string>().c_str(), row["scale"].get<std::string>().c_str(),
                 row["rounding"].get<std::string>().c_str(), fixed ? std::to_string(fixed).c_str() : "any", codes.c_str(),
                 row["metadata_bytes_per_block"].get<int>(), static_cast<long long>(row["wire_bytes_per_block"].get<int64_t>()),

@@ -22,10 +22,12 @@ enum class FloatSpecial : uint8_t { kIeee = 0, kNanOnly = 1, kNone = 2 };
 // stores fl32(1 / m), the inverse scale a GEMM applies (torchao's float8 cast: FORMATS.md section 2).
 // e8m0-fbgemm-even is FBGEMM's MX4 "even" shared exponent: a's bits plus 2^(22-M) - 1 (a step up only
 // strictly above torchao's EVEN point), the exponent clamped to [-127, 125] (FORMATS.md section 2).
+// fp32-eps-mul is FBGEMM's row-wise INT8: s = fl32(a / A), and each element (less the offset) is
+// multiplied by m = fl32(A / fl32(a + eps)), eps the declared amax_eps (FORMATS.md section 2).
 enum class ScaleType : uint8_t {
     kFp32Absmax = 0, kFp16Absmax = 1, kE8m0Floor = 2, kE8m0Rceil = 3, kNone = 4, kE8m0Even = 5, kE8m0Ceil = 6,
     kFp32AmaxMul = 7, kFp32AmaxMulRcp = 8, kE8m0RceilMul = 9, kPow2RceilMul = 10, kFp32AmaxMulInv = 11,
-    kE8m0FbgemmEven = 12,
+    kE8m0FbgemmEven = 12, kFp32EpsMul = 13,
 };
 // A power-of-two scale stored as one E8M0 byte.
 inline bool is_e8m0(ScaleType s) {
@@ -34,14 +36,17 @@ inline bool is_e8m0(ScaleType s) {
 }
 // A power-of-two scale (E8M0, or pow2-rceil-mul's binary32): x / s is exact in the normal range.
 inline bool is_pow2_scale(ScaleType s) { return is_e8m0(s) || s == ScaleType::kPow2RceilMul; }
-// A scale whose element encode is x times a multiplier m = fl32(A / max(a, amax_floor)) rounded apart
-// from the stored scale (so x / s and x m differ): fp32-amax-mul, fp32-amax-mul-rcp and fp32-amax-mul-inv.
+// A scale whose element encode is x (less the offset) times a multiplier m rounded apart from the stored
+// scale (so x / s and x m differ): fl32(A / max(a, amax_floor)) for fp32-amax-mul, fp32-amax-mul-rcp and
+// fp32-amax-mul-inv, fl32(A / fl32(a + amax_eps)) for fp32-eps-mul.
 inline bool multiplies(ScaleType s) {
-    return s == ScaleType::kFp32AmaxMul || s == ScaleType::kFp32AmaxMulRcp || s == ScaleType::kFp32AmaxMulInv;
+    return s == ScaleType::kFp32AmaxMul || s == ScaleType::kFp32AmaxMulRcp || s == ScaleType::kFp32AmaxMulInv ||
+           s == ScaleType::kFp32EpsMul;
 }
-// A scale computed from max(a, amax_floor) (the key `amax_floor`): the five "-mul" scales.
+// A scale computed from max(a, amax_floor) (the key `amax_floor`): the five "-mul" scales of the absmax.
 inline bool takes_amax_floor(ScaleType s) {
-    return multiplies(s) || s == ScaleType::kE8m0RceilMul || s == ScaleType::kPow2RceilMul;
+    return s == ScaleType::kFp32AmaxMul || s == ScaleType::kFp32AmaxMulRcp || s == ScaleType::kFp32AmaxMulInv ||
+           s == ScaleType::kE8m0RceilMul || s == ScaleType::kPow2RceilMul;
 }
 enum class Rounding : uint8_t { kNearestEven = 0, kNearestAway = 1, kNearestDown = 2, kTowardZero = 3, kStochastic = 4 };
 enum class Packing : uint8_t { kLsbFirst = 0, kMsbFirst = 1 };
@@ -110,6 +115,8 @@ struct Decl {
     bool random_signs = false;     // hadamard only: a diagonal of +-1 keyed by (seed, block) first
     Conventions conventions;       // a library's choices at the extremes (section 10); none by default
     float amax_floor = 0;          // the "-mul" scales: a = max(absmax, amax_floor) (DeepEP 1e-4, FlashInfer 1e-12)
+    float amax_eps = 0;            // fp32-eps-mul: m = fl32(A / fl32(a + amax_eps)) (FBGEMM 1e-20 on GPUs, 1e-8 on CPUs)
+    bool decode_fma = false;       // decode = "fma" (offset min): sat(fl32(val s + lo)), one rounding (FBGEMM's fused decode)
 
     // ---- derived by finalize() (what the kernels read) --------------------------------------------
     float amp = 0;                 // A: the scale maps a block's absmax (or range) onto it

@@ -44,6 +44,15 @@ QT_HD float add_rn(float a, float b) {
     return a + b;
 #endif
 }
+// a b + c with one rounding (a declared decode = "fma"): the device's fma.rn, the host's fmaf (an FMA
+// instruction or libm's correctly rounded one).
+QT_HD float fma_rn(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+    return __fmaf_rn(a, b, c);
+#else
+    return __builtin_fmaf(a, b, c);
+#endif
+}
 QT_HD float sub_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)
     return __fsub_rn(a, b);

@@ -120,6 +120,10 @@ QT_HD_BLOCK float decl_scale_t(const Decl& d, float a) {
         // torchao: s = fl32(1 / m), the inverse of the multiplier m = fl32(A / max(a, F)) (what a GEMM
         // applies to the codes: addmm_float8_unwrapped's scale.reciprocal()).
         return div_rn(1.0f, div_rn(d.amp, fmax_(a, d.amax_floor)));
+    } else if constexpr (S == ScaleType::kFp32EpsMul) {
+        // FBGEMM's row-wise INT8: s = fl32(a / A), 0 for a == 0 (no floor); the elements are multiplied
+        // by decl_multiplier's m = fl32(A / fl32(a + eps)).
+        return a == 0.0f ? 0.0f : div_rn(a, d.amp);
     } else if constexpr (S == ScaleType::kE8m0RceilMul || S == ScaleType::kPow2RceilMul) {
         // DeepEP's round_scale: t = fl32(max(a, F) fl32(1/A)) rounded up to a power of two, read from
         // t's bits: the exponent field, plus one for any mantissa bit; a subnormal t (field 0) is
@@ -138,8 +142,11 @@ QT_HD_BLOCK float decl_scale_t(const Decl& d, float a) {
     }
 }
 // The multiplier of fp32-amax-mul, -mul-rcp and -mul-inv: m = fl32(A / max(a, F)), finite (finalize:
-// F >= A / FLT_MAX) and rounded apart from the scale; each element's quotient is fl32(x m).
-QT_HD_BLOCK float decl_multiplier(const Decl& d, float a) { return div_rn(d.amp, fmax_(a, d.amax_floor)); }
+// F >= A / FLT_MAX) and rounded apart from the scale; of fp32-eps-mul, m = fl32(A / fl32(a + eps)) (eps
+// >= A / FLT_MAX). Each element's quotient is fl32(x m) (fl32(fl32(x - lo) m) with an offset).
+QT_HD_BLOCK float decl_multiplier(const Decl& d, float a) {
+    return d.scale == ScaleType::kFp32EpsMul ? div_rn(d.amp, add_rn(a, d.amax_eps)) : div_rn(d.amp, fmax_(a, d.amax_floor));
+}
 QT_HD_BLOCK float decl_scale(const Decl& d, float a) {
     switch (d.scale) {
         case ScaleType::kFp32Absmax: return decl_scale_t<ScaleType::kFp32Absmax>(d, a);
@@ -154,6 +161,7 @@ QT_HD_BLOCK float decl_scale(const Decl& d, float a) {
         case ScaleType::kFp32AmaxMulInv: return decl_scale_t<ScaleType::kFp32AmaxMulInv>(d, a);
         case ScaleType::kE8m0RceilMul: return decl_scale_t<ScaleType::kE8m0RceilMul>(d, a);
         case ScaleType::kPow2RceilMul: return decl_scale_t<ScaleType::kPow2RceilMul>(d, a);
+        case ScaleType::kFp32EpsMul: return decl_scale_t<ScaleType::kFp32EpsMul>(d, a);
         case ScaleType::kNone: return 1.0f;
     }
     return 1.0f;
@@ -255,16 +263,17 @@ QT_HD int32_t int_code(const IntGrid& g, float v, uint32_t rbits) {
 }
 
 // The code of x in a block with scale s (!= NaN) and offset lo (offset `min` only), for element
-// type E and rounding R (which must be d's). For the scales that multiply (fp32-amax-mul and
-// -rcp, which have no offset) `lo` is the block's multiplier m instead (decl_plan), and the quotient
-// is fl32(x m). Codes are int32: two's complement values for signed int elements, the raw unsigned
-// code otherwise.
+// type E and rounding R (which must be d's). For the scales that multiply, m is the block's multiplier
+// (decl_plan) and the quotient is fl32(x m), or fl32(fl32(x - lo) m) with an offset; m is not read
+// otherwise. Codes are int32: two's complement values for signed int elements, the raw unsigned code
+// otherwise.
 template <ElemType E, Rounding R>
-QT_HD int32_t decl_code_t(const Decl& d, float x, float s, float lo, uint32_t rbits) {
+QT_HD int32_t decl_code_t(const Decl& d, float x, float s, float lo, float m, uint32_t rbits) {
     float v;
+    const float w = d.offset_min ? sub_rn(x, lo) : x;
     if (s == 0.0f) v = d.offset_min ? 0.0f : (f32_bits(x) & 0x80000000u ? -0.0f : 0.0f);
-    else if (multiplies(d.scale)) v = mul_rn(x, lo);
-    else v = div_rn(d.offset_min ? sub_rn(x, lo) : x, s);
+    else if (multiplies(d.scale)) v = mul_rn(w, m);
+    else v = div_rn(w, s);
     if constexpr (E == ElemType::kInt) {
         return int_code<R>(int_grid(d), v, rbits);
     } else if constexpr (E == ElemType::kFloat) {
@@ -315,8 +324,8 @@ QT_HD auto with_decl_kind(const Decl& d, Fn&& fn) {
 #undef QT_DECL_ROUNDINGS
 }
 
-QT_HD int32_t decl_code(const Decl& d, float x, float s, float lo, uint32_t rbits) {
-    return with_decl_kind(d, [&]<ElemType E, Rounding R>() { return decl_code_t<E, R>(d, x, s, lo, rbits); });
+QT_HD int32_t decl_code(const Decl& d, float x, float s, float lo, float m, uint32_t rbits) {
+    return with_decl_kind(d, [&]<ElemType E, Rounding R>() { return decl_code_t<E, R>(d, x, s, lo, m, rbits); });
 }
 
 // The element value of a code; NaN for a float code that is inf or NaN.
@@ -346,6 +355,7 @@ QT_HD float decl_decode_value(const Decl& d, float val, float s, float lo) {
     if (d.offset_min) {
         if (lo != lo) return bits_f32(kQuietNanBits);
         if (s == 0.0f) return lo;
+        if (d.decode_fma) return sat(fma_rn(val, s, lo));
         return sat(add_rn(sat(mul_rn(val, s)), lo));
     }
     return sat(mul_rn(val, s));
@@ -407,11 +417,12 @@ QT_HD void decl_pack_one(const Decl& d, uint8_t* block_bytes, int64_t i, int32_t
 enum class BlockState : uint8_t { kQuantize = 0, kPoisoned = 1, kRangeOverflow = 2 };
 
 // Scale (and offset) of a block from its absmax (or NaN/inf marker) and, for offset `min`, its lo
-// and hi in totalOrder. absmax_bits >= kInfBits means a non-finite element. For the scales that
-// multiply, *offset is the block's multiplier m (decl_code_t's `lo`; those formats have no offset,
-// and nothing writes it out as one).
-QT_HD_BLOCK BlockState decl_plan(const Decl& d, uint32_t absmax_bits, float lo, float hi, float* scale, float* offset) {
+// and hi in totalOrder. absmax_bits >= kInfBits means a non-finite element. *mult: the block's
+// multiplier m for the scales that multiply (decl_code_t's m), 0 otherwise.
+QT_HD_BLOCK BlockState decl_plan(const Decl& d, uint32_t absmax_bits, float lo, float hi, float* scale, float* offset,
+                                 float* mult) {
     *offset = d.offset_min ? lo : 0.0f;
+    *mult = 0.0f;
     if (absmax_bits >= kInfBits) return BlockState::kPoisoned;
     float a = bits_f32(absmax_bits);
     if (d.offset_min) {
@@ -421,7 +432,7 @@ QT_HD_BLOCK BlockState decl_plan(const Decl& d, uint32_t absmax_bits, float lo, 
     const float s = decl_scale(d, a);
     if (f32_bits(s) == kInfBits) return BlockState::kRangeOverflow;
     *scale = s;
-    if (multiplies(d.scale)) *offset = decl_multiplier(d, a);
+    if (multiplies(d.scale)) *mult = decl_multiplier(d, a);
     return BlockState::kQuantize;
 }
 

@@ -57,7 +57,7 @@ struct EventBound {
     float fm_scale_max = 0;
     double fm_step_max = 0, fm_tau = 0;
     const Decl* decl = nullptr;  // declared formats: FORMATS.md section 6 from x, the scale and lo
-    float decl_scale = 0, decl_lo = 0;
+    float decl_scale = 0, decl_lo = 0, decl_m = 0;  // decl_m: the block's multiplier (the scales that multiply)
     bool rotated = false;        // rotated formats: one bound for every element (rotated.cpp)
     double rot = 0;
     double at(float x, int32_t q) const;  // E(x_i) for the element x with code q
@@ -92,7 +92,7 @@ ColumnScan scan_add_scaled(const float* x, size_t rows, size_t n, double* absmax
 // of scale s (and offset lo, for an offset format; FORMATS.md section 6), as PathChecker::add adds
 // it. simd: eight elements at a time with AVX-512 where the CPU has it (column_simd()), else one
 // at a time; the two give the same bits.
-void add_decl_bounds(const Decl& d, float s, float lo, const float* x, size_t n, double* acc, bool simd = true);
+void add_decl_bounds(const Decl& d, float s, float lo, float m, const float* x, size_t n, double* acc, bool simd = true);
 }  // namespace detail
 
 class PathChecker {
