@@ -235,6 +235,10 @@ Status finalize(Decl& d) {
             return bad("amax_eps", "scale 'fp32-eps-mul' multiplies by A / (a + amax_eps): amax_eps must be a finite binary32 of at "
                                    "least max(A / FLT_MAX, A^2 2^-149) = " + std::to_string(least) +
                                    " (FBGEMM's row-wise INT8 adds 1e-20 on GPUs, 1e-8 on CPUs)");
+        // An int element: a block whose scale is 0 then has every code 0 however it is computed (|v| < 1/2),
+        // where a float element's subnormals could tell the multiplier's codes from the zero scale's.
+        if (d.elem != ElemType::kInt)
+            return bad("scale", "'fp32-eps-mul' is FBGEMM's row-wise integer codec: it needs an int element");
         if (d.rotated()) return bad("transform", "'hadamard' does not combine with scale 'fp32-eps-mul' yet");
         if (d.conventions.any()) return bad("conventions", "scale 'fp32-eps-mul' takes no conventions (they are defined for x / s)");
     }

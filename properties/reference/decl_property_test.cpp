@@ -64,9 +64,14 @@ std::vector<float> finite_block(int64_t n) {
 
 // A fp32/fp16-absmax format with A < 1 (none built in) or a huge block can overflow the scale; the
 // built-in ones cannot, but an fp16 scale can: keep such blocks out where the property needs a result.
+// An offset format (fbgemm-int8-rowwise) refuses a block whose range hi - lo overflows binary32, by
+// design (FORMATS.md section 2): such a block is discarded, not failed.
 Quantized must_quantize(const FormatSpec& f, const std::vector<float>& x, int64_t block,
                         const Site& site = {}, const StochasticKey& key = {}) {
     auto q = quantize(f, x, block, Nonfinite::kError, site, key);
+    if (!q.ok() && f.has_offset() && q.error().code == ErrorCode::kRangeOverflow &&
+        q.error().message.find("range that overflows") != std::string::npos)
+        RC_DISCARD("an offset block whose range overflows binary32 is refused");
     if (!q.ok()) RC_FAIL(f.name() + ": " + q.error().message);
     return q.value();
 }

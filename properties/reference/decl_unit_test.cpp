@@ -335,6 +335,12 @@ TEST(DeclGolden, FbgemmInt8Rowwise) {
     st = finalize(d);
     ASSERT_FALSE(st.ok());
     EXPECT_NE(st.error().message.find("is for the scale fp32-eps-mul"), std::string::npos);
+    d = *fmt("fp8-e4m3").decl;
+    d.scale = ScaleType::kFp32EpsMul;
+    d.amax_eps = 1e-20f;
+    st = finalize(d);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.error().message.find("needs an int element"), std::string::npos);
     d = declaration_of(fmt("int8")).value();
     d.decode_fma = true;
     st = finalize(d);
