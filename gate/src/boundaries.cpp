@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "qtransit/gate/codec_check.hpp"
+#include "qtransit/kernels/decl_math.hpp"
 #include "qtransit/kernels/inputs.hpp"
 #include "qtransit/reference/formats.hpp"
 #include "qtransit/reports/numbers.hpp"
@@ -142,8 +143,7 @@ void near_ties_decl(const FormatSpec& f, int64_t block, std::vector<BoundaryCase
             const float s = *scale;
             if (!(s > 0.0f) || !std::isfinite(s) || std::bit_cast<uint32_t>(s) << 9 == 0) continue;  // a power of two: no near-ties
             const float inv = 1.0f / s;
-            // the block's multiplier (FORMATS.md section 2)
-            const float mb = !mul ? 0.0f : d.scale == ScaleType::kFp32EpsMul ? d.amp / (a + d.amax_eps) : d.amp / std::max(a, d.amax_floor);
+            const float mb = mul ? kernels::decl_multiplier(d, a) : 0.0f;  // the block's multiplier (FORMATS.md section 2)
             auto side = [](float qv, double m) { return (static_cast<double>(qv) > m) - (static_cast<double>(qv) < m); };
             for (size_t g = 0; g + 1 < grid.size(); ++g) {
                 const double m = (grid[g] + grid[g + 1]) / 2;

@@ -198,22 +198,20 @@ TEST(DeclGolden, FbgemmMx4) {
     // code 7, decoded 6 / 4 = 1.5. One ulp above: E = 1, byte 126, v = 3.5000002 -> 4 (code 6), decoded 2.
     std::vector<float> x(32, 0.0f);
     x[0] = 1.75f;
-    auto q = quantize(f, x, 32);
-    ASSERT_TRUE(q.ok());
-    EXPECT_EQ(scale_byte(q.value()), 125);
-    EXPECT_EQ(q->codes[0], 7);
-    EXPECT_EQ(q->decoded[0], 1.5f);
+    Quantized q = q_of("fbgemm-mx4", x, 32);
+    EXPECT_EQ(scale_byte(q), 125);
+    EXPECT_EQ(q.codes[0], 7);
+    EXPECT_EQ(q.decoded[0], 1.5f);
     Decl torchao_even = *f.decl;
     torchao_even.scale = ScaleType::kE8m0Even;
     torchao_even.rounding = Rounding::kNearestAway;
     ASSERT_TRUE(finalize(torchao_even).ok());
     EXPECT_EQ(byte_of(make_declared("mx4-torchao-even", torchao_even), 1.75f), 126);
     x[0] = std::nextafter(1.75f, 2.0f);
-    q = quantize(f, x, 32);
-    ASSERT_TRUE(q.ok());
-    EXPECT_EQ(scale_byte(q.value()), 126);
-    EXPECT_EQ(q->codes[0], 6);
-    EXPECT_EQ(q->decoded[0], 2.0f);
+    q = q_of("fbgemm-mx4", x, 32);
+    EXPECT_EQ(scale_byte(q), 126);
+    EXPECT_EQ(q.codes[0], 6);
+    EXPECT_EQ(q.decoded[0], 2.0f);
     // SOURCES' checked exponents: 3.5 -> E 1 (byte 126), 7.5 -> E 3 (byte 128; floor would say 2).
     EXPECT_EQ(byte_of(f, 3.5f), 126);
     EXPECT_EQ(byte_of(f, 7.5f), 128);
@@ -226,33 +224,30 @@ TEST(DeclGolden, FbgemmMx4) {
     x[3] = -1.25f;
     x[4] = -0.1f;
     x[5] = -0.0f;
-    q = quantize(f, x, 32);
-    ASSERT_TRUE(q.ok());
-    EXPECT_EQ(scale_byte(q.value()), 127);
-    EXPECT_EQ(q->codes[1], 5);
-    EXPECT_EQ(q->codes[2], 1);
-    EXPECT_EQ(q->codes[3], 0xB);
-    EXPECT_EQ(q->codes[4], 8);
-    EXPECT_EQ(q->codes[5], 8);
-    EXPECT_EQ(q->decoded[1], 3.0f);
-    EXPECT_EQ(q->decoded[3], -1.5f);
-    EXPECT_TRUE(std::signbit(q->decoded[4]));
-    auto m = quantize(fmt("mxfp4"), x, 32);
-    ASSERT_TRUE(m.ok());
-    EXPECT_EQ(m->codes[1], 4);  // RNE: 2.5 -> 2
-    EXPECT_EQ(m->codes[2], 0);  // 0.25 -> 0
-    EXPECT_EQ(m->codes[3], 0xA);  // -1.25 -> -1
+    q = q_of("fbgemm-mx4", x, 32);
+    EXPECT_EQ(scale_byte(q), 127);
+    EXPECT_EQ(q.codes[1], 5);
+    EXPECT_EQ(q.codes[2], 1);
+    EXPECT_EQ(q.codes[3], 0xB);
+    EXPECT_EQ(q.codes[4], 8);
+    EXPECT_EQ(q.codes[5], 8);
+    EXPECT_EQ(q.decoded[1], 3.0f);
+    EXPECT_EQ(q.decoded[3], -1.5f);
+    EXPECT_TRUE(std::signbit(q.decoded[4]));
+    const Quantized m = q_of("mxfp4", x, 32);
+    EXPECT_EQ(m.codes[1], 4);  // RNE: 2.5 -> 2
+    EXPECT_EQ(m.codes[2], 0);  // 0.25 -> 0
+    EXPECT_EQ(m.codes[3], 0xA);  // -1.25 -> -1
     // The zero block reads a as 2^-126: e = -128, clamped to -127, byte 0. FLT_MAX carries to E = 128:
     // e = 126, clamped to 125 (byte 252; torchao's bound is 127), v = FLT_MAX 2^-125 ~ 8 saturates:
     // decoded 6 2^125.
     EXPECT_EQ(byte_of(f, 0.0f), 0);
     x.assign(32, 0.0f);
     x[0] = FLT_MAX;
-    q = quantize(f, x, 32);
-    ASSERT_TRUE(q.ok());
-    EXPECT_EQ(scale_byte(q.value()), 252);
-    EXPECT_EQ(q->codes[0], 7);
-    EXPECT_EQ(q->decoded[0], std::ldexp(6.0f, 125));
+    q = q_of("fbgemm-mx4", x, 32);
+    EXPECT_EQ(scale_byte(q), 252);
+    EXPECT_EQ(q.codes[0], 7);
+    EXPECT_EQ(q.decoded[0], std::ldexp(6.0f, 125));
     // e8m0-fbgemm-even needs a float element.
     Decl d = *fmt("mxint8").decl;
     d.scale = ScaleType::kE8m0FbgemmEven;
@@ -267,7 +262,6 @@ TEST(DeclGolden, FbgemmMx4) {
 // one rounding.
 TEST(DeclGolden, FbgemmInt8Rowwise) {
     const FormatSpec f = fmt("fbgemm-int8-rowwise");
-    const FormatSpec asym = fmt("int8-asym");
     // A row of 32: -1, 2, -0.3, 1.3, 0.1, and zeros. range = 3: s = fl32(3 / 255) = 0x3C40C0C1,
     // m = fl32(255 / 3) = 85 exactly. -0.3: w = fl32(0.7) and fl32(w 85) = 59.5, to even 60, where
     // int8-asym's fl32(w / s) is just below 59.5: 59. 1.3: 196 against 195. A zero: w = 1, code 85.
@@ -277,52 +271,47 @@ TEST(DeclGolden, FbgemmInt8Rowwise) {
     x[2] = -0.3f;
     x[3] = 1.3f;
     x[4] = 0.1f;
-    auto q = quantize(f, x, 32);
-    ASSERT_TRUE(q.ok());
-    EXPECT_EQ(std::bit_cast<uint32_t>(q->scales[0]), 0x3C40C0C1u);
-    EXPECT_EQ(q->offsets[0], -1.0f);
-    EXPECT_EQ(q->codes[0], 0);
-    EXPECT_EQ(q->codes[1], 255);
-    EXPECT_EQ(q->codes[2], 60);
-    EXPECT_EQ(q->codes[3], 196);
-    EXPECT_EQ(q->codes[4], 94);
-    EXPECT_EQ(q->codes[5], 85);
-    auto qa = quantize(asym, x, 32);
-    ASSERT_TRUE(qa.ok());
-    EXPECT_EQ(qa->codes[2], 59);
-    EXPECT_EQ(qa->codes[3], 195);
+    Quantized q = q_of("fbgemm-int8-rowwise", x, 32);
+    EXPECT_EQ(std::bit_cast<uint32_t>(q.scales[0]), 0x3C40C0C1u);
+    EXPECT_EQ(q.offsets[0], -1.0f);
+    EXPECT_EQ(q.codes[0], 0);
+    EXPECT_EQ(q.codes[1], 255);
+    EXPECT_EQ(q.codes[2], 60);
+    EXPECT_EQ(q.codes[3], 196);
+    EXPECT_EQ(q.codes[4], 94);
+    EXPECT_EQ(q.codes[5], 85);
+    const Quantized qa = q_of("int8-asym", x, 32);
+    EXPECT_EQ(qa.codes[2], 59);
+    EXPECT_EQ(qa.codes[3], 195);
     // The fused decode: 94 s - 1 rounds once to 0x3DD8D8DC (two roundings give 0x3DD8D8E0), and a zero
     // (code 85) decodes to 85 s - 1 = 0x32A80000, about 1.96e-8, not 0 (fl32(85 s) is 1 exactly).
-    EXPECT_EQ(std::bit_cast<uint32_t>(q->decoded[4]), 0x3DD8D8DCu);
-    EXPECT_EQ(std::bit_cast<uint32_t>(q->decoded[5]), 0x32A80000u);
-    EXPECT_EQ(std::bit_cast<uint32_t>(q->decoded[2]), 0xBE969696u);
+    EXPECT_EQ(std::bit_cast<uint32_t>(q.decoded[4]), 0x3DD8D8DCu);
+    EXPECT_EQ(std::bit_cast<uint32_t>(q.decoded[5]), 0x32A80000u);
+    EXPECT_EQ(std::bit_cast<uint32_t>(q.decoded[2]), 0xBE969696u);
     // The epsilon: a row of range 1e-19 (0, 1e-19, 5e-20): m = fl32(255 / fl32(1.1e-19)), its top code
     // rne(231.8...) = 232, not 255; 5e-20 gets 116.
     x.assign(32, 0.0f);
     x[1] = 1e-19f;
     x[2] = 5e-20f;
-    q = quantize(f, x, 32);
-    ASSERT_TRUE(q.ok());
-    EXPECT_EQ(q->codes[1], 232);
-    EXPECT_EQ(q->codes[2], 116);
+    q = q_of("fbgemm-int8-rowwise", x, 32);
+    EXPECT_EQ(q.codes[1], 232);
+    EXPECT_EQ(q.codes[2], 116);
     // Each element within its bound (the epsilon's shortfall, 1e-19 - 232 s, included).
     for (size_t i = 0; i < x.size(); ++i)
-        EXPECT_TRUE((Exact(q->decoded[i]) - Exact(x[i])).abs() <= element_bound(*q, x, static_cast<int64_t>(i))) << i;
+        EXPECT_TRUE((Exact(q.decoded[i]) - Exact(x[i])).abs() <= element_bound(q, x, static_cast<int64_t>(i))) << i;
     // A constant row decodes to its value exactly (s = 0); a row of range A 2^-150 or less has s = 0 too
     // (no floor) and decodes to its minimum, every code 0.
     x.assign(32, 0.25f);
-    q = quantize(f, x, 32);
-    ASSERT_TRUE(q.ok());
-    EXPECT_EQ(q->scales[0], 0.0f);
-    EXPECT_EQ(q->decoded[7], 0.25f);
+    q = q_of("fbgemm-int8-rowwise", x, 32);
+    EXPECT_EQ(q.scales[0], 0.0f);
+    EXPECT_EQ(q.decoded[7], 0.25f);
     x.assign(32, 0.0f);
     x[3] = 0x1p-149f;
-    q = quantize(f, x, 32);
-    ASSERT_TRUE(q.ok());
-    EXPECT_EQ(q->scales[0], 0.0f);
-    EXPECT_EQ(q->codes[3], 0);
-    EXPECT_EQ(q->decoded[3], 0.0f);
-    EXPECT_TRUE((Exact(q->decoded[3]) - Exact(x[3])).abs() <= element_bound(*q, x, 3));
+    q = q_of("fbgemm-int8-rowwise", x, 32);
+    EXPECT_EQ(q.scales[0], 0.0f);
+    EXPECT_EQ(q.codes[3], 0);
+    EXPECT_EQ(q.decoded[3], 0.0f);
+    EXPECT_TRUE((Exact(q.decoded[3]) - Exact(x[3])).abs() <= element_bound(q, x, 3));
     // The declaration's keys: amax_eps only on fp32-eps-mul, at least max(A / FLT_MAX, A^2 2^-149);
     // decode "fma" only with an offset.
     Decl d = *f.decl;

@@ -280,19 +280,17 @@ double decl_at(const Decl& d, const DeclScale& c, float x, float lo) {
         sel = t + std::max((c.nearest ? 0.5 : 1.0) * step_s, x_ex);
     }
     const double y = std::min(aw + sel, c.vabs);
+    // Tdec (without its min), and a multiplying scale's |w| |1 - m s| added to S where it is taken.
+    const double tdec = std::max(kU * y + 0x1p-150, add_up(y, -kFltMax));
+    const double dev = mul ? std::fabs(static_cast<double>(w)) * std::fabs(1.0 - c.m * c.ds) * (1 + 0x1p-50) : 0.0;
+    if (!d.offset_min) return mul ? add_up(add_up(dev, sel), tdec) : sel + std::min(sel, tdec);
+    const double tsub = kU * std::fabs(static_cast<double>(x) - static_cast<double>(lo)) + 0x1p-150;
     double ep;
     if (mul) {
-        const double dev = std::fabs(static_cast<double>(w)) * std::fabs(1.0 - c.m * c.ds) * (1 + 0x1p-50);
-        const double tdec0 = std::max(kU * y + 0x1p-150, add_up(y, -kFltMax));
-        if (!d.offset_min) return add_up(add_up(dev, sel), tdec0);
-        const double tsub = kU * std::fabs(static_cast<double>(x) - static_cast<double>(lo)) + 0x1p-150;
-        const double ds_ = add_up(dev, sel);
-        ep = add_up(add_up(tsub, ds_), d.decode_fma ? 0.0 : std::min(ds_, tdec0));
+        const double dev_sel = add_up(dev, sel);
+        ep = add_up(add_up(tsub, dev_sel), d.decode_fma ? 0.0 : std::min(dev_sel, tdec));
     } else {
-        const double tdec = std::min(sel, std::max(kU * y + 0x1p-150, add_up(y, -kFltMax)));
-        if (!d.offset_min) return sel + tdec;
-        const double tsub = kU * std::fabs(static_cast<double>(x) - static_cast<double>(lo)) + 0x1p-150;
-        ep = d.decode_fma ? add_up(tsub, sel) : tsub + sel + tdec;
+        ep = d.decode_fma ? add_up(tsub, sel) : tsub + sel + std::min(sel, tdec);
     }
     const double mag = std::fabs(static_cast<double>(x)) + ep;
     if (mag >= kFltMax * (1 - 0x1p-40)) return ep + ep;  // decided conservatively, as for D9

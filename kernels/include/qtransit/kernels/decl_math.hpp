@@ -348,6 +348,13 @@ QT_HD float decl_value(const Decl& d, int32_t code) {
     }
 }
 
+// An offset format's value of val once s and lo are known to be numbers and s != 0: sat(fl32(val s + lo))
+// rounded once (decode = "fma") or twice. decl_decode_value's last step; a caller that has ruled out
+// the NaNs and the zero scale for a whole block calls it directly.
+QT_HD float decl_offset_value(const Decl& d, float val, float s, float lo) {
+    return d.decode_fma ? sat(fma_rn(val, s, lo)) : sat(add_rn(sat(mul_rn(val, s)), lo));
+}
+
 // Decode from the element value val = decl_value(d, code) (so a caller may tabulate decl_value).
 QT_HD float decl_decode_value(const Decl& d, float val, float s, float lo) {
     if (s != s) return bits_f32(kQuietNanBits);
@@ -355,8 +362,7 @@ QT_HD float decl_decode_value(const Decl& d, float val, float s, float lo) {
     if (d.offset_min) {
         if (lo != lo) return bits_f32(kQuietNanBits);
         if (s == 0.0f) return lo;
-        if (d.decode_fma) return sat(fma_rn(val, s, lo));
-        return sat(add_rn(sat(mul_rn(val, s)), lo));
+        return decl_offset_value(d, val, s, lo);
     }
     return sat(mul_rn(val, s));
 }
