@@ -55,4 +55,12 @@ if(QTRANSIT_HEADER_CHECK)
   endforeach()
   add_library(qt_header_check OBJECT ${_hdr_srcs})
   target_link_libraries(qt_header_check PRIVATE qt_gate $<$<BOOL:${QTRANSIT_HAVE_TESTING}>:qt_testing>)
+  # As an installed package's user compiles them (qt_kernels's INSTALL_INTERFACE): cuda_check.hpp
+  # then includes <cuda_runtime.h>, from the toolkit's include folder.
+  if(QTRANSIT_HAVE_CUDA)
+    target_compile_definitions(qt_header_check PRIVATE QTRANSIT_HAVE_CUDA=1)
+    target_link_libraries(qt_header_check PRIVATE CUDA::cudart_static)
+  else()
+    target_compile_definitions(qt_header_check PRIVATE QTRANSIT_HAVE_CUDA=0)
+  endif()
 endif()
