@@ -56,6 +56,7 @@ std::string FormatSpec::name() const {
         case FormatKind::kAsym: return "int" + b + "-asym";
         case FormatKind::kDs: return "ds-int" + b + (fast_math ? "-fm" : "");
         case FormatKind::kDecl: return decl_name;
+        case FormatKind::kQr: return "quickreduce-q" + b;
     }
     return "?";
 }
@@ -66,6 +67,7 @@ int32_t FormatSpec::code_min() const {
         case FormatKind::kAsym: return 0;
         case FormatKind::kDs: return -(1 << (bits - 1));
         case FormatKind::kDecl: return decl->code_min();
+        case FormatKind::kQr: return 0;
     }
     return 0;
 }
@@ -76,13 +78,17 @@ int32_t FormatSpec::code_max() const {
         case FormatKind::kAsym: return (1 << bits) - 1;
         case FormatKind::kDs: return (1 << (bits - 1)) - 1;
         case FormatKind::kDecl: return decl->code_max();
+        case FormatKind::kQr: return (1 << bits) - 1;
     }
     return 0;
 }
 
-int FormatSpec::scale_bytes() const { return kind == FormatKind::kDecl ? decl->scale_bytes() : 4; }
+int FormatSpec::scale_bytes() const {
+    return kind == FormatKind::kDecl ? decl->scale_bytes() : kind == FormatKind::kQr ? 2 : 4;
+}
 int FormatSpec::metadata_bytes() const {
     if (kind == FormatKind::kDecl) return decl->metadata_bytes();
+    if (kind == FormatKind::kQr) return 2;
     return kind == FormatKind::kAsym ? 8 : 4;
 }
 
@@ -213,6 +219,10 @@ void write_metadata(const FormatSpec& f, float scale, float offset, uint8_t* out
             case ScaleType::kNone: break;
         }
         n = f.decl->scale_bytes();
+    } else if (f.kind == FormatKind::kQr) {
+        const uint16_t h = to_half_exact(scale);  // dec, a binary16 value (NaN: a poisoned block)
+        std::memcpy(out, &h, 2);
+        n = 2;
     } else {
         std::memcpy(out, &scale, 4);
     }
@@ -246,6 +256,11 @@ void read_metadata(const FormatSpec& f, const uint8_t* in, float* scale, float* 
             case ScaleType::kNone: *scale = 1.0f; break;
         }
         n = f.decl->scale_bytes();
+    } else if (f.kind == FormatKind::kQr) {
+        uint16_t h;
+        std::memcpy(&h, in, 2);
+        *scale = from_half(h);
+        n = 2;
     } else {
         std::memcpy(scale, in, 4);
     }
@@ -333,6 +348,12 @@ Result<Decl> declaration_of(const FormatSpec& f) {
             return d;
         }
         case FormatKind::kDs: break;
+        case FormatKind::kQr:
+            return make_error(ErrorCode::kInvalidArgument,
+                              f.name() + " has no declaration: it rounds its input to binary16, takes the group's "
+                                         "signed extreme, encodes with a binary16 reciprocal of its negative scale "
+                                         "and decodes in binary16 (docs/FORMATS.md section 11), none of which a "
+                                         "declaration expresses; it is hand-written");
     }
     return make_error(ErrorCode::kInvalidArgument,
                       f.name() + " has no declaration: it rounds its input to binary16 first, multiplies by a "
@@ -456,6 +477,9 @@ const std::vector<FormatSpec>& all_builtin_formats() {
                 d.random_signs = random;
                 v.push_back(declared("int" + std::to_string(b) + (random ? "-rht" : "-had"), d));
             }
+        // QuickReduce's INT4, INT6 and INT8 codecs (vLLM's and SGLang's quick all-reduce on ROCm:
+        // docs/SOURCES.md section 2, FORMATS.md section 11), groups of 32 by default.
+        for (int b : {4, 6, 8}) v.push_back({FormatKind::kQr, b});
         return v;
     }();
     return all;

@@ -191,6 +191,7 @@ void near_ties_decl(const FormatSpec& f, int64_t block, std::vector<BoundaryCase
 // either sign of the absmax; asym: lo and hi saturating
 // separately, FLT_MAX of each sign alone.
 void scale_boundaries(const FormatSpec& f, int64_t block, uint64_t seed, std::vector<BoundaryCase>& out) {
+    if (f.kind == FormatKind::kQr) return;  // its own: qr_boundaries
     const float tiny = 0x1p-149f;
     const int32_t qm = int_format(f) ? qmax(f) : 127;
     // A: what the scale maps the absmax onto (qmax, or a declared element's amplitude: 448 for e4m3)
@@ -286,6 +287,121 @@ void scale_boundaries(const FormatSpec& f, int64_t block, uint64_t seed, std::ve
                     out.push_back({"scale-boundaries", "lo " + reports::shortest(lo_v) + " and hi " + reports::shortest(hi_v), b, block, block});
             }
     }
+}
+
+// quickreduce-q<b> (docs/FORMATS.md section 11): its boundaries from its definition, in binary16.
+// scale-boundaries: groups whose signed extreme m lies within 3 binary16 steps of where the
+// reciprocal starts to saturate (either sign: the 2^-24 added to dec makes them differ), of where
+// dec leaves the normal range and where it rounds to zero; at 65504 and at the input's overflow
+// edge (65519.99 rounds to 65504); the sign rule's ties (+a and -a; |max| a step above or below
+// |min|); zero groups (+0, -0, both). near-ties: elements y (and the binary32 midpoints between
+// binary16 neighbours, which the input rounding decides) whose product y enc lies within 2 binary16
+// steps of a half-integer, where fl16 before rne decides the code (rne of a binary32 product would not).
+float f16_step(float y, int k) {  // y moved k binary16 steps (y a binary16 value; k may cross zero)
+    int32_t i = static_cast<int32_t>(kernels::f32_to_f16_bits(std::fabs(y))) * (std::signbit(y) ? -1 : 1) + k;
+    i = std::clamp(i, -0x7BFF, 0x7BFF);
+    const float v = kernels::f16_bits_to_f32(static_cast<uint16_t>(std::abs(i)));
+    return i < 0 ? -v : v;
+}
+void qr_boundaries(const FormatSpec& f, int64_t block, uint64_t seed, std::vector<BoundaryCase>& out) {
+    if (f.kind != FormatKind::kQr || block < 3) return;
+    const int top = 1 << (f.bits - 1);
+    auto dec_of = [&](float m) { return reference::round_to_fp16(-m / static_cast<float>(top)); };  // m / P exact
+    auto saturates = [&](float m) {
+        // t = fl16(dec + 2^-24): the binary32 sum rounded to binary16 is the correctly rounded sum
+        const double t = reference::round_to_fp16(dec_of(m) + 0x1p-24f);
+        return t == 0 || std::fabs(1.0 / t) >= 65520.0;
+    };
+    // A group: its extreme m first, then fractions of it (|v| <= 0.9 |m|: m stays the extreme), with
+    // `extra` values in front of them.
+    uint64_t salt = 0;
+    auto group = [&](float m, const std::vector<float>& extra) {
+        std::vector<float> b(static_cast<size_t>(block));
+        b[0] = m;
+        for (int64_t i = 1; i < block; ++i) {
+            const float r = std::clamp(normal(seed, 900 + salt, static_cast<uint64_t>(i)) / 3.0f, -0.9f, 0.9f);
+            b[static_cast<size_t>(i)] = m * r;
+        }
+        for (size_t k = 0; k < extra.size() && k + 1 < b.size(); ++k) b[k + 1] = extra[k];
+        ++salt;
+        return b;
+    };
+    auto add_case = [&](const std::string& cls, const std::string& what, const std::vector<std::vector<float>>& groups) {
+        std::vector<float> x;
+        for (const auto& g : groups)
+            if (accepted(f, g, block)) x.insert(x.end(), g.begin(), g.end());
+        if (!x.empty()) out.push_back({cls, what, x, block, static_cast<int64_t>(x.size())});
+    };
+    // Where a property of the extreme changes from one positive binary16 value to the next, for m
+    // of either sign: the values within 3 steps of each change.
+    auto edges = [&](auto property) {
+        std::vector<std::vector<float>> g;
+        for (float sign : {1.0f, -1.0f}) {
+            bool prev = property(sign * kernels::f16_bits_to_f32(1));
+            for (uint16_t k = 2; k <= 0x7BFF; ++k) {
+                const bool now = property(sign * kernels::f16_bits_to_f32(k));
+                if (now != prev)
+                    for (int j = -3; j <= 2; ++j) {
+                        const float m = sign * kernels::f16_bits_to_f32(static_cast<uint16_t>(std::clamp<int>(k + j, 1, 0x7BFF)));
+                        g.push_back(group(m, {}));
+                    }
+                prev = now;
+            }
+        }
+        return g;
+    };
+    add_case("scale-boundaries", "groups whose extreme is within 3 binary16 steps of where the encode factor's reciprocal saturates at 65504",
+             edges(saturates));
+    add_case("scale-boundaries", "groups whose extreme is within 3 binary16 steps of where dec leaves the normal range or rounds to zero",
+             edges([&](float m) { return std::fabs(dec_of(m)) >= 0x1p-14f; }));
+    {
+        auto g = edges([&](float m) { return dec_of(m) != 0.0f; });
+        for (float m : {65504.0f, -65504.0f, 65519.99f, -65519.99f, 65503.0f}) g.push_back(group(m, {}));
+        add_case("scale-boundaries", "groups whose dec rounds to zero, and the largest extremes (65504, 65519.99 rounding to it)", g);
+    }
+    {
+        std::vector<std::vector<float>> g;
+        for (float a : {1.0f, 0.3f, 117.0f, 3e-4f, 6e-5f, 2e-6f}) {
+            const float a16 = reference::round_to_fp16(a);
+            g.push_back(group(a16, {-a16}));                 // a tie: the negative one is the extreme
+            g.push_back(group(-a16, {a16}));
+            g.push_back(group(f16_step(a16, 1), {-a16}));    // |max| a step above |min|
+            g.push_back(group(-f16_step(a16, 1), {a16}));    // |min| a step above |max|
+        }
+        std::vector<float> z(static_cast<size_t>(block));
+        for (float v : {0.0f, -0.0f}) {
+            std::fill(z.begin(), z.end(), v);
+            g.push_back(z);
+        }
+        for (size_t i = 0; i < z.size(); ++i) z[i] = i % 2 ? -0.0f : 0.0f;
+        g.push_back(z);
+        z[1] = 0x1p-26f;  // rounds to +0 in binary16
+        g.push_back(z);
+        add_case("scale-boundaries", "the extreme's sign rule: +a and -a, |max| a binary16 step above or below |min|; zero groups", g);
+    }
+    // near-ties, for a few extremes (one of which saturates for every width).
+    std::vector<std::vector<float>> g;
+    for (float m : {1.0f, -0.7001953f, 117.0f, -3.0517578e-5f}) {
+        const float dec = dec_of(m), enc = reference::quickreduce_enc(dec);
+        std::vector<float> pending;
+        for (int k = -top; k < top; ++k) {
+            const float y0 = reference::round_to_fp16((static_cast<float>(k) + 0.5f) / enc);
+            for (int j = -2; j <= 2; ++j) {
+                const float y = f16_step(y0, j);
+                if (std::fabs(y) < std::fabs(m)) pending.push_back(y);
+                const float next = f16_step(y, 1);
+                const float mid = y + (next - y) / 2;  // exact: two binary16 values
+                if (std::fabs(mid) < std::fabs(m) && std::fabs(next) < std::fabs(m)) pending.push_back(mid);
+            }
+        }
+        for (size_t i = 0; i < pending.size(); i += static_cast<size_t>(block - 1)) {
+            std::vector<float> b(static_cast<size_t>(block), 0.0f);
+            b[0] = m;
+            for (size_t k = 0; k + 1 < b.size() && i + k < pending.size(); ++k) b[k + 1] = pending[i + k];
+            g.push_back(b);
+        }
+    }
+    add_case("near-ties", "elements whose binary16 product y enc is within 2 binary16 steps of a half-integer, and the input midpoints beside them", g);
 }
 
 // lengths: a last partial block of every length up to 2 blocks + 1 (capped at 129 elements).
@@ -400,6 +516,7 @@ std::vector<BoundaryCase> boundary_cases(const FormatSpec& format, int64_t block
     near_ties(format, block, seed, out);
     near_ties_decl(format, block, out);
     scale_boundaries(format, block, seed, out);
+    qr_boundaries(format, block, seed, out);
     block_sizes(format, seed, other_blocks, out);
     lengths(format, block, seed, out);
     return out;

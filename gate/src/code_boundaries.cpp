@@ -74,10 +74,10 @@ struct Prober {
 bool elementwise(const FormatSpec& f) { return !f.stochastic() && !f.rotated(); }
 
 // The anchors of the blocks probed: scales whose quotients are rarely exact (pi/4, 10/3, ...), one
-// tiny, one large; an offset format gets a low end too. Kept inside binary16 for ds-int<b>, whose
-// input is rounded to it.
+// tiny, one large; an offset format gets a low end too. Kept inside binary16 for ds-int<b> and
+// quickreduce-q<b>, whose input is rounded to it.
 std::vector<std::vector<float>> anchor_sets(const FormatSpec& f) {
-    const bool fp16_input = f.kind == FormatKind::kDs;
+    const bool fp16_input = f.kind == FormatKind::kDs || f.kind == FormatKind::kQr;
     std::vector<float> tops = {0.78539819f, 3.33333325f, 117.001404f, 1.70001e-5f};
     if (!fp16_input) tops.push_back(6.1234567e20f);
     std::vector<std::vector<float>> out;

@@ -15,6 +15,7 @@ namespace {
 // The element type in a few characters: "int s", "int u", "int s f6", "e4m3", "table 16".
 std::string element_of(const FormatSpec& f) {
     if (f.kind == FormatKind::kDs) return "int s (fp16)";
+    if (f.kind == FormatKind::kQr) return "int u (fp16)";
     auto d = declaration_of(f);
     if (!d) return "?";
     switch (d->elem) {
@@ -29,6 +30,7 @@ std::string element_of(const FormatSpec& f) {
 
 std::string scale_of(const FormatSpec& f) {
     if (f.kind == FormatKind::kDs) return f.fast_math ? "fp32 step, fast" : "fp32 step";
+    if (f.kind == FormatKind::kQr) return "fp16 signed extreme";
     if (f.kind != FormatKind::kDecl) return f.kind == FormatKind::kAsym ? "fp32-absmax+min" : "fp32-absmax";
     return std::string(to_string(f.decl->scale)) + (f.decl->offset_min ? "+min" : "");
 }

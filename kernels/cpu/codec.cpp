@@ -109,6 +109,9 @@ QT_INLINE void quantize_asym(const float* x, int64_t len, float lo, float s, int
 QT_INLINE void quantize_ds(const float* x, int64_t len, float scale, int32_t cmin, int32_t cmax, int32_t* q) {
     for (int64_t i = 0; i < len; ++i) q[i] = ds_code(x[i], scale, cmin, cmax);
 }
+QT_INLINE void quantize_qr(const float* x, int64_t len, float enc, int bits, int32_t* q) {
+    for (int64_t i = 0; i < len; ++i) q[i] = qr_code(x[i], enc, bits);
+}
 // int4 fast path for a full default block: codes as bytes, then pairs merged eight bytes at a
 // time: with b_k < 16, byte k of (w | w >> 4) is b_k | b_{k+1} << 4, and the even bytes of that
 // are the packed pairs (element 2j in the low nibble).
@@ -179,15 +182,15 @@ struct EncodeJob {
 struct BlockPlan {
     float scale;   // s, or Δ for ds
     float lo;      // asym offset
-    float dscale;  // ds: the multiplier 2^b / 2a
+    float dscale;  // ds: the multiplier 2^b / 2a; qr: enc
     uint8_t state; // kQuantize, kAllZero, kPoisoned
 };
 enum : uint8_t { kQuantize = 0, kAllZero = 1, kPoisoned = 2 };
 
 QT_INLINE BlockPlan plan_block(Kind kind, int bits, const float* xb, int64_t len) {
     // The default block size gets a compile-time length, so its loops unroll completely.
-    const Stats st = len == kDefaultBlock ? block_stats(xb, kDefaultBlock, kind == Kind::kAsym)
-                                          : block_stats(xb, len, kind == Kind::kAsym);
+    const bool range = kind == Kind::kAsym || kind == Kind::kQr;
+    const Stats st = len == kDefaultBlock ? block_stats(xb, kDefaultBlock, range) : block_stats(xb, len, range);
     BlockPlan p{0.0f, 0.0f, 0.0f, kQuantize};
     if (st.absmax_bits >= kInfBits) {
         p.state = kPoisoned;
@@ -199,6 +202,16 @@ QT_INLINE BlockPlan plan_block(Kind kind, int bits, const float* xb, int64_t len
         p.scale = asym_scale(p.lo, from_order_key(st.kmax), bits);
         if (f32_bits(p.scale) == kInfBits) p.state = kPoisoned;
         else if (p.scale == 0.0f) p.state = kAllZero;  // constant block: decodes to lo
+    } else if (kind == Kind::kQr) {
+        // fl16 is monotone: the binary16 extremes are the rounded binary32 ones. Never kAllZero: a
+        // zero's code is the bias, 2^(b-1).
+        if (f32_bits(ds_absmax(bits_f32(st.absmax_bits))) == kInfBits) {
+            p.state = kPoisoned;  // NaN, inf, or a value that overflows binary16 (|x| >= 65520)
+        } else {
+            const float m = qr_extreme(round_f16(from_order_key(st.kmin)), round_f16(from_order_key(st.kmax)));
+            p.scale = qr_dec(m, bits);
+            p.dscale = qr_enc(p.scale);
+        }
     } else {
         const float a16 = ds_absmax(bits_f32(st.absmax_bits));
         if (f32_bits(a16) == kInfBits) {
@@ -261,6 +274,8 @@ QT_MULTIVERSION int64_t encode_range(const EncodeJob& job, int64_t b0, int64_t b
                     quantize_sym(xb, len, p.scale, sym_qmax(bits), q);
                 } else if (kind == Kind::kAsym) {
                     quantize_asym(xb, len, p.lo, p.scale, asym_levels(bits), q);
+                } else if (kind == Kind::kQr) {
+                    quantize_qr(xb, len, p.dscale, bits, q);
                 } else {
                     quantize_ds(xb, len, p.dscale, job.format.code_min(), job.format.code_max(), q);
                 }
@@ -583,7 +598,7 @@ Error describe_block_error(const FormatSpec& f, const float* x, int64_t len, int
                                   "policy 'propagate' poisons the block instead: qtransit quantize --nonfinite propagate)");
         }
     }
-    if (f.kind == FormatKind::kDs) {
+    if (f.kind == FormatKind::kDs || f.kind == FormatKind::kQr) {
         for (int64_t i = 0; i < len; ++i)
             if (std::abs(x[i]) >= 65520.0f)
                 return make_error(ErrorCode::kRangeOverflow,
@@ -1262,7 +1277,7 @@ QT_INLINE void decode_generic(Kind kind, int bits, const uint8_t* in, int64_t le
             for (int64_t i = 0; i < len; ++i) out[i] = asym_decode(unpack_one(Kind::kAsym, bits, in, i), scale, lo);
             break;
         default:
-            for (int64_t i = 0; i < len; ++i) out[i] = decode_one(kind, unpack_one(kind, bits, in, i), scale, lo);
+            for (int64_t i = 0; i < len; ++i) out[i] = decode_one(kind, unpack_one(kind, bits, in, i), scale, lo, bits);
             break;
     }
 }

@@ -65,7 +65,7 @@ Result<const Decl*> device_decl(const FormatSpec& f) {
 
 Result<Fmt> fmt_of(const FormatSpec& f, const CodecOptions& o = {}) {
     Fmt r{kind_of(f), f.bits, sym_qmax(f.bits), asym_levels(f.bits), -(1 << (f.bits - 1)), (1 << (f.bits - 1)) - 1,
-          f.has_offset(), false, f.kind != FormatKind::kAsym, false, nullptr, RoundKey{}};
+          f.has_offset(), false, f.kind != FormatKind::kAsym && f.kind != FormatKind::kQr, false, nullptr, RoundKey{}};
     if (f.kind == FormatKind::kDecl) {
         auto d = device_decl(f);
         if (!d) return d.error();
@@ -110,6 +110,13 @@ __device__ Plan plan_of(const Fmt& f, uint32_t amax, uint32_t kmin, uint32_t kma
         p.scale = asym_scale(p.lo, from_order_key(kmax), f.bits);
         if (f32_bits(p.scale) == kInfBits) p.state = kPoisoned;
         else if (p.scale == 0.0f) p.state = kAllZero;
+    } else if (f.kind == Kind::kQr) {  // the CPU's plan_block: never kAllZero (a zero's code is the bias)
+        if (f32_bits(ds_absmax(bits_f32(amax))) == kInfBits) {
+            p.state = kPoisoned;
+        } else {
+            p.scale = qr_dec(qr_extreme(round_f16(from_order_key(kmin)), round_f16(from_order_key(kmax))), f.bits);
+            p.dscale = qr_enc(p.scale);
+        }
     } else {
         const float a16 = ds_absmax(bits_f32(amax));
         if (f32_bits(a16) == kInfBits) {
@@ -132,6 +139,7 @@ __device__ __forceinline__ int32_t code_of(const Fmt& f, const Plan& p, float x,
         return decl_code(*f.decl, x, p.scale, p.lo, p.dscale, f.stochastic ? round_bits(f.key, index) : 0u);
     if (f.kind == Kind::kSym) return sym_code(x, p.scale, f.qmax);
     if (f.kind == Kind::kAsym) return asym_code(x, p.lo, p.scale, f.levels);
+    if (f.kind == Kind::kQr) return qr_code(x, p.dscale, f.bits);
     return ds_code(x, p.dscale, f.cmin, f.cmax);
 }
 
@@ -149,7 +157,7 @@ __device__ __forceinline__ uint64_t msb_stream(int bits, const int32_t (&q)[kPie
 // The value of a code, for every kind.
 __device__ __forceinline__ float decode_code(const Fmt& f, int32_t q, float s, float lo) {
     if (f.kind == Kind::kDecl) return decl_decode(*f.decl, q, s, lo);
-    return decode_one(f.kind, q, s, lo);
+    return decode_one(f.kind, q, s, lo, f.bits);
 }
 
 // 8 codes as one LSB-first bit stream of 8 * bits bits (canonical int4 and int8 are that stream;
@@ -327,13 +335,15 @@ struct EncodeOut {
     unsigned long long* first_bad;  // lowest refused block (error policy)
 };
 
+// The block's minimum and maximum: an offset's (f.range) or quickreduce-q<b>'s signed extreme.
+__device__ __forceinline__ bool needs_minmax(const Fmt& f) { return f.range || f.kind == Kind::kQr; }
 __device__ __forceinline__ void accumulate_stats(const Fmt& f, const float (&v)[kPiece], int cnt, uint32_t& amax,
                                                  uint32_t& kmin, uint32_t& kmax) {
 #pragma unroll
     for (int k = 0; k < kPiece; ++k) {
         if (k < cnt) {
             amax = max(amax, f32_bits(v[k]) & 0x7fffffffu);
-            if (f.range) {
+            if (needs_minmax(f)) {
                 const uint32_t key = order_key(v[k]);
                 kmin = min(kmin, key);
                 kmax = max(kmax, key);
@@ -397,7 +407,7 @@ __global__ void __launch_bounds__(256) encode_group_kernel(Fmt fmt, Src src, Lay
         // format needs no min and max (a third of the shuffles it did before).
         for (int off = group >> 1; off > 0; off >>= 1) {
             amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-            if (f.range) {
+            if (needs_minmax(f)) {
                 kmin = min(kmin, __shfl_xor_sync(0xffffffffu, kmin, off));
                 kmax = max(kmax, __shfl_xor_sync(0xffffffffu, kmax, off));
             }

@@ -258,7 +258,8 @@ bool signed_codes(const FormatSpec& f) {
     switch (f.kind) {
         case FormatKind::kSym:
         case FormatKind::kDs: return true;
-        case FormatKind::kAsym: return false;
+        case FormatKind::kAsym:
+        case FormatKind::kQr: return false;
         case FormatKind::kDecl: return f.decl->elem == ElemType::kInt && f.decl->is_signed;
     }
     return false;

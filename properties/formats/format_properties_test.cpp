@@ -25,7 +25,7 @@ namespace {
 // ds-int<b> rounds its input to binary16 first and refuses what overflows it (DECISIONS D3): bring
 // such values into [2^14, 2^15) keeping sign and mantissa, so the property exercises the format.
 std::vector<float> fit_for(const FormatSpec& f, std::vector<float> x) {
-    if (f.kind != FormatKind::kDs) return x;
+    if (f.kind != FormatKind::kDs && f.kind != FormatKind::kQr) return x;
     for (float& v : x) {
         if (std::abs(v) >= 65504.0f) {
             int e;
@@ -50,10 +50,21 @@ qt::reference::Quantized ref_q(const FormatSpec& f, const std::vector<float>& x,
 
 bool same_bits(float a, float b) { return to_bits(a) == to_bits(b); }
 
+// The hand-written formats: NUMERICS 1.1-1.3's and QuickReduce's (docs/FORMATS.md section 11).
+const std::vector<FormatSpec>& hand_written() {
+    static const std::vector<FormatSpec> v = [] {
+        std::vector<FormatSpec> r = qt::builtin_formats();
+        for (int b : {4, 6, 8}) r.push_back({FormatKind::kQr, b});
+        return r;
+    }();
+    return v;
+}
+rc::Gen<FormatSpec> any_hand_format() { return rc::gen::elementOf(hand_written()); }
+
 }  // namespace
 
 RC_GTEST_PROP(Formats, BoundHoldsInExactArithmetic, ()) {
-    const FormatSpec f = *any_format();
+    const FormatSpec f = *any_hand_format();
     const Case c = *tensor_case();
     const auto x = fit_for(f, c.x);
     RC_CLASSIFY(true, f.name());
@@ -64,7 +75,7 @@ RC_GTEST_PROP(Formats, BoundHoldsInExactArithmetic, ()) {
 }
 
 RC_GTEST_PROP(Formats, CodesInRange, ()) {
-    const FormatSpec f = *any_format();
+    const FormatSpec f = *any_hand_format();
     const Case c = *tensor_case();
     const auto q = ref_q(f, fit_for(f, c.x), c.block);
     for (int32_t code : q.codes) {
@@ -86,15 +97,18 @@ RC_GTEST_PROP(Formats, SignSymmetryOfIntB, ()) {
     }
 }
 
-// Every format is monotone within a block: x_i <= x_j implies q_i <= q_j and x̂_i <= x̂_j.
+// Every format is monotone within a block: x_i <= x_j implies q_i <= q_j and x̂_i <= x̂_j (for
+// quickreduce-q<b> with a negative scale, dec < 0, the codes run the other way: q_i >= q_j).
 RC_GTEST_PROP(Formats, MonotoneWithinABlock, ()) {
-    const FormatSpec f = *any_format();
+    const FormatSpec f = *any_hand_format();
     const auto x = fit_for(f, *block_values(64));
     const auto q = ref_q(f, x, static_cast<int64_t>(x.size()));
     for (size_t i = 0; i < x.size(); ++i)
         for (size_t j = 0; j < x.size(); ++j)
             if (x[i] <= x[j]) {
-                RC_ASSERT(q.codes[i] <= q.codes[j]);
+                const bool reversed = f.kind == FormatKind::kQr && std::signbit(q.scales[0]);
+                const bool ordered = reversed ? q.codes[i] >= q.codes[j] : q.codes[i] <= q.codes[j];
+                RC_ASSERT(ordered);
                 RC_ASSERT(q.decoded[i] <= q.decoded[j]);
             }
 }
@@ -122,7 +136,7 @@ RC_GTEST_PROP(Formats, PowerOfTwoScaleEquivariance, ()) {
 }
 
 RC_GTEST_PROP(Formats, PackingRoundTrips, ()) {
-    const FormatSpec f = *any_format();
+    const FormatSpec f = *any_hand_format();
     const int64_t block = *rc::gen::inRange<int64_t>(1, 70);
     const auto codes = *rc::gen::container<std::vector<int32_t>>(rc::gen::inRange(f.code_min(), f.code_max() + 1));
     const auto bytes = qt::reference::pack(f, codes, block);
@@ -216,7 +230,7 @@ TEST(Formats, DsIntBIsNotIdempotentAndShrinksTheStep) {
 // The production kernel equals the reference bit for bit: scales, offsets, packed bytes, decoded
 // values; over random lengths and block sizes, starting at misaligned addresses, on 1..3 threads.
 RC_GTEST_PROP(Kernels, CpuEqualsReferenceBitForBit, ()) {
-    const FormatSpec f = *any_format();
+    const FormatSpec f = *any_hand_format();
     const Case c = *tensor_case(8, 90);
     const auto x = fit_for(f, c.x);
     const int misalign = *rc::gen::inRange(0, 16);
@@ -310,9 +324,51 @@ RC_GTEST_PROP(Kernels, HandWrittenIntEqualsItsDeclaredTwin, ()) {
     check_fused_encode(f, block, n, 3e38f, true, qt::kernels::set_declared_twins);
 }
 
+// quickreduce-q<b> where its own arithmetic decides (docs/FORMATS.md section 11): groups of every
+// binary16 magnitude (the extreme from 2^-30 to 2^15: subnormal, zero and saturating scales), ties of
+// the extreme (+a and -a), signed-zero groups, binary32 inputs between binary16 values, and values
+// that overflow binary16 (poisoned under propagate). The kernel equals the reference bit for bit, on
+// 1..3 threads, and every element is within its bound.
+RC_GTEST_PROP(Kernels, QuickReduceEqualsTheReferenceAndItsBoundHolds, ()) {
+    const FormatSpec f{FormatKind::kQr, *rc::gen::element(4, 6, 8)};
+    const int64_t block = *rc::gen::element<int64_t>(32, 32, 1, 2, 7, 33, 64);
+    const int64_t groups = *rc::gen::inRange<int64_t>(1, 7);
+    std::vector<float> x;
+    for (int64_t g = 0; g < groups; ++g) {
+        const int64_t len = g + 1 < groups ? block : *rc::gen::inRange<int64_t>(1, block + 1);
+        const int center = *rc::gen::inRange(-30, 16);
+        const int kind = *rc::gen::inRange(0, 8);
+        std::vector<float> v(static_cast<size_t>(len));
+        for (auto& e : v) {
+            const float mant = 1.0f + static_cast<float>(*rc::gen::inRange(0, 1 << 20)) * 0x1p-20f;
+            e = (*rc::gen::arbitrary<bool>() ? -1.0f : 1.0f) * std::ldexp(mant, center - *rc::gen::inRange(0, 14));
+            if (std::fabs(e) >= 65520.0f) e = std::copysign(65504.0f, e);
+        }
+        if (kind == 1 && len > 1) v[1] = -v[0], v[0] = std::fabs(v[0]) * 1.0f;  // maybe a tie of the extreme
+        if (kind == 2) std::fill(v.begin(), v.end(), *rc::gen::element(0.0f, -0.0f));
+        if (kind == 3) v[0] = *rc::gen::element(65519.99f, -65519.99f, 65504.0f);
+        if (kind == 4) v[static_cast<size_t>(*rc::gen::inRange<int64_t>(0, len))] = *rc::gen::element(65520.0f, -70000.0f);
+        x.insert(x.end(), v.begin(), v.end());
+    }
+    RC_CLASSIFY(true, f.name());
+    qt::kernels::CodecOptions opt;
+    opt.policy = qt::Nonfinite::kPropagate;
+    opt.threads = *rc::gen::inRange(1, 4);
+    const auto k = qt::kernels::encode(f, x, block, opt);
+    const auto r = qt::reference::quantize(f, x, block, qt::Nonfinite::kPropagate);
+    RC_ASSERT(k.ok() && r.ok());
+    RC_ASSERT(k->scales.size() == r->scales.size());
+    for (size_t j = 0; j < r->scales.size(); ++j) RC_ASSERT(same_bits(k->scales[j], r->scales[j]));
+    RC_ASSERT(k->codes == qt::reference::pack(f, r->codes, block));
+    const auto dec = qt::kernels::decode(*k, opt.threads);
+    for (size_t i = 0; i < x.size(); ++i) RC_ASSERT(same_bits(dec[i], r->decoded[i]));
+    const auto check = qt::reference::check_bounds(*r, x);
+    RC_ASSERT(check.holds);
+}
+
 // Policy `error`: a NaN or inf is refused, by both implementations, naming the first bad index.
 RC_GTEST_PROP(Nonfinite, ErrorPolicyNamesTheIndex, ()) {
-    const FormatSpec f = *any_format();
+    const FormatSpec f = *any_hand_format();
     Case c = *tensor_case();
     c.x = fit_for(f, c.x);
     const size_t bad = *rc::gen::inRange<size_t>(0, c.x.size());
@@ -337,7 +393,7 @@ RC_GTEST_PROP(Nonfinite, ErrorPolicyNamesTheIndex, ()) {
 // Policy `propagate`: exactly the blocks holding a non-finite value are poisoned (NaN scale, every
 // element 0x7FC00000); every other block is what it would be on its own.
 RC_GTEST_PROP(Nonfinite, PropagatePoisonsExactlyTheAffectedBlocks, ()) {
-    const FormatSpec f = *any_format();
+    const FormatSpec f = *any_hand_format();
     Case c = *tensor_case();
     c.x = fit_for(f, c.x);
     const auto bad = *vector_of<size_t>(1, 3, rc::gen::inRange<size_t>(0, c.x.size()));

@@ -1,11 +1,13 @@
 // The boundary generator (gate/boundaries.hpp, issue 47): its inputs are the ones it claims to be.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <string>
 
 #include "qtransit/common/format.hpp"
 #include "qtransit/gate/boundaries.hpp"
+#include "qtransit/kernels/codec.hpp"
 #include "qtransit/reference/formats.hpp"
 
 namespace qtransit::gate {
@@ -84,6 +86,46 @@ TEST(Boundaries, ScaleBoundariesReachTheFloor) {
             }
         }
         EXPECT_TRUE(floor_hit) << name;
+    }
+}
+
+// quickreduce-q<b> (docs/FORMATS.md section 11): its boundaries come from its own definition. The
+// scale-boundaries groups straddle the reciprocal's saturation for both signs of the extreme, the
+// near-ties hold elements where rounding y enc to binary16 first decides the code, and the kernels
+// equal the reference on every case.
+TEST(Boundaries, QuickReduceStraddlesTheSaturationAndItsBinary16Ties) {
+    for (const char* name : {"quickreduce-q4", "quickreduce-q6", "quickreduce-q8"}) {
+        auto f = parse_format(name);
+        ASSERT_TRUE(f);
+        const int top = 1 << (f->bits - 1);
+        const auto cases = boundary_cases(*f, 32, 1, {});
+        bool sat[2] = {false, false}, unsat[2] = {false, false};  // [m < 0]
+        int64_t decided_by_fl16 = 0;
+        for (const auto& c : cases) {
+            if (c.input_class != "scale-boundaries" && c.input_class != "near-ties") continue;
+            Site site;
+            auto q = reference::quantize(*f, c.x, c.block, Nonfinite::kError, site);
+            ASSERT_TRUE(q) << name << " " << c.what;
+            auto k = kernels::encode(*f, c.x, c.block);
+            ASSERT_TRUE(k) << name << " " << c.what;
+            EXPECT_EQ(kernels::unpack_codes(*k), q->codes) << name << " " << c.what;
+            const auto d = kernels::decode(*k);
+            for (size_t i = 0; i < d.size(); ++i)
+                ASSERT_EQ(std::bit_cast<uint32_t>(d[i]), std::bit_cast<uint32_t>(q->decoded[i])) << name << " " << c.what << " element " << i;
+            for (size_t j = 0; j < q->scales.size(); ++j) {
+                const float dec = q->scales[j], enc = reference::quickreduce_enc(dec);
+                const bool neg = dec > 0 || (dec == 0 && !std::signbit(dec));  // dec's sign is the opposite of m's
+                const double t = reference::round_to_fp16(dec + 0x1p-24f);
+                (t == 0 || std::fabs(1.0 / t) >= 65520.0 ? sat : unsat)[neg] = true;
+                for (int64_t i = 0; c.input_class == "near-ties" && i < c.block; ++i) {
+                    const float y = reference::round_to_fp16(c.x[j * static_cast<size_t>(c.block) + static_cast<size_t>(i)]);
+                    const double exact = static_cast<double>(y) * enc, w = reference::round_to_fp16(static_cast<float>(exact));
+                    if (std::fabs(w) < top - 1 && std::nearbyint(w) != std::nearbyint(exact)) ++decided_by_fl16;
+                }
+            }
+        }
+        EXPECT_TRUE(sat[0] && sat[1] && unsat[0] && unsat[1]) << name;
+        EXPECT_GT(decided_by_fl16, 20) << name;
     }
 }
 

@@ -221,3 +221,81 @@ TEST(KernelGolden, Fp8AccumulationEqualsTheReference) {
         EXPECT_GT(checked, 600000);
     }
 }
+
+// quickreduce-q<b> (docs/FORMATS.md section 11), worked by hand; the kernels and the reference both.
+namespace {
+struct QrGolden {
+    int bits;
+    std::vector<float> x;
+    uint32_t scale_bits;             // dec, as binary32 bits
+    std::vector<int32_t> codes;      // u = q + 2^(b-1)
+    std::vector<uint32_t> decoded;   // bits
+};
+void expect_qr(const QrGolden& g) {
+    const FormatSpec f{FormatKind::kQr, g.bits};
+    const int64_t block = static_cast<int64_t>(g.x.size());
+    const auto t = enc(f, g.x, block);
+    ASSERT_EQ(t.scales.size(), 1u);
+    EXPECT_EQ(bits(t.scales[0]), g.scale_bits) << f.name();
+    EXPECT_EQ(qt::kernels::unpack_codes(t), g.codes) << f.name();
+    const auto d = qt::kernels::decode(t);
+    qt::Site site;
+    const auto r = qt::reference::quantize(f, g.x, block, qt::Nonfinite::kError, site);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(bits(r->scales[0]), g.scale_bits) << f.name();
+    EXPECT_EQ(r->codes, g.codes) << f.name();
+    for (size_t i = 0; i < g.x.size(); ++i) {
+        EXPECT_EQ(bits(d[i]), g.decoded[i]) << f.name() << " element " << i;
+        EXPECT_EQ(bits(r->decoded[i]), g.decoded[i]) << f.name() << " element " << i << " (reference)";
+    }
+}
+}  // namespace
+
+TEST(KernelGolden, QuickReduceQ4) {
+    // m = 1 (|max| 1 > |min| 0.5): dec = fl16(1 * -1/8) = -0.125, t = fl16(-0.125 + 2^-24) = -0.125,
+    // enc = -8. 0.3 -> y = 1229/4096, w = fl16(-8 y) = -2.400390625 -> q = -2 -> u = 6, decoded
+    // (-2)(-0.125) = 0.25; 0.0625 -> w = -0.5 -> q = -0 -> u = 8, decoded (+0)(-0.125) = -0;
+    // 0.1875 -> -1.5 -> -2 (ties to even); -0.3125 -> 2.5 -> 2 -> u = 10, -0.25; +0 -> u = 8, -0.
+    expect_qr({4, {1.0f, 0.3f, -0.5f, 0.0625f, 0.1875f, -0.3125f, 0.0f}, bits(-0.125f), {0, 6, 12, 8, 6, 10, 8},
+               {bits(1.0f), bits(0.25f), bits(-0.5f), 0x80000000u, bits(0.25f), bits(-0.25f), 0x80000000u}});
+    // Packed lsb-first, element 2j in the low nibble: 0x60, 0x8C, 0xA6, 0x08; the scale is 2 bytes.
+    const auto t = enc({FormatKind::kQr, 4}, {1.0f, 0.3f, -0.5f, 0.0625f, 0.1875f, -0.3125f, 0.0f}, 7);
+    EXPECT_EQ(t.codes, (std::vector<uint8_t>{0x60, 0x8C, 0xA6, 0x08}));
+    EXPECT_EQ(FormatSpec(FormatKind::kQr, 4).metadata_bytes(), 2);
+}
+
+TEST(KernelGolden, QuickReduceQ4TieTakesTheNegativeExtreme) {
+    // +2 and -2: m = -2, dec = +0.25, enc = 4. +2 -> w = 8, clamped to 7 -> u = 15, decoded 1.75;
+    // -2 -> u = 0, -2; 1 -> 4 -> u = 12; 0.625 -> 2.5 -> 2 -> u = 10, 0.5; -0.375 -> -1.5 -> -2 -> u = 6,
+    // -0.5; +0 -> u = 8, (+0)(0.25) = +0.
+    expect_qr({4, {2.0f, -2.0f, 1.0f, 0.625f, -0.375f, 0.0f}, bits(0.25f), {15, 0, 12, 10, 6, 8},
+               {bits(1.75f), bits(-2.0f), bits(1.0f), bits(0.5f), bits(-0.5f), 0u}});
+}
+
+TEST(KernelGolden, QuickReduceQ8SaturatedReciprocalShrinksTheGroup) {
+    // m = fl16(0.001) = 1049 2^-20; dec = fl16(-1049 2^-27) = -131 2^-24 (a subnormal: 131.125 rounds
+    // to 131); t = -130 2^-24; 1/t = -129055.5 overflows binary16: enc = -65504 (saturated). x = m:
+    // w = fl16(-65.5305) = -65.5 -> q = -66 (ties to even) -> u = 62, decoded fl16(8646 2^-24) =
+    // 1081 2^-21 (5.15e-4, about half of 0.001). -0.0005 -> y = -1049 2^-21, w = fl16(32.765) = 32.75
+    // -> q = 33 -> u = 161, decoded fl16(-4323 2^-24) = -1081 2^-22.
+    expect_qr({8, {0.001f, -0.0005f}, bits(-131 * 0x1p-24f), {62, 161},
+               {bits(1081 * 0x1p-21f), bits(-1081 * 0x1p-22f)}});
+}
+
+TEST(KernelGolden, QuickReduceZeroGroupsDecodeToSignedZeros) {
+    // All +0: m = +0, dec = fl16(+0 * -1/32) = -0, t = 2^-24, 1/t = 2^24 saturates to +65504, codes
+    // the bias 32, decoded (+0)(-0) = -0. All -0: m = -0, dec = +0, decoded +0.
+    expect_qr({6, {0.0f, 0.0f, 0.0f}, 0x80000000u, {32, 32, 32}, {0x80000000u, 0x80000000u, 0x80000000u}});
+    expect_qr({6, {-0.0f, -0.0f}, 0u, {32, 32}, {0u, 0u}});
+}
+
+TEST(KernelGolden, QuickReduceRefusesWhatOverflowsBinary16) {
+    // 65519.99 rounds to 65504 and is taken; 65520 rounds to inf: a range overflow, named.
+    const FormatSpec f{FormatKind::kQr, 8};
+    EXPECT_TRUE(qt::kernels::encode(f, std::vector<float>{65519.99f, 1.0f}, 32).ok());
+    const auto r = qt::kernels::encode(f, std::vector<float>{1.0f, -65520.0f}, 32);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, qt::ErrorCode::kRangeOverflow);
+    EXPECT_NE(r.error().message.find("element 1"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("binary16"), std::string::npos) << r.error().message;
+}

@@ -438,13 +438,22 @@ TEST(Errors, DsFp16OverflowNamesTheElement) {
     EXPECT_EQ(r.error().code, ErrorCode::kRangeOverflow);
     const std::string& m = r.error().message;
     EXPECT_EQ(m.rfind("tensor 'w' rank 3 element 3: value 70000 overflows binary16", 0), 0u) << m;
-    EXPECT_NE(m.find("round the input to binary16 first"), std::string::npos) << m;
+    EXPECT_NE(m.find("ds-int8 rounds its input to binary16 first"), std::string::npos) << m;
     EXPECT_NE(m.find("65504"), std::string::npos) << m;
     // FLT_MAX is out of range for ds (D3) but valid for the canonical formats.
     EXPECT_FALSE(quantize(ds(4), std::vector<float>{kFltMax}, 32).ok());
     EXPECT_TRUE(quantize(sym(4), std::vector<float>{kFltMax}, 32).ok());
     x[3] = 65519.0f;  // rounds to 65504: valid
     EXPECT_TRUE(quantize(ds(8), x, 32).ok());
+    // quickreduce-q<b> rounds its input to binary16 too (docs/FORMATS.md section 11).
+    const FormatSpec qr{FormatKind::kQr, 6};
+    x[3] = -70000.0f;
+    r = quantize(qr, x, 32, Nonfinite::kError, Site{"w", 3, 0});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().message.rfind("tensor 'w' rank 3 element 3: value -70000 overflows binary16 (quickreduce-q6 rounds", 0), 0u)
+        << r.error().message;
+    x[3] = 65519.0f;
+    EXPECT_TRUE(quantize(qr, x, 32).ok());
 }
 
 TEST(Errors, TheLowestOffendingIndexIsNamed) {

@@ -566,6 +566,20 @@ double EventBound::at(float x, int32_t q) const {
             return hx + kU * y_up + (1 + 2 * kU) * (c + kU * aq) * ds_step + kU * qstep +
                    half16(qstep * (1 + kU));
         }
+        case FormatKind::kQr: {
+            // formats.cpp's quickreduce bound, term by term: y enc (11 by 11 bits), q dec (8 by 11)
+            // and w - c are exact in double; the factor 1 + 2^-48 covers the few roundings of the sum.
+            const int32_t top = 1 << (bits - 1);
+            const float y = round_to_fp16(x);
+            const double ay = std::fabs(static_cast<double>(y)), ad = std::fabs(static_cast<double>(qr_dec));
+            const double w = round_to_fp16(static_cast<float>(static_cast<double>(y) * static_cast<double>(qr_enc)));
+            const double c = std::clamp(w, -static_cast<double>(top), top - 1.0);
+            const double qd = std::min(std::fabs(static_cast<double>(q - top)), static_cast<double>(top)) * ad;
+            const double r = w != c ? std::fabs(w - c) : 0.5;
+            return (half16(std::fabs(static_cast<double>(x))) + qr_kappa * ay +
+                    ad * (half16(ay * std::fabs(static_cast<double>(qr_enc))) + r) + half16(qd)) *
+                   (1 + 0x1p-48);
+        }
     }
     return 0;
 }
@@ -649,6 +663,13 @@ EventBound prepare_event(const FormatSpec& f, const QuantEvent& ev, uint64_t see
             // K = max(0, R - n s) <= max(0, (r - ns) + rres), each step rounded upwards.
             const double k = std::max(0.0, add_up(add_up(r, -ns), rres));
             b.asym_a = ds * 0.5 + k + (2 * kU + kU * kU) * r_up + ds * 0x1p-150 + kU * ns + 0x1p-150;
+            break;
+        }
+        case FormatKind::kQr: {
+            b.bits = f.bits;
+            b.qr_dec = s;
+            b.qr_enc = quickreduce_enc(s);
+            b.qr_kappa = std::fabs(1.0 - static_cast<double>(b.qr_enc) * static_cast<double>(s));  // exact: 22 bits near 1
             break;
         }
         case FormatKind::kDs: {
@@ -762,6 +783,40 @@ public:
                 cap_ = kFp16Overflow;
                 break;
             }
+            case FormatKind::kQr: {
+                // formats.cpp's quickreduce bound over a block of absmax A (binary32) and binary16
+                // absmax A16 = |m| <= a (1 + v) (v = 2^-11 = kU16, a >= 2^-14), P = 2^(b-1), and
+                // h(t) <= v t + 2^-25 for every t >= 0.
+                // Large blocks, A >= T = P 2^-13: |dec| >= 2^-13 (normal), so |t| >= 2^-13 (1 - v), the
+                // reciprocal does not saturate, and with eta = 2^-24 / |dec| <= 2^-11,
+                //   kappa <= (2v + eta) / ((1 - v)(1 - eta)) <= (1 + 2^-9)(2v + eta) <= 3.01 v,
+                //   kappa A16 <= (1 + 2^-9) 2v A16 + 2^-24 P (1 + 2^-8)   (eta A16 <= 2^-24 P / (1 - v)),
+                //   |dec| <= A16 (1 + v) / P, |y enc| <= P (1 + kappa) / (1 - v) <= P (1 + 4.1 v), so
+                //   |w| <= P (1 + 5.1 v) and |w - q| <= 1 + 5.1 v P = cw (a full step at the clamp);
+                //   |dec| h(|y enc|) <= v A16 (1 + 3.1 v) + |dec| 2^-25; h(|q dec|) <= v A16 (1 + v) + 2^-25.
+                //   E <= v a + 2^-25 + (1 + 2^-9) 2v A16 + 2^-24 P (1 + 2^-8) + v A16 (1 + 3.1 v)
+                //        + A16 (1 + v)(cw + 2^-25) / P + v A16 (1 + v) + 2^-25.
+                // Small blocks, A < T, term by term with generous factors: kappa <= 1 + 2^-8 (enc dec is in
+                // [0, 1] when the reciprocal saturates, 1 + 2^-8 at most otherwise, and -65504 2^-24 when
+                // t = +0), |enc| <= 65504 so |y enc| <= 2P and r <= 1 + P, |dec| <= A16 (1 + v) / P + 2^-25,
+                // A16 <= A (1 + v) + 2^-25:
+                //   E <= v a + 2^-25 + (1 + 2^-8) A16 + A16 (1 + v)(1/P + 1 + 3v) + 2^-25 (2 + P (1 + 3v))
+                //        + v A16 (1 + v) + 2^-25,
+                // about (2 + 1/P) a (the saturation can shrink a group to nothing: the bound says so).
+                // e(a) = the small blocks' bound below T, and above it the larger of the two (a block
+                // of absmax under a may be a small one): monotone, as Prior::q needs.
+                const double v = kU16, p = static_cast<double>(1 << (c.format.bits - 1));
+                const double cw = 1 + 5.1 * v * p;
+                const double k16 = (1 + 0x1p-9) * 2 * v + v * (1 + 3.1 * v) + (1 + v) * (cw + 0x1p-25) / p + v * (1 + v);
+                c1_ = (v + (1 + v) * k16) * (1 + 0x1p-40);
+                d1_ = (2 * 0x1p-25 + 0x1p-24 * p * (1 + 0x1p-8)) * (1 + 0x1p-40);
+                c2_ = (v + (1 + v) * ((1 + 0x1p-8) + (1 + v) * (1 / p + 1 + 3 * v) + v * (1 + v))) * (1 + 0x1p-40);
+                d2_ = 0x1p-25 * (p + 12) * (1 + 0x1p-40);
+                qr_t_ = p * 0x1p-13;
+                qr_floor_ = c2_ * qr_t_ + d2_;
+                cap_ = kFp16Overflow;
+                break;
+            }
         }
         g32_ = u * (1 + u) / (1 - u);
         glow_ = at_.u * (1 + at_.u) / (1 - at_.u);
@@ -773,6 +828,7 @@ public:
         a = std::min(a, cap_);
         if (kind_ == FormatKind::kDecl) return decl_->rotated() ? rotated_e(*decl_, a, block_) : decl_e(*decl_, a);
         if (kind_ == FormatKind::kAsym && a > kFltMax * 0.5 * (1 - 0x1p-30)) return c2_ * a + d2_;
+        if (kind_ == FormatKind::kQr) return a < qr_t_ ? c2_ * a + d2_ : std::max(c1_ * a + d1_, qr_floor_);
         return c1_ * a + d1_;
     }
     [[gnu::always_inline]] Bnd q(Bnd b) const { return {b.mag, b.err + e(b.mag + b.err)}; }
@@ -799,6 +855,7 @@ private:
     const Decl* decl_ = nullptr;
     int64_t block_ = kDefaultBlock;
     double c1_ = 0, d1_ = 0, c2_ = 0, d2_ = 0, cap_ = kFltMax, g32_ = 0, glow_ = 0;
+    double qr_t_ = 0, qr_floor_ = 0;  // quickreduce-q<b>: where the large blocks' bound starts, and e(T)
 };
 
 int64_t chunk_of(const PathConfig& c, int64_t first) {

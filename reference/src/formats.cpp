@@ -48,6 +48,7 @@ bool valid_format(const FormatSpec& f) {
         case FormatKind::kAsym: return f.bits >= 2 && f.bits <= 8;
         case FormatKind::kDs: return f.bits == 4 || f.bits == 8;
         case FormatKind::kDecl: return f.decl != nullptr;
+        case FormatKind::kQr: return f.bits == 4 || f.bits == 6 || f.bits == 8;
     }
     return false;
 }
@@ -68,6 +69,18 @@ float decode_asym(int32_t q, float s, float lo) {
 float decode_ds(int32_t q, float step) {
     if (std::isnan(step)) return poison_nan();
     return round_to_fp16(mulq32(q, step));  // fl16(fl32(q * Δ))
+}
+
+// quickreduce-q<b>: every operation in binary16, each the exact result rounded once to binary16 (a
+// product of two binary16 values, or of one and a power of two, is exact in double); 1 / t is
+// rounded to double first, which is innocuous since 53 >= 2 * 11 + 2 (Figueroa, as above).
+double fl16d(double v) { return round_to_format(v, 11, -14, 15); }
+int32_t qr_top(int bits) { return 1 << (bits - 1); }
+
+float decode_qr(int32_t u, float dec, int bits) {
+    if (std::isnan(dec)) return poison_nan();
+    // (u - 2^(b-1)) dec, one rounding; a zero code gives +0 dec, -0 when dec < 0.
+    return static_cast<float>(fl16d(static_cast<double>(u - qr_top(bits)) * static_cast<double>(dec)));
 }
 
 // ---- block statistics -------------------------------------------------------------------------
@@ -101,7 +114,7 @@ BlockProblem find_problem(const FormatSpec& f, std::span<const float> x) {
     for (std::size_t i = 0; i < x.size(); ++i) {
         if (!std::isfinite(x[i])) return {Problem::kNonFinite, static_cast<int64_t>(i)};
         // D3: a finite input that overflows binary16 (|x| >= 65520) is a range overflow for ds.
-        if (f.kind == FormatKind::kDs && std::isinf(round_to_fp16(x[i])))
+        if ((f.kind == FormatKind::kDs || f.kind == FormatKind::kQr) && std::isinf(round_to_fp16(x[i])))
             return {Problem::kFp16Overflow, static_cast<int64_t>(i)};
     }
     if (f.kind == FormatKind::kAsym && !x.empty()) {
@@ -125,7 +138,7 @@ Error problem_error(const FormatSpec& f, const BlockProblem& p, std::span<const 
             return make_error(ErrorCode::kRangeOverflow,
                               describe(site, i) + ": value " + shortest(block_x[p.index]) + " overflows binary16 (" +
                                   f.name() +
-                                  ": the ds formats round the input to binary16 first, max 65504; policy "
+                                  " rounds its input to binary16 first, max 65504; policy "
                                   "'error' refuses it; " + advice + ")");
         case Problem::kRangeOverflow: {
             const int64_t first = site.index_base + block_start;
@@ -209,6 +222,30 @@ void encode_ds(Quantized& out, std::span<const float> x, int64_t k, int64_t star
     }
 }
 
+// docs/FORMATS.md section 11 (the caller has ruled out a binary16 overflow of the input). The
+// group's extreme is its signed extreme over the binary16 values: the maximum when its magnitude is
+// strictly larger than the minimum's, else the minimum (totalOrder for zeros: -0 < +0).
+void encode_qr(Quantized& out, std::span<const float> x, int64_t k, int64_t start) {
+    const int b = out.format.bits;
+    const int32_t top = qr_top(b);
+    float lo = round_to_fp16(x[0]), hi = lo;
+    for (float v : x) {
+        const float y = round_to_fp16(v);
+        if (y < lo || (y == lo && std::signbit(y) && !std::signbit(lo))) lo = y;
+        if (y > hi || (y == hi && !std::signbit(y) && std::signbit(hi))) hi = y;
+    }
+    const float m = std::fabs(hi) > std::fabs(lo) ? hi : lo;
+    const float dec = static_cast<float>(fl16d(-static_cast<double>(m) / top));  // m * -2^-(b-1), exact before rounding
+    const double enc = quickreduce_enc(dec);
+    out.scales[k] = dec;
+    for (std::size_t j = 0; j < x.size(); ++j) {
+        const double w = fl16d(static_cast<double>(round_to_fp16(x[j])) * enc);
+        const int32_t q = clamp_code(rne(std::clamp(w, -static_cast<double>(top), top - 1.0)), -top, top - 1);
+        out.codes[start + j] = q + top;
+        out.decoded[start + j] = decode_qr(q + top, dec, b);
+    }
+}
+
 // ---- error bounds -----------------------------------------------------------------------------
 
 const Exact& ex_u() { static const Exact v = Exact::pow2(-24); return v; }
@@ -241,6 +278,9 @@ struct BlockBound {
     // ds-int<b>-fm: the extremes over the admissible scales and steps (ds_fm_block)
     float fm_scale_max = 0;
     Exact fm_step_max, fm_tau;  // the largest step, and max |1 - sigma Δ| over admissible pairs
+    // quickreduce-q<b>: the stored scale dec, the encode factor, and kappa = |1 - enc dec|
+    float qr_dec = 0, qr_enc = 0;
+    Exact qr_kappa;
 };
 
 BlockBound block_bound(const Quantized& q, std::span<const float> x, int64_t k) {
@@ -350,6 +390,13 @@ BlockBound block_bound(const Quantized& q, std::span<const float> x, int64_t k) 
             break;
         }
         case FormatKind::kDecl: break;  // decl_element_bound
+        case FormatKind::kQr: {
+            bb.qr_dec = s;
+            bb.qr_enc = quickreduce_enc(s);
+            const Exact k = Exact::from_int(1) - Exact(bb.qr_enc) * Exact(s);
+            bb.qr_kappa = k.sign() < 0 ? Exact() - k : k;
+            break;
+        }
     }
     return bb;
 }
@@ -468,6 +515,34 @@ Exact element_bound_in(const FormatSpec& f, const BlockBound& bb, float xi, int3
                    half_fp16_spacing(qstep * (Exact::from_int(1) + u));
         }
         case FormatKind::kDecl: break;  // decl_element_bound
+        case FormatKind::kQr: {
+            // The derivation (docs/FORMATS.md section 11). y = fl16(x); the block's dec and
+            // enc = rcp16(fl16(dec + 2^-24)) (saturated); w = fl16(y enc); c = clamp(w, -P, P - 1),
+            // P = 2^(b-1); q = rne(c) (the code minus P); x̂ = fl16(q dec). h(m): half the binary16
+            // spacing at magnitude m.
+            //   |x - x̂| <= |x - y| + |y - q dec| + |q dec - x̂|, and the identity
+            //   y - q dec = y (1 - enc dec) + dec (y enc - w) + dec (w - q) gives
+            // (1) |x - y| <= h(|x|);
+            // (2) |y - q dec| <= kappa |y| + |dec| (h(|y enc|) + |w - q|), kappa = |1 - enc dec|, with
+            //     |w - q| = |w - c| when the clamp acts (c is then an integer, q = c), else <= 1/2
+            //     (from w, not from a code handed in: a wrong code cannot widen the bound).
+            //     kappa carries everything the factor gets wrong: the rounding of dec and of 1 / t, the
+            //     2^-24 added before it (large when |dec| is near 2^-24), and a saturated enc (the
+            //     group decodes shrunk, kappa near 1); dec = 0 gives kappa = 1 (every element decodes
+            //     to a zero: the error is |y|);
+            // (3) |q dec - x̂| <= h(|q| |dec|) (|q dec| <= |m| (1 + 2^-11) < 65520: no overflow).
+            // E(x) = h(|x|) + kappa |y| + |dec| (h(|y enc|) + r) + h(|q| |dec|), r = |w - c| if w != c, else 1/2.
+            const int32_t top = qr_top(f.bits);
+            const float y = round_to_fp16(xi);
+            const double w = fl16d(static_cast<double>(y) * static_cast<double>(bb.qr_enc));
+            const double c = std::clamp(w, -static_cast<double>(top), top - 1.0);
+            const Exact ad(std::fabs(bb.qr_dec)), ay(std::fabs(y));
+            // r: exact (w and c are binary16 values)
+            const Exact r = w != c ? Exact(static_cast<float>(std::fabs(w - c))) : ex_half();
+            const Exact code = Exact::from_int(std::min(std::abs(qi - top), top));
+            return half_fp16_spacing(Exact(std::fabs(xi))) + bb.qr_kappa * ay +
+                   ad * (half_fp16_spacing(ay * Exact(std::fabs(bb.qr_enc))) + r) + half_fp16_spacing(code * ad);
+        }
     }
     return Exact();
 }
@@ -479,6 +554,14 @@ int64_t num_blocks(int64_t n, int64_t block) { return block <= 0 ? 0 : (n + bloc
 float round_to_fp16(float v) {
     if (std::isnan(v)) return v;
     return static_cast<float>(round_to_format(static_cast<double>(v), 11, -14, 15));  // exact cast
+}
+
+float quickreduce_enc(float dec) {
+    if (std::isnan(dec)) return dec;
+    const double t = fl16d(static_cast<double>(dec) + 0x1p-24);
+    if (t == 0) return 65504.0f;  // 1 / +0: +inf, saturated (FP16_OVFL)
+    const double r = fl16d(1.0 / t);
+    return static_cast<float>(std::isinf(r) ? std::copysign(65504.0, r) : r);
 }
 
 float round_to_bf16(float v) {
@@ -587,6 +670,7 @@ Result<Quantized> quantize(const FormatSpec& format, std::span<const float> x, i
             case FormatKind::kSym: encode_sym(out, xb, k, start); break;
             case FormatKind::kAsym: encode_asym(out, xb, k, start); break;
             case FormatKind::kDs: encode_ds(out, xb, k, start); break;
+            case FormatKind::kQr: encode_qr(out, xb, k, start); break;
             case FormatKind::kDecl: break;  // quantize_decl
         }
     }
@@ -613,6 +697,7 @@ std::vector<float> decode(const FormatSpec& format, std::span<const int32_t> cod
                 break;
             }
             case FormatKind::kDs: out[i] = decode_ds(codes[i], s); break;
+            case FormatKind::kQr: out[i] = decode_qr(codes[i], s, format.bits); break;
             case FormatKind::kDecl: break;  // handled above
         }
     }

@@ -21,6 +21,7 @@ enum class FormatKind : uint8_t {
     kAsym,  // int<b>-asym: min/max affine, codes [0, 2^b - 1]                (NUMERICS 1.2)
     kDs,    // ds-int<b>: DeepSpeed-compatible symmetric, codes [-2^(b-1), 2^(b-1) - 1] (1.3)
     kDecl,  // a declared format (docs/FORMATS.md): fp8, MX, nf4, stochastic twins, a user's TOML
+    kQr,    // quickreduce-q<b>: QuickReduce's codecs in binary16 arithmetic, codes [0, 2^b - 1] (FORMATS.md 11)
 };
 
 struct FormatSpec {
@@ -45,8 +46,8 @@ struct FormatSpec {
     int32_t code_max() const;
     // Whether blocks carry an offset `lo` (int<b>-asym, declared offset `min`).
     bool has_offset() const { return kind == FormatKind::kAsym || (kind == FormatKind::kDecl && decl->offset_min); }
-    // Bytes of metadata per block: the scale (binary32 for the integer formats; 4, 2, 1 or 0 for a
-    // declared one) plus a binary32 `lo` where there is an offset.
+    // Bytes of metadata per block: the scale (binary32 for the integer formats; binary16 for
+    // quickreduce-q<b>; 4, 2, 1 or 0 for a declared one) plus a binary32 `lo` where there is an offset.
     int metadata_bytes() const;
     int scale_bytes() const;
     // Bytes the codes of one block of `len` elements occupy: packing restarts at every block,
@@ -88,8 +89,9 @@ FormatSpec make_declared(std::string name, const Decl& d);
 
 // The integer formats of NUMERICS 1.1-1.3 (int<b>, int<b>-asym, ds-int<b>), in listing order.
 const std::vector<FormatSpec>& builtin_formats();
-// Every built-in format: the integer ones, ds-int4-fm and ds-int8-fm, then fp8-*, the MX family (and -rceil twins), nf4 and
-// the stochastic twins (-sr) of int<b> and fp8-*.
+// Every built-in format: the integer ones, ds-int4-fm and ds-int8-fm, then fp8-*, the MX family (and -rceil twins), nf4,
+// the stochastic twins (-sr) of int<b> and fp8-*, the FP8 casts, FBGEMM's codecs, the rotated int<b>
+// and QuickReduce's quickreduce-q4, -q6, -q8.
 const std::vector<FormatSpec>& all_builtin_formats();
 // Formats declared at run time (a TOML file named by the user); parse_format finds them too.
 // Registering a name that is already known is an Error.

@@ -21,7 +21,7 @@ inline constexpr uint32_t kInfBits = 0x7f800000u;
 inline constexpr uint32_t kQuietNanBits = 0x7fc00000u;  // the one NaN a poisoned block decodes to (D4)
 
 // Kinds as small integers, so device code needs no std::string-bearing type.
-enum class Kind : uint8_t { kSym = 0, kAsym = 1, kDs = 2, kDecl = 3 };
+enum class Kind : uint8_t { kSym = 0, kAsym = 1, kDs = 2, kDecl = 3, kQr = 4 };
 
 QT_HD float div_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)
@@ -137,13 +137,44 @@ QT_HD int32_t ds_code(float x, float scale, int32_t cmin, int32_t cmax) {
 }
 QT_HD float ds_decode(int32_t q, float step) { return round_f16(mul_rn(static_cast<float>(q), step)); }
 
+// ---- quickreduce-q<b>: QuickReduce's codecs (docs/FORMATS.md section 11, docs/SOURCES.md 2.3-2.9) --
+// Every step is one binary16 operation, RNE with subnormals kept, written as the exact binary32 result
+// rounded once to binary16 (round_f16): a product of two binary16 values (11 bits each) and the
+// product of one with a power of two are exact in binary32; a sum or quotient of two binary16
+// values rounded to binary32 first and then to binary16 is still correctly rounded (24 >= 2 * 11 + 2).
+// The group's extreme m is its signed extreme: the binary16 maximum if its magnitude is strictly
+// larger than the minimum's, else the minimum (a tie takes the negative one). The stored scale is
+// dec = fl16(m * -2^-(b-1)) (negative for m > 0, so that m takes the lowest code), the encode
+// factor enc = rcp16(fl16(dec + 2^-24)), saturated at ±65504 where the reciprocal overflows binary16
+// (QuickReduce sets FP16_OVFL: SOURCES 2.8), and codes are u = rne(clamp(fl16(fl16(x) enc), -2^(b-1),
+// 2^(b-1) - 1)) + 2^(b-1), decoded as fl16((u - 2^(b-1)) dec).
+QT_HD int32_t qr_bias(int bits) { return 1 << (bits - 1); }
+QT_HD float qr_extreme(float lo16, float hi16) {
+    const float ahi = hi16 < 0 ? -hi16 : hi16, alo = lo16 < 0 ? -lo16 : lo16;
+    return ahi > alo ? hi16 : lo16;
+}
+QT_HD float qr_dec(float m16, int bits) { return round_f16(mul_rn(m16, -bits_f32(static_cast<uint32_t>(128 - bits) << 23))); }
+QT_HD float qr_enc(float dec) {
+    const float t = round_f16(add_rn(dec, 0x1p-24f));
+    if (t == 0.0f) return 65504.0f;  // 1 / +0 (dec = -2^-24): +inf, saturated
+    return clampf(round_f16(div_rn(1.0f, t)), -65504.0f, 65504.0f);
+}
+QT_HD int32_t qr_code(float x, float enc, int bits) {
+    const float top = static_cast<float>(qr_bias(bits));
+    return rne_i(clampf(round_f16(mul_rn(round_f16(x), enc)), -top, top - 1.0f)) + qr_bias(bits);
+}
+QT_HD float qr_decode(int32_t u, float dec, int bits) {
+    return round_f16(mul_rn(static_cast<float>(u - qr_bias(bits)), dec));
+}
+
 // ---- one decode for every kind ------------------------------------------------------------------
-// scale: s (sym, asym) or Δ (ds); a NaN scale marks a poisoned block (D4).
-QT_HD float decode_one(Kind kind, int32_t q, float scale, float lo) {
+// scale: s (sym, asym), Δ (ds) or dec (qr); a NaN scale marks a poisoned block (D4). bits: qr's width.
+QT_HD float decode_one(Kind kind, int32_t q, float scale, float lo, int bits = 8) {
     if (scale != scale) return bits_f32(kQuietNanBits);
     switch (kind) {
         case Kind::kSym: return sym_decode(q, scale);
         case Kind::kAsym: return asym_decode(q, scale, lo);
+        case Kind::kQr: return qr_decode(q, scale, bits);
         default: return ds_decode(q, scale);
     }
 }
@@ -241,7 +272,7 @@ QT_HD int32_t unpack_one(Kind kind, int bits, const uint8_t* block_bytes, int64_
                              ((((bit & 7) + bits) > 8) ? (static_cast<uint32_t>(block_bytes[(bit >> 3) + 1]) << 8) : 0u);
         raw = (two >> (bit & 7)) & ((1u << bits) - 1u);
     }
-    return kind == Kind::kAsym ? static_cast<int32_t>(raw) : sign_extend(raw, bits);
+    return kind == Kind::kAsym || kind == Kind::kQr ? static_cast<int32_t>(raw) : sign_extend(raw, bits);
 }
 
 }  // namespace qtransit::kernels

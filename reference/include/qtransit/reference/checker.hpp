@@ -58,6 +58,9 @@ struct EventBound {
     double fm_step_max = 0, fm_tau = 0;
     const Decl* decl = nullptr;  // declared formats: FORMATS.md section 6 from x, the scale and lo
     float decl_scale = 0, decl_lo = 0, decl_m = 0;  // decl_m: the block's multiplier (the scales that multiply)
+    int bits = 0;                  // quickreduce-q<b>: b
+    float qr_dec = 0, qr_enc = 0;  // quickreduce-q<b>: the stored scale dec and the encode factor
+    double qr_kappa = 0;           // |1 - enc dec| (exact: both are binary16 values)
     bool rotated = false;        // rotated formats: one bound for every element (rotated.cpp)
     double rot = 0;
     double at(float x, int32_t q) const;  // E(x_i) for the element x with code q

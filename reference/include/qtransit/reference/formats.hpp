@@ -93,6 +93,11 @@ std::vector<int32_t> unpack(const FormatSpec& format, std::span<const uint8_t> b
 
 // Binary16 rounding (RNE, subnormals, overflow to inf), the reference's own implementation.
 float round_to_fp16(float v);
+// quickreduce-q<b> (docs/FORMATS.md section 11): the encode factor of a group whose stored scale is
+// dec, enc = rcp16(fl16(dec + 2^-24)) with the binary16 reciprocal correctly rounded and saturated at
+// ±65504 where it overflows (1/+0 included): from the format's definition, for the reference's
+// encode and the checker's bounds.
+float quickreduce_enc(float dec);
 // Bfloat16 rounding, the reference's own: an 8-bit significand with binary32's exponent range, RNE,
 // subnormals kept (multiples of 2^-133), overflow to inf from (2 - 2^-8) 2^127 up, NaN kept.
 float round_to_bf16(float v);
