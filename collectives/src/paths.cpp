@@ -868,6 +868,8 @@ void run_two_shot(Column& col) {
     const PathConfig& c = col.config();
     const int64_t chunk = col.first() / c.shard();
     Partial reduced = a2a_reduce(col, reduce_inputs(col), chunk);
+    if (c.sum_from_zero)  // start = "zero" (QuickReduce's, D57): an all -0 column sums to +0
+        for (float& v : reduced.v) v += 0.0f;
     gather_to_all(col, col.quantize(std::move(reduced), 1, chunk, mod(chunk + 1, c.ranks), ring_range(0, c.ranks)), chunk);
 }
 

@@ -95,7 +95,8 @@ const std::vector<std::string> kTypes{"fp32", "bf16", "fp16", "fp8-e4m3", "fp8-e
 const std::vector<std::string> kRequantize{"once", "each-hop", "each-stage", "each-stage-except-owner"};
 const std::vector<std::string> kOutputs{"fp32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2"};
 const std::vector<std::string> kKeys{"name",   "source",     "collective", "exchange", "wire",   "add",   "stored",
-                                     "input",  "requantize", "divide",     "rotation", "scales", "output", "owner"};
+                                     "input",  "requantize", "divide",     "rotation", "scales", "output", "owner",
+                                     "start"};
 
 // "a reduce-scatter", "an all-reduce".
 std::string a_(const std::string& collective) { return (collective.starts_with("all") ? "an " : "a ") + collective; }
@@ -192,6 +193,11 @@ Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
         auto s = get_one_of(c, *v, "owner", {"chunk", "flashinfer-stripes"});
         if (!s) return s.error();
         d.owner = *s;
+    }
+    if (const toml::node* v = req("start")) {  // D57: where two-shot-ar's sum starts
+        auto s = get_one_of(c, *v, "start", {"first", "zero"});
+        if (!s) return s.error();
+        d.start = *s;
     }
     d.scales = "per-block";
     if (const toml::node* v = req("scales")) {
@@ -336,6 +342,10 @@ Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
     if (!d.owner.empty() && d.kind != PathKind::kTwoShotArKeep)
         return c.err(req("owner")->source(), "owner", "only a two-shot all-reduce whose owner keeps its sum (requantize = "
                                                       "\"each-stage-except-owner\") has an owner to choose");
+    if (!d.start.empty() && d.kind != PathKind::kTwoShotAr)
+        return c.err(req("start")->source(), "start", "only a two-shot all-reduce that requantizes each stage (two-shot-ar) "
+                                                      "chooses where its sum starts: two-shot-ar-keep's starts from +0 (D46), "
+                                                      "every other path's from its first term");
     apply_declared(d, pc);
     if (d.fixes_wire()) {
         auto f = resolve_format(d.wire[0]);
@@ -474,6 +484,18 @@ std::string builtin_text() {
          "requantize = \"each-stage-except-owner\"\nadd = \"fp32\"\ninput = \"bf16\"\noutput = \"bf16\"\nowner = \"flashinfer-stripes\"\n"
          "source = \"FlashInfer quantized_all_reduce (_fp8_blockscale_2shot_kernel, flashinfer-ai/flashinfer fb28d72): the owner keeps "
          "its binary32 sum, the others decode its requantization, outputs in bf16; blocks of 256; stripes of 4096 (16384 past 2^25)\"\n\n";
+    // QuickReduce's quantized two-shot all-reduce (vLLM's and SGLang's quick all-reduce on ROCm;
+    // docs/SOURCES.md section 2, D57): every rank quantizes every segment (its own too), the owner
+    // decodes and sums them in binary16 in rank order from +0, requantizes the sum, and every rank
+    // (the owner too) decodes it; binary16 in and out (bf16 cast to fp16: vLLM's default).
+    for (int b : {4, 6, 8}) {
+        const std::string n = std::to_string(b);
+        t += "[[path]]\nname = \"quickreduce-int" + n + "\"\ncollective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"quickreduce-q" + n +
+             "\"\nrequantize = \"each-stage\"\nadd = \"fp16\"\nstored = \"fp16\"\ninput = \"fp16\"\noutput = \"fp16\"\nstart = \"zero\"\n"
+             "source = \"QuickReduce AllReduceTwoshot with CodecQ" + n + ", fp16 (vllm-project/vllm csrc/quickreduce/quick_reduce_impl.cuh "
+             "0bf6342): every segment quantized, the owner's fp16 sum from +0 in rank order requantized and decoded by every rank; "
+             "groups of 32 (QuickReduce's interleave is a permutation); its FP16_OVFL saturation of the sum not modeled\"\n\n";
+    }
     return t;
 }
 
@@ -488,7 +510,7 @@ Registry& registry() {
 
 bool same_decl(const PathDecl& a, const PathDecl& b) {
     return a.name == b.name && a.kind == b.kind && a.accum == b.accum && a.divide == b.divide && a.rotation == b.rotation && a.wire == b.wire &&
-           a.output == b.output && a.input == b.input && a.scales == b.scales && a.owner == b.owner;
+           a.output == b.output && a.input == b.input && a.scales == b.scales && a.owner == b.owner && a.start == b.start;
 }
 
 }  // namespace
@@ -558,6 +580,7 @@ std::string path_decl_to_toml(const PathDecl& d) {
     if (d.output) t += "output = " + q(to_string(*d.output)) + "\n";
     if (d.per_tensor()) t += "scales = " + q(d.scales) + "\n";
     if (!d.owner.empty()) t += "owner = " + q(d.owner) + "\n";
+    if (!d.start.empty()) t += "start = " + q(d.start) + "\n";
     return t;
 }
 
@@ -566,6 +589,7 @@ void apply_declared(const PathDecl& d, PathConfig& c) {
     if (d.input) c.input = *d.input;
     c.tensor_scale = d.per_tensor();
     c.flashinfer_stripes = d.flashinfer_stripes();
+    c.sum_from_zero = d.start == "zero";
 }
 
 const std::vector<PathDecl>& builtin_path_decls() {

@@ -420,8 +420,9 @@ TEST_F(Cli, DeclaredPathsRunAsTheScheduleTheyResolveTo) {
     const Outcome l = run("paths --json");
     ASSERT_EQ(l.code, 0) << l.err;
     const auto ls = nlohmann::json::parse(l.out)["paths"];
-    // ncclAvg's 6, NVLS's 2, DeepEP's dispatch 3 and combine, FlashInfer's, FSDP2's float8 all-gather
-    EXPECT_EQ(ls.size(), qtransit::all_paths().size() + 6 + 2 + 3 + 2 + 1);
+    // ncclAvg's 6, NVLS's 2, DeepEP's dispatch 3 and combine, FlashInfer's, FSDP2's float8 all-gather,
+    // QuickReduce's 3
+    EXPECT_EQ(ls.size(), qtransit::all_paths().size() + 6 + 2 + 3 + 2 + 1 + 3);
     for (const auto& p : ls)
         if (p["name"] == "nccl-fp8-e4m3-nvls-ar") {
             EXPECT_EQ(p["exchange"], "nvls");

@@ -83,6 +83,7 @@ rc::Gen<PathConfig> config_for(PathKind path) {
             {{4, rc::gen::element(qt::FormatSpec{FormatKind::kSym, 4}, qt::FormatSpec{FormatKind::kSym, 8},
                                   qt::FormatSpec{FormatKind::kAsym, 4}, qt::FormatSpec{FormatKind::kDs, 4})},
              {1, rc::gen::elementOf(qt::builtin_formats())},
+             {1, rc::gen::element(qt::FormatSpec{FormatKind::kQr, 4}, qt::FormatSpec{FormatKind::kQr, 6}, qt::FormatSpec{FormatKind::kQr, 8})},
              {3, rc::gen::elementOf(declared_formats())}});
         if (c.format.fixed_block()) c.block = c.format.fixed_block();
         // One format per stage (issue 17) a third of the time where the path has two stages; the
@@ -118,6 +119,8 @@ rc::Gen<PathConfig> config_for(PathKind path) {
         // two-shot-ar-keep with FlashInfer's stripes (D52) half the time where its stripe holds whole
         // blocks: at these M the stripe is M itself, so rank 0 keeps every sum, most chunks' owners not.
         if (path == PathKind::kTwoShotArKeep) c.flashinfer_stripes = c.stripe() % c.block == 0 && *rc::gen::arbitrary<bool>();
+        // two-shot-ar's sum from +0 (start = "zero", QuickReduce's: D57) half the time.
+        if (path == PathKind::kTwoShotAr) c.sum_from_zero = *rc::gen::arbitrary<bool>();
         c.accum = *rc::gen::weightedOneOf<qt::Accum>({{5, rc::gen::just(qt::Accum::kFp32)},
                                                       {1, rc::gen::just(qt::Accum::kFp16)},
                                                       {1, rc::gen::just(qt::Accum::kBf16)}});
@@ -160,8 +163,8 @@ std::vector<float> inputs_for(const PathConfig& c, qt::kernels::Distribution d, 
         qt::kernels::generate_span(d, seed, static_cast<uint32_t>(r), 0,
                                    std::span<float>(x.data() + r * c.elements, static_cast<size_t>(c.elements)));
     // ds-int<b> refuses what overflows binary16 (D3): heavy-tailed inputs are brought inside.
-    if (c.format.kind == FormatKind::kDs || c.format_of_stage(1).kind == FormatKind::kDs || c.accum == qt::Accum::kFp16 ||
-        c.input == qt::Accum::kFp16)
+    const auto fp16_in = [](const qt::FormatSpec& f) { return f.kind == FormatKind::kDs || f.kind == FormatKind::kQr; };
+    if (fp16_in(c.format) || fp16_in(c.format_of_stage(1)) || c.accum == qt::Accum::kFp16 || c.input == qt::Accum::kFp16)
         for (float& v : x) v = std::fmod(v, 1000.0f);
     // NCCL's FP8 paths take FP8 tensors (D41): folded inside the format's range (heavy tails and
     // outliers then sum past it, and saturate).
@@ -291,6 +294,35 @@ RC_GTEST_PROP(Paths, SameFormatInEveryStageIsTheSingleFormatPath, ()) {
             RC_ASSERT(a[i].events[e].codes == b[i].events[e].codes);
             RC_ASSERT(qt::testing::to_bits(a[i].events[e].scale) == qt::testing::to_bits(b[i].events[e].scale));
         }
+    }
+}
+
+// two-shot-ar's start (D57) decides the sign of an all-zero column's sum: QuickReduce's codec decodes a
+// zero group of +0 inputs to -0 (dec = -0), the sum of N -0 terms is -0 from the first term and +0
+// from +0, and the requantized sum's group decodes to +0 and -0. Production and reference alike.
+TEST(Paths, TwoShotArSumFromZeroIsQuickReducesSignedZero) {
+    for (bool from_zero : {false, true}) {
+        PathConfig c;
+        c.path = PathKind::kTwoShotAr;
+        c.format = qt::FormatSpec{FormatKind::kQr, 4};
+        c.ranks = 4;
+        c.ranks_per_node = 4;
+        c.elements = 4 * 64;
+        c.block = 32;
+        c.accum = qt::Accum::kFp16;
+        c.sum_from_zero = from_zero;
+        const std::vector<float> x(static_cast<size_t>(c.ranks * c.elements), 0.0f);
+        const auto mine = run_production(c, x);
+        auto ref = qt::reference::run_path_plain(c, x);
+        ASSERT_TRUE(ref.ok());
+        ASSERT_EQ(mine.size(), ref->size());
+        for (size_t i = 0; i < mine.size(); ++i)
+            for (size_t row = 0; row < mine[i].outputs.size(); ++row)
+                for (size_t e = 0; e < mine[i].outputs[row].values.size(); ++e) {
+                    const uint32_t want = from_zero ? 0x80000000u : 0u;
+                    ASSERT_EQ(qt::testing::to_bits(mine[i].outputs[row].values[e]), want) << from_zero << " production";
+                    ASSERT_EQ(qt::testing::to_bits((*ref)[i].outputs[row].values[e]), want) << from_zero << " reference";
+                }
     }
 }
 

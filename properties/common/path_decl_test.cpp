@@ -83,11 +83,26 @@ TEST(PathDecl, EveryBuiltInPathIsADeclarationThatResolvesToItself) {
         EXPECT_EQ(nv->output, nv->input);
     }
     for (const auto& d : b)
-        EXPECT_EQ(d.output.has_value(), d.name == "flashinfer-fp8-2shot" || d.name == "deepep-bf16-combine" || d.name.ends_with("-nvls-ar"))
+        EXPECT_EQ(d.output.has_value(), d.name == "flashinfer-fp8-2shot" || d.name == "deepep-bf16-combine" || d.name.ends_with("-nvls-ar") ||
+                                            d.name.starts_with("quickreduce-"))
             << d.name;
     for (const auto& d : b) EXPECT_EQ(d.per_tensor(), d.name == "fsdp-float8-ag") << d.name;
-    // + ncclAvg's 6, NVLS's 2, DeepEP's 3 dispatches and its combine, FlashInfer's, FSDP2's float8
-    EXPECT_EQ(b.size(), all_paths().size() + 6 + 2 + 3 + 2 + 1);
+    // QuickReduce's (D57): two-shot-ar with its codec, binary16 sums from +0, binary16 in and out.
+    for (int bits : {4, 6, 8}) {
+        auto qr = find_path_decl("quickreduce-int" + std::to_string(bits));
+        ASSERT_TRUE(qr.ok()) << qr.error().message;
+        EXPECT_EQ(qr->kind, PathKind::kTwoShotAr);
+        EXPECT_EQ(qr->wire, std::vector<std::string>{"quickreduce-q" + std::to_string(bits)});
+        EXPECT_EQ(qr->accum, Accum::kFp16);
+        EXPECT_EQ(qr->input, Accum::kFp16);
+        EXPECT_EQ(qr->start, "zero");
+        PathConfig pc;
+        apply_declared(*qr, pc);
+        EXPECT_TRUE(pc.sum_from_zero);
+    }
+    for (const auto& d : b) EXPECT_EQ(d.start.empty(), !d.name.starts_with("quickreduce-")) << d.name;
+    // + ncclAvg's 6, NVLS's 2, DeepEP's 3 dispatches and its combine, FlashInfer's, FSDP2's float8, QuickReduce's 3
+    EXPECT_EQ(b.size(), all_paths().size() + 6 + 2 + 3 + 2 + 1 + 3);
 }
 
 TEST(PathDecl, PrintsBackToTheSameResolution) {
@@ -105,6 +120,7 @@ TEST(PathDecl, PrintsBackToTheSameResolution) {
         EXPECT_EQ(e.input, d.input) << d.name;
         EXPECT_EQ(e.requantize, d.requantize) << d.name;
         EXPECT_EQ(e.source, d.source) << d.name;
+        EXPECT_EQ(e.start, d.start) << d.name;
     }
 }
 
@@ -207,6 +223,13 @@ TEST(PathDecl, WhatNoScheduleComputesIsRefusedWithTheReason) {
         {one("collective = \"all-reduce\"\nexchange = \"ring\"\nwire = \"none\"\nstored = \"bf16\"\ninput = \"fp16\"\n"),
          "path[0].input: input fp16: bf16-ring-ar casts its inputs to bf16, its element type, already"},
         {one("collective = \"combine\"\nexchange = \"all-to-all\"\nwire = \"int8\"\n"), "is modeled unquantized only"},
+        // start (D57): two-shot-ar's alone; two-shot-ar-keep's starts from +0 already.
+        {one("collective = \"reduce-scatter\"\nexchange = \"all-to-all\"\nwire = \"int8\"\nstart = \"zero\"\n"),
+         "path[0].start: only a two-shot all-reduce that requantizes each stage (two-shot-ar) chooses where its sum starts"},
+        {one("collective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"int8\"\nrequantize = \"each-stage-except-owner\"\nstart = \"first\"\n"),
+         "two-shot-ar-keep's starts from +0 (D46)"},
+        {one("collective = \"all-reduce\"\nexchange = \"two-shot\"\nwire = \"int8\"\nstart = \"one\"\n"),
+         "path[0].start: unknown value 'one' (known: first, zero)"},
         {one("collective = \"reduce-scatter\"\nexchange = \"ring\"\nwire = \"int8\"\nrequantize = \"each-stage-except-owner\"\n"),
          "path[0].requantize: \"each-stage-except-owner\": a quantized reduce-scatter over ring is modeled with requantize = each-hop"},
     };

@@ -32,7 +32,8 @@ def main():
                               ("nccl-fp8-e4m3-nvls-ar", "fp16"),  # NVLS: FP8 tensors summed in binary16 (D49)
                               ("flashinfer-fp8-2shot", "flashinfer-fp8"), ("deepep-fp8-dispatch", "fp8-e4m3-1x128"),
                               ("deepep-bf16-combine", "none"),
-                              ("fsdp-float8-ag", "torchao-fp8-e4m3"))}  # a tensor's scale (D50)
+                              ("fsdp-float8-ag", "torchao-fp8-e4m3"),  # a tensor's scale (D50)
+                              ("quickreduce-int4", "quickreduce-q4"))}  # QuickReduce's binary16 codec (D57)
     for p, f in once.items():
         if p not in gate["paths"]:
             bad.append(f"{p} is not in the default gate's paths (the collectives table of issue 49 needs it)")

@@ -504,12 +504,13 @@ private:
 
     // two-shot-ar: a2a-rs onto rank ch, which quantizes the reduced shard once; every rank decodes it.
     // two-shot-ar-keep (D46, FlashInfer): rank ch holds its sum itself, started from +0 as FlashInfer
-    // starts it (an all -0 sum is +0), and every other rank decodes its quantization.
+    // starts it (an all -0 sum is +0), and every other rank decodes its quantization. A two-shot-ar
+    // declared with start = "zero" (QuickReduce's, D57) starts its sum from +0 too.
     Status two_shot(int64_t ch, int64_t first, int64_t len, ColumnRecord& rec) {
         Partial t;
         if (auto st = a2a(ch, first, len, t, rec); !st.ok()) return st;
         const bool keep = c_.path == PathKind::kTwoShotArKeep;
-        if (keep)
+        if (keep || c_.sum_from_zero)
             for (float& v : t.v) v = v + 0.0f;
         const int64_t to = keep ? mod(ch + 1) : 0;  // the first rank that decodes it
         auto e = encode(c_, rec.events, t.v, 1, ch, to, range(0, n_, n_), partial_site(ch, first));

@@ -40,6 +40,9 @@ struct PathDecl {
     // which rank keeps its sum on two-shot-ar-keep.
     std::string owner;
     bool flashinfer_stripes() const { return owner == "flashinfer-stripes"; }
+    // start = "first" (left out: "") | "zero" (PathConfig::sum_from_zero, D57): two-shot-ar's sum
+    // starts from its first term (NUMERICS 3) or from +0, as a kernel that zeroes its accumulator.
+    std::string start;
     // scales = "per-tensor" (PathConfig::tensor_scale, D50): one amax for the whole tensor.
     bool per_tensor() const { return scales == "per-tensor"; }
     bool wire_any() const { return wire.size() == 1 && wire[0] == "any"; }

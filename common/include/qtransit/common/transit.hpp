@@ -196,6 +196,10 @@ struct PathConfig {
     // B = 4096 (16384 past 2^25 elements) clamped to [block, M]. The sums themselves are the same
     // (every contribution, in rank order, whoever adds them): only who keeps one changes.
     bool flashinfer_stripes = false;
+    // two-shot-ar (D57): the owner's sum starts from +0 (QuickReduce's, docs/SOURCES.md 2.6: an all -0
+    // column sums to +0; every other sum is unchanged), not from its first term (start = "zero").
+    // two-shot-ar-keep's always does (D46).
+    bool sum_from_zero = false;
     int64_t stripe() const {
         const int64_t b = elements <= (int64_t{1} << 25) ? 4096 : 16384;
         return b < block ? block : (b > elements ? elements : b);
