@@ -352,7 +352,7 @@ void qr_boundaries(const FormatSpec& f, int64_t block, uint64_t seed, std::vecto
     };
     add_case("scale-boundaries", "groups whose extreme is within 3 binary16 steps of where the encode factor's reciprocal saturates at 65504",
              edges(saturates));
-    add_case("scale-boundaries", "groups whose extreme is within 3 binary16 steps of where dec leaves the normal range or rounds to zero",
+    add_case("scale-boundaries", "groups whose extreme is within 3 binary16 steps of where dec leaves binary16's normal range",
              edges([&](float m) { return std::fabs(dec_of(m)) >= 0x1p-14f; }));
     {
         auto g = edges([&](float m) { return dec_of(m) != 0.0f; });
