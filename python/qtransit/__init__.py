@@ -18,6 +18,7 @@ with the numbers of the command's JSON as attributes (``.passed``, ``.first_fail
     qtransit.info()                                      version, build features, GPUs visible
     qtransit.strategies.blocks(...)                      Hypothesis strategies for binary32 blocks
     qtransit.strategies.boundary_blocks(...)             ... and for the blocks at a format's boundaries
+    qtransit.layouts.quickreduce(ranks, elements)        QuickReduce's layout as a permutation of qtransit's
 
 Arrays: numpy arrays or DLPack tensors of float32, float16 or bfloat16 (ml_dtypes.bfloat16), any
 shape; CUDA tensors are copied to the host. A C-contiguous float32 array is read without a copy;
@@ -226,3 +227,4 @@ def info():
 
 
 from . import strategies  # noqa: E402  (needs the names above; Hypothesis is imported only when used)
+from . import layouts  # noqa: E402
