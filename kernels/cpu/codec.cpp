@@ -1276,6 +1276,14 @@ QT_INLINE void decode_generic(Kind kind, int bits, const uint8_t* in, int64_t le
         case Kind::kAsym:
             for (int64_t i = 0; i < len; ++i) out[i] = asym_decode(unpack_one(Kind::kAsym, bits, in, i), scale, lo);
             break;
+        case Kind::kQr:  // (a width of 8 or 4 bits unpacks and decodes in vector loops)
+            if (bits == 8)
+                for (int64_t i = 0; i < len; ++i) out[i] = qr_decode(unpack_one(Kind::kQr, 8, in, i), scale, 8);
+            else if (bits == 4)
+                for (int64_t i = 0; i < len; ++i) out[i] = qr_decode(unpack_one(Kind::kQr, 4, in, i), scale, 4);
+            else
+                for (int64_t i = 0; i < len; ++i) out[i] = qr_decode(unpack_one(Kind::kQr, bits, in, i), scale, bits);
+            break;
         default:
             for (int64_t i = 0; i < len; ++i) out[i] = decode_one(kind, unpack_one(kind, bits, in, i), scale, lo, bits);
             break;

@@ -299,3 +299,29 @@ TEST(KernelGolden, QuickReduceRefusesWhatOverflowsBinary16) {
     EXPECT_NE(r.error().message.find("element 1"), std::string::npos) << r.error().message;
     EXPECT_NE(r.error().message.find("binary16"), std::string::npos) << r.error().message;
 }
+
+// round_f16_fast (the QuickReduce element loops' binary16 rounding, branch-free so that they
+// vectorize) equals round_f16 (the integer emulation) on every non-negative binary32 value, NaNs and
+// infinities included, and on both signs of a sample; every 997th under the sanitizers (a full sweep
+// is 2^31 calls of each).
+TEST(KernelGolden, RoundF16FastIsRoundF16OnEveryBinary32) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__has_feature)
+#if defined(__SANITIZE_ADDRESS__) || __has_feature(address_sanitizer)
+    const uint64_t step = 997;
+#else
+    const uint64_t step = 1;
+#endif
+#else
+    const uint64_t step = 1;
+#endif
+    uint64_t differ = 0, first = 0;
+    for (uint64_t u = 0; u <= 0x7fffffffu; u += step) {
+        const float v = qt::kernels::bits_f32(static_cast<uint32_t>(u));
+        if (bits(qt::kernels::round_f16_fast(v)) != bits(qt::kernels::round_f16(v)) && differ++ == 0) first = u;
+    }
+    EXPECT_EQ(differ, 0u) << "first at 0x" << std::hex << first;
+    for (uint64_t u = 0x80000000u; u <= 0xffffffffu; u += 65521) {
+        const float v = qt::kernels::bits_f32(static_cast<uint32_t>(u));
+        ASSERT_EQ(bits(qt::kernels::round_f16_fast(v)), bits(qt::kernels::round_f16(v))) << std::hex << u;
+    }
+}

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "qtransit/common/hd.hpp"
 #include "qtransit/common/status.hpp"
 
 namespace qtransit {
@@ -39,7 +40,8 @@ inline bool is_pow2_scale(ScaleType s) { return is_e8m0(s) || s == ScaleType::kP
 // A scale whose element encode is x (less the offset) times a multiplier m rounded apart from the stored
 // scale (so x / s and x m differ): fl32(A / max(a, amax_floor)) for fp32-amax-mul, fp32-amax-mul-rcp and
 // fp32-amax-mul-inv, fl32(A / fl32(a + amax_eps)) for fp32-eps-mul.
-inline bool multiplies(ScaleType s) {
+// (QT_HD: kernels/decl_math.hpp's decl_plan and decl_code_t call it on the device too.)
+QT_HD bool multiplies(ScaleType s) {
     return s == ScaleType::kFp32AmaxMul || s == ScaleType::kFp32AmaxMulRcp || s == ScaleType::kFp32AmaxMulInv ||
            s == ScaleType::kFp32EpsMul;
 }
