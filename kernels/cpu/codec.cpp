@@ -1276,6 +1276,12 @@ QT_INLINE void decode_generic(Kind kind, int bits, const uint8_t* in, int64_t le
         case Kind::kAsym:
             for (int64_t i = 0; i < len; ++i) out[i] = asym_decode(unpack_one(Kind::kAsym, bits, in, i), scale, lo);
             break;
+        case Kind::kDs:
+            if (bits == 8)
+                for (int64_t i = 0; i < len; ++i) out[i] = ds_decode(unpack_one(Kind::kDs, 8, in, i), scale);
+            else
+                for (int64_t i = 0; i < len; ++i) out[i] = ds_decode(unpack_one(Kind::kDs, bits, in, i), scale);
+            break;
         case Kind::kQr:  // (a width of 8 or 4 bits unpacks and decodes in vector loops)
             if (bits == 8)
                 for (int64_t i = 0; i < len; ++i) out[i] = qr_decode(unpack_one(Kind::kQr, 8, in, i), scale, 8);

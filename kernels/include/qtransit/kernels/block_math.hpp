@@ -88,6 +88,21 @@ QT_HD uint32_t order_key(float v) {
 }
 QT_HD float from_order_key(uint32_t k) { return bits_f32((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k); }
 
+// round_f16(v) without branches, so that element loops vectorize (round_f16's integer emulation does
+// not): adding c = 2^(e + 13), e the binade of |v| raised to binary16's least normal exponent -14, puts
+// |v| in c's binade, where the binary32 spacing is 2^(e - 10), binary16's there (2^-24 below 2^-14);
+// the add rounds to nearest even at that spacing and subtracting c again is exact. |v| >= 65520 gives
+// inf and a NaN the quiet NaN, as round_f16 does, by selects; the sign is put back (zeros keep theirs).
+// Equal to round_f16 on every binary32 value (kernel_golden_test: every non-negative one and the
+// signs of a sample; a sample under the sanitizers). The element loops of ds-int<b>, quickreduce-q<b>
+// and the binary16 sums use it; the per-block steps keep round_f16.
+QT_HD float round_f16_fast(float v) {
+    const uint32_t a = f32_bits(v) & 0x7fffffffu, e = a & 0x7f800000u;
+    const float c = bits_f32((e > 0x38800000u ? e : 0x38800000u) + (13u << 23));
+    const uint32_t r = f32_bits(sub_rn(add_rn(bits_f32(a), c), c));
+    const uint32_t big = a > 0x7f800000u ? 0x7fc00000u : 0x7f800000u;
+    return bits_f32((a >= 0x477ff000u ? big : r) | (f32_bits(v) & 0x80000000u));
+}
 // ---- int<b>: symmetric absmax, restricted range (NUMERICS 1.1) ---------------------------------
 QT_HD int32_t sym_qmax(int bits) { return (1 << (bits - 1)) - 1; }
 
@@ -133,9 +148,9 @@ QT_HD float ds_step(float a16, int bits) { return a16 == 0.0f ? 1.0f : div_rn(1.
 // q = clamp(rne(fl32(fl16(x) * scale)), -2^(b-1), 2^(b-1) - 1). Not called for a block whose
 // fp16 absmax is 0 (its scale would be infinite; every code is 0).
 QT_HD int32_t ds_code(float x, float scale, int32_t cmin, int32_t cmax) {
-    return clampi(rne_i(mul_rn(round_f16(x), scale)), cmin, cmax);
+    return clampi(rne_i(mul_rn(round_f16_fast(x), scale)), cmin, cmax);
 }
-QT_HD float ds_decode(int32_t q, float step) { return round_f16(mul_rn(static_cast<float>(q), step)); }
+QT_HD float ds_decode(int32_t q, float step) { return round_f16_fast(mul_rn(static_cast<float>(q), step)); }
 
 // ---- quickreduce-q<b>: QuickReduce's codecs (docs/FORMATS.md section 11, docs/SOURCES.md 2.3-2.9) --
 // Every step is one binary16 operation, RNE with subnormals kept, written as the exact binary32 result
@@ -149,20 +164,6 @@ QT_HD float ds_decode(int32_t q, float step) { return round_f16(mul_rn(static_ca
 // (QuickReduce sets FP16_OVFL: SOURCES 2.8), and codes are u = rne(clamp(fl16(fl16(x) enc), -2^(b-1),
 // 2^(b-1) - 1)) + 2^(b-1), decoded as fl16((u - 2^(b-1)) dec).
 QT_HD int32_t qr_bias(int bits) { return 1 << (bits - 1); }
-// round_f16(v) without branches, so that element loops vectorize (round_f16's integer emulation does
-// not): adding c = 2^(e + 13), e the binade of |v| raised to binary16's least normal exponent -14, puts
-// |v| in c's binade, where the binary32 spacing is 2^(e - 10), binary16's there (2^-24 below 2^-14);
-// the add rounds to nearest even at that spacing and subtracting c again is exact. |v| >= 65520 gives
-// inf and a NaN the quiet NaN, as round_f16 does, by selects; the sign is put back (zeros keep theirs).
-// Equal to round_f16 on every binary32 value (kernel_golden_test: every non-negative one and the
-// signs of a sample; a sample under the sanitizers).
-QT_HD float round_f16_fast(float v) {
-    const uint32_t a = f32_bits(v) & 0x7fffffffu, e = a & 0x7f800000u;
-    const float c = bits_f32((e > 0x38800000u ? e : 0x38800000u) + (13u << 23));
-    const uint32_t r = f32_bits(sub_rn(add_rn(bits_f32(a), c), c));
-    const uint32_t big = a > 0x7f800000u ? 0x7fc00000u : 0x7f800000u;
-    return bits_f32((a >= 0x477ff000u ? big : r) | (f32_bits(v) & 0x80000000u));
-}
 QT_HD float qr_extreme(float lo16, float hi16) {
     const float ahi = hi16 < 0 ? -hi16 : hi16, alo = lo16 < 0 ? -lo16 : lo16;
     return ahi > alo ? hi16 : lo16;
@@ -243,7 +244,7 @@ QT_HD bool cast_saturates(float v, Accum a) {
 }
 
 QT_HD float accum_round(float v, Accum a) {
-    return a == Accum::kFp16   ? round_f16(v)
+    return a == Accum::kFp16   ? round_f16_fast(v)
            : a == Accum::kBf16 ? round_bf16(v)
            : saturating(a)     ? fp8_round_sat(v, a)
                                : v;
