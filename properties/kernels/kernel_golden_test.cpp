@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "qtransit/common/cpu.hpp"
 #include "qtransit/kernels/block_math.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/inputs.hpp"
@@ -305,12 +306,8 @@ TEST(KernelGolden, QuickReduceRefusesWhatOverflowsBinary16) {
 // infinities included, and on both signs of a sample; every 997th under the sanitizers (a full sweep
 // is 2^31 calls of each).
 TEST(KernelGolden, RoundF16FastIsRoundF16OnEveryBinary32) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__has_feature)
-#if defined(__SANITIZE_ADDRESS__) || __has_feature(address_sanitizer)
+#if defined(QT_UNDER_ASAN)
     const uint64_t step = 997;
-#else
-    const uint64_t step = 1;
-#endif
 #else
     const uint64_t step = 1;
 #endif

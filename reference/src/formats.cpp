@@ -224,16 +224,16 @@ void encode_ds(Quantized& out, std::span<const float> x, int64_t k, int64_t star
 
 // docs/FORMATS.md section 11 (the caller has ruled out a binary16 overflow of the input). The
 // group's extreme is its signed extreme over the binary16 values: the maximum when its magnitude is
-// strictly larger than the minimum's, else the minimum (totalOrder for zeros: -0 < +0).
+// strictly larger than the minimum's, else the minimum (totalOrder for zeros: -0 < +0). fl16 is
+// monotone in totalOrder (a tiny value rounds to the zero of its sign), so the binary16 extremes are
+// the rounded binary32 ones.
 void encode_qr(Quantized& out, std::span<const float> x, int64_t k, int64_t start) {
     const int b = out.format.bits;
     const int32_t top = qr_top(b);
-    float lo = round_to_fp16(x[0]), hi = lo;
-    for (float v : x) {
-        const float y = round_to_fp16(v);
-        if (y < lo || (y == lo && std::signbit(y) && !std::signbit(lo))) lo = y;
-        if (y > hi || (y == hi && !std::signbit(y) && std::signbit(hi))) hi = y;
-    }
+    float lo = 0, hi = 0;
+    asym_lo_hi(x, lo, hi);
+    lo = round_to_fp16(lo);
+    hi = round_to_fp16(hi);
     const float m = std::fabs(hi) > std::fabs(lo) ? hi : lo;
     const float dec = static_cast<float>(fl16d(-static_cast<double>(m) / top));  // m * -2^-(b-1), exact before rounding
     const double enc = quickreduce_enc(dec);
