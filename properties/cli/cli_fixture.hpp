@@ -1,5 +1,8 @@
 // Running the `qtransit` binary the way a user does: a fresh temporary directory per test, the
 // command's exit code, stdout and stderr. QTRANSIT_EXE is the binary's path (set by CMake).
+// Each command runs in the test's own directory: the default report folders (qtransit-report,
+// qtransit-verify, ...) are relative to it, and ctest runs tests in parallel from one folder, where a
+// second run refused the first's report lock (CI failed once on exactly that).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -34,7 +37,8 @@ protected:
     // `qtransit <args>` with stdout and stderr captured.
     Outcome run(const std::string& args) {
         const auto out = dir_ / "stdout", err = dir_ / "stderr";
-        const std::string cmd = std::string(QTRANSIT_EXE) + " " + args + " >" + out.string() + " 2>" + err.string();
+        const std::string cmd = "cd '" + dir_.string() + "' && " + std::string(QTRANSIT_EXE) + " " + args + " >" +
+                                out.string() + " 2>" + err.string();
         const int status = std::system(cmd.c_str());
         return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
     }
