@@ -1216,9 +1216,14 @@ Status resolve_tensor_scale(PathConfig& c, const Inputs& inputs) {
     if (!c.tensor_scale) return Status::Ok();
     if (auto st = validate(c); !st) return st;
     const float amax = tensor_amax(c, inputs);
-    auto d = std::make_shared<Decl>(*c.format.decl);
-    d->amax_floor = std::max(d->amax_floor, amax);
-    c.format.decl = std::move(d);
+    if (c.format.takes_tensor_amax()) {
+        // NVFP4 (D58): the amax is the format's second level itself, T.
+        c.format = c.format.with_tensor_amax(amax);
+    } else {
+        auto d = std::make_shared<Decl>(*c.format.decl);
+        d->amax_floor = std::max(d->amax_floor, amax);
+        c.format.decl = std::move(d);
+    }
     c.tensor_amax = amax;
     return Status::Ok();
 }

@@ -40,6 +40,7 @@ const char* to_string(ScaleType s) {
         case ScaleType::kE8m0RceilMul: return "e8m0-rceil-mul";
         case ScaleType::kPow2RceilMul: return "pow2-rceil-mul";
         case ScaleType::kFp32AmaxMulInv: return "fp32-amax-mul-inv";
+        case ScaleType::kE4m3TensorAmax: return "e4m3-tensor-amax";
     }
     return "?";
 }
@@ -65,7 +66,8 @@ int Decl::scale_bytes() const {
         case ScaleType::kE8m0Even:
         case ScaleType::kE8m0Ceil:
         case ScaleType::kE8m0FbgemmEven:
-        case ScaleType::kE8m0RceilMul: return 1;
+        case ScaleType::kE8m0RceilMul:
+        case ScaleType::kE4m3TensorAmax: return 1;  // the tensor's T: 4 bytes once per tensor (FormatSpec::tensor_bytes)
         case ScaleType::kNone: return 0;
         case ScaleType::kFp32AmaxMul:
         case ScaleType::kFp32AmaxMulRcp:
@@ -96,6 +98,17 @@ int32_t floor_log2(double v) {
 bool exact_float(double v) { return static_cast<double>(static_cast<float>(v)) == v; }
 
 }  // namespace
+
+void set_tensor_amax(Decl& d, float t) {
+    d.tensor_amax = t;
+    const float k = 448.0f * d.amp;  // exact: A has at most 8 significant bits
+    float enc = t == 0 ? 1.0f : std::min(k / t, std::numeric_limits<float>::max());
+    if (enc == 0) enc = 1.0f;
+    d.t_enc = enc;
+    d.t_dec = 1.0f / enc;
+    d.t_blk = enc * d.amp_rcp;
+    d.t_rcp_k = 1.0f / k;
+}
 
 Status finalize(Decl& d) {
     if (d.fixed_block < 0) return bad("block", "must be a positive integer (or absent for any block size)");
@@ -241,6 +254,23 @@ Status finalize(Decl& d) {
             return bad("scale", "'fp32-eps-mul' is FBGEMM's row-wise integer codec: it needs an int element");
         if (d.rotated()) return bad("transform", "'hadamard' does not combine with scale 'fp32-eps-mul' yet");
         if (d.conventions.any()) return bad("conventions", "scale 'fp32-eps-mul' takes no conventions (they are defined for x / s)");
+    }
+    if (d.scale != ScaleType::kE4m3TensorAmax && d.tensor_amax >= 0)
+        return bad("tensor_amax", std::string("is for the scale e4m3-tensor-amax (NVFP4's second level); scale '") + to_string(d.scale) +
+                                      "' has no tensor scale");
+    if (d.scale == ScaleType::kE4m3TensorAmax) {
+        // NVFP4 (Transformer Engine, docs/SOURCES.md section 5): K = 448 A, S_enc = fl32(K / T) capped at
+        // FLT_MAX (1 for T = 0), S_dec = fl32(1 / S_enc), the block factor fl32(S_enc fl32(1/A)), fl32(1/K).
+        if (d.tensor_amax < 0) d.tensor_amax = 448.0f * d.amp;
+        if (!std::isfinite(d.tensor_amax))
+            return bad("tensor_amax", "must be a finite binary32 value >= 0 (the amax of the tensor the blocks belong to)");
+        if (d.offset_min) return bad("offset", "'min' does not combine with scale 'e4m3-tensor-amax' (it scales the absmax)");
+        if (d.elem != ElemType::kFloat)
+            return bad("scale", "'e4m3-tensor-amax' is NVFP4's two-level scale: it needs a float element");
+        if (d.rotated()) return bad("transform", "'hadamard' does not combine with scale 'e4m3-tensor-amax' yet");
+        if (d.conventions.any())
+            return bad("conventions", "scale 'e4m3-tensor-amax' takes no conventions (they are defined for x / s)");
+        set_tensor_amax(d, d.tensor_amax);
     }
     if (d.decode_fma && !d.offset_min)
         return bad("decode", "'fma' is for offset 'min' (sat(fl32(val s + lo)) in one rounding); without an offset the decode "

@@ -97,6 +97,7 @@ const std::vector<std::pair<std::string, ScaleType>> kScales{{"fp32-absmax", Sca
                                                              {"e8m0-rceil-mul", ScaleType::kE8m0RceilMul},
                                                              {"pow2-rceil-mul", ScaleType::kPow2RceilMul},
                                                              {"fp32-eps-mul", ScaleType::kFp32EpsMul},
+                                                             {"e4m3-tensor-amax", ScaleType::kE4m3TensorAmax},
                                                              {"none", ScaleType::kNone}};
 const std::vector<std::pair<std::string, bool>> kOffsets{{"none", false}, {"min", true}};
 const std::vector<std::pair<std::string, bool>> kDecodes{{"mul-add", false}, {"fma", true}};
@@ -114,7 +115,7 @@ const std::vector<std::pair<std::string, FloatSpecial>> kSpecials{{"ieee", Float
                                                                   {"none", FloatSpecial::kNone}};
 const std::vector<std::pair<std::string, bool>> kRanges{{"restricted", false}, {"full", true}};
 
-const std::vector<std::string> kTopKeys{"name", "like", "block", "scale", "amax_floor", "amax_eps", "offset", "decode", "rounding", "packing", "transform", "signs", "element",
+const std::vector<std::string> kTopKeys{"name", "like", "block", "scale", "amax_floor", "amax_eps", "tensor_amax", "offset", "decode", "rounding", "packing", "transform", "signs", "element",
                                         "conventions"};
 const std::vector<std::string> kConventionKeys{"nonfinite", "scale_floor", "scale_subnormals", "divide_floor", "divide_floor_by",
                                                "zero_scale", "overflow", "element_subnormals", "decode_overflow"};
@@ -255,7 +256,7 @@ Result<FormatSpec> declaration_from_table(const toml::table& t, const std::strin
     const toml::node* element = nullptr;
     // `like`: start from another format's declaration (a built-in, or one declared before), so that a
     // library's conventions are declared without restating the format; the other keys override it.
-    bool liked = false, have_amax_floor = false, have_amax_eps = false;
+    bool liked = false, have_amax_floor = false, have_amax_eps = false, have_tensor_amax = false;
     if (const toml::node* like = t.get("like")) {
         auto s = get_str(c, *like, "like");
         if (!s) return s.error();
@@ -299,6 +300,13 @@ Result<FormatSpec> declaration_from_table(const toml::table& t, const std::strin
             if (!f) return f.error();
             d.amax_eps = *f;
             have_amax_eps = true;
+        } else if (key == "tensor_amax") {
+            auto f = table_value(c, v, key);
+            if (!f) return f.error();
+            if (!(*f >= 0) || !std::isfinite(*f))
+                return c.err(v.source(), key, "must be a finite number >= 0 (the amax of the tensor the blocks belong to)");
+            d.tensor_amax = *f;
+            have_tensor_amax = true;
         } else if (key == "offset") {
             auto s = get_enum(c, v, key, kOffsets);
             if (!s) return s.error();
@@ -334,6 +342,9 @@ Result<FormatSpec> declaration_from_table(const toml::table& t, const std::strin
     // A liked format's floor goes with its scale: another scale that takes none drops it.
     if (liked && !have_amax_floor && !takes_amax_floor(d.scale)) d.amax_floor = 0;
     if (liked && !have_amax_eps && d.scale != ScaleType::kFp32EpsMul) d.amax_eps = 0;
+    // The liked tensor amax goes with its scale and element (its default is 448 A): another scale, or
+    // an [element] of its own, takes the default again unless it declares one.
+    if (liked && !have_tensor_amax && (element || d.scale != ScaleType::kE4m3TensorAmax)) d.tensor_amax = -1;
     if (!element && !liked) return c.err(t.source(), "element", "is required (an [element] table with its type, or like = \"<format>\")");
     if (!element) return finalized(c, t, nullptr, nullptr, name, d);
     // An [element] replaces the liked format's element whole.
@@ -522,6 +533,7 @@ Result<std::string> declaration_to_toml(const FormatSpec& f) {
     o << "scale = \"" << to_string(d.scale) << "\"\n";
     if (d.amax_floor != 0) o << "amax_floor = " << toml_float(d.amax_floor) << "\n";
     if (d.amax_eps != 0) o << "amax_eps = " << toml_float(d.amax_eps) << "\n";
+    if (d.scale == ScaleType::kE4m3TensorAmax) o << "tensor_amax = " << toml_float(d.tensor_amax) << "\n";
     o << "offset = \"" << (d.offset_min ? "min" : "none") << "\"\n";
     if (d.decode_fma) o << "decode = \"fma\"\n";
     o << "rounding = \"" << to_string(d.rounding) << "\"\n";
@@ -571,7 +583,8 @@ bool same_declaration(const Decl& a, const Decl& b) {
         a.packing != b.packing || a.fixed_block != b.fixed_block || a.bits != b.bits || a.transform != b.transform ||
         a.random_signs != b.random_signs || !(a.conventions == b.conventions) ||
         std::bit_cast<uint32_t>(a.amax_floor) != std::bit_cast<uint32_t>(b.amax_floor) ||
-        std::bit_cast<uint32_t>(a.amax_eps) != std::bit_cast<uint32_t>(b.amax_eps) || a.decode_fma != b.decode_fma)
+        std::bit_cast<uint32_t>(a.amax_eps) != std::bit_cast<uint32_t>(b.amax_eps) || a.decode_fma != b.decode_fma ||
+        std::bit_cast<uint32_t>(a.tensor_amax) != std::bit_cast<uint32_t>(b.tensor_amax))
         return false;
     switch (a.elem) {
         case ElemType::kInt:

@@ -1,5 +1,6 @@
 #include "qtransit/common/format.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cassert>
 #include <cmath>
@@ -183,7 +184,53 @@ float from_half(uint16_t h) {
     return sign * std::ldexp(static_cast<float>(1024 + f), e - 25);
 }
 
+// e4m3-tensor-amax (NVFP4): the value of a non-negative E4M3 byte b (0..0x7E), and the decode factor
+// a block of that scale has under the tensor amax T: fl32(fl32(s_b T) fl32(1 / (448 A))), binary32
+// products as the kernels compute them (FORMATS.md section 2).
+float e4m3_value(int b) {
+    const int e = b >> 3, m = b & 7;
+    return e == 0 ? std::ldexp(static_cast<float>(m), -9) : std::ldexp(static_cast<float>(8 + m), e - 10);
+}
+float nvfp4_factor(const Decl& d, int b) { return (e4m3_value(b) * d.tensor_amax) * d.t_rcp_k; }
+// The E4M3 byte whose decode factor is `scale` (the smallest one, where a tiny T makes two equal);
+// 0x7F (E4M3's NaN) for a NaN scale: a poisoned block.
+uint8_t nvfp4_byte(const Decl& d, float scale) {
+    if (scale != scale) return 0x7F;
+    int lo = 0, hi = 0x7E;  // the factor does not decrease with b: the first b whose factor is >= scale
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (nvfp4_factor(d, mid) < scale) lo = mid + 1;
+        else hi = mid;
+    }
+    assert(nvfp4_factor(d, lo) == scale);
+    return static_cast<uint8_t>(lo);
+}
+
 }  // namespace
+
+int FormatSpec::tensor_bytes() const {
+    return kind == FormatKind::kDecl && decl->scale == ScaleType::kE4m3TensorAmax ? 4 : 0;
+}
+
+bool FormatSpec::takes_tensor_amax() const { return tensor_bytes() != 0; }
+
+FormatSpec FormatSpec::with_tensor_amax(float t) const {
+    if (!takes_tensor_amax()) return *this;
+    assert(t >= 0 && std::isfinite(t));
+    auto d = std::make_shared<Decl>(*decl);
+    set_tensor_amax(*d, t);
+    FormatSpec f = *this;
+    f.decl = std::move(d);
+    return f;
+}
+
+FormatSpec FormatSpec::for_tensor(std::span<const float> x) const {
+    if (!takes_tensor_amax()) return *this;
+    float t = 0;
+    for (float v : x)
+        if (std::isfinite(v)) t = std::max(t, std::fabs(v));
+    return with_tensor_amax(t);
+}
 
 void write_metadata(const FormatSpec& f, float scale, float offset, uint8_t* out) {
     int n = 4;
@@ -216,6 +263,7 @@ void write_metadata(const FormatSpec& f, float scale, float offset, uint8_t* out
                 }
                 break;
             }
+            case ScaleType::kE4m3TensorAmax: out[0] = nvfp4_byte(*f.decl, scale); break;
             case ScaleType::kNone: break;
         }
         n = f.decl->scale_bytes();
@@ -252,6 +300,9 @@ void read_metadata(const FormatSpec& f, const uint8_t* in, float* scale, float* 
             case ScaleType::kE8m0FbgemmEven:
             case ScaleType::kE8m0RceilMul:
                 *scale = in[0] == 0xFF ? float_of(0x7FC00000u) : std::ldexp(1.0f, static_cast<int>(in[0]) - 127);
+                break;
+            case ScaleType::kE4m3TensorAmax:
+                *scale = (in[0] & 0x7F) == 0x7F ? float_of(0x7FC00000u) : nvfp4_factor(*f.decl, in[0] & 0x7F);
                 break;
             case ScaleType::kNone: *scale = 1.0f; break;
         }
@@ -477,6 +528,10 @@ const std::vector<FormatSpec>& all_builtin_formats() {
                 d.random_signs = random;
                 v.push_back(declared("int" + std::to_string(b) + (random ? "-rht" : "-had"), d));
             }
+        // NVFP4 (Transformer Engine's NVFP4BlockScaling, 1-D: docs/SOURCES.md section 5): E2M1 in blocks of
+        // 16, an E4M3 scale per block under the binary32 amax T of the tensor (FORMATS.md section 2). The
+        // declaration's T is 2688 (a tensor scale of 1); quantize takes the amax of the tensor it is given.
+        v.push_back(declared("nvfp4", float_decl(2, 1, 1, FloatSpecial::kNone, ScaleType::kE4m3TensorAmax, 16)));
         // QuickReduce's INT4, INT6 and INT8 codecs (vLLM's and SGLang's quick all-reduce on ROCm:
         // docs/SOURCES.md section 2, FORMATS.md section 11), groups of 32 by default.
         for (int b : {4, 6, 8}) v.push_back({FormatKind::kQr, b});

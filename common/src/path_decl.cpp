@@ -477,6 +477,14 @@ std::string builtin_text() {
          "requantize = \"once\"\nscales = \"per-tensor\"\n"
          "source = \"FSDP2 with torchao float8 all-gather (WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather, torchao/float8/fsdp_utils.py "
          "0a4b91d4; amax_to_scale, float8_utils.py 00141f40): one E4M3 scale per tensor, 448 / max(all-reduced amax, 1e-12)\"\n\n";
+    // Transformer Engine's NVFP4 all-gather (NVIDIA/TransformerEngine d0067d0,
+    // transformer_engine/pytorch/distributed.py _all_gather_nvfp4 L1332-1470; the amax all-reduce with MAX,
+    // csrc/quantizer.cpp NVFP4Quantizer::quantize_impl L2508-2537; D58): each rank quantizes its shard
+    // under the all-reduced amax, and the codes and the E4M3 block scales are gathered as they are.
+    t += "[[path]]\nname = \"te-nvfp4-ag\"\ncollective = \"all-gather\"\nexchange = \"ring\"\nwire = \"nvfp4\"\n"
+         "requantize = \"once\"\nscales = \"per-tensor\"\n"
+         "source = \"Transformer Engine NVFP4 all-gather (_all_gather_nvfp4, transformer_engine/pytorch/distributed.py d0067d0; amax "
+         "all-reduced with MAX in NVFP4Quantizer::quantize_impl): codes and E4M3 block scales gathered, one tensor amax\"\n\n";
     // FlashInfer's FP8 all-reduce (flashinfer-ai/flashinfer fb28d72, quantized_all_reduce's
     // _fp8_blockscale_2shot_kernel; docs/SOURCES.md section 4.1a, D46): bf16 in and out, E4M3 per 256
     // values, the sum in binary32 in rank order; the owner's stripe is not requantized.

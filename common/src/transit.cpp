@@ -207,9 +207,10 @@ Status validate(const PathConfig& c) {
                        " is not modeled with a tensor's scale (only a gather that quantizes once, ring-ag: a partial sum "
                        "requantized on the way would need an amax all-reduce per hop)");
         if (c.codec) return bad("scales per-tensor: a codec plugin computes its own scales");
-        if (c.format.kind != FormatKind::kDecl || !takes_amax_floor(c.format.decl->scale))
+        if (c.format.kind != FormatKind::kDecl || !(takes_amax_floor(c.format.decl->scale) || c.format.takes_tensor_amax()))
             return bad("scales per-tensor needs a scale computed from max(absmax, amax_floor) (fp32-amax-mul, fp32-amax-mul-rcp, "
-                       "fp32-amax-mul-inv, e8m0-rceil-mul, pow2-rceil-mul: torchao-fp8-e4m3, flashinfer-fp8, fp8-e4m3-1x128, ...); " +
+                       "fp32-amax-mul-inv, e8m0-rceil-mul, pow2-rceil-mul: torchao-fp8-e4m3, flashinfer-fp8, fp8-e4m3-1x128, ...) or "
+                       "a tensor amax (e4m3-tensor-amax: nvfp4); " +
                        c.format_name() + " takes each block's own absmax");
         if (c.input != Accum::kFp32)
             return bad("scales per-tensor with input " + std::string(to_string(c.input)) + " is not modeled: the amax is taken of the "

@@ -255,6 +255,20 @@ void scale_boundaries(const FormatSpec& f, int64_t block, uint64_t seed, std::ve
                             std::vector<float>{});
         for (int k : {0, 24, 25}) around(groups.back().second, std::ldexp(f.decl->amax_eps, k));
     }
+    // NVFP4's block scale (e4m3-tensor-amax): s_b = E4M3(fl32(a t)), t = fl32(S_enc fl32(1/A)) from the
+    // declared tensor amax. Its changes are where a t crosses a midpoint of two E4M3 values (ties to the
+    // even code), 464 (past it, and from 448 up, s_b saturates at 448) and 2^-10 (below it s_b is 0 and the
+    // block decodes to zeros): absmax m / t within 2 ulps, each product rounded once.
+    if (f.kind == FormatKind::kDecl && f.decl && f.decl->scale == ScaleType::kE4m3TensorAmax) {
+        groups.emplace_back("blocks whose absmax times the tensor's block factor is within 2 ulps of an E4M3 midpoint (the block "
+                            "scale's rounding), of 464 (its saturation at 448) or of 2^-10 (a zero block scale)",
+                            std::vector<float>{});
+        auto e4m3 = [](int c) { return c < 8 ? std::ldexp(static_cast<double>(c), -9) : std::ldexp(8.0 + (c & 7), (c >> 3) - 10); };
+        const double t = f.decl->t_blk;
+        for (int c = 0; c < 126; ++c) around(groups.back().second, static_cast<float>((e4m3(c) + e4m3(c + 1)) / 2 / t));
+        around(groups.back().second, static_cast<float>(464.0 / t));
+        around(groups.back().second, static_cast<float>(1000.0 / t));
+    }
     int64_t salt = 0;
     for (const auto& [what, stats] : groups) {
         std::vector<float> x;

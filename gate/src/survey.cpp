@@ -23,7 +23,7 @@ Result<SurveyResult> run_survey(const SurveySpec& spec) {
             SurveyCase sc;
             sc.format = f.name();
             sc.dist = kernels::to_string(d);
-            auto c = quantize_and_check(f, x, spec.block, Nonfinite::kError, site);
+            auto c = quantize_tensor(f, x, spec.block, Nonfinite::kError, site);
             ++done;
             if (!c) {
                 // ds-int<b> refuses inputs beyond binary16 (docs/DECISIONS.md D3): a reported refusal,
@@ -38,7 +38,8 @@ Result<SurveyResult> run_survey(const SurveySpec& spec) {
                 }
                 sc.rel_rms_error = sx > 0 ? std::sqrt(se / sx) : 0.0;
                 // Requantize the decoded values once: same codes is idempotence.
-                if (auto again = kernels::encode(f, c->decoded, spec.block)) {
+                // (NVFP4: under the decoded tensor's own amax, as a second quantize would take it.)
+                if (auto again = kernels::encode(f.for_tensor(c->decoded), c->decoded, spec.block)) {
                     const auto codes2 = kernels::unpack_codes(*again);
                     sc.requantized_codes_changed = 0;
                     for (size_t i = 0; i < codes2.size(); ++i) sc.requantized_codes_changed += codes2[i] != c->codes[i];

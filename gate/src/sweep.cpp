@@ -490,11 +490,14 @@ Result<RunRow> GroupRun::row(size_t k, const collectives::RunTotals& totals, dou
     // all-reduced amax: FSDP2 keeps it as the gather's metadata), and the amax all-reduce itself is
     // one binary32 through a ring all-reduce, 2 (N - 1) / N x 4 bytes. The transport counted a scale
     // per block of each message; take them back out.
+    // NVFP4's tensor amax (D58) is the all-reduced amax too, but its E4M3 block scales do travel with
+    // the codes (Transformer Engine gathers codes and scales): only the all-reduce is added.
     if (g_[k].tensor_scale) {
         const PathConfig& c = g_[k];
         const double blocks = static_cast<double>((c.shard() + c.block - 1) / c.block);
         const double was = r.bytes_per_rank;
-        r.bytes_per_rank = was - static_cast<double>(c.ranks - 1) * blocks * c.format.decl->scale_bytes() +
+        const double scales = c.format.takes_tensor_amax() ? 0.0 : blocks * c.format.decl->scale_bytes();
+        r.bytes_per_rank = was - static_cast<double>(c.ranks - 1) * scales +
                            8.0 * static_cast<double>(c.ranks - 1) / static_cast<double>(c.ranks);
         if (was > 0) r.cross_node_bytes_per_rank *= r.bytes_per_rank / was;
     }

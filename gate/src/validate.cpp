@@ -187,6 +187,11 @@ struct Props {
             equi.promised = false;
             equi.why_not = "scale none: nothing carries the factor 2^k";
         }
+        if (d.scale == ScaleType::kE4m3TensorAmax) {
+            equi.promised = false;
+            equi.why_not = "e4m3-tensor-amax: the tensor amax stays as declared, and the E4M3 block scale saturates at 448 and "
+                           "loses bits below 2^-6";
+        }
         if (d.elem == ElemType::kTable) {
             idem.promised = false;
             idem.why_not = "a table's grid is not uniform: the rounded absmax moves the scale";

@@ -41,6 +41,11 @@ std::string first_difference(const char* what, std::span<const T> k, std::span<c
 
 }  // namespace
 
+Result<QuantizeCheck> quantize_tensor(const FormatSpec& format, std::span<const float> x, int64_t block, Nonfinite policy,
+                                      const Site& site, uint64_t seed) {
+    return quantize_and_check(format.for_tensor(x), x, block, policy, site, seed);
+}
+
 Result<QuantizeCheck> quantize_and_check(const FormatSpec& format, std::span<const float> x, int64_t block,
                                          Nonfinite policy, const Site& site, uint64_t seed) {
     kernels::CodecOptions opt;
@@ -129,6 +134,22 @@ nlohmann::json quantize_json(const FormatSpec& format, const QuantizeCheck& c, c
     j["shape"] = shape;
     j["nonfinite"] = to_string(policy);
     j["scales"] = float_array(c.encoded.scales);
+    if (c.encoded.format.takes_tensor_amax()) {
+        // NVFP4: the tensor amax the blocks took, and each block's E4M3 scale s_b (the wire's byte; the
+        // scales above are what a block's codes decode by, fl32(fl32(s_b T) fl32(1 / (448 A)))).
+        j["tensor_amax"] = reports::json_float(c.encoded.format.decl->tensor_amax);
+        nlohmann::json sb = nlohmann::json::array();
+        for (float s : c.encoded.scales) {
+            if (s != s) {
+                sb.push_back(nullptr);
+                continue;
+            }
+            uint8_t byte = 0;
+            write_metadata(c.encoded.format, s, 0.0f, &byte);
+            sb.push_back(byte);
+        }
+        j["e4m3_scale_bytes"] = sb;
+    }
     if (format.has_offset()) j["offsets"] = float_array(c.encoded.offsets);
     j["codes"] = c.codes;
     j["decoded"] = float_array(c.decoded);

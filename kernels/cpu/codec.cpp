@@ -393,7 +393,9 @@ QT_INLINE int64_t encode_decl_fast(const EncodeJob& job, const fast::EncodePlan&
                 scale[j - c0] = s;
             }
         }
-        for (int64_t k = 0; k < c1 - c0; ++k) factor[k] = block_factor<kMul>(d, fp, scale[k], amax[k]);
+        if (d.scale == ScaleType::kE4m3TensorAmax) fast::multipliers_nvfp4(d, amax, c1 - c0, factor);
+        else
+            for (int64_t k = 0; k < c1 - c0; ++k) factor[k] = block_factor<kMul>(d, fp, scale[k], amax[k]);
         std::memcpy(job.scales + c0, scale, static_cast<size_t>(c1 - c0) * sizeof(float));
         for (int64_t j = c0; j < c1; ++j) {
             const int64_t first = j * job.block, len = std::min(job.block, job.n - first);
@@ -619,6 +621,12 @@ Error describe_block_error(const FormatSpec& f, const float* x, int64_t len, int
         const Decl& d = *f.decl;
         float amax = 0.0f;
         for (int64_t i = 0; i < len; ++i) amax = std::max(amax, std::abs(x[i]));
+        if (d.scale == ScaleType::kE4m3TensorAmax)  // NVFP4 (D58): fl32(s_b T) past FLT_MAX, as TE's dequantize
+            return make_error(ErrorCode::kRangeOverflow,
+                              describe(site, first) + ": block of " + std::to_string(len) + " elements with absmax " + shortest(amax) +
+                                  " has E4M3 scale " + shortest(nvfp4_block_scale(d, amax)) + ", and its decode factor fl32(s_b T) with the "
+                                  "tensor amax T = " + shortest(d.tensor_amax) + " overflows binary32 (" + f.name() +
+                                  ": a tensor amax above FLT_MAX / 448 can)");
         if (!d.offset_min) {
             return make_error(ErrorCode::kRangeOverflow,
                               describe(site, first) + ": block of " + std::to_string(len) + " elements with absmax " +
@@ -961,7 +969,17 @@ QT_AVX512_WIDE bool encode_fused(const EncodeJob& job, const fast::EncodePlan& f
                                             _mm512_permutex2var_epi32(b[0], odd, b[1]));  // two lanes per block
         const __m512i c1 = _mm512_max_epu32(_mm512_permutexvar_epi32(even, c2), _mm512_permutexvar_epi32(odd, c2));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(amax), _mm512_castsi512_si256(c1));
-        if (!fast::chunk_scales(d, amax, count, scale)) return false;
+        float fac[8];  // the blocks' multipliers, for the blocks of 16 below
+        if (d.scale == ScaleType::kE4m3TensorAmax) {  // every value finite (all_within); a decode factor can overflow
+            __m512 sv, mv;
+            fast::nvfp4_scales_avx512(d, c1, sv, mv);
+            if (_mm512_mask_cmpeq_epi32_mask(0xFF, _mm512_castps_si512(sv), _mm512_set1_epi32(static_cast<int>(kInfBits))))
+                return false;  // the unfused loops refuse or poison it
+            _mm256_storeu_ps(scale, _mm512_castps512_ps256(sv));
+            _mm256_storeu_ps(fac, _mm512_castps512_ps256(mv));
+        } else if (!fast::chunk_scales(d, amax, count, scale)) {
+            return false;
+        }
         std::memcpy(job.scales + j0, scale, static_cast<size_t>(count) * sizeof(float));
         if constexpr (R == Rounding::kStochastic)  // the words of the eight blocks' elements
             fast::round_words_keyed(rk, job.key.index_base + first0, count * block, rw);
@@ -993,7 +1011,33 @@ QT_AVX512_WIDE bool encode_fused(const EncodeJob& job, const fast::EncodePlan& f
             }
             continue;
         }
-        for (int k = 0; k < count; ++k) {
+        // Blocks of 16 (NVFP4's; any declared format at --block 16) two at a time, the same way: a block's
+        // codes fill whole bytes (16 b bits), so two neighbours' packed codes are the 32 codes packed
+        // together. NVFP4's multipliers came with its scales (fast::nvfp4_scales_avx512).
+        int k_done = 0;
+        if constexpr (E != ElemType::kTable && Rr == 1) {
+            if (d.scale != ScaleType::kE4m3TensorAmax)
+                for (int k = 0; k < count; ++k) fac[k] = block_factor<kMul>(d, fp, scale[k], amax[k]);
+            for (; k_done + 1 < count; k_done += 2) {
+                __m512i qr[2];
+                for (int r = 0; r < 2; ++r) {
+                    const int k = k_done + r;
+                    const __m512 f = _mm512_set1_ps(fac[k]);  // s == 0 (not kMul): 1, v = x itself
+                    const __m512 xv = _mm512_loadu_ps(kRot ? y + k * block : job.x + first0 + k * block);
+                    const __m512 v = kMul ? _mm512_mul_ps(xv, f) : _mm512_div_ps(xv, f);
+                    const uint32_t* w = R == Rounding::kStochastic ? rw + k * block : nullptr;
+                    if constexpr (E == ElemType::kInt) qr[r] = fast::int_codes16_avx512<R>(ig, v, w);
+                    else qr[r] = fast::float_codes16_avx512<R>(fg, v, w);
+                }
+                uint8_t* out = job.codes + (j0 + k_done) * job.block_bytes;
+                if (fast::pack_regs_avx512(d.bits, lsb, qr[0], qr[1], out)) continue;
+                _mm512_store_si512(q, qr[0]);
+                _mm512_store_si512(q + 16, qr[1]);
+                fast::narrow_step(q, c);
+                fast::pack_step<fast::kStep>(d, c, fast::kStep, out);
+            }
+        }
+        for (int k = k_done; k < count; ++k) {
             // as encode_decl_fast: s == 0 (an all-zero block) makes v the value itself
             const float s = scale[k];
             const bool as_mul = kMul || s == 0.0f;

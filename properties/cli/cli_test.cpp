@@ -169,7 +169,7 @@ TEST_F(Cli, SurveyDefaultCoversEveryBuiltInAndNamesWhatAFixedBlockLeavesOut) {
     ASSERT_EQ(r.code, 0) << r.out << r.err;
     const auto j = nlohmann::json::parse(slurp(dir_ / "all" / "survey.json"));
     size_t fixed = 0;
-    for (const auto& f : qtransit::all_builtin_formats()) fixed += f.fixed_block() != 0;
+    for (const auto& f : qtransit::all_builtin_formats()) fixed += f.fixed_block() != 0 && f.fixed_block() != 16;  // nvfp4's is 16
     EXPECT_EQ(j["skipped_formats"].size(), fixed);
     EXPECT_EQ(j["cases"].size(), qtransit::all_builtin_formats().size() - fixed);
     EXPECT_EQ(j["failures"], 0);
@@ -420,9 +420,9 @@ TEST_F(Cli, DeclaredPathsRunAsTheScheduleTheyResolveTo) {
     const Outcome l = run("paths --json");
     ASSERT_EQ(l.code, 0) << l.err;
     const auto ls = nlohmann::json::parse(l.out)["paths"];
-    // ncclAvg's 6, NVLS's 2, DeepEP's dispatch 3 and combine, FlashInfer's, FSDP2's float8 all-gather,
-    // QuickReduce's 3
-    EXPECT_EQ(ls.size(), qtransit::all_paths().size() + 6 + 2 + 3 + 2 + 1 + 3);
+    // ncclAvg's 6, NVLS's 2, DeepEP's dispatch 3 and combine, FlashInfer's, FSDP2's float8 all-gather
+    // and TE's NVFP4 one, QuickReduce's 3
+    EXPECT_EQ(ls.size(), qtransit::all_paths().size() + 6 + 2 + 3 + 2 + 2 + 3);
     for (const auto& p : ls)
         if (p["name"] == "nccl-fp8-e4m3-nvls-ar") {
             EXPECT_EQ(p["exchange"], "nvls");
@@ -484,6 +484,17 @@ TEST_F(Cli, DeclaredPathsRunAsTheScheduleTheyResolveTo) {
     refused("simulate --path ring-rz --ranks 4 --elements 64 --format int8", "unknown path 'ring-rz'");
 
     // DeepEP's dispatch: ring-ag with its cast as the wire, under its own name; its blocks are 128.
+    // Transformer Engine's NVFP4 all-gather (D58): one amax over every rank's shard, the E4M3 block scales
+    // travel with the codes: (N - 1) S (1/2 + 1/16) bytes and the amax all-reduce's 8 (N - 1) / N.
+    const Outcome nv = run("simulate --path te-nvfp4-ag --ranks 8 --elements 4096 --json");
+    ASSERT_EQ(nv.code, 0) << nv.err;
+    const auto nvj = nlohmann::json::parse(nv.out)["runs"][0];
+    EXPECT_EQ(nvj["scales"], "per-tensor");
+    EXPECT_EQ(nvj["format"], "nvfp4");
+    EXPECT_GT(nvj["tensor_amax"].get<double>(), 3.0);
+    EXPECT_EQ(nvj["bytes_per_rank"].get<double>(), 7 * 512 * 0.5625 + 7.0);
+    EXPECT_TRUE(nvj["bound_holds"].get<bool>());
+    EXPECT_EQ(nvj["k_max"], 1);
     const Outcome dp = run("simulate --path deepep-fp8-dispatch --ranks 4 --elements 512 --block 128 --json");
     const Outcome ag = run("simulate --path ring-ag --format fp8-e4m3-1x128 --ranks 4 --elements 512 --block 128 --json");
     ASSERT_EQ(dp.code, 0) << dp.err;

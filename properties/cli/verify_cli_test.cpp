@@ -126,6 +126,39 @@ TEST_F(VerifyCli, QuantizeCodesAsIntegersAndEveryBadInput) {
     refused("verify quantize --format int9 --in " + path("x.npy") + " --decoded " + path("q/decoded.npy"), "int8");
 }
 
+// NVFP4 (D58): quantize takes the tensor's amax as its second level and prints it with every block's
+// E4M3 byte; the wire holds 9 bytes per block of 16 and the amax once. verify quantize takes the same
+// amax from --in: the decoded values pass exactly, and those of a tensor whose amax differs do not,
+// even where its elements are the same.
+TEST_F(VerifyCli, Nvfp4TakesTheTensorsAmax) {
+    auto x = tensor(320, 0.5f);
+    x[100] = 40.0f;
+    save("x.npy", x, {320});
+    const auto q = run("quantize --format nvfp4 --block 16 --in " + path("x.npy") + " --out " + path("q") + " --json");
+    ASSERT_EQ(q.code, 0) << q.err;
+    const auto j = nlohmann::json::parse(q.out);
+    EXPECT_EQ(j["tensor_amax"].get<double>(), 40.0);
+    ASSERT_EQ(j["e4m3_scale_bytes"].size(), 20u);
+    EXPECT_EQ(j["e4m3_scale_bytes"][6], 126);  // the block of the amax: s_b = 448, E4M3's largest
+    for (const auto& b : j["e4m3_scale_bytes"]) EXPECT_LE(b.get<int>(), 126);
+    EXPECT_EQ(j["wire_bytes"], 20 * 9 + 4);
+    EXPECT_TRUE(j["matches_reference"].get<bool>());
+    EXPECT_TRUE(j["bound_holds"].get<bool>());
+    const auto t = run("quantize --format nvfp4 --block 16 --in " + path("x.npy"));
+    EXPECT_NE(t.out.find("tensor amax       40 "), std::string::npos) << t.out;
+    auto o = run("verify quantize --format nvfp4 --block 16 --in " + path("x.npy") + " --decoded " + path("q/decoded.npy") + " --report-dir ''");
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    auto y = x;
+    y[100] = 20.0f;
+    save("y.npy", y, {320});
+    ASSERT_EQ(run("quantize --format nvfp4 --block 16 --in " + path("y.npy") + " --out " + path("qy")).code, 0);
+    auto dy = load("qy/decoded.npy");
+    dy[100] = load("q/decoded.npy")[100];  // the one element that differs in the inputs takes x's own
+    save("dy.npy", dy, {320});
+    o = run("verify quantize --format nvfp4 --block 16 --in " + path("x.npy") + " --decoded " + path("dy.npy") + " --report-dir ''");
+    EXPECT_EQ(o.code, 1) << o.out << o.err;
+}
+
 TEST_F(VerifyCli, QuantizeReadsBfloat16AndSafetensors) {
     // bf16 inputs (what a framework holds): exactly representable, quantized as binary32 values.
     std::vector<float> x = tensor(128);

@@ -109,7 +109,7 @@ TEST(DeclToml, EveryKindOfMistakeNamesItsKey) {
     // Unknown enum values list the known ones.
     expect_names("name = \"x\"\nscale = \"fp8\"\n[element]\ntype = \"int\"\nbits = 4\n", "scale", 2,
                  "unknown value 'fp8' (known: fp32-absmax, fp16-absmax, e8m0-floor, e8m0-rceil, e8m0-even, e8m0-ceil, e8m0-fbgemm-even, fp32-amax-mul, "
-                 "fp32-amax-mul-rcp, fp32-amax-mul-inv, e8m0-rceil-mul, pow2-rceil-mul, fp32-eps-mul, none)");
+                 "fp32-amax-mul-rcp, fp32-amax-mul-inv, e8m0-rceil-mul, pow2-rceil-mul, fp32-eps-mul, e4m3-tensor-amax, none)");
     // amax_floor: only on the -mul scales, a finite binary32, and for the two that multiply at least A / FLT_MAX.
     expect_names("name = \"x\"\namax_floor = 1e-4\n[element]\ntype = \"int\"\nbits = 4\n", "amax_floor", 2, "has its own floor");
     expect_names("name = \"x\"\nscale = \"fp32-amax-mul\"\n[element]\ntype = \"float\"\nexponent_bits = 4\nmantissa_bits = 3\n",
@@ -122,6 +122,13 @@ TEST(DeclToml, EveryKindOfMistakeNamesItsKey) {
                  "is for the scale fp32-eps-mul");
     expect_names("name = \"x\"\nscale = \"fp32-eps-mul\"\noffset = \"min\"\n[element]\ntype = \"int\"\nbits = 8\nsigned = false\n",
                  "amax_eps", 2, "amax_eps must be a finite binary32 of at least");
+    // tensor_amax: only on e4m3-tensor-amax (NVFP4), a finite number >= 0, a float element, no offset.
+    expect_names("name = \"x\"\ntensor_amax = 6.0\n[element]\ntype = \"int\"\nbits = 4\n", "tensor_amax", 2,
+                 "is for the scale e4m3-tensor-amax");
+    expect_names("name = \"x\"\nscale = \"e4m3-tensor-amax\"\ntensor_amax = -1.0\n[element]\ntype = \"float\"\nexponent_bits = 2\nmantissa_bits = 1\n",
+                 "tensor_amax", 3, "must be a finite number >= 0");
+    expect_names("name = \"x\"\nscale = \"e4m3-tensor-amax\"\n[element]\ntype = \"int\"\nbits = 4\n", "scale", 2,
+                 "needs a float element");
     expect_names("name = \"x\"\ndecode = \"fused\"\n[element]\ntype = \"int\"\nbits = 4\n", "decode", 2, "(known: mul-add, fma)");
     expect_names("name = \"x\"\ndecode = \"fma\"\n[element]\ntype = \"int\"\nbits = 4\n", "decode", 2, "'fma' is for offset 'min'");
     expect_names("name = \"x\"\nrounding = \"up\"\n[element]\ntype = \"int\"\nbits = 4\n", "rounding", 2,
@@ -162,6 +169,32 @@ TEST(DeclToml, AmaxFloorParsesPrintsBackAndGoesWithItsScale) {
     ASSERT_TRUE(h.ok()) << h.error().message;
     EXPECT_EQ(h->decl->amax_floor, 1e-3f);
     EXPECT_EQ(h->decl->scale, qt::ScaleType::kFp32AmaxMulRcp);
+}
+
+// NVFP4's tensor amax (D58): declared, printed back, kept by a like of the same scale and element,
+// dropped (to the default 448 A) by another element or scale; the derived constants follow it.
+TEST(DeclToml, TensorAmaxParsesPrintsBackAndGoesWithItsScale) {
+    auto f = parse_declaration("name = \"nv6\"\nlike = \"nvfp4\"\ntensor_amax = 6.0\n", "t.toml");
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    EXPECT_EQ(f->decl->tensor_amax, 6.0f);
+    EXPECT_EQ(f->decl->t_enc, 448.0f);  // fl32(2688 / 6)
+    auto text = qt::declaration_to_toml(*f);
+    ASSERT_TRUE(text.ok());
+    EXPECT_NE(text->find("tensor_amax = 6.0\n"), std::string::npos) << *text;
+    auto again = parse_declaration(*text, "again.toml");
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_TRUE(qt::same_declaration(*again->decl, *f->decl));
+    ASSERT_TRUE(qt::register_format(*f).ok());
+    auto kept = parse_declaration("name = \"nv6b\"\nlike = \"nv6\"\nblock = 32\n", "t.toml");
+    ASSERT_TRUE(kept.ok()) << kept.error().message;
+    EXPECT_EQ(kept->decl->tensor_amax, 6.0f);
+    auto e = parse_declaration("name = \"nv-e3m0\"\nlike = \"nvfp4\"\n[element]\ntype = \"float\"\nexponent_bits = 3\nmantissa_bits = 0\n",
+                               "t.toml");
+    ASSERT_TRUE(e.ok()) << e.error().message;
+    EXPECT_EQ(e->decl->tensor_amax, 448.0f * e->decl->amp);
+    auto g = parse_declaration("name = \"nv-abs\"\nlike = \"nvfp4\"\nscale = \"fp32-absmax\"\n", "t.toml");
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    EXPECT_LT(g->decl->tensor_amax, 0.0f);
 }
 
 TEST(DeclToml, AnUnreadableFileIsNamed) {

@@ -86,7 +86,7 @@ TEST(PathDecl, EveryBuiltInPathIsADeclarationThatResolvesToItself) {
         EXPECT_EQ(d.output.has_value(), d.name == "flashinfer-fp8-2shot" || d.name == "deepep-bf16-combine" || d.name.ends_with("-nvls-ar") ||
                                             d.name.starts_with("quickreduce-"))
             << d.name;
-    for (const auto& d : b) EXPECT_EQ(d.per_tensor(), d.name == "fsdp-float8-ag") << d.name;
+    for (const auto& d : b) EXPECT_EQ(d.per_tensor(), d.name == "fsdp-float8-ag" || d.name == "te-nvfp4-ag") << d.name;
     // QuickReduce's (D57): two-shot-ar with its codec, binary16 sums from +0, binary16 in and out.
     for (int bits : {4, 6, 8}) {
         auto qr = find_path_decl("quickreduce-int" + std::to_string(bits));
@@ -101,8 +101,9 @@ TEST(PathDecl, EveryBuiltInPathIsADeclarationThatResolvesToItself) {
         EXPECT_TRUE(pc.sum_from_zero);
     }
     for (const auto& d : b) EXPECT_EQ(d.start.empty(), !d.name.starts_with("quickreduce-")) << d.name;
-    // + ncclAvg's 6, NVLS's 2, DeepEP's 3 dispatches and its combine, FlashInfer's, FSDP2's float8, QuickReduce's 3
-    EXPECT_EQ(b.size(), all_paths().size() + 6 + 2 + 3 + 2 + 1 + 3);
+    // + ncclAvg's 6, NVLS's 2, DeepEP's 3 dispatches and its combine, FlashInfer's, FSDP2's float8 and TE's
+    // NVFP4 all-gathers, QuickReduce's 3
+    EXPECT_EQ(b.size(), all_paths().size() + 6 + 2 + 3 + 2 + 2 + 3);
 }
 
 TEST(PathDecl, PrintsBackToTheSameResolution) {

@@ -342,6 +342,108 @@ TEST(DeclGolden, FbgemmInt8Rowwise) {
 // the 24th bit 1 and more ones after it: rounded up, c = 0x3B124925, and 448 c = 1 + 0.75 2^-24.
 float f32_of(uint32_t b) { return std::bit_cast<float>(b); }
 
+// NVFP4 (Transformer Engine's recipe, docs/SOURCES.md section 5), derived by hand. The tensor
+// [6, 3, -1.5, 0.2, 0 x12 | 1, 0.7, -0.26, 0 x13]: T = 6, S_enc = fl32(2688 / 6) = 448, S_dec =
+// fl32(1/448) = 9586981 2^-32, the block factor fl32(448 fl32(1/6)) = 9786710 2^-17 (0x42955556).
+// Block 0: 6 t = 14680065 2^-15 = 448.0000305, past 448: s_b saturates at 448 (byte 0x7E); s_b S_dec =
+// 1 + 0.75 2^-24 rounds to 1, m = 1, and the decode factor fl32(fl32(448 6) fl32(1/2688)) = 1: 6, 3,
+// -1.5 exact (codes 7, 5, 8|3), 0.2 to 0. Block 1: t = 74.67 rounds down to the E4M3 value 72 (byte
+// 13 << 3 | 1 = 105): m = fl32(1 / fl32(72 S_dec)) = 0x40C71C71 (6.2222), and 1 m saturates at 6: the
+// block's largest element decodes to 6 f = 0x3F76DB6E (0.964), f = fl32(432 fl32(1/2688)) = 0x3E249249;
+// 0.7 m = 4.36 to 4 (code 6), -0.26 m = -1.62 to -1.5 (code 11).
+TEST(DeclGolden, Nvfp4TwoLevelScales) {
+    std::vector<float> x(32, 0.0f);
+    x[0] = 6.0f;
+    x[1] = 3.0f;
+    x[2] = -1.5f;
+    x[3] = 0.2f;
+    x[16] = 1.0f;
+    x[17] = 0.7f;
+    x[18] = -0.26f;
+    const FormatSpec f = fmt("nvfp4").for_tensor(x);
+    EXPECT_EQ(f.decl->tensor_amax, 6.0f);
+    EXPECT_EQ(f.decl->t_enc, 448.0f);
+    EXPECT_EQ(std::bit_cast<uint32_t>(f.decl->t_blk), 0x42955556u);
+    auto r = quantize(f, x, 16);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    const Quantized& q = *r;
+    EXPECT_EQ(q.scales[0], 1.0f);
+    EXPECT_EQ(scale_byte(q, 0), 0x7E);
+    EXPECT_EQ(q.codes[0], 7);
+    EXPECT_EQ(q.codes[1], 5);
+    EXPECT_EQ(q.codes[2], 8 | 3);
+    EXPECT_EQ(q.codes[3], 0);
+    EXPECT_EQ(q.decoded[0], 6.0f);
+    EXPECT_EQ(q.decoded[2], -1.5f);
+    EXPECT_EQ(std::bit_cast<uint32_t>(q.scales[1]), 0x3E249249u);
+    EXPECT_EQ(scale_byte(q, 1), 105);
+    EXPECT_EQ(q.codes[16], 7);
+    EXPECT_EQ(q.codes[17], 6);
+    EXPECT_EQ(q.codes[18], 8 | 3);
+    EXPECT_EQ(std::bit_cast<uint32_t>(q.decoded[16]), 0x3F76DB6Eu);
+    for (size_t i = 0; i < x.size(); ++i)
+        EXPECT_TRUE((Exact(q.decoded[i]) - Exact(x[i])).abs() <= element_bound(q, x, static_cast<int64_t>(i))) << i;
+    // The wire's byte decodes to the same factor under the tensor's T.
+    for (int k = 0; k < 2; ++k) {
+        uint8_t b = scale_byte(q, k);
+        float s = 0, off = 0;
+        read_metadata(f, &b, &s, &off);
+        EXPECT_EQ(s, q.scales[k]) << k;
+    }
+    // Under the declared T (2688, a tensor scale of 1) the same blocks quantize otherwise: block 0's
+    // s_b = E4M3(fl32(6 fl32(1/6))) = 1, and 0.2 is coded 0.
+    const Quantized d = q_of("nvfp4", x, 16);
+    EXPECT_EQ(fmt("nvfp4").decl->tensor_amax, 2688.0f);
+    EXPECT_EQ(d.codes[0], 7);
+    EXPECT_NE(std::bit_cast<uint32_t>(d.scales[1]), std::bit_cast<uint32_t>(q.scales[1]));
+}
+
+// A block far below the tensor's amax takes the block scale 0: its multiplier is FLT_MAX, so its
+// codes saturate at +-6 (7, 15), as Transformer Engine's kernel writes them, and decode to zeros of
+// their signs (the error is |x|, within its bound). An all-zero tensor (T = 0, S_enc = 1) decodes to its
+// signed zeros.
+TEST(DeclGolden, Nvfp4ZeroBlockScaleAndZeroTensor) {
+    std::vector<float> x(32, 0.0f);
+    x[0] = 1e6f;
+    x[16] = 1e-3f;
+    x[17] = -2e-3f;
+    const FormatSpec f = fmt("nvfp4").for_tensor(x);
+    auto r = quantize(f, x, 16);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->scales[1], 0.0f);
+    EXPECT_EQ(scale_byte(*r, 1), 0);
+    EXPECT_EQ(r->codes[16], 7);
+    EXPECT_EQ(r->codes[17], 15);
+    EXPECT_EQ(r->codes[18], 0);
+    EXPECT_EQ(std::bit_cast<uint32_t>(r->decoded[16]), 0u);
+    EXPECT_EQ(std::bit_cast<uint32_t>(r->decoded[17]), 0x80000000u);
+    for (size_t i = 0; i < x.size(); ++i)
+        EXPECT_TRUE((Exact(r->decoded[i]) - Exact(x[i])).abs() <= element_bound(*r, x, static_cast<int64_t>(i))) << i;
+    // A tensor amax above FLT_MAX / 448: the block holding it has s_b = 448, and fl32(448 T) overflows (TE's
+    // dequantize would give inf): a range overflow, refused naming the block, poisoned under propagate.
+    std::vector<float> big(32, 1.0f);
+    big[20] = 1e36f;
+    const FormatSpec fb = fmt("nvfp4").for_tensor(big);
+    auto rb = quantize(fb, big, 16);
+    ASSERT_FALSE(rb.ok());
+    EXPECT_NE(rb.error().message.find("elements 16..31 has absmax 1e+36 and E4M3 scale 448"), std::string::npos) << rb.error().message;
+    EXPECT_NE(rb.error().message.find("overflows binary32"), std::string::npos) << rb.error().message;
+    auto rp = quantize(fb, big, 16, Nonfinite::kPropagate);
+    ASSERT_TRUE(rp.ok());
+    EXPECT_TRUE(std::isnan(rp->scales[1]));
+    EXPECT_FALSE(std::isnan(rp->scales[0]));
+    std::vector<float> z(16, 0.0f);
+    z[3] = -0.0f;
+    const FormatSpec fz = fmt("nvfp4").for_tensor(z);
+    EXPECT_EQ(fz.decl->tensor_amax, 0.0f);
+    EXPECT_EQ(fz.decl->t_enc, 1.0f);
+    auto rz = quantize(fz, z, 16);
+    ASSERT_TRUE(rz.ok());
+    EXPECT_EQ(rz->codes[3], 8);
+    EXPECT_EQ(std::bit_cast<uint32_t>(rz->decoded[3]), 0x80000000u);
+    EXPECT_EQ(rz->decoded[0], 0.0f);
+}
+
 TEST(DeclGolden, DeepEpScaleIsNotTheReciprocalOfItsMultiplier) {
     // A block whose absmax is 3 (the others fractions of it). fp8-e4m3-1x128: s = fl32(3 c) =
     // fl32(3/448 (1 + 0.75 2^-24)); fl32(3/448) is 0x3BDB6DB7, and the extra 0.75 2^-24 carries the

@@ -262,7 +262,7 @@ nb::dict quantize(const std::string& fmt, F32 x, std::vector<int64_t> shape, int
     std::string json;
     {
         nb::gil_scoped_release nogil;
-        c = take(qt::gate::quantize_and_check(setup.format, span_of(x), block, setup.policy, site, seed));
+        c = take(qt::gate::quantize_tensor(setup.format, span_of(x), block, setup.policy, site, seed));
         json = qt::gate::quantize_json(setup.format, c, shape, setup.policy, seed).dump();
     }
     nb::dict d;

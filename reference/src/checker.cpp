@@ -237,6 +237,7 @@ double decl_at(const Decl& d, const DeclScale& c, float x, float lo) {
     // s == 0: every element decodes to lo or 0 (decl.cpp): the error is 0 for an all-zero or constant
     // block, and for fp32-eps-mul (no floor on fl32(a / A)) |x - lo| or |x|, at most A 2^-150 (rounded up).
     if (c.zero) {
+        if (d.scale == ScaleType::kE4m3TensorAmax) return std::fabs(static_cast<double>(x));  // NVFP4: decodes to a zero
         if (d.scale != ScaleType::kFp32EpsMul) return 0;
         const double a = x, b = d.offset_min ? lo : 0.0f;
         return std::min(a >= b ? add_up(a, -b) : add_up(b, -a), static_cast<double>(d.amp) * 0x1p-150);
@@ -402,6 +403,20 @@ double decl_e(const Decl& d, double a) {
             s_up = w / amp * (1 + u) + 0x1p-149;
             s_lo = std::max(w / amp * (1 - u) - 0x1p-150, 0.0);
             break;
+        case ScaleType::kE4m3TensorAmax: {
+            // NVFP4: s_b = E4M3(fl32(W t_blk)), within 2^-4 of it (relative; 2^-10 absolute below E4M3's
+            // normals) and at most 448; s = fl32(fl32(s_b T) fl32(1/K)), two roundings. Outside
+            // T in [2^-60, 2^60] a product can leave binary32's normal range: there the bound is only
+            // |x| + |x̂| <= W + vmax S.
+            const double tb = d.t_blk, tk = static_cast<double>(d.tensor_amax) * d.t_rcp_k;
+            const double sbu = std::min(w * tb * (1 + u) * (1 + 0x1p-4) + 0x1p-10, 448.0);
+            const double sbl = std::max(std::min(w * tb * (1 - u) * (1 - 0x1p-4) - 0x1p-10, 448.0), 0.0);
+            s_up = sbu * tk * (1 + u) * (1 + u) * (1 + u) + 0x1p-149;
+            s_lo = std::max(sbl * tk * (1 - u) * (1 - u) * (1 - u) - 0x1p-149, 0.0);
+            if (!(d.tensor_amax >= 0x1p-60f && d.tensor_amax <= 0x1p60f))
+                return (w + vabs * s_up * (1 + u) + 0x1p-149) * (1 + 0x1p-40);
+            break;
+        }
         case ScaleType::kNone: break;
     }
     // The scales that multiply: w m s in place of w, with m = A / a' (1 +- u) (+- 2^-150) and s as above:
@@ -409,10 +424,14 @@ double decl_e(const Decl& d, double a) {
     // with Tdec without its min (w m s need not be a binary32). fp32-eps-mul: m = A / (a + eps) (1 +- u)^2,
     // so m s = a / (a + eps) (1 +- 4u), +- m 2^-150 <= (A / eps) 2^-150 where s is subnormal: both terms
     // take W (A / eps) 2^-150 more, and |w| |1 - m s| takes W eps / (W + eps) more (increasing in W).
+    // NVFP4 (T in [2^-60, 2^60], s_b > 0): m = 1 / (s_b S_dec) and s = s_b T / K, each within two
+    // roundings, S_dec = 1 / S_enc and S_enc = K / T within one each, every product normal: m s is within
+    // (1 +- u)^6 of 1, so 8u in place of 4u covers w m s and |1 - m s| (s_b = 0: s = 0, covered by s_lo = 0).
     const bool mul = multiplies(d.scale);
     const bool eps_mul = d.scale == ScaleType::kFp32EpsMul;
+    const double mul_dev = d.scale == ScaleType::kE4m3TensorAmax ? 8 * u : 4 * u;
     const double sub_eps = eps_mul ? w * (amp / static_cast<double>(d.amax_eps)) * 0x1p-150 : 0.0;
-    const double wv = mul ? w * (1 + 4 * u) + amp * 0x1p-149 + sub_eps : w;
+    const double wv = mul ? w * (1 + mul_dev) + amp * 0x1p-149 + sub_eps : w;
     const double t = u * wv + s_up * 0x1p-150;
     // ceil's s_lo = W 2^-emax_elem can fall faster than W rises (vmax up to 2 2^emax_elem): the
     // excess w (1 + u) - s_lo vmax, linear in the statistic, is then largest at 0, not at W.
@@ -439,7 +458,7 @@ double decl_e(const Decl& d, double a) {
     }
     const double y = std::min(wv + sel, s_up * vabs);
     const double eps = d.amax_eps;
-    const double dev = mul ? 4 * u * w + amp * 0x1p-149 + sub_eps + (eps_mul ? w * eps / (w + eps) : 0.0) : 0.0;
+    const double dev = mul ? mul_dev * w + amp * 0x1p-149 + sub_eps + (eps_mul ? w * eps / (w + eps) : 0.0) : 0.0;
     if (mul && !d.offset_min) return (dev + sel + std::max(u * y + 0x1p-150, y - kFltMax)) * (1 + 0x1p-40);
     const double tdec = mul ? std::max(u * y + 0x1p-150, y - kFltMax) : std::min(sel, std::max(u * y + 0x1p-150, y - kFltMax));
     if (!d.offset_min) return sel + tdec;

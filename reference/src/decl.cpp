@@ -239,7 +239,41 @@ struct BlockScale {
 
 // The multiplier of a block of statistic a (absmax, or the range with an offset) under a scale that
 // multiplies: fl32(A / max(a, F)), or fl32(A / fl32(a + eps)) for fp32-eps-mul.
+// NVFP4's E4M3 block scale (e4m3-tensor-amax, FORMATS.md section 2): t >= 0 to the nearest of E4M3's
+// finite non-negative values, ties to the even code, anything past 448 to 448 (satfinite). The grid is
+// enumerated (codes 0..126, in increasing value), not computed from t's exponent as the kernels do.
+float e4m3_satfinite(float t) {
+    auto value = [](int c) { return c < 8 ? std::ldexp(static_cast<double>(c), -9) : std::ldexp(8.0 + (c & 7), (c >> 3) - 10); };
+    if (!(static_cast<double>(t) < value(126))) return 448.0f;
+    int c = 0;
+    while (value(c + 1) <= t) ++c;  // value(c) <= t < value(c + 1)
+    if (value(c) == t) return static_cast<float>(value(c));
+    const double lo = value(c), hi = value(c + 1), mid = (lo + hi) / 2;  // exact in binary64
+    const bool up = t > mid || (t == mid && (c & 1));
+    return static_cast<float>(up ? hi : lo);
+}
+// s_b = E4M3(fl32(a fl32(S_enc fl32(1/A)))), with S_enc = min(fl32(448 A / T), FLT_MAX), 1 for T = 0 or
+// a quotient of 0 (Transformer Engine's compute_global_encode_scaling_factor_FP4, SOURCES.md 5.1-5.2).
+struct Nvfp4 {
+    float enc = 1, dec = 1, sb = 0;
+};
+Nvfp4 nvfp4_of(const Decl& d, float a) {
+    Nvfp4 n;
+    const float k = mul32(448.0f, d.amp);
+    if (d.tensor_amax != 0) n.enc = std::min(div32(k, d.tensor_amax), std::numeric_limits<float>::max());
+    if (n.enc == 0) n.enc = 1;
+    n.dec = div32(1.0f, n.enc);
+    n.sb = e4m3_satfinite(mul32(a, mul32(n.enc, div32(1.0f, d.amp))));
+    return n;
+}
+
 float multiplier_of(const Decl& d, float a) {
+    if (d.scale == ScaleType::kE4m3TensorAmax) {
+        // m = min(fl32(1 / fl32(s_b S_dec)), FLT_MAX): 1 / 0 is inf, capped (SOURCES.md 5.3).
+        const Nvfp4 n = nvfp4_of(d, a);
+        const float q = mul32(n.sb, n.dec);
+        return q == 0 ? std::numeric_limits<float>::max() : std::min(div32(1.0f, q), std::numeric_limits<float>::max());
+    }
     if (d.scale == ScaleType::kFp32EpsMul) return div32(d.amp, add32(a, d.amax_eps));
     return div32(d.amp, std::max(a, d.amax_floor));
 }
@@ -389,6 +423,18 @@ BlockScale block_scale(const Decl& d, std::span<const float> x) {
             }
             break;
         }
+        case ScaleType::kE4m3TensorAmax: {
+            // NVFP4: s = fl32(fl32(s_b T) fl32(1 / (448 A))), what a code of the block decodes by
+            // (Transformer Engine's dequantize, SOURCES.md 5.4), and the multiplier of multiplier_of.
+            b.m = multiplier_of(d, a);
+            b.s_unrounded = nvfp4_of(d, a).sb;  // for the message
+            b.s = mul32(mul32(b.s_unrounded, d.tensor_amax), div32(1.0f, mul32(448.0f, amp)));
+            if (std::isinf(b.s)) {  // fl32(s_b T) past FLT_MAX: TE's dequantize would give inf
+                b.problem = Problem::kScaleOverflow;
+                return b;
+            }
+            break;
+        }
         case ScaleType::kNone: b.s = 1.0f; break;
     }
     return b;
@@ -411,6 +457,13 @@ Error block_error(const FormatSpec& f, const BlockScale& b, std::span<const floa
                                   shortest(b.hi) + " - (" + shortest(b.lo) + ") rounds to inf (" + f.name() +
                                   "; policy 'error' refuses it; " + advice + ")");
         case Problem::kScaleOverflow: {
+            if (f.decl->scale == ScaleType::kE4m3TensorAmax)
+                return make_error(ErrorCode::kRangeOverflow,
+                                  describe(site, start) + ": the block of elements " + std::to_string(first) + ".." + std::to_string(last) +
+                                      " has absmax " + shortest(b.a) + " and E4M3 scale " + shortest(b.s_unrounded) +
+                                      ", whose decode factor fl32(s_b T) with the tensor amax T = " + shortest(f.decl->tensor_amax) +
+                                      " overflows binary32 (" + f.name() + ": a tensor amax above FLT_MAX / 448 can; policy 'error' "
+                                      "refuses it; " + advice + ")");
             const bool fp16 = f.decl->scale == ScaleType::kFp16Absmax && std::isfinite(b.s_unrounded);
             return make_error(ErrorCode::kRangeOverflow,
                               describe(site, start) + ": the block of elements " + std::to_string(first) + ".." +
@@ -485,12 +538,14 @@ Result<Quantized> quantize_decl(const FormatSpec& f, std::span<const float> x, i
         for (int64_t i = start; i < start + len; ++i) {
             const float xi = x[static_cast<size_t>(i)];
             float v = 0;
-            if (s == 0) {
+            if (multiplies(d.scale)) {
+                // The quotient is w m even where s is 0 (FORMATS.md section 3): NVFP4's zero block scale
+                // gives saturated codes that decode to zeros; fp32-eps-mul's |w m| < 1/2 gives code 0.
+                v = mul32(d.offset_min ? sub32(xi, b.lo) : xi, b.m);
+            } else if (s == 0) {
                 // All-zero block (or constant block with offset): a zero with x's sign; with an offset
                 // it is fl32(x - lo) = +0.
                 v = d.offset_min ? 0.0f : std::copysign(0.0f, xi);
-            } else if (multiplies(d.scale)) {
-                v = mul32(d.offset_min ? sub32(xi, b.lo) : xi, b.m);
             } else {
                 v = div32(d.offset_min ? sub32(xi, b.lo) : xi, s);
             }
@@ -638,6 +693,9 @@ Exact decl_element_bound(const Decl& d, float x, float s, float lo, float m) {
     // 0), but under fp32-eps-mul, whose fl32(a / A) has no floor, a block of range a <= A 2^-150 too:
     // the error |x - lo| or |x| is at most a.
     if (s == 0) {
+        // NVFP4: a block scale of 0 (or a product s_b T that underflows) decodes every code to a zero:
+        // the error is |x| itself.
+        if (d.scale == ScaleType::kE4m3TensorAmax) return Exact(x).abs();
         if (d.scale != ScaleType::kFp32EpsMul) return Exact();
         const Exact e = (Exact(x) - Exact(d.offset_min ? lo : 0.0f)).abs(), cap = Exact(d.amp) * Exact::pow2(-150);
         return e < cap ? e : cap;

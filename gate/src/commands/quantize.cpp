@@ -186,7 +186,7 @@ Result<Printed> quantize(const QuantizeRequest& a) {
 
     Site site;
     site.tensor = a.in;
-    auto check = quantize_and_check(format, arr->data, a.block, policy, site, a.seed);
+    auto check = quantize_tensor(format, arr->data, a.block, policy, site, a.seed);
     if (!check) return check.error();
     const QuantizeCheck& c = *check;
     const int64_t wire = c.encoded.wire_bytes();
@@ -204,6 +204,9 @@ Result<Printed> quantize(const QuantizeRequest& a) {
         appendf(o, "wire bytes        %lld (%.3f bits/element; binary32 input %lld bytes)\n", static_cast<long long>(wire),
                 c.encoded.elements ? 8.0 * static_cast<double>(wire) / static_cast<double>(c.encoded.elements) : 0.0,
                 static_cast<long long>(4 * c.encoded.elements));
+        if (c.encoded.format.takes_tensor_amax())
+            appendf(o, "tensor amax       %s (the tensor's largest |x|: every block's E4M3 scale is under it)\n",
+                    reports::shortest(c.encoded.format.decl->tensor_amax).c_str());
         appendf(o, "max |error|       %s\n", reports::shortest(c.bounds.max_error).c_str());
         appendf(o, "max error/bound   %.6f (%s, exact arithmetic)\n", c.bounds.max_error_to_bound,
                 c.bounds.holds ? "bound holds" : "BOUND VIOLATED");

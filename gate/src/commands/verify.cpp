@@ -642,6 +642,9 @@ Result<Printed> verify_quantize(const VerifyQuantizeRequest& a) {
     if (auto st = floats(a.scales, run.scales, run.has_scales); !st) return st.error();
     if (auto st = floats(a.offsets, run.offsets, run.has_offsets); !st) return st.error();
 
+    // NVFP4 (D58): the blocks take the amax of the whole input tensor (every shard's).
+    const FormatSpec resolved = format->for_tensor(x->data);
+    format = &resolved;
     const auto started = std::chrono::steady_clock::now();
     auto r = run_check(*format, x->data, a.block, a.shard, run, *conf);
     if (!r) {

@@ -28,7 +28,7 @@ enum class FloatSpecial : uint8_t { kIeee = 0, kNanOnly = 1, kNone = 2 };
 enum class ScaleType : uint8_t {
     kFp32Absmax = 0, kFp16Absmax = 1, kE8m0Floor = 2, kE8m0Rceil = 3, kNone = 4, kE8m0Even = 5, kE8m0Ceil = 6,
     kFp32AmaxMul = 7, kFp32AmaxMulRcp = 8, kE8m0RceilMul = 9, kPow2RceilMul = 10, kFp32AmaxMulInv = 11,
-    kE8m0FbgemmEven = 12, kFp32EpsMul = 13,
+    kE8m0FbgemmEven = 12, kFp32EpsMul = 13, kE4m3TensorAmax = 14,
 };
 // A power-of-two scale stored as one E8M0 byte.
 inline bool is_e8m0(ScaleType s) {
@@ -39,11 +39,12 @@ inline bool is_e8m0(ScaleType s) {
 inline bool is_pow2_scale(ScaleType s) { return is_e8m0(s) || s == ScaleType::kPow2RceilMul; }
 // A scale whose element encode is x (less the offset) times a multiplier m rounded apart from the stored
 // scale (so x / s and x m differ): fl32(A / max(a, amax_floor)) for fp32-amax-mul, fp32-amax-mul-rcp and
-// fp32-amax-mul-inv, fl32(A / fl32(a + amax_eps)) for fp32-eps-mul.
+// fp32-amax-mul-inv, fl32(A / fl32(a + amax_eps)) for fp32-eps-mul, and NVFP4's
+// min(fl32(1 / fl32(s_b S_dec)), FLT_MAX) for e4m3-tensor-amax (FORMATS.md section 2).
 // (QT_HD: kernels/decl_math.hpp's decl_plan and decl_code_t call it on the device too.)
 QT_HD bool multiplies(ScaleType s) {
     return s == ScaleType::kFp32AmaxMul || s == ScaleType::kFp32AmaxMulRcp || s == ScaleType::kFp32AmaxMulInv ||
-           s == ScaleType::kFp32EpsMul;
+           s == ScaleType::kFp32EpsMul || s == ScaleType::kE4m3TensorAmax;
 }
 // A scale computed from max(a, amax_floor) (the key `amax_floor`): the five "-mul" scales of the absmax.
 inline bool takes_amax_floor(ScaleType s) {
@@ -119,6 +120,10 @@ struct Decl {
     float amax_floor = 0;          // the "-mul" scales: a = max(absmax, amax_floor) (DeepEP 1e-4, FlashInfer 1e-12)
     float amax_eps = 0;            // fp32-eps-mul: m = fl32(A / fl32(a + amax_eps)) (FBGEMM 1e-20 on GPUs, 1e-8 on CPUs)
     bool decode_fma = false;       // decode = "fma" (offset min): sat(fl32(val s + lo)), one rounding (FBGEMM's fused decode)
+    // e4m3-tensor-amax (NVFP4's second level): T, the amax of the tensor the blocks belong to, a
+    // finite binary32 >= 0. Negative: not declared; finalize() makes it 448 A, whose tensor scale is 1.
+    // `quantize` sets it to the amax of the tensor it is given (Transformer Engine's recipe).
+    float tensor_amax = -1;
 
     // ---- derived by finalize() (what the kernels read) --------------------------------------------
     float amp = 0;                 // A: the scale maps a block's absmax (or range) onto it
@@ -129,6 +134,10 @@ struct Decl {
     int32_t emin = 0;              // float: 1 - bias
     float max_finite = 0;          // float: the largest finite magnitude
     double mid[kMaxTable] = {};    // table: mid[i] = (table[i] + table[i+1]) / 2, exact
+    // e4m3-tensor-amax, with K = 448 A: S_enc = min(fl32(K / T), FLT_MAX) (1 when T is 0 or that
+    // is 0), S_dec = fl32(1 / S_enc), the block statistic's factor fl32(S_enc fl32(1 / A)), and the
+    // decode's fl32(1 / K) (Transformer Engine's constants for E2M1: 2688 and RN(1/2688)).
+    float t_enc = 0, t_dec = 0, t_blk = 0, t_rcp_k = 0;
 
     // Bytes of metadata per block: the scale's (4, 2, 1, 0) plus 4 for an offset.
     int metadata_bytes() const;
@@ -144,5 +153,7 @@ struct Decl {
 
 // Checks every field (a mistake is named by its TOML key) and fills the derived ones.
 Status finalize(Decl& d);
+// e4m3-tensor-amax: T = t (a finite binary32 >= 0) and the constants derived from it (a finalized d).
+void set_tensor_amax(Decl& d, float t);
 
 }  // namespace qtransit

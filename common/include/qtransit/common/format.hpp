@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,8 +54,18 @@ struct FormatSpec {
     // Bytes the codes of one block of `len` elements occupy: packing restarts at every block,
     // an odd INT4 block pads its last nibble, other sub-byte widths pad the last byte.
     int64_t code_bytes(int64_t len) const { return (len * bits + 7) / 8; }
-    // Wire bytes of a tensor of `elements` values quantized in blocks of `block` (last block short).
+    // Wire bytes of the blocks of a tensor of `elements` values quantized in blocks of `block` (last
+    // block short); a tensor's own metadata (tensor_bytes) is not included.
     int64_t wire_bytes(int64_t elements, int64_t block) const;
+    // Bytes a quantized tensor carries once, beside its blocks: NVFP4's binary32 tensor amax (4), else 0.
+    int tensor_bytes() const;
+    // A format whose blocks take the amax of their tensor (scale e4m3-tensor-amax, NVFP4's second level).
+    bool takes_tensor_amax() const;
+    // For such a format a copy (the same name) whose declared tensor amax is t, a finite binary32 >= 0;
+    // *this for every other format.
+    FormatSpec with_tensor_amax(float t) const;
+    // with_tensor_amax of the largest finite |x| (0 if none), as Transformer Engine's recipe takes it.
+    FormatSpec for_tensor(std::span<const float> x) const;
     // 0, or the one block size the format allows (the MX formats: 32).
     int64_t fixed_block() const { return kind == FormatKind::kDecl ? decl->fixed_block : 0; }
     // Block size checks: >= 1, and the format's fixed size if it has one (message names both).

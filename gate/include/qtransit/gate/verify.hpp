@@ -25,8 +25,14 @@ struct QuantizeCheck {
     int64_t poisoned_blocks = 0;
 };
 
+// x through the production kernel and the reference with `format` as given (a block-level check: NVFP4
+// under its declared tensor amax), the bound checked on the kernel's output.
 Result<QuantizeCheck> quantize_and_check(const FormatSpec& format, std::span<const float> x, int64_t block,
                                          Nonfinite policy, const Site& site = {}, uint64_t seed = 0);
+// quantize_and_check of a user's tensor: a format whose blocks take the tensor's amax (NVFP4, D58) takes
+// x's largest finite |x| (FormatSpec::for_tensor), as Transformer Engine's recipe does.
+Result<QuantizeCheck> quantize_tensor(const FormatSpec& format, std::span<const float> x, int64_t block, Nonfinite policy,
+                                      const Site& site = {}, uint64_t seed = 0);
 
 // The object `qtransit quantize --json` prints (README "The command"): every binary32 shortest,
 // NaN (a poisoned block) as null.

@@ -35,7 +35,7 @@ struct EncodedTensor {
     SignKey key;
 
     int64_t blocks() const { return block > 0 ? (elements + block - 1) / block : 0; }
-    int64_t wire_bytes() const { return format.wire_bytes(elements, block); }
+    int64_t wire_bytes() const { return format.wire_bytes(elements, block) + (elements > 0 ? format.tensor_bytes() : 0); }
 };
 
 // Sizes of the buffers encode_into() fills.

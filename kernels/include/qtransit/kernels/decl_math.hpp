@@ -66,6 +66,21 @@ QT_HD uint32_t round_bits(const RoundKey& k, int64_t i) {
 }
 
 // ---- the scale of a block -------------------------------------------------------------------------
+// NVFP4's block scale (e4m3-tensor-amax, FORMATS.md section 2): v >= 0 rounded to nearest even on
+// the E4M3 grid (3 mantissa bits, smallest normal 2^-6, subnormal step 2^-9), saturated at 448 as
+// cvt.rn.satfinite does (inf too). Straight-line: the binade from the exponent field (a subnormal
+// binary32 reads as below 2^-6), the step's scaling by powers of two exact.
+QT_HD float e4m3_sat(float v) {
+    v = fmin_(v, 512.0f);
+    int e = static_cast<int>((f32_bits(v) >> 23) & 0xffu) - 127;
+    e = e < -6 ? -6 : e;
+    return fmin_(mul_rn(rne(mul_rn(v, pow2f(3 - e))), pow2f(e - 3)), 448.0f);
+}
+// The E4M3 block scale s_b of a block of absmax a: E4M3(fl32(a fl32(S_enc fl32(1/A)))).
+QT_HD float nvfp4_block_scale(const Decl& d, float a) { return e4m3_sat(mul_rn(a, d.t_blk)); }
+// What the block's codes decode by: fl32(fl32(s_b T) fl32(1/K)) (Transformer Engine's dequantize).
+QT_HD float nvfp4_decode_factor(const Decl& d, float sb) { return mul_rn(mul_rn(sb, d.tensor_amax), d.t_rcp_k); }
+
 // `a`: the block's absmax, or fl32(hi - lo) with an offset; finite and >= 0. Returns s; +inf means
 // a range overflow (the caller refuses or poisons the block). decl_scale_t: for scale type S
 // (which must be d's); written without branches where it can be, so that the CPU backend can
@@ -124,6 +139,10 @@ QT_HD_BLOCK float decl_scale_t(const Decl& d, float a) {
         // FBGEMM's row-wise INT8: s = fl32(a / A), 0 for a == 0 (no floor); the elements are multiplied
         // by decl_multiplier's m = fl32(A / fl32(a + eps)).
         return a == 0.0f ? 0.0f : div_rn(a, d.amp);
+    } else if constexpr (S == ScaleType::kE4m3TensorAmax) {
+        // NVFP4: the stored scale is the decode factor of the block's E4M3 scale (one byte on the
+        // wire, with the tensor's T); the elements are multiplied by decl_multiplier's m.
+        return nvfp4_decode_factor(d, nvfp4_block_scale(d, a));
     } else if constexpr (S == ScaleType::kE8m0RceilMul || S == ScaleType::kPow2RceilMul) {
         // DeepEP's round_scale: t = fl32(max(a, F) fl32(1/A)) rounded up to a power of two, read from
         // t's bits: the exponent field, plus one for any mantissa bit; a subnormal t (field 0) is
@@ -143,8 +162,11 @@ QT_HD_BLOCK float decl_scale_t(const Decl& d, float a) {
 }
 // The multiplier of fp32-amax-mul, -mul-rcp and -mul-inv: m = fl32(A / max(a, F)), finite (finalize:
 // F >= A / FLT_MAX) and rounded apart from the scale; of fp32-eps-mul, m = fl32(A / fl32(a + eps)) (eps
-// >= A / FLT_MAX). Each element's quotient is fl32(x m) (fl32(fl32(x - lo) m) with an offset).
+// >= A / FLT_MAX); of e4m3-tensor-amax, m = min(fl32(1 / fl32(s_b S_dec)), FLT_MAX) (a zero s_b: FLT_MAX,
+// and its codes decode to zeros). Each element's quotient is fl32(x m) (fl32(fl32(x - lo) m) with an offset).
 QT_HD_BLOCK float decl_multiplier(const Decl& d, float a) {
+    if (d.scale == ScaleType::kE4m3TensorAmax)
+        return fmin_(div_rn(1.0f, mul_rn(nvfp4_block_scale(d, a), d.t_dec)), kFltMax);
     return d.scale == ScaleType::kFp32EpsMul ? div_rn(d.amp, add_rn(a, d.amax_eps)) : div_rn(d.amp, fmax_(a, d.amax_floor));
 }
 QT_HD_BLOCK float decl_scale(const Decl& d, float a) {
@@ -162,6 +184,7 @@ QT_HD_BLOCK float decl_scale(const Decl& d, float a) {
         case ScaleType::kE8m0RceilMul: return decl_scale_t<ScaleType::kE8m0RceilMul>(d, a);
         case ScaleType::kPow2RceilMul: return decl_scale_t<ScaleType::kPow2RceilMul>(d, a);
         case ScaleType::kFp32EpsMul: return decl_scale_t<ScaleType::kFp32EpsMul>(d, a);
+        case ScaleType::kE4m3TensorAmax: return decl_scale_t<ScaleType::kE4m3TensorAmax>(d, a);
         case ScaleType::kNone: return 1.0f;
     }
     return 1.0f;
@@ -271,8 +294,11 @@ template <ElemType E, Rounding R>
 QT_HD int32_t decl_code_t(const Decl& d, float x, float s, float lo, float m, uint32_t rbits) {
     float v;
     const float w = d.offset_min ? sub_rn(x, lo) : x;
-    if (s == 0.0f) v = d.offset_min ? 0.0f : (f32_bits(x) & 0x80000000u ? -0.0f : 0.0f);
-    else if (multiplies(d.scale)) v = mul_rn(w, m);
+    // A scale that multiplies takes fl32(w m) even where s is 0: NVFP4's zero block scale has m = FLT_MAX
+    // and saturated codes that decode to zeros, as Transformer Engine's kernel writes them; under
+    // fp32-eps-mul |w m| < 1/2 there (finalize), code 0 either way.
+    if (multiplies(d.scale)) v = mul_rn(w, m);
+    else if (s == 0.0f) v = d.offset_min ? 0.0f : (f32_bits(x) & 0x80000000u ? -0.0f : 0.0f);
     else v = div_rn(w, s);
     if constexpr (E == ElemType::kInt) {
         return int_code<R>(int_grid(d), v, rbits);
