@@ -135,8 +135,13 @@ void add_quantize(CLI::App& app, Requests& r, Commands& c) {
     c.quantize->add_option("--rounding", r.quantize.rounding, "nearest (the format's own) or stochastic (its -sr twin)")
         ->capture_default_str();
     c.quantize->add_option("--seed", r.quantize.seed, "Stochastic rounding's key (replays exactly)")->check(seed_value)->capture_default_str();
-    c.quantize->add_option("--block", r.quantize.block, "Elements per quantization block (last block may be short)")
+    c.quantize->add_option("--block", r.quantize.block,
+                           "Elements per quantization block (last block may be short); 0: the format's own (nvfp4's 16, a tile's area), else 32")
         ->capture_default_str();
+    c.quantize->add_option("--shape", r.quantize.shape,
+                           "The tensor's shape, ROWS,COLS,... (default: the .npy's): a tiled format (nvfp4-2d, fp8-e4m3-128x128) "
+                           "quantizes it as [product of the others, last] in its tiles")
+        ->delimiter(',');
     c.quantize->add_option("--in", r.quantize.in, "Input .npy (binary32 or binary16, any shape, C order)")->required();
     c.quantize->add_option("--nonfinite", r.quantize.nonfinite, "NaN/inf policy: error (refuse) or propagate (poison block)")
         ->capture_default_str();

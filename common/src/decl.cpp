@@ -112,6 +112,16 @@ void set_tensor_amax(Decl& d, float t) {
 
 Status finalize(Decl& d) {
     if (d.fixed_block < 0) return bad("block", "must be a positive integer (or absent for any block size)");
+    if (d.tile_rows != 0 || d.tile_cols != 0) {
+        if (d.tile_rows < 1 || d.tile_cols < 1 || static_cast<int64_t>(d.tile_rows) * d.tile_cols > (1 << 20))
+            return bad("tile", "must be [rows, cols], two positive integers whose product is at most 2^20");
+        const int32_t area = d.tile_rows * d.tile_cols;
+        if (d.fixed_block != 0 && d.fixed_block != area)
+            return bad("block", "is " + std::to_string(d.fixed_block) + ", but a tile of " + std::to_string(d.tile_rows) + " x " +
+                                    std::to_string(d.tile_cols) + " is a block of " + std::to_string(area) + " (leave block out)");
+        d.fixed_block = area;
+        if (d.rotated()) return bad("tile", "a tile does not combine with transform 'hadamard' yet");
+    }
     if (d.random_signs && !d.rotated()) return bad("signs", "'random' signs need transform = 'hadamard'");
     if (d.rotated() && d.fixed_block && !std::has_single_bit(static_cast<unsigned>(d.fixed_block)))
         return bad("block", "transform 'hadamard' rotates each block, whose length must be a power of two; got " +

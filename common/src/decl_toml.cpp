@@ -115,7 +115,7 @@ const std::vector<std::pair<std::string, FloatSpecial>> kSpecials{{"ieee", Float
                                                                   {"none", FloatSpecial::kNone}};
 const std::vector<std::pair<std::string, bool>> kRanges{{"restricted", false}, {"full", true}};
 
-const std::vector<std::string> kTopKeys{"name", "like", "block", "scale", "amax_floor", "amax_eps", "tensor_amax", "offset", "decode", "rounding", "packing", "transform", "signs", "element",
+const std::vector<std::string> kTopKeys{"name", "like", "block", "tile", "scale", "amax_floor", "amax_eps", "tensor_amax", "offset", "decode", "rounding", "packing", "transform", "signs", "element",
                                         "conventions"};
 const std::vector<std::string> kConventionKeys{"nonfinite", "scale_floor", "scale_subnormals", "divide_floor", "divide_floor_by",
                                                "zero_scale", "overflow", "element_subnormals", "decode_overflow"};
@@ -256,7 +256,7 @@ Result<FormatSpec> declaration_from_table(const toml::table& t, const std::strin
     const toml::node* element = nullptr;
     // `like`: start from another format's declaration (a built-in, or one declared before), so that a
     // library's conventions are declared without restating the format; the other keys override it.
-    bool liked = false, have_amax_floor = false, have_amax_eps = false, have_tensor_amax = false;
+    bool liked = false, have_amax_floor = false, have_amax_eps = false, have_tensor_amax = false, have_tile = false, have_block = false;
     if (const toml::node* like = t.get("like")) {
         auto s = get_str(c, *like, "like");
         if (!s) return s.error();
@@ -286,6 +286,21 @@ Result<FormatSpec> declaration_from_table(const toml::table& t, const std::strin
             auto b = get_int(c, v, key, 1, 1 << 20);
             if (!b) return b.error();
             d.fixed_block = *b;
+            have_block = true;
+        } else if (key == "tile") {
+            const toml::array* a = v.as_array();
+            if (!a || a->size() != 2)
+                return c.err(v.source(), key, "expected [rows, cols], two positive integers (e.g. tile = [128, 128])");
+            int32_t rc[2] = {0, 0};
+            for (size_t i = 0; i < 2; ++i) {
+                const auto* n = (*a)[i].as_integer();
+                if (!n || n->get() < 1 || n->get() > (1 << 20))
+                    return c.err(v.source(), key, "expected [rows, cols], two integers 1..2^20 (e.g. tile = [128, 128])");
+                rc[i] = static_cast<int32_t>(n->get());
+            }
+            d.tile_rows = rc[0];
+            d.tile_cols = rc[1];
+            have_tile = true;
         } else if (key == "scale") {
             auto s = get_enum(c, v, key, kScales);
             if (!s) return s.error();
@@ -342,6 +357,10 @@ Result<FormatSpec> declaration_from_table(const toml::table& t, const std::strin
     // A liked format's floor goes with its scale: another scale that takes none drops it.
     if (liked && !have_amax_floor && !takes_amax_floor(d.scale)) d.amax_floor = 0;
     if (liked && !have_amax_eps && d.scale != ScaleType::kFp32EpsMul) d.amax_eps = 0;
+    // A tile of its own sets the block (its area) unless a block is declared beside it (then they must agree);
+    // a block of its own on a liked tiled format drops the tile.
+    if (have_tile && !have_block) d.fixed_block = 0;
+    if (liked && have_block && !have_tile) d.tile_rows = d.tile_cols = 0;
     // The liked tensor amax goes with its scale and element (its default is 448 A): another scale, or
     // an [element] of its own, takes the default again unless it declares one.
     if (liked && !have_tensor_amax && (element || d.scale != ScaleType::kE4m3TensorAmax)) d.tensor_amax = -1;
@@ -529,7 +548,8 @@ Result<std::string> declaration_to_toml(const FormatSpec& f) {
     std::string conventions_text;
     o << "# " << f.name() << ": a format declaration (docs/FORMATS.md section 8)\n";
     o << "name = \"" << f.name() << "\"\n";
-    if (d.fixed_block) o << "block = " << d.fixed_block << "\n";
+    if (d.tiled()) o << "tile = [" << d.tile_rows << ", " << d.tile_cols << "]\n";
+    else if (d.fixed_block) o << "block = " << d.fixed_block << "\n";
     o << "scale = \"" << to_string(d.scale) << "\"\n";
     if (d.amax_floor != 0) o << "amax_floor = " << toml_float(d.amax_floor) << "\n";
     if (d.amax_eps != 0) o << "amax_eps = " << toml_float(d.amax_eps) << "\n";
@@ -580,7 +600,8 @@ Result<std::string> declaration_to_toml(const FormatSpec& f) {
 
 bool same_declaration(const Decl& a, const Decl& b) {
     if (a.elem != b.elem || a.scale != b.scale || a.offset_min != b.offset_min || a.rounding != b.rounding ||
-        a.packing != b.packing || a.fixed_block != b.fixed_block || a.bits != b.bits || a.transform != b.transform ||
+        a.packing != b.packing || a.fixed_block != b.fixed_block || a.tile_rows != b.tile_rows || a.tile_cols != b.tile_cols ||
+        a.bits != b.bits || a.transform != b.transform ||
         a.random_signs != b.random_signs || !(a.conventions == b.conventions) ||
         std::bit_cast<uint32_t>(a.amax_floor) != std::bit_cast<uint32_t>(b.amax_floor) ||
         std::bit_cast<uint32_t>(a.amax_eps) != std::bit_cast<uint32_t>(b.amax_eps) || a.decode_fma != b.decode_fma ||

@@ -532,6 +532,22 @@ const std::vector<FormatSpec>& all_builtin_formats() {
         // 16, an E4M3 scale per block under the binary32 amax T of the tensor (FORMATS.md section 2). The
         // declaration's T is 2688 (a tensor scale of 1); quantize takes the amax of the tensor it is given.
         v.push_back(declared("nvfp4", float_decl(2, 1, 1, FloatSpecial::kNone, ScaleType::kE4m3TensorAmax, 16)));
+        // 2-D blocks (FORMATS.md section 8, `tile`): TE's NVFP4 for weights, one E4M3 scale per 16x16 tile
+        // (docs/SOURCES.md 5.5); DeepGEMM's per_block_cast_to_fp8 for 128x128 weight tiles (DeepSeek-V3's
+        // weights: s = fl32(max(amax, 1e-4) / 448), the elements times fl32(448 / max(amax, 1e-4))), and its
+        // use_ue8m0 form (the scale rounded up to a power of two).
+        {
+            Decl d = float_decl(2, 1, 1, FloatSpecial::kNone, ScaleType::kE4m3TensorAmax, 0);
+            d.tile_rows = d.tile_cols = 16;
+            v.push_back(declared("nvfp4-2d", d));
+            for (auto [name, scale] : {std::pair{"fp8-e4m3-128x128", ScaleType::kFp32AmaxMul},
+                                       std::pair{"fp8-e4m3-128x128-ue8m0", ScaleType::kE8m0RceilMul}}) {
+                Decl t = float_decl(4, 3, 7, FloatSpecial::kNanOnly, scale, 0);
+                t.amax_floor = 1e-4f;
+                t.tile_rows = t.tile_cols = 128;
+                v.push_back(declared(name, t));
+            }
+        }
         // QuickReduce's INT4, INT6 and INT8 codecs (vLLM's and SGLang's quick all-reduce on ROCm:
         // docs/SOURCES.md section 2, FORMATS.md section 11), groups of 32 by default.
         for (int b : {4, 6, 8}) v.push_back({FormatKind::kQr, b});

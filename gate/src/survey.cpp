@@ -23,7 +23,7 @@ Result<SurveyResult> run_survey(const SurveySpec& spec) {
             SurveyCase sc;
             sc.format = f.name();
             sc.dist = kernels::to_string(d);
-            auto c = quantize_tensor(f, x, spec.block, Nonfinite::kError, site);
+            auto c = quantize_tensor(f, x, std::vector<int64_t>{static_cast<int64_t>(x.size())}, spec.block, Nonfinite::kError, site);
             ++done;
             if (!c) {
                 // ds-int<b> refuses inputs beyond binary16 (docs/DECISIONS.md D3): a reported refusal,

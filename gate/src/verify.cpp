@@ -41,9 +41,32 @@ std::string first_difference(const char* what, std::span<const T> k, std::span<c
 
 }  // namespace
 
-Result<QuantizeCheck> quantize_tensor(const FormatSpec& format, std::span<const float> x, int64_t block, Nonfinite policy,
-                                      const Site& site, uint64_t seed) {
-    return quantize_and_check(format.for_tensor(x), x, block, policy, site, seed);
+Result<QuantizeCheck> quantize_tensor(const FormatSpec& format, std::span<const float> x, std::span<const int64_t> shape, int64_t block,
+                                      Nonfinite policy, const Site& site, uint64_t seed) {
+    if (!format.tiled()) return quantize_and_check(format.for_tensor(x), x, block, policy, site, seed);
+    auto grid = tile_grid(format, shape);
+    if (!grid) return grid.error();
+    const std::vector<float> xt = to_tile_order(x, *grid);
+    auto c = quantize_and_check(format.for_tensor(x), xt, block, policy, site, seed);
+    if (!c) {  // name the element by its place in the tensor, not in tile order
+        Error e = c.error();
+        const std::string key = "element ";
+        if (const size_t at = e.message.find(key); at != std::string::npos) {
+            size_t end = at + key.size();
+            while (end < e.message.size() && std::isdigit(static_cast<unsigned char>(e.message[end]))) ++end;
+            if (end > at + key.size()) {
+                const int64_t k = std::stoll(e.message.substr(at + key.size(), end - at - key.size()));
+                e.message.replace(at, end - at, key + std::to_string(row_major_index(k, *grid)));
+            }
+        }
+        return e;
+    }
+    c->codes = from_tile_order<int32_t>(c->codes, *grid);
+    c->decoded = from_tile_order<float>(c->decoded, *grid);
+    if (c->bounds.first_violation >= 0) c->bounds.first_violation = row_major_index(c->bounds.first_violation, *grid);
+    if (!c->mismatch.empty()) c->mismatch += " (an index in tile order)";
+    c->grid = *grid;
+    return c;
 }
 
 Result<QuantizeCheck> quantize_and_check(const FormatSpec& format, std::span<const float> x, int64_t block,

@@ -489,6 +489,10 @@ Result<std::shared_ptr<const PluginCodec>> PluginCodec::from_descriptor(const qt
     const FormatSpec& f = p->format_;
     // A codec is handed shards and blocks; NVFP4's blocks also take the amax of the whole tensor, which
     // the ABI does not pass (and the codec check would have to resolve per call): not yet.
+    if (f.tiled())
+        return refuse("its format " + f.name() + " quantizes 2-D tiles (" + std::to_string(f.decl->tile_rows) + " x " +
+                      std::to_string(f.decl->tile_cols) + "), which codec ABI version " + std::to_string(QTRANSIT_CODEC_ABI_VERSION) +
+                      " does not lay out: such a codec cannot be checked yet");
     if (f.takes_tensor_amax())
         return refuse("its format " + f.name() + " takes the tensor's amax (scale e4m3-tensor-amax), which codec ABI version " +
                       std::to_string(QTRANSIT_CODEC_ABI_VERSION) + " does not pass: such a codec cannot be checked yet");

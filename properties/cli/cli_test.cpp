@@ -69,7 +69,7 @@ TEST_F(Cli, UnknownFormatListsTheKnownOnes) {
 
 TEST_F(Cli, BadInvocationsExitTwoWithOneLine) {
     const std::string x = npy("x.npy", {1, 2, 3});
-    for (const std::string& args : {"quantize --format int8 --block 0 --in " + x, "quantize --format int8 --block -3 --in " + x,
+    for (const std::string& args : {"quantize --format int8 --block -1 --in " + x, "quantize --format int8 --block -3 --in " + x,
                                     "quantize --format int8 --in " + (dir_ / "missing.npy").string(),
                                     "quantize --format int8 --in " + x + " --nonfinite maybe", "quantize --in " + x,
                                     std::string("nosuchcommand"), "quantize --format int8 --in " + x + " --block abc"}) {

@@ -159,6 +159,36 @@ TEST_F(VerifyCli, Nvfp4TakesTheTensorsAmax) {
     EXPECT_EQ(o.code, 1) << o.out << o.err;
 }
 
+// 2-D blocks (FORMATS.md section 8): quantize takes a 2-D tensor's tiles (or --shape for a flat one);
+// the decoded values come back row-major, so verify quantize passes them, and a changed element fails
+// it; a shape that is not a multiple of the tile is refused before any work.
+TEST_F(VerifyCli, TilesQuantizeAndVerifyRowMajor) {
+    auto x = tensor(32 * 48, 0.25f);
+    for (size_t i = 0; i < 16 * 48; ++i) x[i] *= 100.0f;  // the upper tiles 400 times the lower
+    save("w.npy", x, {32, 48});
+    save("flat.npy", x, {32 * 48});
+    const auto q = run("quantize --format nvfp4-2d --in " + path("w.npy") + " --out " + path("q") + " --json");
+    ASSERT_EQ(q.code, 0) << q.err;
+    const auto j = nlohmann::json::parse(q.out);
+    EXPECT_EQ(j["block"], 256);
+    EXPECT_EQ(j["scales"].size(), 6u);  // 2 x 3 tiles
+    EXPECT_TRUE(j["matches_reference"].get<bool>());
+    const auto f = run("quantize --format nvfp4-2d --in " + path("flat.npy") + " --shape 32,48 --json");
+    ASSERT_EQ(f.code, 0) << f.err;
+    EXPECT_EQ(nlohmann::json::parse(f.out)["decoded"], j["decoded"]);
+    auto o = run("verify quantize --format nvfp4-2d --in " + path("w.npy") + " --decoded " + path("q/decoded.npy") + " --report-dir ''");
+    EXPECT_EQ(o.code, 0) << o.out << o.err;
+    auto d = load("q/decoded.npy");
+    d[47] = d[47] + 1.0f;  // row 0, column 47: tile (0, 2)
+    save("d.npy", d, {32, 48});
+    o = run("verify quantize --format nvfp4-2d --in " + path("w.npy") + " --decoded " + path("d.npy") + " --report-dir ''");
+    EXPECT_EQ(o.code, 1) << o.out << o.err;
+    refused("quantize --format nvfp4-2d --in " + path("flat.npy"), "quantizes a 2-D tensor in tiles of 16 x 16");
+    refused("quantize --format nvfp4-2d --in " + path("flat.npy") + " --shape 24,64", "is not a multiple of it");
+    refused("quantize --format nvfp4-2d --in " + path("flat.npy") + " --shape 10,10", "--shape 10,10 holds 100 elements");
+    refused("quantize --format fp8-e4m3-128x128 --in " + path("w.npy"), "tiles of 128 x 128");
+}
+
 TEST_F(VerifyCli, QuantizeReadsBfloat16AndSafetensors) {
     // bf16 inputs (what a framework holds): exactly representable, quantized as binary32 values.
     std::vector<float> x = tensor(128);

@@ -80,7 +80,7 @@ TEST(DeclToml, EveryKindOfMistakeNamesItsKey) {
     expect_names("name = \"x\"\n[element]\ntype = \"float\"\nmantissa_bits = 2\n", "element.exponent_bits", 2, "is required");
     expect_names("name = \"x\"\n[element]\ntype = \"table\"\n", "element.values", 2, "is required");
     // Unknown keys, at both levels.
-    expect_names(std::string("colour = 1\n") + kInt, "colour", 1, "unknown key (known: name, like, block, scale");
+    expect_names(std::string("colour = 1\n") + kInt, "colour", 1, "unknown key (known: name, like, block, tile, scale");
     expect_names(std::string(kInt) + "width = 3\n", "element.width", 5, "unknown key for an int element");
     // Keys of another element type.
     expect_names(std::string(kInt) + "values = [1.0, 2.0]\n", "element.values", 5, "does not belong to an int element");
@@ -195,6 +195,36 @@ TEST(DeclToml, TensorAmaxParsesPrintsBackAndGoesWithItsScale) {
     auto g = parse_declaration("name = \"nv-abs\"\nlike = \"nvfp4\"\nscale = \"fp32-absmax\"\n", "t.toml");
     ASSERT_TRUE(g.ok()) << g.error().message;
     EXPECT_LT(g->decl->tensor_amax, 0.0f);
+}
+
+// A tile (FORMATS.md section 8): parsed, its area the block, printed back, kept by a like, dropped by a
+// block of its own; every mistake named.
+TEST(DeclToml, TileParsesPrintsBackAndNamesItsMistakes) {
+    auto f = parse_declaration("name = \"t16\"\ntile = [16, 8]\n[element]\ntype = \"int\"\nbits = 4\n", "t.toml");
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    EXPECT_EQ(f->decl->tile_rows, 16);
+    EXPECT_EQ(f->decl->tile_cols, 8);
+    EXPECT_EQ(f->fixed_block(), 128);
+    auto text = qt::declaration_to_toml(*f);
+    ASSERT_TRUE(text.ok());
+    EXPECT_NE(text->find("tile = [16, 8]\n"), std::string::npos) << *text;
+    EXPECT_EQ(text->find("block ="), std::string::npos) << *text;
+    auto again = parse_declaration(*text, "again.toml");
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_TRUE(qt::same_declaration(*again->decl, *f->decl));
+    auto nv = parse_declaration("name = \"nv2\"\nlike = \"nvfp4\"\ntile = [16, 16]\n", "t.toml");  // nvfp4's block 16 gives way
+    ASSERT_TRUE(nv.ok()) << nv.error().message;
+    EXPECT_EQ(nv->fixed_block(), 256);
+    auto rows = parse_declaration("name = \"dg-rows\"\nlike = \"fp8-e4m3-128x128\"\nblock = 128\n", "t.toml");
+    ASSERT_TRUE(rows.ok()) << rows.error().message;
+    EXPECT_FALSE(rows->tiled());
+    EXPECT_EQ(rows->fixed_block(), 128);
+    expect_names("name = \"x\"\ntile = [0, 4]\n[element]\ntype = \"int\"\nbits = 4\n", "tile", 2, "two integers 1..2^20");
+    expect_names("name = \"x\"\ntile = 16\n[element]\ntype = \"int\"\nbits = 4\n", "tile", 2, "expected [rows, cols]");
+    expect_names("name = \"x\"\nblock = 32\ntile = [4, 4]\n[element]\ntype = \"int\"\nbits = 4\n", "block", 2,
+                 "a tile of 4 x 4 is a block of 16");
+    expect_names("name = \"x\"\ntile = [4, 4]\ntransform = \"hadamard\"\n[element]\ntype = \"int\"\nbits = 4\n", "tile", 2,
+                 "does not combine with transform 'hadamard'");
 }
 
 TEST(DeclToml, AnUnreadableFileIsNamed) {

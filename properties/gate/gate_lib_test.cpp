@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -10,7 +11,10 @@
 #include <tuple>
 #include <vector>
 
+#include "qtransit/common/decl_toml.hpp"
+#include "qtransit/common/tiles.hpp"
 #include "qtransit/gate/gate.hpp"
+#include "qtransit/gate/verify.hpp"
 #include "qtransit/gate/throughput.hpp"
 #include "qtransit/reports/gate_result.hpp"
 #include "qtransit/gate/verdicts.hpp"
@@ -875,3 +879,68 @@ TEST(GateReports, SaturatedSumsAreNamedInTheReports) {
     res.runs = {run("a2a-rs", "int4", 64, 0.1)};
     EXPECT_EQ(qt::reports::to_markdown(res).find("Saturated"), std::string::npos);
 }
+
+// ---- 2-D blocks (FORMATS.md section 8, `tile`) --------------------------------------------------------
+
+namespace {
+
+// A [4, 8] tensor in tiles of 2 x 4 (four tiles of very different magnitudes): the tile order, its
+// inverse and row_major_index agree; each tile's scale is its own absmax over 127 (fp32-absmax int8),
+// every element coded with its tile's scale, and the codes and decoded values come back row-major.
+TEST(Tiles, ATileIsABlockOfItsRowsInTileOrder) {
+    auto f = qt::parse_declaration("name = \"tile-2x4\"\ntile = [2, 4]\n[element]\ntype = \"int\"\nbits = 8\n", "t.toml");
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    EXPECT_EQ(f->fixed_block(), 8);
+    EXPECT_TRUE(f->tiled());
+    std::vector<float> x(32);
+    for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 8; ++j) {
+            const float mag = (i < 2 ? 1.0f : 1000.0f) * (j < 4 ? 1.0f : 0.001f);  // tile (i / 2, j / 4)
+            x[static_cast<size_t>(i * 8 + j)] = mag * static_cast<float>(1 + ((i * 8 + j) % 5)) * ((i + j) % 2 ? -1.0f : 1.0f);
+        }
+    const std::vector<int64_t> shape{4, 8};
+    auto g = qt::tile_grid(*f, shape);
+    ASSERT_TRUE(g.ok());
+    const auto t = qt::to_tile_order<float>(x, *g);
+    EXPECT_EQ(qt::from_tile_order<float>(t, *g), x);
+    for (int64_t k = 0; k < 32; ++k) EXPECT_EQ(t[static_cast<size_t>(k)], x[static_cast<size_t>(qt::row_major_index(k, *g))]) << k;
+    EXPECT_EQ(t[4], x[8]);   // tile (0, 0)'s second row starts at element 4 of the tile order
+    EXPECT_EQ(t[8], x[4]);   // tile (0, 1) is block 1
+    EXPECT_EQ(t[16], x[16]); // tile (1, 0) is block 2
+    auto c = qt::gate::quantize_tensor(*f, x, shape, 8, qt::Nonfinite::kError);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    ASSERT_TRUE(c->matches_reference) << c->mismatch;
+    EXPECT_TRUE(c->bounds.holds);
+    ASSERT_EQ(c->encoded.scales.size(), 4u);
+    for (int tile = 0; tile < 4; ++tile) {
+        float a = 0;
+        for (int k = 0; k < 8; ++k) a = std::max(a, std::fabs(t[static_cast<size_t>(tile * 8 + k)]));
+        EXPECT_EQ(c->encoded.scales[static_cast<size_t>(tile)], a / 127.0f) << tile;
+    }
+    // Row-major codes: element (i, j) coded with its tile's scale.
+    for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 8; ++j) {
+            const float s = c->encoded.scales[static_cast<size_t>((i / 2) * 2 + j / 4)];
+            const float v = x[static_cast<size_t>(i * 8 + j)] / s;
+            EXPECT_EQ(c->codes[static_cast<size_t>(i * 8 + j)], static_cast<int32_t>(std::nearbyint(v))) << i << "," << j;
+        }
+    // The same values as 1-D blocks of 8 (rows) give other scales: the tiles are what is checked.
+    auto rows = qt::gate::quantize_and_check(*f, x, 8, qt::Nonfinite::kError);
+    ASSERT_TRUE(rows.ok());
+    EXPECT_NE(rows->encoded.scales, c->encoded.scales);
+    // A shape that is not a multiple of the tile, and a 1-D one, are refused with the shape named.
+    auto bad = qt::gate::quantize_tensor(*f, x, std::vector<int64_t>{16, 2}, 8, qt::Nonfinite::kError);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().message.find("tiles of 2 x 4"), std::string::npos) << bad.error().message;
+    auto flat = qt::gate::quantize_tensor(*f, x, std::vector<int64_t>{32}, 8, qt::Nonfinite::kError);
+    ASSERT_FALSE(flat.ok());
+    EXPECT_NE(flat.error().message.find("2-D"), std::string::npos) << flat.error().message;
+    // A NaN is named by its place in the tensor, not in the tile order.
+    auto nan = x;
+    nan[8] = std::nanf("");  // row 1, column 0: element 4 of the tile order
+    auto e = qt::gate::quantize_tensor(*f, nan, shape, 8, qt::Nonfinite::kError);
+    ASSERT_FALSE(e.ok());
+    EXPECT_NE(e.error().message.find("element 8"), std::string::npos) << e.error().message;
+}
+
+}  // namespace

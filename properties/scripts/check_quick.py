@@ -33,6 +33,7 @@ def main():
                               ("flashinfer-fp8-2shot", "flashinfer-fp8"), ("deepep-fp8-dispatch", "fp8-e4m3-1x128"),
                               ("deepep-bf16-combine", "none"),
                               ("fsdp-float8-ag", "torchao-fp8-e4m3"),  # a tensor's scale (D50)
+                              ("te-nvfp4-ag", "nvfp4"),  # NVFP4's two levels, the amax all-reduced (D58)
                               ("quickreduce-int4", "quickreduce-q4"))}  # QuickReduce's binary16 codec (D57)
     for p, f in once.items():
         if p not in gate["paths"]:

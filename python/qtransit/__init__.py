@@ -46,18 +46,20 @@ def formats(block=32):
     return [FormatInfo(r) for r in json.loads(_native.formats_json(int(block)))["formats"]]
 
 
-def quantize(fmt, x, *, block=32, nonfinite="error", rounding="nearest", seed=0, raise_on_failure=False):
+def quantize(fmt, x, *, block=None, nonfinite="error", rounding="nearest", seed=0, raise_on_failure=False):
     """x through qtransit's production kernel for `fmt` (a name or a declaration .toml), checked
     bit for bit against the reference and element by element against the format's bound in exact
-    arithmetic, as `qtransit quantize --json`. nonfinite: "error" (a NaN or inf is a ValueError
-    naming its index) or "propagate" (its block is poisoned). rounding: "nearest" or "stochastic"
-    (the format's -sr twin keyed by seed)."""
+    arithmetic, as `qtransit quantize --json`. block: None for the format's own (nvfp4's 16, a
+    tile's area), else 32. A tiled format (nvfp4-2d, fp8-e4m3-128x128) quantizes x as [rows, last
+    dimension] in its tiles: codes and decoded come back in x's shape, scales in tile order.
+    nonfinite: "error" (a NaN or inf is a ValueError naming its index) or "propagate" (its block is
+    poisoned). rounding: "nearest" or "stochastic" (the format's -sr twin keyed by seed)."""
     a, shape = _arrays.as_f32(x, "x")
-    r = _native.quantize(str(fmt), a.reshape(-1), shape, int(block), str(nonfinite), str(rounding), int(seed))
+    r = _native.quantize(str(fmt), a.reshape(-1), shape, 0 if block is None else int(block), str(nonfinite), str(rounding), int(seed))
     return QuantizeResult(json.loads(r["json"]), r, shape)._raise_if(raise_on_failure)
 
 
-def verify_quantize(fmt, x, decoded, *, codes=None, wire=None, scales=None, offsets=None, block=32, shard=0,
+def verify_quantize(fmt, x, decoded, *, codes=None, wire=None, scales=None, offsets=None, block=None, shard=0,
                     conformance="exact", raise_on_failure=False):
     """A quantization computed elsewhere (your kernel's output) against the reference, as
     `qtransit verify quantize --json`: decoded (x's shape) is required; codes (one integer per
@@ -74,7 +76,8 @@ def verify_quantize(fmt, x, decoded, *, codes=None, wire=None, scales=None, offs
     w = None if wire is None else bytes(wire)
     s = None if scales is None else _arrays.as_f32(scales, "scales")[0].reshape(-1)
     o = None if offsets is None else _arrays.as_f32(offsets, "offsets")[0].reshape(-1)
-    r = _native.verify_quantize(str(fmt), xa.reshape(-1), da.reshape(-1), c, w, s, o, int(block), int(shard), str(conformance))
+    r = _native.verify_quantize(str(fmt), xa.reshape(-1), da.reshape(-1), c, w, s, o, 0 if block is None else int(block), int(shard),
+                                str(conformance))
     return VerifyQuantizeResult(json.loads(r["json"]), r["report"], r["text"])._raise_if(raise_on_failure)
 
 

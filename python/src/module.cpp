@@ -262,7 +262,7 @@ nb::dict quantize(const std::string& fmt, F32 x, std::vector<int64_t> shape, int
     std::string json;
     {
         nb::gil_scoped_release nogil;
-        c = take(qt::gate::quantize_tensor(setup.format, span_of(x), block, setup.policy, site, seed));
+        c = take(qt::gate::quantize_tensor(setup.format, span_of(x), shape, setup.block, setup.policy, site, seed));
         json = qt::gate::quantize_json(setup.format, c, shape, setup.policy, seed).dump();
     }
     nb::dict d;
@@ -284,6 +284,12 @@ nb::dict verify_quantize(const std::string& fmt, F32 x, F32 decoded, std::option
     a.conformance = conformance;
     if (offsets) a.offsets = "offsets";
     const auto setup = take(a.validate());
+    const int64_t blk = setup.block;  // the format's own where block is 0
+    if (setup.format.tiled())
+        throw nb::value_error((setup.format.name() + " quantizes 2-D tiles: verify_quantize takes 1-D blocks here; run "
+                               "`qtransit verify quantize` on the .npy files, which reads their shape").c_str());
+    // NVFP4 (D58): the blocks take the amax of the whole input tensor.
+    const qt::FormatSpec format = setup.format.for_tensor(span_of(x));
     if (decoded.shape(0) != x.shape(0))
         throw nb::value_error(("decoded: " + std::to_string(decoded.shape(0)) + " elements, but x has " + std::to_string(x.shape(0)) +
                                " (the decoded values have the input's shape)").c_str());
@@ -307,13 +313,13 @@ nb::dict verify_quantize(const std::string& fmt, F32 x, F32 decoded, std::option
     {
         nb::gil_scoped_release nogil;
         const auto started = std::chrono::steady_clock::now();
-        const auto c = take(qt::gate::run_check(setup.format, span_of(x), block, shard, run, setup.conformance));
+        const auto c = take(qt::gate::run_check(format, span_of(x), blk, shard, run, setup.conformance));
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        text = qt::gate::verify_quantize_text(setup.format, block, c, run, span_of(x), setup.conformance,
+        text = qt::gate::verify_quantize_text(format, blk, c, run, span_of(x), setup.conformance,
                                               {"x", "decoded", codes ? "codes" : "wire", "scales", "offsets"});
-        const auto j = qt::gate::verify_quantize_json(setup.format, block, c, run, setup.conformance);
+        const auto j = qt::gate::verify_quantize_json(format, blk, c, run, setup.conformance);
         json = j.dump();
-        rep.r = qt::gate::verify_quantize_report("qtransit.verify_quantize", seconds, setup.format, block, c, setup.conformance, j, text);
+        rep.r = qt::gate::verify_quantize_report("qtransit.verify_quantize", seconds, format, blk, c, setup.conformance, j, text);
     }
     nb::dict d;
     d["json"] = json;

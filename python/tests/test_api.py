@@ -121,7 +121,7 @@ def test_quantize_bad_inputs():
     with pytest.raises(ValueError, match="non-finite policy 'ignore'; known policies: error, propagate"):
         qtransit.quantize("int4", normal(8), nonfinite="ignore")
     with pytest.raises(ValueError, match="block"):
-        qtransit.quantize("int4", normal(8), block=0)
+        qtransit.quantize("int4", normal(8), block=-1)
     with pytest.raises(ValueError, match="no elements"):  # a check of nothing never passes
         qtransit.quantize("int4", np.zeros(0, dtype=np.float32))
 

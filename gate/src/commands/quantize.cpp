@@ -52,7 +52,7 @@ Result<Printed> quantize_by_codec(const QuantizeRequest& a, const QuantizeSetup&
                           "--shard " + std::to_string(a.shard) + " does not divide the " + std::to_string(n) + " elements");
     Site site;
     site.tensor = a.in;
-    auto r = codec_check(&codec, format, arr->data, a.block, shard, site, a.seed, conf);
+    auto r = codec_check(&codec, format, arr->data, s.block, shard, site, a.seed, conf);
     if (!r) return r.error();
     const CodecCheck& c = *r;
     Printed p;
@@ -68,7 +68,7 @@ Result<Printed> quantize_by_codec(const QuantizeRequest& a, const QuantizeSetup&
     std::vector<BoundaryClass> classes;
     bool hunt_fails = false;
     if (c.conforms && !a.no_hunt) {
-        classes = tally_boundaries(codec, format, a.block, a.seed);
+        classes = tally_boundaries(codec, format, s.block, a.seed);
         hunt = first_finding(classes, conf);
         hunt_fails = hunt && (conf == kernels::Conformance::kExact || hunt->violation);
     }
@@ -109,7 +109,7 @@ Result<Printed> quantize_by_codec(const QuantizeRequest& a, const QuantizeSetup&
     } else {
         appendf(o, "codec             %s\n", codec.describe().c_str());
         appendf(o, "format            %s (block %lld, blocks restart every %lld elements)\n", format.name().c_str(),
-                static_cast<long long>(a.block), static_cast<long long>(shard));
+                static_cast<long long>(s.block), static_cast<long long>(shard));
         appendf(o, "elements          %lld in %zu blocks\n", static_cast<long long>(n), c.encoded.scales.size());
         appendf(o, "max error/bound   %.6f (%s, exact arithmetic, the reference's block statistics)\n", c.max_error_to_bound,
                 c.bound_holds ? "bound holds" : "BOUND VIOLATED");
@@ -148,6 +148,12 @@ Result<QuantizeSetup> QuantizeRequest::validate() const {
     auto cf = codec_and_format(codec, format, rounding);
     if (!cf) return cf.error();
     QuantizeSetup s{cf->format, Nonfinite::kError, cf->codec, kernels::Conformance::kExact};
+    if (this->block < 0) return make_error(ErrorCode::kInvalidArgument, "--block must be a positive integer (0: the format's own), got " +
+                                                                         std::to_string(this->block));
+    const int64_t block = this->block > 0 ? this->block : (s.format.fixed_block() ? s.format.fixed_block() : kDefaultBlock);
+    s.block = block;
+    for (int64_t d : shape)
+        if (d < 0) return make_error(ErrorCode::kInvalidArgument, "--shape: dimensions must be >= 0, got " + std::to_string(d));
     auto conf = kernels::parse_conformance(conformance);
     if (s.codec) {
         if (!conf) return make_error(ErrorCode::kInvalidArgument, "--conformance: " + conf.error().message);
@@ -180,25 +186,42 @@ Result<Printed> quantize(const QuantizeRequest& a) {
     if (setup->codec) return quantize_by_codec(a, *setup);
     const FormatSpec& format = setup->format;
     const Nonfinite policy = setup->policy;
+    const int64_t block = setup->block;
     auto arr = kernels::read_npy(a.in);
     if (!arr) return arr.error();
     if (arr->data.empty()) return make_error(ErrorCode::kBadFile, a.in + ": the tensor has no elements");
+    std::vector<int64_t> shape = arr->shape;
+    if (!a.shape.empty()) {  // --shape: the same elements read as another shape
+        int64_t n = 1;
+        std::string text;
+        for (int64_t d : a.shape) {
+            n *= d;
+            text += (text.empty() ? "" : ",") + std::to_string(d);
+        }
+        if (n != static_cast<int64_t>(arr->data.size()))
+            return make_error(ErrorCode::kInvalidArgument, "--shape " + text + " holds " + std::to_string(n) + " elements, but " + a.in +
+                                                               " holds " + std::to_string(arr->data.size()));
+        shape = a.shape;
+    }
 
     Site site;
     site.tensor = a.in;
-    auto check = quantize_tensor(format, arr->data, a.block, policy, site, a.seed);
+    auto check = quantize_tensor(format, arr->data, shape, block, policy, site, a.seed);
     if (!check) return check.error();
     const QuantizeCheck& c = *check;
     const int64_t wire = c.encoded.wire_bytes();
     if (!a.out_dir.empty())
-        if (auto st = write_quantize_outputs(a.out_dir, c, arr->shape); !st) return st.error();
+        if (auto st = write_quantize_outputs(a.out_dir, c, shape); !st) return st.error();
 
     Printed p;
     std::string& o = p.out;
     if (a.json) {
-        o = quantize_json(format, c, arr->shape, policy, a.seed).dump() + "\n";
+        o = quantize_json(format, c, shape, policy, a.seed).dump() + "\n";
     } else {
-        appendf(o, "format            %s (block %lld, policy %s)\n", format.name().c_str(), static_cast<long long>(a.block), to_string(policy));
+        appendf(o, "format            %s (block %lld, policy %s)\n", format.name().c_str(), static_cast<long long>(block), to_string(policy));
+        if (format.tiled())
+            appendf(o, "tiles             %d x %d over [%lld, %lld] (the blocks, the scales and the wire in tile order)\n",
+                    format.decl->tile_rows, format.decl->tile_cols, static_cast<long long>(c.grid.rows), static_cast<long long>(c.grid.cols));
         appendf(o, "elements          %lld in %zu blocks (%lld poisoned)\n", static_cast<long long>(c.encoded.elements),
                 c.encoded.scales.size(), static_cast<long long>(c.poisoned_blocks));
         appendf(o, "wire bytes        %lld (%.3f bits/element; binary32 input %lld bytes)\n", static_cast<long long>(wire),

@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "qtransit/gate/commands.hpp"
+#include "qtransit/common/tiles.hpp"
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/common/decl_toml.hpp"
 #include "qtransit/common/path_decl.hpp"
@@ -582,13 +583,16 @@ Result<VerifyQuantizeSetup> VerifyQuantizeRequest::validate() const {
     const VerifyQuantizeRequest& a = *this;
     auto format = resolve_format(a.format);
     if (!format) return format.error();
-    if (auto st = format->check_block(a.block); !st) return make_error(st.error().code, "--block: " + st.error().message);
+    if (a.block < 0) return make_error(ErrorCode::kInvalidArgument, "--block must be a positive integer (0: the format's own), got " +
+                                                                      std::to_string(a.block));
+    const int64_t block = a.block > 0 ? a.block : (format->fixed_block() ? format->fixed_block() : kDefaultBlock);
+    if (auto st = format->check_block(block); !st) return make_error(st.error().code, "--block: " + st.error().message);
     auto conf = kernels::parse_conformance(a.conformance);
     if (!conf) return make_error(conf.error().code, "--conformance: " + conf.error().message);
     if (!a.dtype.empty() && a.dtype != "fp32" && a.dtype != "fp16" && a.dtype != "bf16")
         return make_error(ErrorCode::kInvalidArgument, "--dtype " + a.dtype + ": known: " + kernels::known_dtype_names());
     if (!a.offsets.empty() && !format->has_offset()) return make_error(ErrorCode::kInvalidArgument, "--offsets: " + format->name() + " has no offsets");
-    return VerifyQuantizeSetup{*format, *conf};
+    return VerifyQuantizeSetup{*format, *conf, block};
 }
 
 Result<Printed> verify_quantize(const VerifyQuantizeRequest& a) {
@@ -645,8 +649,19 @@ Result<Printed> verify_quantize(const VerifyQuantizeRequest& a) {
     // NVFP4 (D58): the blocks take the amax of the whole input tensor (every shard's).
     const FormatSpec resolved = format->for_tensor(x->data);
     format = &resolved;
+    // A tiled format (FORMATS.md section 8): the input, the decoded values and the integer codes in
+    // tile order, as the blocks are; the scales and a wire file are in that order already.
+    if (format->tiled()) {
+        auto grid = tile_grid(*format, x->shape);
+        if (!grid) return make_error(ErrorCode::kBadFile, a.in + ": " + grid.error().message);
+        if (a.shard != 0) return make_error(ErrorCode::kInvalidArgument, "--shard is for 1-D blocks; " + format->name() + " quantizes tiles");
+        x->data = to_tile_order<float>(x->data, *grid);
+        run.decoded = to_tile_order<float>(run.decoded, *grid);
+        if (run.has_codes) run.codes = to_tile_order<int32_t>(run.codes, *grid);
+    }
     const auto started = std::chrono::steady_clock::now();
-    auto r = run_check(*format, x->data, a.block, a.shard, run, *conf);
+    const int64_t block = setup->block;
+    auto r = run_check(*format, x->data, block, a.shard, run, *conf);
     if (!r) {
         std::string msg = r.error().message;
         for (auto [what, file] : {std::pair{"decoded", a.decoded}, std::pair{"codes", a.codes}, std::pair{"scales", a.scales},
@@ -656,12 +671,12 @@ Result<Printed> verify_quantize(const VerifyQuantizeRequest& a) {
     }
     const CodecCheck& c = *r;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    const std::string text = verify_quantize_text(*format, a.block, c, run, x->data, *conf,
+    const std::string text = verify_quantize_text(*format, block, c, run, x->data, *conf,
                                                         {a.in, a.decoded, a.codes, a.scales, a.offsets});
-    const nlohmann::json j = verify_quantize_json(*format, a.block, c, run, *conf);
+    const nlohmann::json j = verify_quantize_json(*format, block, c, run, *conf);
     if (!a.report_dir.empty()) {
         const reports::GateResult rep = verify_quantize_report("verify quantize --in " + a.in + " --decoded " + a.decoded, seconds,
-                                                                     *format, a.block, c, *conf, j, text);
+                                                                     *format, block, c, *conf, j, text);
         if (auto st = report_run->commit(reports::report_files(rep)); !st) return st.error();
     }
     Printed p;

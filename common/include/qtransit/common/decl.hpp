@@ -114,6 +114,10 @@ struct Decl {
     Rounding rounding = Rounding::kNearestEven;
     Packing packing = Packing::kLsbFirst;
     int32_t fixed_block = 0;       // 0: any block size (--block); else the only one allowed
+    // A 2-D block (the key `tile = [rows, cols]`, FORMATS.md section 8): a [R, C] tensor is quantized in
+    // tiles of tile_rows x tile_cols, each one block of rows x cols elements (fixed_block) taken row by
+    // row; 0: 1-D blocks of consecutive elements.
+    int32_t tile_rows = 0, tile_cols = 0;
     Transform transform = Transform::kNone;  // hadamard: every block's length must be a power of two
     bool random_signs = false;     // hadamard only: a diagonal of +-1 keyed by (seed, block) first
     Conventions conventions;       // a library's choices at the extremes (section 10); none by default
@@ -149,6 +153,7 @@ struct Decl {
     // Whether the codes are two's complement (int signed) rather than plain unsigned.
     bool signed_codes() const { return elem == ElemType::kInt && is_signed; }
     bool rotated() const { return transform != Transform::kNone; }
+    bool tiled() const { return tile_rows > 0; }
 };
 
 // Checks every field (a mistake is named by its TOML key) and fills the derived ones.

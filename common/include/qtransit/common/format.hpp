@@ -73,6 +73,8 @@ struct FormatSpec {
     bool stochastic() const { return kind == FormatKind::kDecl && decl->rounding == Rounding::kStochastic; }
     // A declared format with transform = "hadamard" (FORMATS.md section 9): each block is rotated first.
     bool rotated() const { return kind == FormatKind::kDecl && decl->rotated(); }
+    // A declared format of 2-D blocks (`tile`, FORMATS.md section 8).
+    bool tiled() const { return kind == FormatKind::kDecl && decl->tiled(); }
     // A rotated format transforms each block at its own length, which must be a power of two: a
     // tensor's short last block too. Ok for every other format; else an Error naming the length.
     Status check_block_length(int64_t len) const;

@@ -69,10 +69,12 @@ struct QuantizeSetup {
     Nonfinite policy = Nonfinite::kError;
     std::shared_ptr<const kernels::PluginCodec> codec;  // null: qtransit's kernel
     kernels::Conformance conformance = kernels::Conformance::kExact;
+    int64_t block = 32;  // the request's, or the format's fixed block (a tile's area), else 32
 };
 struct QuantizeRequest {
     std::string format, in, nonfinite = "error", out_dir;
-    int64_t block = 32;
+    int64_t block = 0;            // 0: the format's fixed block (nvfp4's 16, a tile's area), else 32
+    std::vector<int64_t> shape;   // --shape: the tensor's shape (empty: the .npy's); a tiled format reads it as [R, C]
     bool json = false;
     std::string rounding = "nearest";  // nearest, or stochastic: the format's -sr twin
     uint64_t seed = 0;                 // stochastic rounding's key (kernels::CodecOptions::seed)
@@ -187,10 +189,11 @@ Result<Printed> verify_collective(const VerifyCollectiveRequest& r);
 struct VerifyQuantizeSetup {
     FormatSpec format;
     kernels::Conformance conformance = kernels::Conformance::kExact;
+    int64_t block = 32;  // the request's, or the format's fixed block (a tile's area), else 32
 };
 struct VerifyQuantizeRequest {
     std::string format, in, decoded, codes, scales, offsets;
-    int64_t block = 32, shard = 0;
+    int64_t block = 0, shard = 0;  // block 0: the format's fixed block, else 32
     std::string conformance = "exact";
     std::string dtype, tensor, decoded_tensor;  // tensor: --in's; decoded_tensor: --decoded's ("" : the file's only one)
     std::string report_dir = "qtransit-verify";

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qtransit/common/format.hpp"
+#include "qtransit/common/tiles.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/reference/formats.hpp"
 
@@ -23,6 +24,7 @@ struct QuantizeCheck {
     bool matches_reference = false;   // scales, offsets, packed bytes, codes and decoded values, bit for bit
     std::string mismatch;             // the first difference, when there is one
     int64_t poisoned_blocks = 0;
+    TileGrid grid;  // a tiled format's (quantize_tensor), else zeros
 };
 
 // x through the production kernel and the reference with `format` as given (a block-level check: NVFP4
@@ -31,8 +33,11 @@ Result<QuantizeCheck> quantize_and_check(const FormatSpec& format, std::span<con
                                          Nonfinite policy, const Site& site = {}, uint64_t seed = 0);
 // quantize_and_check of a user's tensor: a format whose blocks take the tensor's amax (NVFP4, D58) takes
 // x's largest finite |x| (FormatSpec::for_tensor), as Transformer Engine's recipe does.
-Result<QuantizeCheck> quantize_tensor(const FormatSpec& format, std::span<const float> x, int64_t block, Nonfinite policy,
-                                      const Site& site = {}, uint64_t seed = 0);
+// A tiled format (FORMATS.md section 8) quantizes x as its tile grid over `shape` in tile order, and
+// the codes and decoded values come back in x's order (bounds.first_violation too); the encoded
+// tensor and the mismatch text stay in tile order.
+Result<QuantizeCheck> quantize_tensor(const FormatSpec& format, std::span<const float> x, std::span<const int64_t> shape, int64_t block,
+                                      Nonfinite policy, const Site& site = {}, uint64_t seed = 0);
 
 // The object `qtransit quantize --json` prints (README "The command"): every binary32 shortest,
 // NaN (a poisoned block) as null.

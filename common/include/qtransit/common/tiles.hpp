@@ -1,0 +1,75 @@
+// 2-D blocks (a declared `tile = [r, c]`, docs/FORMATS.md section 8): a [R, C] tensor in row-major order
+// is quantized tile by tile, tile (i, j) (rows i r .. i r + r - 1, columns j c .. j c + c - 1) being block
+// i (C / c) + j of the tensor in tile order, its elements row by row. Every kernel, the reference and the
+// bounds see 1-D blocks of r c elements in that order; the tensor commands reorder their input into it
+// and their codes and decoded values back.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "qtransit/common/format.hpp"
+#include "qtransit/common/status.hpp"
+
+namespace qtransit {
+
+struct TileGrid {
+    int64_t rows = 0, cols = 0;          // the tensor as [R, C]
+    int64_t tile_rows = 0, tile_cols = 0;
+};
+
+// The grid of a tiled format over a tensor of `shape` (its last dimension is C, the product of the
+// others R); an Error naming the shape and the tile when the tensor is not 2-D or more, or R or C is
+// not a multiple of the tile's (padding is not modeled: DeepGEMM and TE pad with zeros).
+inline Result<TileGrid> tile_grid(const FormatSpec& f, std::span<const int64_t> shape) {
+    TileGrid g;
+    g.tile_rows = f.decl ? f.decl->tile_rows : 0;
+    g.tile_cols = f.decl ? f.decl->tile_cols : 0;
+    std::string text = "[";
+    for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+    text += "]";
+    const std::string tile = std::to_string(g.tile_rows) + " x " + std::to_string(g.tile_cols);
+    if (shape.size() < 2)
+        return make_error(ErrorCode::kInvalidArgument, f.name() + " quantizes a 2-D tensor in tiles of " + tile + "; the tensor's shape is " +
+                                                           text + " (give it its 2-D shape: a 2-D array, or quantize --shape ROWS,COLS)");
+    g.cols = shape.back();
+    g.rows = 1;
+    for (size_t i = 0; i + 1 < shape.size(); ++i) g.rows *= shape[i];
+    if (g.rows % g.tile_rows != 0 || g.cols % g.tile_cols != 0)
+        return make_error(ErrorCode::kInvalidArgument, f.name() + " quantizes in tiles of " + tile + ", but the tensor's shape " + text +
+                                                           " (as [" + std::to_string(g.rows) + ", " + std::to_string(g.cols) +
+                                                           "]) is not a multiple of it (padding is not modeled)");
+    return g;
+}
+
+// x in row-major [R, C] order to tile order, and back.
+template <class T>
+std::vector<T> to_tile_order(std::span<const T> x, const TileGrid& g) {
+    std::vector<T> out(x.size());
+    size_t k = 0;
+    for (int64_t ti = 0; ti < g.rows; ti += g.tile_rows)
+        for (int64_t tj = 0; tj < g.cols; tj += g.tile_cols)
+            for (int64_t i = ti; i < ti + g.tile_rows; ++i)
+                for (int64_t j = tj; j < tj + g.tile_cols; ++j) out[k++] = x[static_cast<size_t>(i * g.cols + j)];
+    return out;
+}
+template <class T>
+std::vector<T> from_tile_order(std::span<const T> t, const TileGrid& g) {
+    std::vector<T> out(t.size());
+    size_t k = 0;
+    for (int64_t ti = 0; ti < g.rows; ti += g.tile_rows)
+        for (int64_t tj = 0; tj < g.cols; tj += g.tile_cols)
+            for (int64_t i = ti; i < ti + g.tile_rows; ++i)
+                for (int64_t j = tj; j < tj + g.tile_cols; ++j) out[static_cast<size_t>(i * g.cols + j)] = t[k++];
+    return out;
+}
+// The row-major index of element k of the tensor in tile order.
+inline int64_t row_major_index(int64_t k, const TileGrid& g) {
+    const int64_t area = g.tile_rows * g.tile_cols, tile = k / area, in = k % area;
+    const int64_t per_row = g.cols / g.tile_cols;
+    return ((tile / per_row) * g.tile_rows + in / g.tile_cols) * g.cols + (tile % per_row) * g.tile_cols + in % g.tile_cols;
+}
+
+}  // namespace qtransit
