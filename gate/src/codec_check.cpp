@@ -1,4 +1,6 @@
 #include "qtransit/gate/codec_check.hpp"
+
+#include "qtransit/common/tiles.hpp"
 #include "bits.hpp"
 #include "qtransit/gate/boundaries.hpp"
 
@@ -880,6 +882,18 @@ EdgeTensor edge_tensor(const FormatSpec& f, int64_t block, uint64_t seed) {
 
 std::string edge_input_class(const EdgeTensor& e, int64_t i) {
     return e.boundary_from >= 0 && i >= e.boundary_from ? "code-boundaries" : "edge-tensor";
+}
+
+Status tile_order_run(const FormatSpec& format, std::span<const int64_t> shape, int64_t shard, std::vector<float>& x,
+                      RunQuantization& run) {
+    if (!format.tiled()) return Status::Ok();
+    auto grid = tile_grid(format, shape);
+    if (!grid) return grid.error();
+    if (shard != 0) return make_error(ErrorCode::kInvalidArgument, "shard is for 1-D blocks; " + format.name() + " quantizes tiles");
+    x = to_tile_order<float>(x, *grid);
+    run.decoded = to_tile_order<float>(run.decoded, *grid);
+    if (run.has_codes) run.codes = to_tile_order<int32_t>(run.codes, *grid);
+    return Status::Ok();
 }
 
 }  // namespace qtransit::gate

@@ -76,7 +76,7 @@ def verify_quantize(fmt, x, decoded, *, codes=None, wire=None, scales=None, offs
     w = None if wire is None else bytes(wire)
     s = None if scales is None else _arrays.as_f32(scales, "scales")[0].reshape(-1)
     o = None if offsets is None else _arrays.as_f32(offsets, "offsets")[0].reshape(-1)
-    r = _native.verify_quantize(str(fmt), xa.reshape(-1), da.reshape(-1), c, w, s, o, 0 if block is None else int(block), int(shard),
+    r = _native.verify_quantize(str(fmt), xa.reshape(-1), xshape, da.reshape(-1), c, w, s, o, 0 if block is None else int(block), int(shard),
                                 str(conformance))
     return VerifyQuantizeResult(json.loads(r["json"]), r["report"], r["text"])._raise_if(raise_on_failure)
 

@@ -275,8 +275,9 @@ nb::dict quantize(const std::string& fmt, F32 x, std::vector<int64_t> shape, int
     return d;
 }
 
-nb::dict verify_quantize(const std::string& fmt, F32 x, F32 decoded, std::optional<I32> codes, std::optional<nb::bytes> wire,
-                         std::optional<F32> scales, std::optional<F32> offsets, int64_t block, int64_t shard, const std::string& conformance) {
+nb::dict verify_quantize(const std::string& fmt, F32 x, std::vector<int64_t> shape, F32 decoded, std::optional<I32> codes,
+                         std::optional<nb::bytes> wire, std::optional<F32> scales, std::optional<F32> offsets, int64_t block, int64_t shard,
+                         const std::string& conformance) {
     qt::gate::VerifyQuantizeRequest a;
     a.format = fmt;
     a.block = block;
@@ -285,9 +286,6 @@ nb::dict verify_quantize(const std::string& fmt, F32 x, F32 decoded, std::option
     if (offsets) a.offsets = "offsets";
     const auto setup = take(a.validate());
     const int64_t blk = setup.block;  // the format's own where block is 0
-    if (setup.format.tiled())
-        throw nb::value_error((setup.format.name() + " quantizes 2-D tiles: verify_quantize takes 1-D blocks here; run "
-                               "`qtransit verify quantize` on the .npy files, which reads their shape").c_str());
     // NVFP4 (D58): the blocks take the amax of the whole input tensor.
     const qt::FormatSpec format = setup.format.for_tensor(span_of(x));
     if (decoded.shape(0) != x.shape(0))
@@ -308,14 +306,16 @@ nb::dict verify_quantize(const std::string& fmt, F32 x, F32 decoded, std::option
     }
     if (scales) run.has_scales = true, run.scales.assign(scales->data(), scales->data() + scales->shape(0));
     if (offsets) run.has_offsets = true, run.offsets.assign(offsets->data(), offsets->data() + offsets->shape(0));
+    std::vector<float> xs(x.data(), x.data() + x.shape(0));  // a tiled format's: in tile order, as the blocks are
+    if (auto st = qt::gate::tile_order_run(format, shape, shard, xs, run); !st) raise(st.error());
     Report rep;
     std::string json, text;
     {
         nb::gil_scoped_release nogil;
         const auto started = std::chrono::steady_clock::now();
-        const auto c = take(qt::gate::run_check(format, span_of(x), blk, shard, run, setup.conformance));
+        const auto c = take(qt::gate::run_check(format, xs, blk, shard, run, setup.conformance));
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        text = qt::gate::verify_quantize_text(format, blk, c, run, span_of(x), setup.conformance,
+        text = qt::gate::verify_quantize_text(format, blk, c, run, xs, setup.conformance,
                                               {"x", "decoded", codes ? "codes" : "wire", "scales", "offsets"});
         const auto j = qt::gate::verify_quantize_json(format, blk, c, run, setup.conformance);
         json = j.dump();
@@ -570,7 +570,7 @@ NB_MODULE(_qtransit, m) {
     m.def("survey", &survey, nb::arg("formats"), nb::arg("dists"), nb::arg("elements"), nb::arg("block"), nb::arg("seed"));
     m.def("quantize", &quantize, nb::arg("fmt"), nb::arg("x"), nb::arg("shape"), nb::arg("block"), nb::arg("nonfinite"),
           nb::arg("rounding"), nb::arg("seed"));
-    m.def("verify_quantize", &verify_quantize, nb::arg("fmt"), nb::arg("x"), nb::arg("decoded"), nb::arg("codes").none(),
+    m.def("verify_quantize", &verify_quantize, nb::arg("fmt"), nb::arg("x"), nb::arg("shape"), nb::arg("decoded"), nb::arg("codes").none(),
           nb::arg("wire").none(), nb::arg("scales").none(), nb::arg("offsets").none(), nb::arg("block"), nb::arg("shard"),
           nb::arg("conformance"));
     m.def("verify_collective", &verify_collective, nb::arg("path"), nb::arg("fmt"), nb::arg("inputs"), nb::arg("outputs"),

@@ -533,3 +533,22 @@ def test_info_is_the_clis_but_the_allocator(cli):
     assert got.pop("formats")[:len(want["formats"])] == want.pop("formats")
     assert got == want
     assert qtransit.info().version == qtransit.__version__
+
+
+def test_verify_quantize_takes_tiles_and_the_tensor_amax():
+    # A tiled format (FORMATS.md section 8): x and decoded in x's shape, scales in tile order; what
+    # quantize wrote passes exactly, one changed element does not, and a flat x is refused with its shape.
+    x = np.random.default_rng(1).standard_normal((32, 48)).astype(np.float32)
+    r = qtransit.quantize("nvfp4-2d", x)
+    assert r.passed and r.codes.shape == (32, 48) and r.scales.shape == (6,)
+    assert qtransit.verify_quantize("nvfp4-2d", x, r.decoded, codes=r.codes, scales=r.scales).passed
+    d = r.decoded.copy()
+    d[0, 47] += 1
+    assert not qtransit.verify_quantize("nvfp4-2d", x, d).passed
+    with pytest.raises(ValueError, match=r"tiles of 16 x 16; the tensor's shape is \[1536\]"):
+        qtransit.verify_quantize("nvfp4-2d", x.reshape(-1), r.decoded.reshape(-1))
+    # NVFP4 (D58): verify takes the tensor amax from x, as quantize did (the declared 2688 would not pass).
+    y = x.reshape(-1) * np.float32(1e3)
+    q = qtransit.quantize("nvfp4", y)
+    assert np.float32(q.tensor_amax) == np.abs(y).max()  # the JSON prints the binary32 shortest
+    assert qtransit.verify_quantize("nvfp4", y, q.decoded, codes=q.codes).passed

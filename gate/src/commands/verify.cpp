@@ -17,7 +17,6 @@
 #include <optional>
 
 #include "qtransit/gate/commands.hpp"
-#include "qtransit/common/tiles.hpp"
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/common/decl_toml.hpp"
 #include "qtransit/common/path_decl.hpp"
@@ -651,14 +650,9 @@ Result<Printed> verify_quantize(const VerifyQuantizeRequest& a) {
     format = &resolved;
     // A tiled format (FORMATS.md section 8): the input, the decoded values and the integer codes in
     // tile order, as the blocks are; the scales and a wire file are in that order already.
-    if (format->tiled()) {
-        auto grid = tile_grid(*format, x->shape);
-        if (!grid) return make_error(ErrorCode::kBadFile, a.in + ": " + grid.error().message);
-        if (a.shard != 0) return make_error(ErrorCode::kInvalidArgument, "--shard is for 1-D blocks; " + format->name() + " quantizes tiles");
-        x->data = to_tile_order<float>(x->data, *grid);
-        run.decoded = to_tile_order<float>(run.decoded, *grid);
-        if (run.has_codes) run.codes = to_tile_order<int32_t>(run.codes, *grid);
-    }
+    if (auto st = tile_order_run(*format, x->shape, a.shard, x->data, run); !st)
+        return make_error(a.shard != 0 ? ErrorCode::kInvalidArgument : ErrorCode::kBadFile,
+                          (a.shard != 0 ? "--" : a.in + ": ") + st.error().message);
     const auto started = std::chrono::steady_clock::now();
     const int64_t block = setup->block;
     auto r = run_check(*format, x->data, block, a.shard, run, *conf);

@@ -102,6 +102,12 @@ struct RunQuantization {
 // one of the format's.
 Result<CodecCheck> run_check(const FormatSpec& format, std::span<const float> x, int64_t block, int64_t shard,
                              const RunQuantization& run, kernels::Conformance conformance);
+// A tiled format (FORMATS.md section 8): x, the run's decoded values and its integer codes, given in the
+// tensor's row-major order of `shape`, put in tile order, as run_check takes them (the scales and a wire
+// are in tile order already). Nothing to do for another format; an Error for a shape the tile does not
+// divide, or a shard (blocks are tiles).
+Status tile_order_run(const FormatSpec& format, std::span<const int64_t> shape, int64_t shard, std::vector<float>& x,
+                      RunQuantization& run);
 
 // What a kernel check encodes shard s (of `shard` elements) with: the check's seed, and its site
 // with the index of the shard's first element (stochastic rounding's and random signs' key).
