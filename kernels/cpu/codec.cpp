@@ -393,9 +393,7 @@ QT_INLINE int64_t encode_decl_fast(const EncodeJob& job, const fast::EncodePlan&
                 scale[j - c0] = s;
             }
         }
-        if (d.scale == ScaleType::kE4m3TensorAmax) fast::multipliers_nvfp4(d, amax, c1 - c0, factor);
-        else
-            for (int64_t k = 0; k < c1 - c0; ++k) factor[k] = block_factor<kMul>(d, fp, scale[k], amax[k]);
+        for (int64_t k = 0; k < c1 - c0; ++k) factor[k] = block_factor<kMul>(d, fp, scale[k], amax[k]);
         std::memcpy(job.scales + c0, scale, static_cast<size_t>(c1 - c0) * sizeof(float));
         for (int64_t j = c0; j < c1; ++j) {
             const int64_t first = j * job.block, len = std::min(job.block, job.n - first);

@@ -437,18 +437,6 @@ inline __attribute__((always_inline)) void scales_t(const Decl& d, const uint32_
 __attribute__((noinline)) inline void scales_mul(const Decl& d, const uint32_t* __restrict amax, int64_t n, float* __restrict s) {
     for (int64_t j = 0; j < n; ++j) s[j] = decl_scale(d, bits_f32(amax[j]));
 }
-// NVFP4 (e4m3-tensor-amax): the blocks' decode factors and multipliers, each in one straight loop over
-// the chunk with the tensor's constants in registers (decl_scale_t and decl_multiplier block by block
-// took 0.27 of memcpy to encode, the E4M3 rounding computed twice per block behind a switch).
-__attribute__((noinline)) inline void scales_nvfp4(const Decl& d, const uint32_t* __restrict amax, int64_t n, float* __restrict s) {
-    const float t = d.t_blk, big_t = d.tensor_amax, rk = d.t_rcp_k;
-    for (int64_t j = 0; j < n; ++j) s[j] = mul_rn(mul_rn(e4m3_sat(mul_rn(bits_f32(amax[j]), t)), big_t), rk);
-}
-__attribute__((noinline)) inline void multipliers_nvfp4(const Decl& d, const uint32_t* __restrict amax, int64_t n,
-                                                        float* __restrict m) {
-    const float t = d.t_blk, dec = d.t_dec;
-    for (int64_t j = 0; j < n; ++j) m[j] = fmin_(div_rn(1.0f, mul_rn(e4m3_sat(mul_rn(bits_f32(amax[j]), t)), dec)), kFltMax);
-}
 inline __attribute__((always_inline)) bool chunk_scales(const Decl& d, const uint32_t* __restrict amax, int64_t n,
                                                         float* __restrict s) {
     switch (d.scale) {
@@ -464,8 +452,8 @@ inline __attribute__((always_inline)) bool chunk_scales(const Decl& d, const uin
         case ScaleType::kFp32AmaxMulRcp:
         case ScaleType::kFp32AmaxMulInv:
         case ScaleType::kFp32EpsMul:
+        case ScaleType::kE4m3TensorAmax:
         case ScaleType::kE8m0FbgemmEven: scales_mul(d, amax, n, s); break;
-        case ScaleType::kE4m3TensorAmax: scales_nvfp4(d, amax, n, s); break;
         case ScaleType::kNone:
             for (int64_t j = 0; j < n; ++j) s[j] = 1.0f;
             break;

@@ -44,32 +44,24 @@ inline Result<TileGrid> tile_grid(const FormatSpec& f, std::span<const int64_t> 
     return g;
 }
 
-// x in row-major [R, C] order to tile order, and back.
-template <class T>
-std::vector<T> to_tile_order(std::span<const T> x, const TileGrid& g) {
-    std::vector<T> out(x.size());
-    size_t k = 0;
-    for (int64_t ti = 0; ti < g.rows; ti += g.tile_rows)
-        for (int64_t tj = 0; tj < g.cols; tj += g.tile_cols)
-            for (int64_t i = ti; i < ti + g.tile_rows; ++i)
-                for (int64_t j = tj; j < tj + g.tile_cols; ++j) out[k++] = x[static_cast<size_t>(i * g.cols + j)];
-    return out;
-}
-template <class T>
-std::vector<T> from_tile_order(std::span<const T> t, const TileGrid& g) {
-    std::vector<T> out(t.size());
-    size_t k = 0;
-    for (int64_t ti = 0; ti < g.rows; ti += g.tile_rows)
-        for (int64_t tj = 0; tj < g.cols; tj += g.tile_cols)
-            for (int64_t i = ti; i < ti + g.tile_rows; ++i)
-                for (int64_t j = tj; j < tj + g.tile_cols; ++j) out[static_cast<size_t>(i * g.cols + j)] = t[k++];
-    return out;
-}
 // The row-major index of element k of the tensor in tile order.
 inline int64_t row_major_index(int64_t k, const TileGrid& g) {
     const int64_t area = g.tile_rows * g.tile_cols, tile = k / area, in = k % area;
     const int64_t per_row = g.cols / g.tile_cols;
     return ((tile / per_row) * g.tile_rows + in / g.tile_cols) * g.cols + (tile % per_row) * g.tile_cols + in % g.tile_cols;
+}
+// x in row-major [R, C] order to tile order, and back.
+template <class T>
+std::vector<T> to_tile_order(std::span<const T> x, const TileGrid& g) {
+    std::vector<T> out(x.size());
+    for (size_t k = 0; k < out.size(); ++k) out[k] = x[static_cast<size_t>(row_major_index(static_cast<int64_t>(k), g))];
+    return out;
+}
+template <class T>
+std::vector<T> from_tile_order(std::span<const T> t, const TileGrid& g) {
+    std::vector<T> out(t.size());
+    for (size_t k = 0; k < t.size(); ++k) out[static_cast<size_t>(row_major_index(static_cast<int64_t>(k), g))] = t[k];
+    return out;
 }
 
 }  // namespace qtransit
