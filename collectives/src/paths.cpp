@@ -239,10 +239,14 @@ public:
         return p;
     }
 
+    // A codec of a format with a tensor amax encodes and decodes under the path's resolved T
+    // (resolve_tensor_scale), not the declared one.
+    float codec_tensor_amax() const { return c_.format.takes_tensor_amax() ? c_.format.decl->tensor_amax : -1.0f; }
+
     // The message's values into out[0, m.len).
     void decode_to(const Message& m, float* out) {
         if (c_.codec && m.quantized) {
-            if (auto st = c_.codec->decode_block(m.codes.data(), m.len, c_.block, m.scale, m.offset, out); !st)
+            if (auto st = c_.codec->decode_block(m.codes.data(), m.len, c_.block, m.scale, m.offset, out, codec_tensor_amax()); !st)
                 throw ColumnFailure{st.error()};
         } else if (dev_) {
             if (auto st = dev_->decode(m, out); !st) throw ColumnFailure{st.error()};
@@ -480,6 +484,7 @@ private:
         opt.hop = static_cast<uint32_t>(stage);
         if (c_.codec) {
             m.codes.resize(static_cast<size_t>(c_.format.code_bytes(n)));
+            opt.tensor_amax = codec_tensor_amax();
             if (auto st = c_.codec->encode_block(v, n, c_.block, m.codes.data(), &m.scale, &m.offset, opt); !st)
                 throw ColumnFailure{st.error()};
         } else if (dev_) {  // encoded in `from`'s device buffer; codes and metadata copied back for the ledger

@@ -5,6 +5,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <tuple>
 #include <memory>
 #include <mutex>
@@ -194,7 +195,8 @@ float e4m3_value(int b) {
 float nvfp4_factor(const Decl& d, int b) { return (e4m3_value(b) * d.tensor_amax) * d.t_rcp_k; }
 // The E4M3 byte whose decode factor is `scale` (the smallest one, where a tiny T makes two equal);
 // 0x7F (E4M3's NaN) for a NaN scale: a poisoned block.
-uint8_t nvfp4_byte(const Decl& d, float scale) {
+// 0x7F too for a number that is no byte's factor.
+uint8_t nvfp4_byte_or_nan(const Decl& d, float scale) {
     if (scale != scale) return 0x7F;
     int lo = 0, hi = 0x7E;  // the factor does not decrease with b: the first b whose factor is >= scale
     while (lo < hi) {
@@ -202,11 +204,35 @@ uint8_t nvfp4_byte(const Decl& d, float scale) {
         if (nvfp4_factor(d, mid) < scale) lo = mid + 1;
         else hi = mid;
     }
-    assert(nvfp4_factor(d, lo) == scale);
-    return static_cast<uint8_t>(lo);
+    return nvfp4_factor(d, lo) == scale ? static_cast<uint8_t>(lo) : uint8_t{0x7F};
+}
+uint8_t nvfp4_byte(const Decl& d, float scale) {
+    const uint8_t b = nvfp4_byte_or_nan(d, scale);
+    assert(b != 0x7F || scale != scale);
+    return b;
 }
 
 }  // namespace
+
+float nvfp4_factor_of(const FormatSpec& f, float sb) {
+    assert(f.takes_tensor_amax());
+    if (sb != sb) return sb;
+    return (sb * f.decl->tensor_amax) * f.decl->t_rcp_k;
+}
+
+float nvfp4_block_scale_of(const FormatSpec& f, float factor) {
+    assert(f.takes_tensor_amax());
+    if (factor != factor) return factor;
+    const uint8_t b = nvfp4_byte_or_nan(*f.decl, factor);
+    return b == 0x7F ? std::numeric_limits<float>::quiet_NaN() : e4m3_value(b);
+}
+
+bool is_e4m3_scale_value(float v) {
+    if (!(v >= 0.0f && v <= 448.0f) || std::signbit(v)) return false;
+    for (int b = 0; b < 0x7F; ++b)
+        if (e4m3_value(b) == v) return true;
+    return false;
+}
 
 int FormatSpec::tensor_bytes() const {
     return kind == FormatKind::kDecl && decl->scale == ScaleType::kE4m3TensorAmax ? 4 : 0;

@@ -206,7 +206,8 @@ Status validate(const PathConfig& c) {
             return bad("scales per-tensor: " + std::string(path_info(c.path).name) +
                        " is not modeled with a tensor's scale (only a gather that quantizes once, ring-ag: a partial sum "
                        "requantized on the way would need an amax all-reduce per hop)");
-        if (c.codec) return bad("scales per-tensor: a codec plugin computes its own scales");
+        if (c.codec && !c.format.takes_tensor_amax())
+            return bad("scales per-tensor: a codec plugin computes its own scales (only a tensor amax, nvfp4's T, is handed to it)");
         if (c.format.kind != FormatKind::kDecl || !(takes_amax_floor(c.format.decl->scale) || c.format.takes_tensor_amax()))
             return bad("scales per-tensor needs a scale computed from max(absmax, amax_floor) (fp32-amax-mul, fp32-amax-mul-rcp, "
                        "fp32-amax-mul-inv, e8m0-rceil-mul, pow2-rceil-mul: torchao-fp8-e4m3, flashinfer-fp8, fp8-e4m3-1x128, ...) or "

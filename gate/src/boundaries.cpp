@@ -439,8 +439,30 @@ void block_sizes(const FormatSpec& f, uint64_t seed, const std::vector<int64_t>&
 
 const float kCanary = std::bit_cast<float>(0x7fa5a5a5u);  // a signalling NaN no codec writes
 
-// Refusal probes at every position of the lengths that matter (the block's neighbourhood and a
-// SIMD width's), each alone in one call: the codec must refuse every one.
+// The positions a refusal probe takes in a call of len elements: every one up to kEveryPosition;
+// past that (a 128 x 128 tile is a block of 16,384: every position was 262,144 calls, 320 s of a
+// Python codec) the first and last 64, five around each block boundary, and 128 spread between,
+// which keeps what the probes are for (a SIMD tail, a block's first and last element, a lane
+// count) at a few hundred calls.
+constexpr int64_t kEveryPosition = 256;
+std::vector<int64_t> probe_positions(int64_t len, int64_t block) {
+    std::vector<int64_t> pos;
+    if (len <= kEveryPosition) {
+        for (int64_t i = 0; i < len; ++i) pos.push_back(i);
+        return pos;
+    }
+    for (int64_t i = 0; i < 64; ++i) pos.push_back(i), pos.push_back(len - 1 - i);
+    for (int64_t b = block; b < len; b += block)
+        for (int64_t d = -2; d <= 2; ++d) pos.push_back(std::clamp<int64_t>(b + d, 0, len - 1));
+    const int64_t stride = std::max<int64_t>(1, len / 128);
+    for (int64_t i = 0; i < len; i += stride) pos.push_back(i);
+    std::sort(pos.begin(), pos.end());
+    pos.erase(std::unique(pos.begin(), pos.end()), pos.end());
+    return pos;
+}
+
+// Refusal probes at the positions of the lengths that matter (the block's neighbourhood and a SIMD
+// width's; probe_positions), each alone in one call: the codec must refuse every one.
 std::optional<BoundaryFinding> refusal_positions(const kernels::PluginCodec& codec, const FormatSpec& f, int64_t block,
                                                  uint64_t seed, std::vector<ConventionTally>* tallies) {
     std::vector<int64_t> lens;
@@ -458,7 +480,7 @@ std::optional<BoundaryFinding> refusal_positions(const kernels::PluginCodec& cod
         const auto sz = kernels::sharded_sizes(f, len, block, len);
         std::vector<uint8_t> codes(static_cast<size_t>(sz.code_bytes));
         std::vector<float> scales(static_cast<size_t>(sz.blocks)), offsets(static_cast<size_t>(sz.offsets));
-        for (int64_t pos = 0; pos < len; ++pos)
+        for (int64_t pos : probe_positions(len, block))
             for (const auto& p : probes) {
                 std::vector<float> x(static_cast<size_t>(len));
                 for (int64_t i = 0; i < len; ++i) x[static_cast<size_t>(i)] = (i % 2 ? -0.5f : 0.75f) + 0.0625f * static_cast<float>(i % 5);

@@ -506,10 +506,12 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
         kernels::CodecOptions opt;
         opt.seed = seed;
         opt.site = site;
+        // The T the reference quantizes under (format's: declared, or resolved for a tensor).
+        if (format.takes_tensor_amax()) opt.tensor_amax = format.decl->tensor_amax;
         st = codec->encode(x, block, shard, c.encoded.codes, c.encoded.scales, c.encoded.offsets, opt);
         if (st) {
             c.decoded.assign(x.size(), 0.0f);
-            st = codec->decode(block, shard, c.encoded.codes, c.encoded.scales, c.encoded.offsets, c.decoded);
+            st = codec->decode(block, shard, c.encoded.codes, c.encoded.scales, c.encoded.offsets, c.decoded, opt.tensor_amax);
         }
     } else {
         st = builtin_sharded(format, x, block, shard, site, seed, c.encoded, c.decoded);

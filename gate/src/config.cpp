@@ -813,6 +813,7 @@ Result<GateConfig> parse_gate_config(const std::string& toml, const std::string&
         if (!u) return u.error();
         if (auto st = apply(user, *u, cfg, lines); !st) return st.error();
         cfg.source = source;
+        cfg.block_given = static_cast<bool>(u->at_path("gate.block"));
         u_has_scaling = u->contains("scaling");
         // The default gate's formats, where the user's gate.block is one a fixed-block format (the MX
         // formats: 32) cannot take, are left out rather than refused: the user did not list them
@@ -906,13 +907,16 @@ Status attach_codec(GateConfig& cfg, const std::string& path) {
 
 Status attach_codec(GateConfig& cfg, std::shared_ptr<const kernels::PluginCodec> codec) {
     if (!codec) return make_error(ErrorCode::kInvalidArgument, "attach_codec: no codec");
-    if (auto st = codec->check_block(cfg.block); !st) return st;
     const FormatSpec f = codec->format();
+    const bool own_block = f.fixed_block() && !cfg.block_given && cfg.block != f.fixed_block();
+    if (own_block) cfg.block = f.fixed_block();
+    if (auto st = codec->check_block(cfg.block); !st) return st;
     cfg.formats = {f};
     cfg.staged.clear();  // a codec implements one format: no per-stage lists
     std::erase_if(cfg.budgets, [&](const Budget& b) { return !b.stages.empty() || !(b.format == f); });
     cfg.codec_path = codec->path();
     cfg.codec = std::move(codec);
+    if (own_block) return validate(cfg);  // the checks that involve the block, again
     return Status::Ok();
 }
 

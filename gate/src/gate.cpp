@@ -390,7 +390,9 @@ Status GateRunner::run_distribution(const FormatSpec& f, kernels::Distribution d
     kernels::generate_span(d, cfg_.seed, 0, 0, x_);
     std::optional<CodecCheck> cc;
     const std::string tensor = dist + " input";
-    auto fc = kernel_check(cfg_, f, codec, dist, tensor, x_, cfg_.elements, &cc);
+    // A tensor amax (nvfp4) is this tensor's own, as the recipe takes it: the edge cases and boundary
+    // inputs hold the declared T, so the kernel (a codec) is checked under both.
+    auto fc = kernel_check(cfg_, f.for_tensor(x_), codec, dist, tensor, x_, cfg_.elements, &cc);
     if (cc)
         fc.gpu = codec ? "not run: the codec is the kernel under test"
                  : !cfg_.gpu ? "not run: gate.gpu = false"
@@ -434,7 +436,13 @@ Result<bool> GateRunner::run_part(const FormatSpec& f, kernels::Distribution d, 
     spec.backend = part.typed && (opt_.backend == collectives::Backend::kDevice || opt_.backend == collectives::Backend::kNccl)
                        ? collectives::Backend::kCpu
                        : opt_.backend;
-    if (codec && !part.once()) spec.codec = cfg_.codec;
+    // A declared path whose own wire format is the codec's (te-nvfp4-ag for an nvfp4 codec, fsdp-float8-ag
+    // for a torchao-fp8-e4m3 one) runs the codec too: the path it ships in.
+    // (A per-tensor scale through an amax floor is not handed to a codec: such a part keeps the kernels.)
+    const auto decl = part.label.empty() ? Result<PathDecl>(make_error(ErrorCode::kInvalidArgument, "")) : find_path_decl(part.label);
+    const bool codecs_wire = own_wire && part.wire.size() == 1 && codec && part.wire.front() == codec->format() &&
+                             (!decl || !decl->per_tensor() || codec->format().takes_tensor_amax());
+    if (codec && (!part.once() || codecs_wire)) spec.codec = cfg_.codec;
     const bool plain_part = !one_process_per_rank(opt_.backend) && !part.typed && !spec.codec && part.divide == cfg_.divide && part.label.empty();
     if (plain_part && plain_runs_.count(d)) spec.reuse = &plain_runs_[d];
     if (opt_.progress)

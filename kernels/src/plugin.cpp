@@ -26,6 +26,7 @@
 
 #include "qtransit/codec_plugin.h"
 #include "qtransit/common/decl_toml.hpp"
+#include "qtransit/common/shortest.hpp"
 #include "qtransit/common/text_file.hpp"
 #include "qtransit/kernels/fp16.hpp"
 #include "qtransit/kernels/gpu.hpp"
@@ -487,15 +488,9 @@ Result<std::shared_ptr<const PluginCodec>> PluginCodec::from_descriptor(const qt
         p->format_ = *f;
     }
     const FormatSpec& f = p->format_;
-    // A codec is handed shards and blocks; NVFP4's blocks also take the amax of the whole tensor, which
-    // the ABI does not pass (and the codec check would have to resolve per call): not yet.
-    if (f.tiled())
-        return refuse("its format " + f.name() + " quantizes 2-D tiles (" + std::to_string(f.decl->tile_rows) + " x " +
-                      std::to_string(f.decl->tile_cols) + "), which codec ABI version " + std::to_string(QTRANSIT_CODEC_ABI_VERSION) +
-                      " does not lay out: such a codec cannot be checked yet");
-    if (f.takes_tensor_amax())
-        return refuse("its format " + f.name() + " takes the tensor's amax (scale e4m3-tensor-amax), which codec ABI version " +
-                      std::to_string(QTRANSIT_CODEC_ABI_VERSION) + " does not pass: such a codec cannot be checked yet");
+    // A tiled format's codec is handed its tiles as blocks of the tile's area, in tile order, each
+    // tile row-major (docs/PLUGIN.md, "2-D blocks"); a format with a tensor amax gets T in its args
+    // and exchanges E4M3 block scales ("Two-level scales").
     // The codec's name names its verdicts (kernel-vs-reference/<name>) next to the formats' own: a
     // format's name would give two verdicts of one name for different kernels.
     for (const auto& b : all_builtin_formats())
@@ -668,6 +663,7 @@ Status PluginCodec::call_encode(const void* x, int64_t elements, int64_t block, 
     a.rank = opt.site.rank;
     a.hop = opt.hop;
     a.seed = opt.seed;
+    a.tensor_amax = amax_for_call(opt.tensor_amax);
     char err[kErrLen] = {0};
     std::unique_lock<std::mutex> lock(serial_, std::defer_lock);
     if (!thread_safe_) lock.lock();
@@ -694,13 +690,19 @@ Status PluginCodec::call_encode(const void* x, int64_t elements, int64_t block, 
     return stage_out({&sc, &ss, &so});
 }
 
+float PluginCodec::amax_for_call(float t) const {
+    if (!format_.takes_tensor_amax()) return 0.0f;
+    return t >= 0.0f ? t : format_.decl->tensor_amax;
+}
+
 Status PluginCodec::call_decode(const uint8_t* codes, const float* scales, const float* offsets, int64_t elements,
-                                int64_t block, int64_t shard, void* out, size_t code_bytes, size_t scale_count) const {
+                                int64_t block, int64_t shard, void* out, size_t code_bytes, size_t scale_count, float tensor_amax) const {
     qtransit_decode_args a{};
     a.struct_size = sizeof a;
     a.elements = elements;
     a.block = block;
     a.shard = shard;
+    a.tensor_amax = amax_for_call(tensor_amax);
     char err[kErrLen] = {0};
     std::unique_lock<std::mutex> lock(serial_, std::defer_lock);
     if (!thread_safe_) lock.lock();
@@ -799,6 +801,19 @@ Status PluginCodec::encode(std::span<const float> x, int64_t block, int64_t shar
             if (format_.has_offset()) offsets[static_cast<size_t>(j)] = poffs[static_cast<size_t>(scale_slot(j))];
         }
     }
+    // Two-level scales: the codec wrote E4M3 block scales s_b; qtransit keeps decode factors under T.
+    if (format_.takes_tensor_amax()) {
+        const FormatSpec ft = format_.with_tensor_amax(amax_for_call(opt.tensor_amax));
+        for (int64_t j = 0; j < sz.blocks; ++j) {
+            float& v = scales[static_cast<size_t>(j)];
+            if (is_unwritten(v) || v != v) continue;  // unwritten shows as such; a NaN scale poisons its block
+            if (!is_e4m3_scale_value(v))
+                return make_error(ErrorCode::kCodec, "codec '" + name_ + "' wrote block scale " + shortest(v) + " for block " +
+                                                         std::to_string(j) + ", which is not a non-negative E4M3 value (" + format_.name() +
+                                                         "'s block scales are E4M3 values s_b, docs/PLUGIN.md)");
+            v = nvfp4_factor_of(ft, v);
+        }
+    }
     if (!same_codes) {
         const Stream from = packing_ == QTRANSIT_PACKING_LOW_NIBBLE_FIRST    ? Stream::kLsb
                             : packing_ == QTRANSIT_PACKING_HIGH_NIBBLE_FIRST ? Stream::kMsb
@@ -834,7 +849,7 @@ Status PluginCodec::encode(std::span<const float> x, int64_t block, int64_t shar
 }
 
 Status PluginCodec::decode(int64_t block, int64_t shard, std::span<const uint8_t> codes, std::span<const float> scales,
-                           std::span<const float> offsets, std::span<float> out) const {
+                           std::span<const float> offsets, std::span<float> out, float tensor_amax) const {
     const int64_t n = static_cast<int64_t>(out.size());
     if (auto st = check_block(block); !st) return st;
     if (n == 0) return Status::Ok();
@@ -876,11 +891,19 @@ Status PluginCodec::decode(int64_t block, int64_t shard, std::span<const uint8_t
     const float* optr = format_.has_offset() ? offsets.data() : nullptr;
     auto& pscales = scratch<float>(2);
     auto& poffs = scratch<float>(3);
+    // Two-level scales: the codec decodes from its E4M3 block scales s_b (and T), not qtransit's factors.
+    auto& sb = scratch<float>(7);
+    if (format_.takes_tensor_amax()) {
+        const FormatSpec ft = format_.with_tensor_amax(amax_for_call(tensor_amax));
+        sb.resize(scales.size());
+        for (size_t j = 0; j < scales.size(); ++j) sb[j] = is_unwritten(scales[j]) ? scales[j] : nvfp4_block_scale_of(ft, scales[j]);
+        sptr = sb.data();
+    }
     if (layout_ != QTRANSIT_SCALES_IN_ORDER) {
         pscales.assign(nscales, 0.0f);
         poffs.assign(optr ? nscales : 0, 0.0f);
         for (int64_t j = 0; j < sz.blocks; ++j) {
-            pscales[static_cast<size_t>(scale_slot(j))] = scales[static_cast<size_t>(j)];
+            pscales[static_cast<size_t>(scale_slot(j))] = sptr[j];
             if (optr) poffs[static_cast<size_t>(scale_slot(j))] = offsets[static_cast<size_t>(j)];
         }
         sptr = pscales.data();
@@ -914,11 +937,11 @@ Status PluginCodec::decode(int64_t block, int64_t shard, std::span<const uint8_t
         return Status::Ok();
     };
     if (out_ == ValueType::kBinary32) {
-        if (auto st = call_decode(pass_c, pass_s, pass_o, n, block, shard, out.data(), static_cast<size_t>(pbytes), nscales); !st) return st;
+        if (auto st = call_decode(pass_c, pass_s, pass_o, n, block, shard, out.data(), static_cast<size_t>(pbytes), nscales, tensor_amax); !st) return st;
         return unchanged();
     }
     std::vector<uint16_t> o16(static_cast<size_t>(n));
-    if (auto st = call_decode(pass_c, pass_s, pass_o, n, block, shard, o16.data(), static_cast<size_t>(pbytes), nscales); !st) return st;
+    if (auto st = call_decode(pass_c, pass_s, pass_o, n, block, shard, o16.data(), static_cast<size_t>(pbytes), nscales, tensor_amax); !st) return st;
     if (auto st = unchanged(); !st) return st;
     for (int64_t i = 0; i < n; ++i)
         out[static_cast<size_t>(i)] = out_ == ValueType::kBinary16 ? f16_bits_to_f32(o16[static_cast<size_t>(i)])
@@ -935,11 +958,12 @@ Status PluginCodec::encode_block(const float* x, int64_t len, int64_t block, uin
                   format_.has_offset() ? std::span<float>(offset, 1) : std::span<float>(&o, 0), opt);
 }
 
-Status PluginCodec::decode_block(const uint8_t* codes, int64_t len, int64_t block, float scale, float offset, float* out) const {
+Status PluginCodec::decode_block(const uint8_t* codes, int64_t len, int64_t block, float scale, float offset, float* out,
+                                 float tensor_amax) const {
     const int64_t cb = format_.code_bytes(len);
     return decode(block, len, std::span<const uint8_t>(codes, static_cast<size_t>(cb)),
                   std::span<const float>(&scale, 1), format_.has_offset() ? std::span<const float>(&offset, 1) : std::span<const float>(),
-                  std::span<float>(out, static_cast<size_t>(len)));
+                  std::span<float>(out, static_cast<size_t>(len)), tensor_amax);
 }
 
 }  // namespace qtransit::kernels

@@ -22,6 +22,8 @@
 #include "qtransit/kernels/plugin.hpp"
 #include "qtransit/testing/blocks.hpp"
 #include "qtransit/gate/boundaries.hpp"
+#include "qtransit/gate/commands.hpp"
+#include "qtransit/kernels/npy.hpp"
 #include "qtransit/testing/conforms.hpp"
 
 namespace qtransit {
@@ -221,6 +223,105 @@ TEST(ExampleCodecs, ConformsHuntsTheBoundariesAndHandsThemOut) {
 // The long call (2^24 + 2 blocks + 3 elements in one call) of a ds-int<b>-fm codec is judged by
 // admissibility (D23), as its other checks are: the correct fast-math codec passes, and one whose
 // stored step is 8 ulps off is named there. It used to be skipped for these formats.
+// ---- two-level scales and 2-D tiles (docs/PLUGIN.md) ----------------------------------------------
+
+std::vector<float> normal_values(size_t n, float sigma, uint64_t seed) {
+    std::vector<float> x(n);
+    kernels::generate_span(kernels::Distribution::kNormal, seed, 0, 0, x);
+    for (float& v : x) v *= sigma;
+    return x;
+}
+
+// nvfp4_codec.c, written from FORMATS.md: handed T, it conforms under the declared T (the edge cases
+// and boundary inputs), under each tensor's own amax (the six distributions) and under any T given.
+TEST(PluginTwoLevel, AnNvfp4CodecIsHandedTAndConformsUnderEveryT) {
+    auto c = load_ok(std::string(QT_BAD_CODEC_DIR) + "/libqt_nvfp4.so");
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->format().name(), "nvfp4");
+    const auto all = testing::conforms(*c, {.block = 16});
+    EXPECT_TRUE(all.ok && all.exact) << all;
+    const auto x = normal_values(1000, 37.0f, 5);
+    for (float t : {0.0f, 1e-30f, 3.3f, 2688.0f, 1e20f}) {
+        const auto r = testing::conforms(*c, x, {.block = 16, .shard = 200, .tensor_amax = t});
+        EXPECT_TRUE(r.ok && r.exact) << "T = " << t << ": " << r;
+    }
+    // What the codec stores is s_b (E4M3 values); qtransit's scales are the decode factors under T.
+    const FormatSpec f = c->format().with_tensor_amax(100.0f);
+    auto t = kernels::sized_encoded(f, 32, 16);
+    kernels::CodecOptions opt;
+    opt.tensor_amax = 100.0f;
+    ASSERT_TRUE(c->encode(std::span<const float>(x).first(32), 16, 32, t.codes, t.scales, t.offsets, opt).ok());
+    for (float factor : t.scales) EXPECT_TRUE(is_e4m3_scale_value(nvfp4_block_scale_of(f, factor))) << factor;
+}
+
+TEST(PluginTwoLevel, EachNvfp4MistakeIsNamed) {
+    const auto x = normal_values(4096, 3.0f, 9);
+    // A codec that takes T from its own call: under the declared T (2688) its scales differ.
+    auto own = load_ok(std::string(QT_BAD_CODEC_DIR) + "/libqt_nvfp4-own-amax.so");
+    ASSERT_TRUE(own);
+    const auto r1 = testing::conforms(*own, x, {.block = 16, .tensor_amax = 2688.0f});
+    EXPECT_FALSE(r1.ok) << r1;
+    // torchao's decode factor fl32(s_b fl32(T / 2688)): equal at T = 2688 (T / 2688 = 1), not under a
+    // tensor's own amax.
+    auto tao = load_ok(std::string(QT_BAD_CODEC_DIR) + "/libqt_nvfp4-torchao-decode.so");
+    ASSERT_TRUE(tao);
+    const auto r2 = testing::conforms(*tao, x, {.block = 16, .tensor_amax = 2688.0f});
+    EXPECT_TRUE(r2.ok) << r2;
+    const auto r3 = testing::conforms(*tao, x, {.block = 16});
+    EXPECT_FALSE(r3.ok) << r3;
+    EXPECT_NE(r3.first_difference.find("codec decodes"), std::string::npos) << r3.first_difference;
+    // Decode factors written where s_b belongs: refused at once, by name.
+    auto fac = load_ok(std::string(QT_BAD_CODEC_DIR) + "/libqt_nvfp4-factor-scales.so");
+    ASSERT_TRUE(fac);
+    const auto r4 = testing::conforms(*fac, x, {.block = 16});
+    EXPECT_FALSE(r4.ok);
+    EXPECT_NE(r4.message.find("which is not a non-negative E4M3 value"), std::string::npos) << r4;
+}
+
+// `quantize --codec` with a tiled format: the tensor goes to the codec in tile order and its codes
+// and decoded values come back in the tensor's order; every file it writes is the one qtransit's own
+// kernel writes, byte for byte (a 48 x 64 tensor: 3 x 4 tiles, so that tile order is not row order).
+TEST(PluginTwoLevel, QuantizeHandsATiledCodecItsTilesAndWritesWhatTheKernelWrites) {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / ("qt-tiled-codec-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const auto x = normal_values(48 * 64, 2.0f, 11);
+    const std::vector<int64_t> shape{48, 64};
+    ASSERT_TRUE(kernels::write_npy((dir / "x.npy").string(), x, shape).ok());
+    auto run = [&](const std::string& codec, const std::string& out) {
+        gate::QuantizeRequest q;
+        q.format = "nvfp4-2d";
+        q.in = (dir / "x.npy").string();
+        q.codec = codec;
+        q.out_dir = (dir / out).string();
+        return gate::quantize(q);
+    };
+    auto own = run("", "kernel");
+    ASSERT_TRUE(own.ok()) << own.error().message;
+    EXPECT_TRUE(own->passed);
+    auto by_codec = run(std::string(QT_BAD_CODEC_DIR) + "/libqt_nvfp4-2d.so", "codec");
+    ASSERT_TRUE(by_codec.ok()) << by_codec.error().message;
+    EXPECT_TRUE(by_codec->passed) << (by_codec->complaints.empty() ? "" : by_codec->complaints[0]);
+    EXPECT_NE(by_codec->out.find("codec = reference yes, bit for bit"), std::string::npos) << by_codec->out;
+    auto bytes = [](const fs::path& p) {
+        std::ifstream f(p, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(f), {});
+    };
+    for (const char* name : {"decoded.npy", "scales.npy", "codes.bin"})
+        EXPECT_EQ(bytes(dir / "codec" / name), bytes(dir / "kernel" / name)) << name;
+    // A tensor amax is the tensor's own, for a codec as for the kernel: the torchao-decode mistake
+    // that T = 2688 hides shows on a tensor.
+    gate::QuantizeRequest q;
+    q.in = (dir / "x.npy").string();
+    q.codec = std::string(QT_BAD_CODEC_DIR) + "/libqt_nvfp4-torchao-decode.so";
+    q.no_hunt = true;
+    auto tao = gate::quantize(q);
+    ASSERT_TRUE(tao.ok()) << tao.error().message;
+    EXPECT_FALSE(tao->passed);
+    fs::remove_all(dir);
+}
+
 TEST(ExampleCodecs, TheLongCallOfADsFastMathCodecIsJudgedByAdmissibility) {
     auto good = load_ok(codec_lib("ds-fast-math-int4"));
     ASSERT_TRUE(good);

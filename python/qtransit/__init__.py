@@ -173,7 +173,12 @@ def check_codec(fmt, encode, decode, *, name="python-codec", config=None, quick=
     block_min, block_max (0: none), block_multiple: the block sizes the quantizer takes, as a
     plugin's descriptor declares them; the gate checks it at those only (a block it refuses
     otherwise is a failure). A format declared with [conventions] (docs/FORMATS.md section 10)
-    sets the library's choices at the extremes apart: reported as convention mismatches."""
+    sets the library's choices at the extremes apart: reported as convention mismatches.
+    A format with a tensor amax (nvfp4) calls both callables with the keyword tensor_amax=T (the
+    binary32 amax its block scales are under: the declared one in the block checks, the tensor's in
+    the paths), and scales are the E4M3 block scales s_b as float32 values (448.0, 0.5, ...), what
+    Transformer Engine and torchao store. A tiled format (nvfp4-2d, fp8-e4m3-128x128) hands encode
+    its tiles as blocks of the tile's area, in tile order, each tile row-major (docs/PLUGIN.md)."""
     enc, dec = _codec.adapt(encode, decode, device, str(dtype))
     text, source = _config(config)
     rep = _native.check_codec(str(fmt), enc, dec, str(name), text, source, bool(quick), str(conformance), str(dtype),

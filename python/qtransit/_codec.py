@@ -5,6 +5,8 @@ The user writes, for one shard of a tensor (blocks of `block` elements, the last
     encode(x: float32[n] (or the codec's dtype), block) -> (codes: int[n], scales: float32[blocks])
                                   or (codes, scales, offsets: float32[blocks])  (formats with an offset)
     decode(codes: int32[n], scales: float32[blocks], offsets or None, block) -> float32[n]
+A format with a tensor amax (nvfp4) calls both with the keyword tensor_amax=T, the tensor's amax the
+block scales are under, and its scales are the E4M3 block scales s_b as float32 values.
 Arrays may come back as numpy arrays or DLPack tensors, CUDA ones included (copied to the host).
 With device="cuda" the callables are handed torch CUDA tensors instead of numpy arrays.
 """
@@ -61,10 +63,11 @@ def adapt(encode, decode, device="cpu", dtype="float32"):
     put = _device_put(device)
     cast = _as_dtype(dtype)
 
-    def enc(x, block, shard):
+    def enc(x, block, shard, tensor_amax=None):
+        kw = {} if tensor_amax is None else {"tensor_amax": tensor_amax}
         codes, scales, offsets = [], [], []
         for s0 in range(0, x.size, shard):
-            r = encode(put(cast(x[s0:s0 + shard])), block)
+            r = encode(put(cast(x[s0:s0 + shard])), block, **kw)
             if not isinstance(r, (tuple, list)) or len(r) not in (2, 3):
                 raise TypeError("encode must return (codes, scales) or (codes, scales, offsets)")
             codes.append(as_codes(r[0], "encode's codes"))
@@ -76,12 +79,13 @@ def adapt(encode, decode, device="cpu", dtype="float32"):
             raise TypeError("encode returned offsets for some shards and not for others")
         return (np.concatenate(codes), np.concatenate(scales), np.concatenate(offsets) if all(given) else None)
 
-    def dec(codes, scales, offsets, block, shard):
+    def dec(codes, scales, offsets, block, shard, tensor_amax=None):
+        kw = {} if tensor_amax is None else {"tensor_amax": tensor_amax}
         per = -(-shard // block)
         out = []
         for i, s0 in enumerate(range(0, codes.size, shard)):
             o = None if offsets is None else put(offsets[i * per:(i + 1) * per])
-            out.append(_decoded(decode(put(codes[s0:s0 + shard]), put(scales[i * per:(i + 1) * per]), o, block), "decode's values"))
+            out.append(_decoded(decode(put(codes[s0:s0 + shard]), put(scales[i * per:(i + 1) * per]), o, block, **kw), "decode's values"))
         return np.concatenate(out)
 
     return enc, dec

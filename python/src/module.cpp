@@ -89,9 +89,10 @@ struct Report {
 // ---- a codec written in Python (check_codec) -------------------------------------------------------
 // The descriptor of docs/PLUGIN.md filled in with two trampolines that call the Python callables
 // (python/qtransit/_codec.py wraps the user's encode and decode into these two):
-//   encode(x: float32[elements], block, shard) -> (codes: int32[elements], scales: float32[blocks],
-//                                                   offsets: float32[blocks] or None)
-//   decode(codes: int32[elements], scales, offsets or None, block, shard) -> float32[elements]
+//   encode(x: float32[elements], block, shard, tensor_amax) -> (codes: int32[elements], scales: float32[blocks],
+//                                                                offsets: float32[blocks] or None)
+//   decode(codes: int32[elements], scales, offsets or None, block, shard, tensor_amax) -> float32[elements]
+// tensor_amax: T for a format with a tensor amax (nvfp4; scales are then E4M3 block scales s_b), else None.
 // one byte per code (QTRANSIT_PACKING_BYTE_PER_CODE), scales in order, binary32 in and out.
 struct PyCodec {
     nb::object encode, decode;
@@ -129,7 +130,11 @@ int py_encode(void* state, const qtransit_encode_args* a, char* err, size_t err_
                 x[static_cast<size_t>(i)] = c->desc.input_type == QTRANSIT_BFLOAT16 ? qt::kernels::bf16_bits_to_f32(h[i])
                                                                                     : qt::kernels::f16_bits_to_f32(h[i]);
         }
-        nb::object r = c->encode(to_numpy(std::move(x)), a->block, a->shard);
+        // A tensor amax (nvfp4) is handed on when struct_size covers it; None for other formats.
+        nb::object t_amax = nb::none();
+        if (c->format.takes_tensor_amax() && a->struct_size >= offsetof(qtransit_encode_args, tensor_amax) + sizeof(float))
+            t_amax = nb::float_(a->tensor_amax);
+        nb::object r = c->encode(to_numpy(std::move(x)), a->block, a->shard, t_amax);
         auto t = nb::cast<nb::tuple>(r);
         auto codes = nb::cast<I32>(t[0]);
         auto scales = nb::cast<F32>(t[1]);
@@ -173,7 +178,10 @@ int py_decode(void* state, const qtransit_decode_args* a, char* err, size_t err_
         std::vector<float> scales(a->scales, a->scales + blocks);
         nb::object offsets = nb::none();
         if (a->offsets) offsets = nb::cast(to_numpy(std::vector<float>(a->offsets, a->offsets + blocks)));
-        nb::object r = c->decode(to_numpy(std::move(codes)), to_numpy(std::move(scales)), offsets, a->block, a->shard);
+        nb::object t_amax = nb::none();
+        if (c->format.takes_tensor_amax() && a->struct_size >= offsetof(qtransit_decode_args, tensor_amax) + sizeof(float))
+            t_amax = nb::float_(a->tensor_amax);
+        nb::object r = c->decode(to_numpy(std::move(codes)), to_numpy(std::move(scales)), offsets, a->block, a->shard, t_amax);
         auto out = nb::cast<F32>(r);
         if (static_cast<int64_t>(out.shape(0)) != a->elements)
             return fail_into(err, err_len, "decode returned " + std::to_string(out.shape(0)) + " values for " + std::to_string(a->elements) + " elements");

@@ -56,12 +56,13 @@ def e4m3(v):
 # the quantization
 
 
-def emulate(x, *, decode="amax", multiplier="reciprocal", amax="tensor"):
+def emulate(x, *, decode="amax", multiplier="reciprocal", amax="tensor", t=None):
     """TE's NVFP4 (1-D, RN) on the binary32 values x. Returns a dict with FIELDS (tensor_amax as one
     binary32; e4m3_bytes and scales per block; codes and decoded per element) and the intermediates
     s_enc, v (a_b * fl32(S_enc c6) per block), r (r_b per block) and y (per element). The keywords
     select the wrong variants: decode="sdec" (f_b = fl32(s_b S_dec)), multiplier="senc" (r_b =
-    fl32(S_enc / s_b)), amax="block" (each block quantized as a tensor of its own: T = a_b)."""
+    fl32(S_enc / s_b)), amax="block" (each block quantized as a tensor of its own: T = a_b).
+    t: the tensor amax T to use instead of max |x| (a codec is handed T: test_codec_two_level.py)."""
     x = np.asarray(x, F32).reshape(-1)
     assert x.size > 0 and np.all(np.isfinite(x))
     if amax == "block":
@@ -72,7 +73,7 @@ def emulate(x, *, decode="amax", multiplier="reciprocal", amax="tensor"):
         return out
     with np.errstate(over="ignore", divide="ignore", under="ignore"):
         ax = np.abs(x)
-        t = ax.max()  # a binary32 scalar
+        t = ax.max() if t is None else F32(t)  # a binary32 scalar
         if t == 0:
             s_enc = F32(1)
         else:

@@ -14,8 +14,8 @@ Conformity conforms(const kernels::PluginCodec& codec, std::span<const float> x,
     r.elements = static_cast<int64_t>(x.size());
     Site site;
     site.tensor = "conforms() input";
-    auto c = gate::codec_check(&codec, codec.format(), x, o.block, o.shard > 0 ? o.shard : r.elements, site, o.seed,
-                               o.conformance);
+    const FormatSpec f = o.tensor_amax >= 0 ? codec.format().with_tensor_amax(o.tensor_amax) : codec.format().for_tensor(x);
+    auto c = gate::codec_check(&codec, f, x, o.block, o.shard > 0 ? o.shard : r.elements, site, o.seed, o.conformance);
     if (!c) {
         // Both refusing a non-finite or out-of-range input is the format's specified outcome; any
         // other Error (no elements, a shard that does not divide them) checked nothing: not a pass.
@@ -65,6 +65,7 @@ Conformity conforms(const kernels::PluginCodec& codec, const ConformOptions& o) 
     const gate::EdgeTensor e = gate::edge_tensor(codec.format(), o.block, o.seed);
     ConformOptions eo = o;
     eo.shard = e.shard;
+    if (codec.format().takes_tensor_amax()) eo.tensor_amax = codec.format().decl->tensor_amax;  // the boundaries' T
     fold(conforms(codec, e.x, eo), "edge cases and boundary inputs");  // codec_check hunts on the edge tensor
     if (total.ok)
         total.message = "codec " + codec.name() + " conforms (" + kernels::to_string(o.conformance) + ") on " +

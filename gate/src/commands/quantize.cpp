@@ -38,6 +38,21 @@ Status check_out_dir(const std::string& out) {
     return Status::Ok();
 }
 
+// The tensor's shape: the .npy's, or --shape (the same elements read as another shape).
+Result<std::vector<int64_t>> tensor_shape(const QuantizeRequest& a, const kernels::NpyArray& arr) {
+    if (a.shape.empty()) return arr.shape;
+    int64_t n = 1;
+    std::string text;
+    for (int64_t d : a.shape) {
+        n *= d;
+        text += (text.empty() ? "" : ",") + std::to_string(d);
+    }
+    if (n != static_cast<int64_t>(arr.data.size()))
+        return make_error(ErrorCode::kInvalidArgument, "--shape " + text + " holds " + std::to_string(n) + " elements, but " + a.in +
+                                                           " holds " + std::to_string(arr.data.size()));
+    return a.shape;
+}
+
 Result<Printed> quantize_by_codec(const QuantizeRequest& a, const QuantizeSetup& s) {
     const kernels::PluginCodec& codec = *s.codec;
     const FormatSpec& format = s.format;
@@ -50,11 +65,27 @@ Result<Printed> quantize_by_codec(const QuantizeRequest& a, const QuantizeSetup&
     if (n % shard)
         return make_error(ErrorCode::kInvalidArgument,
                           "--shard " + std::to_string(a.shard) + " does not divide the " + std::to_string(n) + " elements");
+    auto shape = tensor_shape(a, *arr);
+    if (!shape) return shape.error();
+    // A tiled format's codec quantizes the tiles as blocks in tile order (docs/PLUGIN.md, "2-D
+    // blocks"): the tensor is reordered for it and its codes and decoded values back.
+    std::optional<TileGrid> grid;
+    std::vector<float> x = arr->data;
+    if (format.tiled()) {
+        if (a.shard > 0) return make_error(ErrorCode::kInvalidArgument, "--shard is for 1-D blocks; " + format.name() + " quantizes tiles");
+        auto g = tile_grid(format, *shape);
+        if (!g) return g.error();
+        grid = *g;
+        x = to_tile_order<float>(x, *grid);
+    }
     Site site;
     site.tensor = a.in;
-    auto r = codec_check(&codec, format, arr->data, s.block, shard, site, a.seed, conf);
+    // A tensor amax (nvfp4) is the tensor's own, as for qtransit's kernel; the boundary inputs below
+    // keep the declared one (block-level checks).
+    auto r = codec_check(&codec, format.for_tensor(arr->data), x, s.block, shard, site, a.seed, conf);
     if (!r) return r.error();
-    const CodecCheck& c = *r;
+    CodecCheck c = std::move(*r);
+    if (grid && !c.first_difference.empty()) c.first_difference += " (an index in tile order)";
     Printed p;
     if (!c.refusal.empty()) {  // nothing to write or print but the disagreement
         p.complaints.push_back(c.refusal);
@@ -72,12 +103,18 @@ Result<Printed> quantize_by_codec(const QuantizeRequest& a, const QuantizeSetup&
         hunt = first_finding(classes, conf);
         hunt_fails = hunt && (conf == kernels::Conformance::kExact || hunt->violation);
     }
-    const QuantizeCheck q = to_quantize_check(c, arr->data);
+    QuantizeCheck q = to_quantize_check(c, x);
+    if (grid) {
+        q.codes = from_tile_order<int32_t>(q.codes, *grid);
+        q.decoded = from_tile_order<float>(q.decoded, *grid);
+        if (q.bounds.first_violation >= 0) q.bounds.first_violation = row_major_index(q.bounds.first_violation, *grid);
+        q.grid = *grid;
+    }
     if (!a.out_dir.empty())
-        if (auto st = write_quantize_outputs(a.out_dir, q, arr->shape); !st) return st.error();
+        if (auto st = write_quantize_outputs(a.out_dir, q, *shape); !st) return st.error();
     std::string& o = p.out;
     if (a.json) {
-        auto j = quantize_json(format, q, arr->shape, Nonfinite::kError, a.seed);
+        auto j = quantize_json(q.encoded.format, q, *shape, Nonfinite::kError, a.seed);
         j["codec"] = codec.name();
         j["conformance"] = kernels::to_string(conf);
         j["shard"] = shard;
@@ -190,19 +227,9 @@ Result<Printed> quantize(const QuantizeRequest& a) {
     auto arr = kernels::read_npy(a.in);
     if (!arr) return arr.error();
     if (arr->data.empty()) return make_error(ErrorCode::kBadFile, a.in + ": the tensor has no elements");
-    std::vector<int64_t> shape = arr->shape;
-    if (!a.shape.empty()) {  // --shape: the same elements read as another shape
-        int64_t n = 1;
-        std::string text;
-        for (int64_t d : a.shape) {
-            n *= d;
-            text += (text.empty() ? "" : ",") + std::to_string(d);
-        }
-        if (n != static_cast<int64_t>(arr->data.size()))
-            return make_error(ErrorCode::kInvalidArgument, "--shape " + text + " holds " + std::to_string(n) + " elements, but " + a.in +
-                                                               " holds " + std::to_string(arr->data.size()));
-        shape = a.shape;
-    }
+    auto shape_read = tensor_shape(a, *arr);
+    if (!shape_read) return shape_read.error();
+    const std::vector<int64_t> shape = *shape_read;
 
     Site site;
     site.tensor = a.in;

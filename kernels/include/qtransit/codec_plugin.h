@@ -64,6 +64,11 @@ typedef struct qtransit_encode_args {
     uint64_t seed;
     void* stream;           /* cuda: the cudaStream_t to run on (v1 passes NULL, the default stream;
                                work may be queued: qtransit synchronizes before it reads); cpu: NULL */
+    /* Formats with scale e4m3-tensor-amax (nvfp4): the tensor's amax T, the second scale level the
+     * block scales are under (binary32, finite, >= 0); scales[j] is then block j's E4M3 scale s_b as
+     * its binary32 value (docs/PLUGIN.md, "Two-level scales"). 0 for every other format. Added after
+     * the first release of version 1: read it only when struct_size covers it. */
+    float tensor_amax;
 } qtransit_encode_args;
 
 typedef struct qtransit_decode_args {
@@ -74,6 +79,7 @@ typedef struct qtransit_decode_args {
     int64_t elements, block, shard;
     void* out;              /* elements values of output_type */
     void* stream;
+    float tensor_amax;      /* as in qtransit_encode_args: the T the codes and scales were encoded under */
 } qtransit_decode_args;
 
 /* Optional: the fused dequantize-reduce-requantize of qgZ's stage 2: `inputs` encoded tensors of

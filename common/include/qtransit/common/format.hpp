@@ -94,6 +94,16 @@ struct FormatSpec {
 void write_metadata(const FormatSpec& f, float scale, float offset, uint8_t* out);
 void read_metadata(const FormatSpec& f, const uint8_t* in, float* scale, float* offset);
 
+// A format with a tensor amax (nvfp4) keeps each block's decode factor fl32(fl32(s_b T) fl32(1 / K))
+// as its scale; what its implementations store is the E4M3 block scale s_b (docs/PLUGIN.md,
+// "Two-level scales"). Both under f's declared T. nvfp4_factor_of: s_b must be a non-negative E4M3
+// value (NaN: NaN). nvfp4_block_scale_of: the smallest s_b with that factor (a tiny T can give two
+// the same one); NaN for NaN or for a number no s_b gives.
+float nvfp4_factor_of(const FormatSpec& f, float sb);
+float nvfp4_block_scale_of(const FormatSpec& f, float factor);
+// Whether v is a non-negative E4M3 value (E4M3FN: 0 to 448, no NaN), what a block scale s_b is.
+bool is_e4m3_scale_value(float v);
+
 // The declaration of a format: every declared format's own, and for int<b> / int<b>-asym the
 // declaration that reproduces NUMERICS 1.1 / 1.2. ds-int<b> has none (Error says why).
 Result<Decl> declaration_of(const FormatSpec& f);

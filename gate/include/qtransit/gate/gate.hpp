@@ -84,6 +84,7 @@ struct GateConfig {
     bool tree_ranks_derived = true;          // tree_ranks not given: derived from ranks
     int64_t ranks_per_node = kDefaultRanksPerNode;  // 0: default_ranks_per_node(N)
     int64_t elements = 0, block = 32;
+    bool block_given = false;  // the user's config set gate.block (else a codec's fixed block replaces it)
     uint64_t seed = 1;
     // gate.accum: the type every path's sums are rounded to (fp32, fp16, bf16; D11, D24).
     Accum accum = Accum::kFp32;
@@ -108,8 +109,9 @@ struct GateConfig {
     }
 };
 
-// Loads the codec at `path` into cfg: its block constraints must take gate.block; the gate's formats
-// become the codec's one format, and budgets about other formats are dropped. The Error names the
+// Loads the codec at `path` into cfg: its block constraints must take gate.block (a format with a
+// fixed block, nvfp4's 16 or a tile's area, sets it where the user's config did not); the gate's
+// formats become the codec's one format, and budgets about other formats are dropped. The Error names the
 // library and what is wrong (docs/PLUGIN.md).
 Status attach_codec(GateConfig& cfg, const std::string& path);
 // The same for a codec already loaded (PluginCodec::from_descriptor: the Python module's callables).

@@ -54,6 +54,9 @@ struct CodecOptions {
     // 0xFFFFFFFF) and site.index_base (the index of element 0 in the tensor being quantized).
     uint64_t seed = 0;
     uint32_t hop = 0;
+    // A codec plugin of a format with a tensor amax (nvfp4): the T to encode under; < 0: the
+    // format's declared one. qtransit's own kernels take T from the FormatSpec instead.
+    float tensor_amax = -1.0f;
 };
 
 // Check the arguments every entry point shares: block >= 1.

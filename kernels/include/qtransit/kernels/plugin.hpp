@@ -87,12 +87,14 @@ public:
     // own failure is an Error of kind kCodec carrying its message.
     Status encode(std::span<const float> x, int64_t block, int64_t shard, std::span<uint8_t> codes,
                   std::span<float> scales, std::span<float> offsets, const CodecOptions& opt) const;
+    // tensor_amax: as CodecOptions::tensor_amax, the T the codes were encoded under (< 0: declared).
     Status decode(int64_t block, int64_t shard, std::span<const uint8_t> codes, std::span<const float> scales,
-                  std::span<const float> offsets, std::span<float> out) const;
+                  std::span<const float> offsets, std::span<float> out, float tensor_amax = -1.0f) const;
     // One block of len <= block values (a path's Q and D: one shard of len elements, one block).
     Status encode_block(const float* x, int64_t len, int64_t block, uint8_t* codes, float* scale, float* offset,
                         const CodecOptions& opt) const;
-    Status decode_block(const uint8_t* codes, int64_t len, int64_t block, float scale, float offset, float* out) const;
+    Status decode_block(const uint8_t* codes, int64_t len, int64_t block, float scale, float offset, float* out,
+                        float tensor_amax = -1.0f) const;
     PluginCodec(const PluginCodec&) = delete;
     PluginCodec& operator=(const PluginCodec&) = delete;
     PluginCodec() = default;
@@ -101,7 +103,9 @@ private:
     Status call_encode(const void* x, int64_t elements, int64_t block, int64_t shard, uint8_t* codes, float* scales,
                        float* offsets, const CodecOptions& opt, size_t code_bytes, size_t scale_count) const;
     Status call_decode(const uint8_t* codes, const float* scales, const float* offsets, int64_t elements,
-                       int64_t block, int64_t shard, void* out, size_t code_bytes, size_t scale_count) const;
+                       int64_t block, int64_t shard, void* out, size_t code_bytes, size_t scale_count, float tensor_amax) const;
+    // The tensor amax a call passes (0 for formats without one); t < 0: the format's declared one.
+    float amax_for_call(float t) const;
     int64_t plugin_code_bytes(int64_t len) const;  // one block's, in the codec's packing
     int64_t plugin_tensor_code_bytes(int64_t elements, int64_t block, int64_t shard) const;
     size_t plugin_scale_count(int64_t blocks) const;

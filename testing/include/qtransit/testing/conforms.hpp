@@ -27,6 +27,9 @@ struct ConformOptions {
     int64_t shard = 0;  // blocks restart every `shard` elements (0: the whole input)
     kernels::Conformance conformance = kernels::Conformance::kExact;
     uint64_t seed = 1;  // stochastic rounding's key; the generated inputs' seed
+    // A format with a tensor amax (nvfp4): the T the codec is handed and the reference quantizes
+    // under; < 0: x's own largest finite |x|, as the recipe takes it (the edge cases: the declared T).
+    float tensor_amax = -1.0f;
 };
 
 struct Conformity {
