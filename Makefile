@@ -132,7 +132,7 @@ outside: deps-test
 	{ [ -x $(OUTSIDE_VENV)/bin/python ] || /usr/bin/python3 -m venv $(OUTSIDE_VENV); } && \
 	$(OUTSIDE_VENV)/bin/pip install -q --disable-pip-version-check -r python/requirements-test.txt -r examples/third_party/requirements.txt && \
 	CXX="$${CXX:-c++}" CC="$${CC:-cc}" CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(OUTSIDE_VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation \
-	  -C build-dir=build/outside-python . && \
+	  --config-settings build-dir=build/outside-python . && \
 	$(OUTSIDE_VENV)/bin/python examples/third_party/run_outside.py build/outside-report
 
 bench: build

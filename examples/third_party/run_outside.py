@@ -1,14 +1,16 @@
 """`make outside`: real third-party quantizers under qtransit (issue 52). Each adapter is checked by
 qtransit.check_codec (the quick tier: the edge cases, every class of the generated boundary inputs,
 two distributions, every path) as the format its declaration in conventions/ names, with the
-library's conventions at the extremes declared there (docs/FORMATS.md section 10); the verdicts,
+library's conventions at the extremes declared there (docs/FORMATS.md section 10), or as a built-in
+format that takes no conventions (torchao's NVFP4 as nvfp4); the verdicts,
 the elements compared, each convention mismatch and each class that differs with its counts, and
 the packages' versions go to OUT/outside.md and OUT/<adapter>/ (the gate's reports).
 
-    python examples/third_party/run_outside.py OUT
+    python examples/third_party/run_outside.py OUT [NAME ...]
 
-Exit 0 when every adapter ran (whatever its verdict: a FAIL here is a finding, docs/FINDINGS.md);
-2 when an adapter could not run at all (a package missing or broken)."""
+NAME ...: only the adapters so named (and their probes); all of them without. Exit 0 when every
+adapter ran (whatever its verdict: a FAIL here is a finding, docs/FINDINGS.md); 2 when an adapter
+could not run at all (a package missing or broken), or a NAME is not an adapter's."""
 
 import json
 import os
@@ -39,6 +41,7 @@ def adapters():
     import ml_dtypes_fp8
     import torch_fp8
     import torchao_mx
+    import torchao_nvfp4
 
     return [
         ("torchao-to-mx-floor", "torchao-mxfp8-floor.toml", lambda: torchao_mx.adapter("FLOOR"), {}),
@@ -52,19 +55,23 @@ def adapters():
         # bitsandbytes takes blocks of 32, 64, ..., 4096; the gate checks it at 64.
         ("bnb-nf4", "bnb-nf4.toml", bnb_nf4.adapter,
          {"block_min": 32, "block_max": 4096, "block_multiple": 32, "config": {"gate": {"block": 64}}}),
+        # torchao's NVFP4 against the built-in nvfp4 (Transformer Engine's recipe): the format takes no
+        # conventions (FORMATS.md section 2), so the declaration is the built-in name; blocks of 16 only.
+        ("torchao-nvfp4", "nvfp4", torchao_nvfp4.adapter, dict(torchao_nvfp4.CASES[0][1])),
     ]
 
 
 def report_check(lines, out, name, decl, enc, dec, kw):
     """check_codec's quick tier on one adapter; its verdict, the elements compared, each differing
     class and each convention mismatch into lines."""
-    fmt = os.path.join(CONVENTIONS, decl)
+    declared = decl.endswith(".toml")  # else a built-in format's name
+    fmt = os.path.join(CONVENTIONS, decl) if declared else decl
     r = qtransit.check_codec(fmt, enc, dec, name=name, quick=True, **kw)
     r.write_reports(os.path.join(out, name))
     report = json.loads(r.to_json())
     checks = [c for c in report.get("format_checks", []) if "refused" not in c]
     compared = sum(c.get("elements", 0) for c in checks) + sum(b.get("elements", 0) for c in checks for b in c.get("boundary_classes", []))
-    lines.append(f"## {name} as conventions/{decl}: {'PASS' if r.passed else 'FAIL'} ({compared} elements compared)")
+    lines.append(f"## {name} as {'conventions/' if declared else ''}{decl}: {'PASS' if r.passed else 'FAIL'} ({compared} elements compared)")
     lines.append("")
     conv = {}
     for c in checks:
@@ -92,7 +99,23 @@ def report_check(lines, out, name, decl, enc, dec, kw):
     lines.append("")
 
 
-def main(out):
+def nvfp4_probe_lines(lines):
+    """torchao_nvfp4.probe(): each step where torchao's NVFP4 differs from Transformer Engine's
+    arithmetic (docs/FINDINGS.md F6), with its counts over the sweep and its minimal block."""
+    import torchao_nvfp4
+
+    p = torchao_nvfp4.probe()
+    lines.append(f"## NVFP4 probe (docs/FINDINGS.md F6): torchao against Transformer Engine's arithmetic, {p['total']} blocks swept")
+    lines.append("")
+    for step, T, x, ao, te, found in p["reproducers"]:
+        c = p.get(step)
+        counts = f"{c['blocks']} blocks ({c['elements']} decoded values) differ" if c else "not in the sweep"
+        lines.append(f"- {step}: {counts}; T = {T!r}, block {x} (zeros after): "
+                     f"torchao s_b {ao[0]!r}, decodes {ao[1]}; TE s_b {te[0]!r}, decodes {te[1]}" + ("" if found == step else f" (found: {found})"))
+    lines.append("")
+
+
+def main(out, only=()):
     os.makedirs(out, exist_ok=True)
     lines = ["# Third-party quantizers under qtransit (`make outside`)", "",
              "qtransit " + qtransit.__version__ + "; " +
@@ -102,6 +125,12 @@ def main(out):
     except Exception as e:  # noqa: BLE001  (any import failure is the same outcome: nothing ran)
         print(f"run_outside: cannot import the adapters: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
+    if only:
+        unknown = sorted(set(only) - {t[0] for t in table})
+        if unknown:
+            print(f"run_outside: no adapter named {', '.join(unknown)}", file=sys.stderr)
+            return 2
+        table = [t for t in table if t[0] in only]
     for name, decl, factory, kw in table:
         try:
             enc, dec = factory()
@@ -109,12 +138,16 @@ def main(out):
             print(f"run_outside: {name}: {type(e).__name__}: {e}", file=sys.stderr)
             return 2
         report_check(lines, out, name, decl, enc, dec, kw)
-    import torchao_mx
+    names = {t[0] for t in table}
+    if "torchao-to-mx-rceil" in names or "torchao-to-mx-fp4-rceil" in names:
+        import torchao_mx
 
-    differ, total, example = torchao_mx.rceil_probe()
-    lines.append(f"## RCEIL probe (docs/FINDINGS.md F1): {differ} of {total} blocks at 448 2^k and 1 or 2 ulps around it get an exponent "
-                 f"other than the smallest e with absmax <= 448 2^e; e.g. absmax {example[0]!r} (k = {example[1]}, {example[2]:+d} ulp): "
-                 f"{example[3]} where {example[4]}" if example else f"## RCEIL probe: all {total} blocks agree")
+        differ, total, example = torchao_mx.rceil_probe()
+        lines.append(f"## RCEIL probe (docs/FINDINGS.md F1): {differ} of {total} blocks at 448 2^k and 1 or 2 ulps around it get an exponent "
+                     f"other than the smallest e with absmax <= 448 2^e; e.g. absmax {example[0]!r} (k = {example[1]}, {example[2]:+d} ulp): "
+                     f"{example[3]} where {example[4]}" if example else f"## RCEIL probe: all {total} blocks agree")
+    if "torchao-nvfp4" in names:
+        nvfp4_probe_lines(lines)
     text = "\n".join(lines) + "\n"
     with open(os.path.join(out, "outside.md"), "w") as f:
         f.write(text)
@@ -123,7 +156,7 @@ def main(out):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        print("usage: run_outside.py OUT", file=sys.stderr)
+    if len(sys.argv) < 2:
+        print("usage: run_outside.py OUT [NAME ...]", file=sys.stderr)
         sys.exit(2)
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], tuple(sys.argv[2:])))
