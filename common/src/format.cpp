@@ -558,6 +558,14 @@ const std::vector<FormatSpec>& all_builtin_formats() {
         // 16, an E4M3 scale per block under the binary32 amax T of the tensor (FORMATS.md section 2). The
         // declaration's T is 2688 (a tensor scale of 1); quantize takes the amax of the tensor it is given.
         v.push_back(declared("nvfp4", float_decl(2, 1, 1, FloatSpecial::kNone, ScaleType::kE4m3TensorAmax, 16)));
+        // TE's NVFP4 for gradients rounds the elements stochastically (cvt.rs on sm_100, its own random
+        // bits): here the keyed rounding of FORMATS.md section 4 on the same scales, so its bounds and
+        // unbiasedness are checked, not TE's random stream.
+        {
+            Decl d = float_decl(2, 1, 1, FloatSpecial::kNone, ScaleType::kE4m3TensorAmax, 16);
+            d.rounding = Rounding::kStochastic;
+            v.push_back(declared("nvfp4-sr", d));
+        }
         // 2-D blocks (FORMATS.md section 8, `tile`): TE's NVFP4 for weights, one E4M3 scale per 16x16 tile
         // (docs/SOURCES.md 5.5); DeepGEMM's per_block_cast_to_fp8 for 128x128 weight tiles (DeepSeek-V3's
         // weights: s = fl32(max(amax, 1e-4) / 448), the elements times fl32(448 / max(amax, 1e-4))), and its

@@ -277,7 +277,7 @@ RC_GTEST_PROP(DeclStochastic, ReplayAndKeyDependence, ()) {
     const auto x = finite_block(n);
     const StochasticKey key{*rc::gen::arbitrary<uint64_t>(), *rc::gen::inRange<uint32_t>(0, 100)};
     const Site site{"input", *rc::gen::inRange<int64_t>(-1, 8), *rc::gen::inRange<int64_t>(0, 1000)};
-    const Quantized a = must_quantize(f, x, n, site, key), b = must_quantize(f, x, n, site, key);
+    const Quantized a = must_quantize(f, x, block_of(f, n), site, key), b = must_quantize(f, x, block_of(f, n), site, key);
     RC_ASSERT(a.codes == b.codes);
     for (size_t i = 0; i < x.size(); ++i) RC_ASSERT(same_bits(a.decoded[i], b.decoded[i]));
 }
@@ -296,7 +296,7 @@ RC_GTEST_PROP(DeclStochastic, UnbiasedMeanError, ()) {
     const uint64_t seed0 = *rc::gen::arbitrary<uint64_t>();
     double sum = 0, step = 0;
     for (int64_t t = 0; t < k; ++t) {
-        const Quantized q = must_quantize(f, x, static_cast<int64_t>(x.size()), Site{}, StochasticKey{seed0 + t, 0});
+        const Quantized q = must_quantize(f, x, block_of(f, static_cast<int64_t>(x.size())), Site{}, StochasticKey{seed0 + t, 0});
         sum += static_cast<double>(q.decoded.back()) - static_cast<double>(x.back());
         if (t == 0) {
             const double s = q.scales[0];
