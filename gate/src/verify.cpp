@@ -44,7 +44,7 @@ std::string first_difference(const char* what, std::span<const T> k, std::span<c
 Result<QuantizeCheck> quantize_tensor(const FormatSpec& format, std::span<const float> x, std::span<const int64_t> shape, int64_t block,
                                       Nonfinite policy, const Site& site, uint64_t seed) {
     if (!format.tiled()) return quantize_and_check(format.for_tensor(x), x, block, policy, site, seed);
-    auto grid = tile_grid(format, shape);
+    auto grid = tile_grid(format, shape, /*pad=*/true);
     if (!grid) return grid.error();
     const std::vector<float> xt = to_tile_order(x, *grid);
     auto c = quantize_and_check(format.for_tensor(x), xt, block, policy, site, seed);
@@ -56,14 +56,14 @@ Result<QuantizeCheck> quantize_tensor(const FormatSpec& format, std::span<const 
             while (end < e.message.size() && std::isdigit(static_cast<unsigned char>(e.message[end]))) ++end;
             if (end > at + key.size()) {
                 const int64_t k = std::stoll(e.message.substr(at + key.size(), end - at - key.size()));
-                e.message.replace(at, end - at, key + std::to_string(row_major_index(k, *grid)));
+                e.message.replace(at, end - at, key + std::to_string(tensor_index(k, *grid)));
             }
         }
         return e;
     }
     c->codes = from_tile_order<int32_t>(c->codes, *grid);
     c->decoded = from_tile_order<float>(c->decoded, *grid);
-    if (c->bounds.first_violation >= 0) c->bounds.first_violation = row_major_index(c->bounds.first_violation, *grid);
+    if (c->bounds.first_violation >= 0) c->bounds.first_violation = tensor_index(c->bounds.first_violation, *grid);
     if (!c->mismatch.empty()) c->mismatch += " (an index in tile order)";
     c->grid = *grid;
     return c;
@@ -181,6 +181,8 @@ nlohmann::json quantize_json(const FormatSpec& format, const QuantizeCheck& c, c
     j["bound_holds"] = c.bounds.holds;
     if (!c.bounds.holds) j["first_violation"] = c.bounds.first_violation;
     j["wire_bytes"] = c.encoded.wire_bytes();
+    if (c.grid.padded())  // a tiled format over a tensor padded to whole tiles: the wire holds the padding
+        j["padded_shape"] = std::vector<int64_t>{c.grid.padded_rows, c.grid.padded_cols};
     j["poisoned_blocks"] = c.poisoned_blocks;
     j["matches_reference"] = c.matches_reference;
     if (!c.matches_reference) j["reference_mismatch"] = c.mismatch;

@@ -161,7 +161,9 @@ TEST_F(VerifyCli, Nvfp4TakesTheTensorsAmax) {
 
 // 2-D blocks (FORMATS.md section 8): quantize takes a 2-D tensor's tiles (or --shape for a flat one);
 // the decoded values come back row-major, so verify quantize passes them, and a changed element fails
-// it; a shape that is not a multiple of the tile is refused before any work.
+// it; a shape that is not a multiple of the tile is padded with zeros to whole tiles (as DeepGEMM and
+// TE pad: the same numbers as the tensor with zero rows appended), and verify quantize, which takes
+// the user's tensor as given, refuses it before any work.
 TEST_F(VerifyCli, TilesQuantizeAndVerifyRowMajor) {
     auto x = tensor(32 * 48, 0.25f);
     for (size_t i = 0; i < 16 * 48; ++i) x[i] *= 100.0f;  // the upper tiles 400 times the lower
@@ -184,9 +186,30 @@ TEST_F(VerifyCli, TilesQuantizeAndVerifyRowMajor) {
     o = run("verify quantize --format nvfp4-2d --in " + path("w.npy") + " --decoded " + path("d.npy") + " --report-dir ''");
     EXPECT_EQ(o.code, 1) << o.out << o.err;
     refused("quantize --format nvfp4-2d --in " + path("flat.npy"), "quantizes a 2-D tensor in tiles of 16 x 16");
-    refused("quantize --format nvfp4-2d --in " + path("flat.npy") + " --shape 24,64", "is not a multiple of it");
     refused("quantize --format nvfp4-2d --in " + path("flat.npy") + " --shape 10,10", "--shape 10,10 holds 100 elements");
-    refused("quantize --format fp8-e4m3-128x128 --in " + path("w.npy"), "tiles of 128 x 128");
+    // 24 x 64: the last tile row padded with 8 zero rows; the numbers are those of the 32 x 64 tensor
+    // whose last 8 rows are zeros.
+    const auto p = run("quantize --format nvfp4-2d --in " + path("flat.npy") + " --shape 24,64 --json");
+    ASSERT_EQ(p.code, 0) << p.err;
+    const auto pj = nlohmann::json::parse(p.out);
+    EXPECT_EQ(pj["padded_shape"], nlohmann::json::array({32, 64}));
+    EXPECT_EQ(pj["scales"].size(), 8u);  // 2 x 4 tiles
+    EXPECT_EQ(pj["decoded"].size(), 24u * 64u);
+    EXPECT_TRUE(pj["matches_reference"].get<bool>());
+    auto z = x;
+    z.resize(32 * 64);
+    std::fill(z.begin() + 24 * 64, z.end(), 0.0f);
+    save("z.npy", z, {32, 64});
+    const auto zj = nlohmann::json::parse(run("quantize --format nvfp4-2d --in " + path("z.npy") + " --json").out);
+    EXPECT_EQ(zj["scales"], pj["scales"]);
+    for (size_t i = 0; i < 24 * 64; ++i) ASSERT_EQ(zj["decoded"][i], pj["decoded"][i]) << i;
+    save("p.npy", std::vector<float>(x.begin(), x.begin() + 24 * 64), {24, 64});
+    refused("verify quantize --format nvfp4-2d --in " + path("p.npy") + " --decoded " + path("p.npy") + " --report-dir ''",
+            "is not a multiple of it");
+    const auto big = run("quantize --format fp8-e4m3-128x128 --in " + path("w.npy") + " --json");
+    ASSERT_EQ(big.code, 0) << big.err;
+    EXPECT_EQ(nlohmann::json::parse(big.out)["padded_shape"], nlohmann::json::array({128, 128}));
+    EXPECT_EQ(nlohmann::json::parse(big.out)["scales"].size(), 1u);
 }
 
 TEST_F(VerifyCli, QuantizeReadsBfloat16AndSafetensors) {

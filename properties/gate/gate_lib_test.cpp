@@ -928,8 +928,19 @@ TEST(Tiles, ATileIsABlockOfItsRowsInTileOrder) {
     auto rows = qt::gate::quantize_and_check(*f, x, 8, qt::Nonfinite::kError);
     ASSERT_TRUE(rows.ok());
     EXPECT_NE(rows->encoded.scales, c->encoded.scales);
-    // A shape that is not a multiple of the tile, and a 1-D one, are refused with the shape named.
-    auto bad = qt::gate::quantize_tensor(*f, x, std::vector<int64_t>{16, 2}, 8, qt::Nonfinite::kError);
+    // A shape that is not a multiple of the tile is padded with zeros (16 x 2 in tiles of 2 x 4: eight
+    // tiles, each half padding), or refused where the tensor is taken as given; a 1-D one is refused.
+    auto padded = qt::gate::quantize_tensor(*f, x, std::vector<int64_t>{16, 2}, 8, qt::Nonfinite::kError);
+    ASSERT_TRUE(padded.ok()) << padded.error().message;
+    EXPECT_EQ(padded->encoded.scales.size(), 8u);
+    EXPECT_EQ(padded->encoded.elements, 64);
+    EXPECT_EQ(padded->decoded.size(), x.size());
+    EXPECT_TRUE(padded->matches_reference && padded->bounds.holds);
+    for (size_t k = 0; k < 8; ++k)  // tile k holds rows 2k and 2k + 1: its scale is their amax's
+        EXPECT_EQ(padded->encoded.scales[k],
+                  qt::gate::quantize_and_check(*f, std::vector<float>{x[4 * k], x[4 * k + 1], x[4 * k + 2], x[4 * k + 3]}, 8,
+                                               qt::Nonfinite::kError)->encoded.scales[0]) << k;
+    auto bad = qt::tile_grid(*f, std::vector<int64_t>{16, 2});
     ASSERT_FALSE(bad.ok());
     EXPECT_NE(bad.error().message.find("tiles of 2 x 4"), std::string::npos) << bad.error().message;
     auto flat = qt::gate::quantize_tensor(*f, x, std::vector<int64_t>{32}, 8, qt::Nonfinite::kError);

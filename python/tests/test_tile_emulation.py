@@ -564,20 +564,35 @@ def test_more_dims_are_rows(name, shape):
     assert not compare(name, emulate(name, x.reshape(flat.shape)), theirs)
 
 
+@pytest.mark.parametrize("name,shape", [("fp8-e4m3-128x128", (16384,)), ("fp8-e4m3-128x128-ue8m0", (16384,)),
+                                        ("nvfp4-2d", (256,)), ("nvfp4-2d", (512,))])
+def test_flat_shapes_are_rejected(name, shape):
+    """A tiled format needs the tensor's 2-D shape: a flat array is refused, not read as one row."""
+    import qtransit
+
+    known_formats()
+    if name not in _KNOWN:
+        pytest.fail(f"format {name!r} is not known to the installed qtransit", pytrace=False)
+    with pytest.raises(ValueError):
+        qtransit.quantize(name, np.ones(shape, dtype=F32))
+
+
 @pytest.mark.parametrize("name,shape", [("fp8-e4m3-128x128", (100, 128)), ("fp8-e4m3-128x128", (128, 100)),
                                         ("fp8-e4m3-128x128-ue8m0", (128, 200)), ("fp8-e4m3-128x128-ue8m0", (64, 256)),
-                                        ("nvfp4-2d", (16, 20)), ("nvfp4-2d", (20, 16)), ("nvfp4-2d", (8, 32)),
-                                        ("fp8-e4m3-128x128", (16384,)), ("fp8-e4m3-128x128-ue8m0", (16384,)),
-                                        ("nvfp4-2d", (256,)), ("nvfp4-2d", (512,))])
-def test_shapes_not_made_of_tiles_are_rejected(name, shape):
+                                        ("nvfp4-2d", (16, 20)), ("nvfp4-2d", (20, 16)), ("nvfp4-2d", (8, 32))])
+def test_shapes_not_made_of_tiles_pad_in_quantize_and_are_refused_by_verify(name, shape):
+    """quantize pads them with zeros (test_padding_to_whole_tiles_is_zeros); verify_quantize takes the
+    user's tensor and dumps as given, and refuses them."""
     import qtransit
 
     known_formats()
     if name not in _KNOWN:
         pytest.fail(f"format {name!r} is not known to the installed qtransit", pytrace=False)
     x = np.ones(shape, dtype=F32)
-    with pytest.raises(ValueError):
-        qtransit.quantize(name, x)
+    r = qtransit.quantize(name, x)
+    assert r.passed and np.asarray(r.decoded).shape == shape
+    with pytest.raises(ValueError, match="not a multiple"):
+        qtransit.verify_quantize(name, x, np.asarray(r.decoded, dtype=F32))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -658,3 +673,23 @@ def test_wrong_variant_multiplier_from_scale():
     d = differences(name, x, multiplier="inv-s")
     assert any(s.startswith("codes") for s in d)
     assert not any(s.startswith("scales") for s in d)
+
+
+# ---------------------------------------------------------------------------------------------
+# a shape that is not a multiple of the tile: qtransit pads with zeros to whole tiles, as DeepGEMM's
+# per_block_cast_to_fp8 and TE do, so its numbers are the emulation's on the zero-padded tensor,
+# cropped back (the scales: every tile's, the padded ones included).
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_padding_to_whole_tiles_is_zeros(name):
+    r, c, _ = FORMATS[name]
+    rows, cols = r + r // 2 + 3, 2 * c - 5  # neither a multiple of the tile
+    x = normal(np.random.default_rng(41), (rows, cols), (r, c))
+    padded = np.zeros((-(-rows // r) * r, -(-cols // c) * c), F32)
+    padded[:rows, :cols] = x
+    theirs = emulate(name, padded)
+    for what in ("codes", "decoded"):
+        theirs[what] = theirs[what][:rows, :cols]
+    diff = compare(name, theirs, run(name, x))
+    assert not diff, "\n".join(diff)

@@ -60,7 +60,7 @@ Result<Printed> quantize_by_codec(const QuantizeRequest& a, const QuantizeSetup&
     auto arr = kernels::read_npy(a.in);
     if (!arr) return arr.error();
     const int64_t n = static_cast<int64_t>(arr->data.size());
-    const int64_t shard = a.shard > 0 ? a.shard : n;
+    int64_t shard = a.shard > 0 ? a.shard : n;
     if (n == 0) return make_error(ErrorCode::kBadFile, a.in + ": the tensor has no elements");
     if (n % shard)
         return make_error(ErrorCode::kInvalidArgument,
@@ -73,10 +73,11 @@ Result<Printed> quantize_by_codec(const QuantizeRequest& a, const QuantizeSetup&
     std::vector<float> x = arr->data;
     if (format.tiled()) {
         if (a.shard > 0) return make_error(ErrorCode::kInvalidArgument, "--shard is for 1-D blocks; " + format.name() + " quantizes tiles");
-        auto g = tile_grid(format, *shape);
+        auto g = tile_grid(format, *shape, /*pad=*/true);
         if (!g) return g.error();
         grid = *g;
         x = to_tile_order<float>(x, *grid);
+        shard = static_cast<int64_t>(x.size());  // padded to whole tiles
     }
     Site site;
     site.tensor = a.in;
@@ -107,7 +108,7 @@ Result<Printed> quantize_by_codec(const QuantizeRequest& a, const QuantizeSetup&
     if (grid) {
         q.codes = from_tile_order<int32_t>(q.codes, *grid);
         q.decoded = from_tile_order<float>(q.decoded, *grid);
-        if (q.bounds.first_violation >= 0) q.bounds.first_violation = row_major_index(q.bounds.first_violation, *grid);
+        if (q.bounds.first_violation >= 0) q.bounds.first_violation = tensor_index(q.bounds.first_violation, *grid);
         q.grid = *grid;
     }
     if (!a.out_dir.empty())
@@ -246,9 +247,13 @@ Result<Printed> quantize(const QuantizeRequest& a) {
         o = quantize_json(format, c, shape, policy, a.seed).dump() + "\n";
     } else {
         appendf(o, "format            %s (block %lld, policy %s)\n", format.name().c_str(), static_cast<long long>(block), to_string(policy));
-        if (format.tiled())
+        if (format.tiled()) {
             appendf(o, "tiles             %d x %d over [%lld, %lld] (the blocks, the scales and the wire in tile order)\n",
                     format.decl->tile_rows, format.decl->tile_cols, static_cast<long long>(c.grid.rows), static_cast<long long>(c.grid.cols));
+            if (c.grid.padded())
+                appendf(o, "padded            to [%lld, %lld] with zeros, as DeepGEMM and TE pad (the wire holds the padding)\n",
+                        static_cast<long long>(c.grid.padded_rows), static_cast<long long>(c.grid.padded_cols));
+        }
         appendf(o, "elements          %lld in %zu blocks (%lld poisoned)\n", static_cast<long long>(c.encoded.elements),
                 c.encoded.scales.size(), static_cast<long long>(c.poisoned_blocks));
         appendf(o, "wire bytes        %lld (%.3f bits/element; binary32 input %lld bytes)\n", static_cast<long long>(wire),
