@@ -396,7 +396,7 @@ Status GateRunner::run_distribution(const FormatSpec& f, kernels::Distribution d
     if (cc)
         fc.gpu = codec ? "not run: the codec is the kernel under test"
                  : !cfg_.gpu ? "not run: gate.gpu = false"
-                 : res_.gpu_available ? gpu_compare(f, x_, cfg_.block, kernel_site(tensor), cfg_.seed, *cc)
+                 : res_.gpu_available ? gpu_compare(cc->encoded.format, x_, cfg_.block, kernel_site(tensor), cfg_.seed, *cc)
                                       : "not run: no GPU answered";
     res_.format_checks.push_back(fc);
     for (const Part& part : parts_) {
