@@ -161,7 +161,9 @@ void add_bench(CLI::App& app, Requests& r, Commands& c) {
     c.bench->add_option("--repeats", r.bench.repeats, "Timed repetitions (the median is reported)")
         ->capture_default_str()->check(CLI::Range(1, 1000));
     c.bench->add_option("--threads", r.bench.threads, "Threads for the multi-thread rows (0: all)")->check(thread_count)->capture_default_str();
-    c.bench->add_option("--block", r.bench.block, "Block size")->check(fits_int64)->capture_default_str();
+    c.bench->add_option("--block", r.bench.block, "Block size (0: each format's own fixed block, nvfp4's 16 or a tile's area, else 32)")
+        ->check(fits_int64)
+        ->capture_default_str();
     c.bench->add_option("--format", r.bench.formats, "Formats, comma-separated (names or .toml declarations)")
         ->delimiter(',')
         ->capture_default_str();

@@ -43,9 +43,10 @@ void parallel_memcpy(void* dst, const void* src, size_t bytes, int threads) {
 }  // namespace
 
 Result<std::vector<ThroughputRow>> measure_throughput(const ThroughputSpec& spec, const std::function<void(const ThroughputRow&)>& on_row) {
-    if (auto st = kernels::validate_block(spec.block); !st) return st.error();
-    for (const auto& f : spec.formats)
-        if (auto st = f.check_block(spec.block); !st) return st.error();
+    for (const auto& f : spec.formats) {
+        if (auto st = kernels::validate_block(spec.block_for(f)); !st) return st.error();
+        if (auto st = f.check_block(spec.block_for(f)); !st) return st.error();
+    }
     const int64_t n = spec.mib * (int64_t{1} << 20) / 4;
     const int all = spec.threads > 0 ? spec.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     std::vector<float> x(static_cast<size_t>(n)), copy(static_cast<size_t>(n)), out(static_cast<size_t>(n));
@@ -60,19 +61,20 @@ Result<std::vector<ThroughputRow>> measure_throughput(const ThroughputSpec& spec
     for (int threads : passes) {
         const double t_copy = median_seconds(spec.repeats, [&] { parallel_memcpy(copy.data(), x.data(), x.size() * 4, threads); });
         for (const FormatSpec& f : spec.formats) {
-            const auto sz = kernels::encoded_sizes(f, n, spec.block);
+            const int64_t block = spec.block_for(f);
+            const auto sz = kernels::encoded_sizes(f, n, block);
             std::vector<uint8_t> codes(static_cast<size_t>(sz.code_bytes), 1);
             std::vector<float> scales(static_cast<size_t>(sz.blocks), 1.0f), offsets(static_cast<size_t>(sz.offsets));
             kernels::CodecOptions opt;
             opt.threads = threads;
             Status st;
             const double t_enc =
-                median_seconds(spec.repeats, [&] { st = kernels::encode_into(f, x, spec.block, codes, scales, offsets, opt); });
+                median_seconds(spec.repeats, [&] { st = kernels::encode_into(f, x, block, codes, scales, offsets, opt); });
             if (!st) return st.error();
             const double t_dec =
-                median_seconds(spec.repeats, [&] { kernels::decode_into(f, spec.block, codes, scales, offsets, out, threads); });
+                median_seconds(spec.repeats, [&] { kernels::decode_into(f, block, codes, scales, offsets, out, threads); });
             for (auto [op, t] : {std::pair{"encode", t_enc}, std::pair{"decode", t_dec}}) {
-                rows.push_back({f.name(), op, threads, t, t_copy, t_copy / t});
+                rows.push_back({f.name(), op, threads, block, t, t_copy, t_copy / t});
                 if (on_row) on_row(rows.back());
             }
         }

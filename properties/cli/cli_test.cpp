@@ -162,6 +162,15 @@ TEST_F(Cli, BenchTakesDeclaredFormatsAndChecksTheirBlock) {
     const Outcome bad = run("bench --mib 1 --repeats 1 --format mxfp4 --block 16");
     EXPECT_EQ(bad.code, 2);
     EXPECT_NE(bad.err.find("fixed blocks of 32"), std::string::npos) << bad.err;
+    // No --block: each format at its own (nvfp4's 16, a 16 x 16 tile's 256), the others at 32.
+    const Outcome own = run("bench --mib 1 --repeats 1 --threads 1 --format nvfp4,nvfp4-2d,int8 --json");
+    ASSERT_EQ(own.code, 0) << own.err;
+    const auto o = nlohmann::json::parse(own.out);
+    ASSERT_EQ(o["rows"].size(), 6u);
+    EXPECT_EQ(o["rows"][0]["block"], 16);
+    EXPECT_EQ(o["rows"][2]["block"], 256);
+    EXPECT_EQ(o["rows"][4]["block"], 32);
+    EXPECT_EQ(run("bench --mib 1 --repeats 1 --format int8 --block -1").code, 2);
 }
 
 TEST_F(Cli, SurveyDefaultCoversEveryBuiltInAndNamesWhatAFixedBlockLeavesOut) {

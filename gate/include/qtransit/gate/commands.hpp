@@ -271,7 +271,7 @@ struct BenchRequest {
     int repeats = 7;
     int threads = 0;  // 0: all hardware threads for the multi-thread rows
     bool json = false;
-    int64_t block = 32;
+    int64_t block = 0;  // 0: each format's own fixed block (nvfp4's 16, a tile's area), else 32
     std::vector<std::string> formats{"int8", "int4"};  // names or .toml declarations
     Result<ThroughputSpec> validate() const;            // the block and the formats
 };

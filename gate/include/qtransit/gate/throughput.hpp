@@ -13,7 +13,9 @@ namespace qtransit::gate {
 
 struct ThroughputSpec {
     std::vector<FormatSpec> formats;
-    int64_t mib = 64, block = kDefaultBlock;   // binary32 input size
+    int64_t mib = 64;                          // binary32 input size
+    int64_t block = kDefaultBlock;             // 0: each format's own fixed block (nvfp4's 16, a tile's area), else 32
+    int64_t block_for(const FormatSpec& f) const { return block > 0 ? block : f.fixed_block() ? f.fixed_block() : kDefaultBlock; }
     int repeats = 7;                           // median of
     int threads = 0;                           // the multi-thread rows' threads (0: every hardware thread)
 };
@@ -21,6 +23,7 @@ struct ThroughputSpec {
 struct ThroughputRow {
     std::string format, op;                    // op: encode, decode
     int threads = 1;
+    int64_t block = 0;
     double seconds = 0, memcpy_seconds = 0;
     double ratio_to_memcpy = 0;                // memcpy time / op time: > 1 is faster than memcpy
 };
