@@ -192,7 +192,8 @@ float e4m3_value(int b) {
     const int e = b >> 3, m = b & 7;
     return e == 0 ? std::ldexp(static_cast<float>(m), -9) : std::ldexp(static_cast<float>(8 + m), e - 10);
 }
-float nvfp4_factor(const Decl& d, int b) { return (e4m3_value(b) * d.tensor_amax) * d.t_rcp_k; }
+float nvfp4_factor_of_value(const Decl& d, float sb) { return (sb * d.tensor_amax) * d.t_rcp_k; }
+float nvfp4_factor(const Decl& d, int b) { return nvfp4_factor_of_value(d, e4m3_value(b)); }
 // The E4M3 byte whose decode factor is `scale` (the smallest one, where a tiny T makes two equal);
 // 0x7F (E4M3's NaN) for a NaN scale: a poisoned block.
 // 0x7F too for a number that is no byte's factor.
@@ -216,8 +217,7 @@ uint8_t nvfp4_byte(const Decl& d, float scale) {
 
 float nvfp4_factor_of(const FormatSpec& f, float sb) {
     assert(f.takes_tensor_amax());
-    if (sb != sb) return sb;
-    return (sb * f.decl->tensor_amax) * f.decl->t_rcp_k;
+    return sb != sb ? sb : nvfp4_factor_of_value(*f.decl, sb);
 }
 
 float nvfp4_block_scale_of(const FormatSpec& f, float factor) {

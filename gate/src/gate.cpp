@@ -214,6 +214,7 @@ struct Part {
     std::optional<Rotation> rotation;
     std::vector<FormatSpec> wire;
     bool unquantized = false;  // a declared path of wire none (deepep-bf16-combine): run once, as `wire` is
+    bool per_tensor = false;   // a declared path with scales = "per-tensor" (D50)
     // Whether it runs once per distribution (with the first of gate.formats' turn) rather than once per format.
     bool once() const { return typed || !wire.empty() || unquantized; }
 };
@@ -254,6 +255,7 @@ std::vector<Part> gate_parts(const GateConfig& cfg, bool tree) {
         if (d.fixes_wire())
             for (const auto& w : d.wire) p.wire.push_back(parse_format(w).value());  // checked by the config (validate_keys)
         p.unquantized = d.wire_none();
+        p.per_tensor = d.per_tensor();
         parts.push_back(std::move(p));
     }
     return parts;
@@ -439,9 +441,8 @@ Result<bool> GateRunner::run_part(const FormatSpec& f, kernels::Distribution d, 
     // A declared path whose own wire format is the codec's (te-nvfp4-ag for an nvfp4 codec, fsdp-float8-ag
     // for a torchao-fp8-e4m3 one) runs the codec too: the path it ships in.
     // (A per-tensor scale through an amax floor is not handed to a codec: such a part keeps the kernels.)
-    const auto decl = part.label.empty() ? Result<PathDecl>(make_error(ErrorCode::kInvalidArgument, "")) : find_path_decl(part.label);
     const bool codecs_wire = own_wire && part.wire.size() == 1 && codec && part.wire.front() == codec->format() &&
-                             (!decl || !decl->per_tensor() || codec->format().takes_tensor_amax());
+                             (!part.per_tensor || codec->format().takes_tensor_amax());
     if (codec && (!part.once() || codecs_wire)) spec.codec = cfg_.codec;
     const bool plain_part = !one_process_per_rank(opt_.backend) && !part.typed && !spec.codec && part.divide == cfg_.divide && part.label.empty();
     if (plain_part && plain_runs_.count(d)) spec.reuse = &plain_runs_[d];

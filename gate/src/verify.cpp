@@ -61,12 +61,16 @@ Result<QuantizeCheck> quantize_tensor(const FormatSpec& format, std::span<const 
         }
         return e;
     }
-    c->codes = from_tile_order<int32_t>(c->codes, *grid);
-    c->decoded = from_tile_order<float>(c->decoded, *grid);
-    if (c->bounds.first_violation >= 0) c->bounds.first_violation = tensor_index(c->bounds.first_violation, *grid);
+    to_tensor_order(*c, *grid);
     if (!c->mismatch.empty()) c->mismatch += " (an index in tile order)";
-    c->grid = *grid;
     return c;
+}
+
+void to_tensor_order(QuantizeCheck& c, const TileGrid& grid) {
+    c.codes = from_tile_order<int32_t>(c.codes, grid);
+    c.decoded = from_tile_order<float>(c.decoded, grid);
+    if (c.bounds.first_violation >= 0) c.bounds.first_violation = tensor_index(c.bounds.first_violation, grid);
+    c.grid = grid;
 }
 
 Result<QuantizeCheck> quantize_and_check(const FormatSpec& format, std::span<const float> x, int64_t block,

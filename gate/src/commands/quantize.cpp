@@ -105,12 +105,7 @@ Result<Printed> quantize_by_codec(const QuantizeRequest& a, const QuantizeSetup&
         hunt_fails = hunt && (conf == kernels::Conformance::kExact || hunt->violation);
     }
     QuantizeCheck q = to_quantize_check(c, x);
-    if (grid) {
-        q.codes = from_tile_order<int32_t>(q.codes, *grid);
-        q.decoded = from_tile_order<float>(q.decoded, *grid);
-        if (q.bounds.first_violation >= 0) q.bounds.first_violation = tensor_index(q.bounds.first_violation, *grid);
-        q.grid = *grid;
-    }
+    if (grid) to_tensor_order(q, *grid);
     if (!a.out_dir.empty())
         if (auto st = write_quantize_outputs(a.out_dir, q, *shape); !st) return st.error();
     std::string& o = p.out;

@@ -38,6 +38,10 @@ Result<QuantizeCheck> quantize_and_check(const FormatSpec& format, std::span<con
 // tensor and the mismatch text stay in tile order.
 Result<QuantizeCheck> quantize_tensor(const FormatSpec& format, std::span<const float> x, std::span<const int64_t> shape, int64_t block,
                                       Nonfinite policy, const Site& site = {}, uint64_t seed = 0);
+// A check of a tensor quantized in tile order over `grid`: its codes, decoded values and
+// bounds.first_violation back in the tensor's order (the padding dropped), and the grid kept; the
+// encoded tensor and any message stay in tile order (quantize_tensor, and quantize --codec).
+void to_tensor_order(QuantizeCheck& c, const TileGrid& grid);
 
 // The object `qtransit quantize --json` prints (README "The command"): every binary32 shortest,
 // NaN (a poisoned block) as null.
