@@ -122,18 +122,28 @@ nightly: build
 	./build/release/cli/qtransit check --config gate/nightly_gate.toml --report-dir $(NIGHTLY_DIR)/nightly
 	./build/release/cli/qtransit check --config gate/rotation_gate.toml --report-dir $(NIGHTLY_DIR)/rotation
 
-# The outside tier (issue 52): real third-party quantizers from PyPI (examples/third_party/requirements.txt)
-# checked by qtransit in a virtual environment of their own, the package built beside make test's
-# (build/outside-python). Not part of make test: run before each release and record the result in
-# bench/RESULTS.md; a FAIL there is a finding (docs/FINDINGS.md), exit 2 only when an adapter cannot run.
+# The outside tier (issue 52): real third-party quantizers from PyPI checked by qtransit in virtual
+# environments of their own, the package built beside make test's: torchao, torch, ml_dtypes and
+# bitsandbytes (examples/third_party/requirements.txt) in $(OUTSIDE_VENV) (build/outside-python),
+# report in build/outside-report/; FBGEMM's CPU codecs (requirements-fbgemm.txt: fbgemm-gpu-cpu loads
+# only with the torch release it was built against) in $(OUTSIDE_FBGEMM_VENV) (build/outside-fbgemm-python),
+# report in build/outside-report/fbgemm/. Not part of make test: run before each release and record
+# the result in bench/RESULTS.md; a FAIL there is a finding (docs/FINDINGS.md), exit 2 only when an
+# adapter cannot run.
 OUTSIDE_VENV ?= build/outside-venv
+OUTSIDE_FBGEMM_VENV ?= build/outside-fbgemm-venv
 outside: deps-test
 	$(BUILD_RELEASE)
 	{ [ -x $(OUTSIDE_VENV)/bin/python ] || /usr/bin/python3 -m venv $(OUTSIDE_VENV); } && \
 	$(OUTSIDE_VENV)/bin/pip install -q --disable-pip-version-check -r python/requirements-test.txt -r examples/third_party/requirements.txt && \
 	CXX="$${CXX:-c++}" CC="$${CC:-cc}" CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(OUTSIDE_VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation \
 	  --config-settings build-dir=build/outside-python . && \
-	$(OUTSIDE_VENV)/bin/python examples/third_party/run_outside.py build/outside-report
+	$(OUTSIDE_VENV)/bin/python examples/third_party/run_outside.py build/outside-report torch && \
+	{ [ -x $(OUTSIDE_FBGEMM_VENV)/bin/python ] || /usr/bin/python3 -m venv $(OUTSIDE_FBGEMM_VENV); } && \
+	$(OUTSIDE_FBGEMM_VENV)/bin/pip install -q --disable-pip-version-check -r python/requirements-test.txt -r examples/third_party/requirements-fbgemm.txt && \
+	CXX="$${CXX:-c++}" CC="$${CC:-cc}" CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(OUTSIDE_FBGEMM_VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation \
+	  --config-settings build-dir=build/outside-fbgemm-python . && \
+	$(OUTSIDE_FBGEMM_VENV)/bin/python examples/third_party/run_outside.py build/outside-report/fbgemm fbgemm
 
 bench: build
 	./build/release/cli/qtransit bench
