@@ -118,7 +118,7 @@ const std::vector<std::pair<std::string, bool>> kRanges{{"restricted", false}, {
 const std::vector<std::string> kTopKeys{"name", "like", "block", "tile", "scale", "amax_floor", "amax_eps", "tensor_amax", "offset", "decode", "rounding", "packing", "transform", "signs", "element",
                                         "conventions"};
 const std::vector<std::string> kConventionKeys{"nonfinite", "scale_floor", "scale_subnormals", "divide_floor", "divide_floor_by",
-                                               "zero_scale", "overflow", "element_subnormals", "decode_overflow"};
+                                               "zero_scale", "overflow", "element_subnormals", "decode_overflow", "zero_sign"};
 const std::map<ElemType, std::vector<std::string>> kElemKeys{
     {ElemType::kInt, {"type", "bits", "signed", "range", "fraction_bits"}},
     {ElemType::kFloat, {"type", "exponent_bits", "mantissa_bits", "bias", "special"}},
@@ -218,6 +218,8 @@ Status read_conventions(const Ctx& c, const toml::node& node, Conventions& cv) {
             st = pick({{"saturate", false}, {"inf", true}}, cv.decode_overflow_inf);
         } else if (s == "element_subnormals") {
             st = pick({{"keep", false}, {"flush", true}}, cv.flush_element_subnormals);
+        } else if (s == "zero_sign") {
+            st = pick({{"format", false}, {"any", true}}, cv.zero_sign_any);
         } else {
             return c.err(k.source(), key, "unknown convention (known: " + join(kConventionKeys) + ")");
         }
@@ -561,7 +563,7 @@ Result<std::string> declaration_to_toml(const FormatSpec& f) {
     if (d.rotated())
         o << "transform = \"" << to_string(d.transform) << "\"\nsigns = \"" << (d.random_signs ? "random" : "none") << "\"\n";
     const Conventions& cv = d.conventions;
-    if (cv.any()) {  // only what differs from the format's rules (section 10)
+    if (cv.declared()) {  // only what differs from the format's rules (section 10)
         std::ostringstream k;
         if (cv.nonfinite != NonfiniteRule::kRefuse)
             k << "nonfinite = \"" << (cv.nonfinite == NonfiniteRule::kPoison ? "poison" : "propagate") << "\"\n";
@@ -574,6 +576,7 @@ Result<std::string> declaration_to_toml(const FormatSpec& f) {
         if (cv.overflow_nonfinite) k << "overflow = \"nonfinite\"\n";
         if (cv.flush_element_subnormals) k << "element_subnormals = \"flush\"\n";
         if (cv.decode_overflow_inf) k << "decode_overflow = \"inf\"\n";
+        if (cv.zero_sign_any) k << "zero_sign = \"any\"\n";
         conventions_text = k.str();
     }
     o << "\n[element]\n";

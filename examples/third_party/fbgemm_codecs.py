@@ -19,14 +19,16 @@ What TorchRec's `QuantizedCommCodec` calls on a CPU tensor (fbgemm_gpu/quantize_
   layout). The adapter returns the codes, the scales and the biases as the offsets, and decodes by
   writing those bytes back and calling the op. A shard's short last row goes in as a second call of
   one row (the op takes rows of one length). Checked as `fbgemm-int8-rowwise` (the CUDA kernel,
-  epsilon 1e-20) and as conventions/fbgemm-int8-rowwise-cpu.toml (the same with the CPU's 1e-8).
+  epsilon 1e-20) and as conventions/fbgemm-int8-rowwise-cpu.toml (the same with the CPU's 1e-8, and
+  `zero_sign = "any"`: its row minimum is the first zero met, of either sign).
 - MX4 (`mx4_adapter`): `quantize_utils.fp32_to_mx4(x, 32, rounding_mode=RoundingMode.even)` (the
   QuantizationContext default) and `mx4_to_float(q, 32)`; on a CPU tensor these run
   fbgemm_gpu/triton/quantize_ref.py `py_quantize_mx4` / `py_dequantize_mx4`. Each group of 32 is
   [16 bytes, element 2j in the low nibble][exponent byte e + 127]; the nibble is qtransit's E2M1
   code as it stands (sign bit 8, magnitude index 0..7). A shard's short last group is padded with
   zeros (as TorchRec pads each rank's width to 32; zeros raise no absmax) and the padding cut from
-  the codes. Checked as `fbgemm-mx4` (the Triton kernel).
+  the codes. Checked as conventions/fbgemm-mx4-cpu.toml: `fbgemm-mx4` (the Triton kernel) with
+  `zero_sign = "any"` (FBGEMM's decode table gives code 8 as +0, D53).
 
 Non-finite input: qtransit's formats refuse it and none of FBGEMM's CPU behaviours is a convention
 qtransit can declare (docs/FORMATS.md section 10 has refuse, poison and propagate): HFP8 writes NaN
@@ -90,7 +92,7 @@ def int8_rowwise_adapter():
 
     def encode(x, block):
         x = np.asarray(x, dtype=np.float32)
-        _refuse_nonfinite(x, "fbgemm-int8-rowwise (an offset format: no conventions)")
+        _refuse_nonfinite(x, "fbgemm-int8-rowwise (an offset format: no nonfinite convention)")
         n = x.size
         full = n // block
         parts = []

@@ -2,7 +2,7 @@
 qtransit.check_codec (the quick tier: the edge cases, every class of the generated boundary inputs,
 two distributions, every path) as the format its declaration in conventions/ names, with the
 library's conventions at the extremes declared there (docs/FORMATS.md section 10), or as a built-in
-format that takes no conventions (torchao's NVFP4 as nvfp4, FBGEMM's codecs as fbgemm-*); the verdicts,
+format that takes no conventions (torchao's NVFP4 as nvfp4, FBGEMM's HFP8 as fbgemm-fp8); the verdicts,
 the elements compared, each convention mismatch and each class that differs with its counts, and
 the packages' versions go to OUT/outside.md and OUT/<adapter>/ (the gate's reports).
 
@@ -81,12 +81,13 @@ def adapters():
         ("torchao-nvfp4", "torch", "nvfp4", _lazy("torchao_nvfp4", "adapter"), _kw("torchao_nvfp4", lambda m: m.CASES[0][1])),
         # FBGEMM's CPU codecs (fbgemm_codecs.py) against the built-ins that model its GPU kernels. HFP8
         # has no scale (any block); INT8 row-wise is one row per block (any row_dim; the gate's 32 is
-        # TorchRec's default), checked as the CUDA kernel and as the same with the CPU's epsilon; MX4
-        # takes groups of 32 only. None takes conventions FBGEMM would need (fbgemm_codecs's docstring).
+        # TorchRec's default), checked as the CUDA kernel and as the same with the CPU's epsilon and its
+        # signed-zero convention; MX4 takes groups of 32 only, checked with FBGEMM's +0 decode declared
+        # (zero_sign). FBGEMM's NaN and inf behaviours are no convention qtransit states (fbgemm_codecs).
         ("fbgemm-cpu-hfp8", "fbgemm", "fbgemm-fp8", _lazy("fbgemm_codecs", "hfp8_adapter"), {}),
         ("fbgemm-cpu-int8-rowwise", "fbgemm", "fbgemm-int8-rowwise", _lazy("fbgemm_codecs", "int8_rowwise_adapter"), {}),
         ("fbgemm-cpu-int8-rowwise-1e-8", "fbgemm", "fbgemm-int8-rowwise-cpu.toml", _lazy("fbgemm_codecs", "int8_rowwise_adapter"), {}),
-        ("fbgemm-cpu-mx4", "fbgemm", "fbgemm-mx4", _lazy("fbgemm_codecs", "mx4_adapter"),
+        ("fbgemm-cpu-mx4", "fbgemm", "fbgemm-mx4-cpu.toml", _lazy("fbgemm_codecs", "mx4_adapter"),
          {"block_min": 32, "block_max": 32, "block_multiple": 32}),
     ]
 

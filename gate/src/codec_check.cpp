@@ -192,6 +192,7 @@ public:
         for (float& v : rdec_) v = kernels::round_to(out_, v);
         compare_metadata();
         explain_by_conventions();
+        explain_zero_signs();
         compare_elements();
         if (format_.kind == FormatKind::kDs && format_.fast_math) judge_admissible();
         bound_check(c_.decoded, r_.decoded, "decoded");
@@ -204,6 +205,7 @@ private:
     void unpack_codes();
     void compare_metadata();
     void explain_by_conventions();
+    void explain_zero_signs();
     void compare_elements();
     void judge_admissible();
     void bound_check(const std::vector<float>& values, const std::vector<float>& unrounded, const char* what);
@@ -297,6 +299,45 @@ void Judge::explain_by_conventions() {
             meta_differs_[static_cast<size_t>(j)] = 0;
             --c_.differing_scale_blocks;
         }
+}
+
+// zero_sign = "any" (FORMATS.md section 10): a block whose every difference from the format is the
+// sign of a zero (a decoded value, the scale or the offset the other zero; a code that decodes to
+// the other zero) is the library's convention, tallied apart as the others are.
+void Judge::explain_zero_signs() {
+    if (!(format_.kind == FormatKind::kDecl && format_.decl && format_.decl->conventions.zero_sign_any)) return;
+    auto zeros = [](float a, float b) { return a == 0.0f && b == 0.0f; };  // both zeros, of either sign
+    auto as_numbers = [&](float a, float b) { return same_bits(a, b) || zeros(a, b); };
+    for (size_t j = 0; j < explained_.size(); ++j) {
+        if (explained_[j]) continue;
+        if (meta_given_ && meta_differs_[j] &&
+            !(as_numbers(c_.encoded.scales[j], r_.scales[j]) && (!format_.has_offset() || as_numbers(c_.encoded.offsets[j], r_.offsets[j]))))
+            continue;
+        const int64_t first = block_first_[j], len = block_len_[j];
+        int64_t at = -1, differing = 0;
+        bool holds = true;
+        for (int64_t i = 0; i < len && holds; ++i) {
+            const size_t k = static_cast<size_t>(first + i);
+            if (c_.codes[k] == r_.codes[k] && same_bits(c_.decoded[k], rdec_[k])) continue;
+            holds = zeros(c_.decoded[k], rdec_[k]);
+            ++differing;
+            if (at < 0) at = first + i;
+        }
+        if (!holds || (differing == 0 && !meta_differs_[j])) continue;
+        explained_[j] = reference::kConvZeroSign;
+        if (meta_differs_[j]) {
+            meta_differs_[j] = 0;
+            --c_.differing_scale_blocks;
+        }
+        std::string example = "block " + std::to_string(j) + " (elements " + std::to_string(site_.index_base + first) + ".." +
+                              std::to_string(site_.index_base + first + len - 1) + "): ";
+        if (at >= 0)
+            example += "element " + std::to_string(site_.index_base + at) + " (input " + show(x_[static_cast<size_t>(at)]) + ") decodes " +
+                       show(c_.decoded[static_cast<size_t>(at)]) + ", the format's reference " + show(rdec_[static_cast<size_t>(at)]);
+        else
+            example += block_text(static_cast<int64_t>(j));
+        tally_applied(c_.conventions, *format_.decl, reference::kConvZeroSign, differing, example);
+    }
 }
 
 std::string Judge::block_text(int64_t j) const {

@@ -395,6 +395,26 @@ TEST(DeclToml, ConventionsOfEveryKindAndAnElementReplacingTheLikedOne) {
     EXPECT_EQ(g->decl->scale, qt::ScaleType::kFp32Absmax);
 }
 
+TEST(DeclToml, ZeroSignIsAConventionOfEveryFormatAndRewritesNothing) {
+    // zero_sign = "any" relaxes only the codec check's comparison of zeros: it is taken where the
+    // block-rewriting conventions are refused (offset 'min', a rotation, a multiplying scale), and
+    // any() (the rules convention_block applies) stays false.
+    for (const char* like : {"int4-asym", "int4-had", "fbgemm-int8-rowwise", "fbgemm-mx4", "fp8-e4m3"}) {
+        auto f = parse_declaration(std::string("name = \"zs-") + like + "\"\nlike = \"" + like + "\"\n[conventions]\nzero_sign = \"any\"\n", "t.toml");
+        ASSERT_TRUE(f.ok()) << like << ": " << f.error().message;
+        const auto& c = f->decl->conventions;
+        EXPECT_TRUE(c.zero_sign_any && c.declared() && !c.any()) << like;
+        auto text = qt::declaration_to_toml(*f);
+        ASSERT_TRUE(text.ok());
+        EXPECT_NE(text->find("[conventions]\nzero_sign = \"any\"\n"), std::string::npos) << *text;
+        auto back = parse_declaration(*text, "back.toml");
+        ASSERT_TRUE(back.ok()) << back.error().message;
+        EXPECT_TRUE(back->decl->conventions == c);
+    }
+    expect_names("name = \"x\"\nlike = \"int4\"\n[conventions]\nzero_sign = \"positive\"\n", "conventions.zero_sign", 4,
+                 "unknown value 'positive' (known: format, any)");
+}
+
 TEST(DeclToml, EveryConventionMistakeNamesItsKey) {
     const std::string head = "name = \"x\"\nlike = \"mxfp8-e4m3\"\n[conventions]\n";
     expect_names(head + "flush = true\n", "conventions.flush", 4, "unknown convention (known: nonfinite, scale_floor");

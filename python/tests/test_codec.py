@@ -303,3 +303,36 @@ def test_declared_conventions_set_a_librarys_extremes_apart(tmp_path):
     bad = qtransit.check_codec(str(decl), enc_r, dec_r, name="py-fp8-recip", config=SMALL)
     assert not bad.passed
     assert "near-ties" in bad.verdict("kernel-vs-reference/py-fp8-recip").message
+
+
+def test_zero_sign_any_sets_a_librarys_positive_zeros_apart(tmp_path):
+    # A library whose decode writes every zero as +0 (FBGEMM's MX4 table: its "-0" is a Python
+    # integer). Under the format it fails on the sign of a zero; with zero_sign = "any" declared the
+    # blocks whose only differences are zero signs are convention mismatches, tallied apart.
+    enc, dec = fp8_as_written()
+
+    def dec_pos(codes, scales, offsets, block):
+        d = dec(codes, scales, offsets, block)
+        return np.where(d == 0, np.float32(0), d).astype(np.float32)
+
+    decl = tmp_path / "lib.toml"
+    decl.write_text(CONVENTIONS)
+    plain = qtransit.check_codec(str(decl), enc, dec_pos, name="py-fp8-pos", config=SMALL)
+    assert not plain.passed
+    assert "reference -0" in plain.verdict("kernel-vs-reference/py-fp8-pos").message
+    decl.write_text(CONVENTIONS.replace("py-fp8-as-written", "py-fp8-positive-zeros") + 'zero_sign = "any"\n')
+    r = qtransit.check_codec(str(decl), enc, dec_pos, name="py-fp8-pos", config=SMALL)
+    assert r.passed, r.verdict("kernel-vs-reference/py-fp8-pos").message
+    checks = __import__("json").loads(r.to_json())["format_checks"]
+    found = {m["convention"]: m for c in checks for m in c.get("convention_mismatches", [])}
+    assert found["zero_sign"]["rule"] == "any" and found["zero_sign"]["blocks"] > 0, found
+    assert "decodes 0, the format's reference -0" in found["zero_sign"]["first"]
+
+    # A zero where the format has a value is not a sign: flushing the subnormal grid still fails.
+    def dec_flush(codes, scales, offsets, block):
+        d = dec_pos(codes, scales, offsets, block)
+        sub = (np.asarray(codes).astype(np.uint8) & 0x78) == 0
+        return np.where(sub, np.float32(0), d).astype(np.float32)
+
+    bad = qtransit.check_codec(str(decl), enc, dec_flush, name="py-fp8-flush", config=SMALL)
+    assert not bad.passed

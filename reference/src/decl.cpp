@@ -776,6 +776,7 @@ const char* convention_key(uint32_t bit) {
         case kConvOverflow: return "overflow";
         case kConvElementSubnormals: return "element_subnormals";
         case kConvDecodeOverflow: return "decode_overflow";
+        case kConvZeroSign: return "zero_sign";
         default: return "?";
     }
 }
@@ -794,6 +795,7 @@ std::string convention_rule(const Decl& d, uint32_t bit) {
         case kConvZeroScale: return c.zero_scale_ieee ? "ieee" : "zeros";
         case kConvOverflow: return c.overflow_nonfinite ? "nonfinite" : "saturate";
         case kConvElementSubnormals: return c.flush_element_subnormals ? "flush" : "keep";
+        case kConvZeroSign: return c.zero_sign_any ? "any" : "format";
         default: return "?";
     }
 }

@@ -87,6 +87,13 @@ struct Conventions {
     bool overflow_nonfinite = false;        // overflow = "nonfinite": past the largest value: inf or NaN
     bool flush_element_subnormals = false;  // element_subnormals = "flush": a subnormal element becomes 0
     bool decode_overflow_inf = false;       // decode_overflow = "inf": val * s past FLT_MAX is inf, not FLT_MAX
+    // zero_sign = "any": where the format writes a zero (a decoded value, a scale, an offset) the
+    // library may write the other zero. Not a rule that rewrites a block (any() leaves it out): the
+    // codec check compares such a block's zeros as numbers, on every format (FORMATS.md section 10).
+    bool zero_sign_any = false;
+    // Whether the declaration has a [conventions] table at all.
+    bool declared() const { return any() || zero_sign_any; }
+    // The conventions that rewrite a block (convention_block): every one but zero_sign.
     bool any() const {
         return nonfinite != NonfiniteRule::kRefuse || decode_overflow_inf || scale_floor != ScaleFloorRule::kFormat || flush_scale_subnormals || divide_floor > 0 ||
                zero_scale_ieee || overflow_nonfinite || flush_element_subnormals;

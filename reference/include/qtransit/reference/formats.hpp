@@ -71,8 +71,11 @@ enum ConventionBit : uint32_t {
     kConvOverflow = 32,
     kConvElementSubnormals = 64,
     kConvDecodeOverflow = 128,
+    // zero_sign = "any": never set by convention_block (it rewrites nothing); the codec check sets it
+    // on a block whose only differences are the signs of zeros.
+    kConvZeroSign = 256,
 };
-inline constexpr uint32_t kConvAll = 255;
+inline constexpr uint32_t kConvAll = 511;
 // The TOML key of one bit ("divide_floor"), and the value the declaration gives it ("2^-126"...).
 const char* convention_key(uint32_t bit);
 std::string convention_rule(const Decl& d, uint32_t bit);
