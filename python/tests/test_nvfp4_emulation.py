@@ -561,3 +561,35 @@ def test_a_wrong_emulation_is_caught():
     # decoded values as the emulation (checked when this file was written): only the constructed
     # "multiplier-edges" input tells the two apart, where it does so in thousands of elements.
     assert any(d.startswith("codes") for d in differences(make("multiplier-edges"), multiplier="senc"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Transformer Engine's random Hadamard transform (docs/SOURCES.md 5.5): the column-wise copies of the
+# wgrad operands are quantized as bf16(x16 @ M), M = diag(s) H16 / 4, with the post-RHT amax. That is
+# nvfp4 of the transformed tensor: qtransit checks TE's RHT'd copies by taking y as its input.
+
+RHT_SIGNS = np.array([1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1], dtype=np.float64)
+
+
+def sylvester_h16():
+    h = np.ones((1, 1))
+    while h.shape[0] < 16:
+        h = np.block([[h, h], [h, -h]])
+    return h
+
+
+def test_rht_copies_are_nvfp4_of_the_transformed_tensor():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    rng = np.random.default_rng(5)
+    # a bf16 activation [tokens, hidden]; TE transforms its transpose in 16-element chunks along tokens
+    x = rng.standard_normal((64, 48)).astype(ml_dtypes.bfloat16)
+    m = np.diag(RHT_SIGNS) @ sylvester_h16() / 4
+    chunks = np.ascontiguousarray(x.astype(np.float64).T).reshape(-1, 16)
+    # each output is a sum of 16 exact products (bf16 times +-1/4), exact in binary64 here, then
+    # rounded to binary32 and to bf16 as TE's fp32 accumulator and its bf16 output are (TE's MMA sums
+    # in its own order: that rounding is the GEMM's, not the wire's)
+    y = (chunks @ m).astype(F32).astype(ml_dtypes.bfloat16).astype(F32).reshape(-1)
+    assert np.max(np.abs(y)) != np.max(np.abs(x.astype(F32)))  # T is the post-RHT amax, not x's
+    assert not differences(y)
+    # and the transform is orthogonal up to its 1/4: M M^T = I, so the GEMM's product is unchanged
+    assert np.array_equal(m @ m.T, np.eye(16))
