@@ -312,6 +312,11 @@ Status finalize(Decl& d) {
         return bad("conventions.divide_floor_by", "needs divide_floor (the scale below which the library divides by it)");
     if (c.divide_floor_by < 0 || !std::isfinite(c.divide_floor_by))
         return bad("conventions.divide_floor_by", "must be a positive finite binary32 value");
+    if (c.nonfinite == NonfiniteRule::kSaturate && d.scale != ScaleType::kNone)
+        return bad("conventions.nonfinite", std::string("'saturate' is for formats without a scale (scale 'none'); scale '") +
+                                                to_string(d.scale) + "' would take its block's scale from an infinite absmax");
+    if (c.nonfinite == NonfiniteRule::kSaturate && c.overflow_nonfinite)
+        return bad("conventions.nonfinite", "'saturate' contradicts overflow = \"nonfinite\" (a library's cast either saturates or not)");
     if (c.overflow_nonfinite && !(d.elem == ElemType::kFloat && d.special != FloatSpecial::kNone))
         return bad("conventions.overflow", "'nonfinite' needs a float element with an inf or NaN code (special 'ieee' or "
                                            "'nan-only'): other elements have no code to overflow to");

@@ -185,7 +185,8 @@ Status read_conventions(const Ctx& c, const toml::node& node, Conventions& cv) {
         if (s == "nonfinite") {
             auto r = get_enum(c, v, key, std::vector<std::pair<std::string, NonfiniteRule>>{{"refuse", NonfiniteRule::kRefuse},
                                                                                             {"poison", NonfiniteRule::kPoison},
-                                                                                            {"propagate", NonfiniteRule::kPropagate}});
+                                                                                            {"propagate", NonfiniteRule::kPropagate},
+                                                                                            {"saturate", NonfiniteRule::kSaturate}});
             if (!r) return r.error();
             cv.nonfinite = *r;
         } else if (s == "scale_floor") {
@@ -566,7 +567,9 @@ Result<std::string> declaration_to_toml(const FormatSpec& f) {
     if (cv.declared()) {  // only what differs from the format's rules (section 10)
         std::ostringstream k;
         if (cv.nonfinite != NonfiniteRule::kRefuse)
-            k << "nonfinite = \"" << (cv.nonfinite == NonfiniteRule::kPoison ? "poison" : "propagate") << "\"\n";
+            k << "nonfinite = \""
+              << (cv.nonfinite == NonfiniteRule::kPoison ? "poison" : cv.nonfinite == NonfiniteRule::kPropagate ? "propagate" : "saturate")
+              << "\"\n";
         if (cv.scale_floor == ScaleFloorRule::kNone) k << "scale_floor = \"none\"\n";
         if (cv.scale_floor == ScaleFloorRule::kValue) k << "scale_floor = " << toml_float(cv.scale_floor_value) << "\n";
         if (cv.flush_scale_subnormals) k << "scale_subnormals = \"flush\"\n";

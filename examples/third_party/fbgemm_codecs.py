@@ -30,14 +30,15 @@ What TorchRec's `QuantizedCommCodec` calls on a CPU tensor (fbgemm_gpu/quantize_
   the codes. Checked as conventions/fbgemm-mx4-cpu.toml: `fbgemm-mx4` (the Triton kernel) with
   `zero_sign = "any"` (FBGEMM's decode table gives code 8 as +0, D53).
 
-Non-finite input: qtransit's formats refuse it and none of FBGEMM's CPU behaviours is a convention
-qtransit can declare (docs/FORMATS.md section 10 has refuse, poison and propagate): HFP8 writes NaN
-and +-inf as +-max_pos (0x77, 0xF7: `fminf` in quantize_ops_utils.h `float_to_hfp8`), the INT8
-row-wise op skips a NaN in its min and max and writes it as code 0 (it decodes to the row's
-minimum), and CPU MX4 writes a group holding NaN or inf as exponent byte 0 and codes 0 (every
-element decodes to 0). So each encode refuses NaN and inf by raising, as a codec of a format
-without a `nonfinite` convention must (PLUGIN.md, the refusal probe), and `nonfinite_probe()`
-records what FBGEMM itself does with them; the INT8 adapter also refuses a row whose range
+Non-finite input: qtransit's formats refuse it. HFP8 writes NaN and +-inf as +-max_pos by their sign
+bit (0x77, 0xF7: `fminf` in quantize_ops_utils.h `float_to_hfp8`), the convention `nonfinite =
+"saturate"` (docs/FORMATS.md section 10), declared in conventions/fbgemm-fp8-cpu.toml: its encode
+lets them through. The others are no convention qtransit can declare: the INT8 row-wise op skips a
+NaN in its min and max and writes it as code 0 (it decodes to the row's minimum), and CPU MX4
+writes a group holding NaN or inf as exponent byte 0 and codes 0 (every element decodes to 0: F9).
+So those two encodes refuse NaN and inf by raising, as a codec of a format without a `nonfinite`
+convention must (PLUGIN.md, the refusal probe), and `nonfinite_probe()` records what FBGEMM
+itself does with them; the INT8 adapter also refuses a row whose range
 overflows (FBGEMM's stored scale is then inf and the row decodes to NaN), as the format does.
 """
 
@@ -60,8 +61,7 @@ def hfp8_adapter():
     from fbgemm_gpu.quantize_utils import fp32_to_hfp8_with_clamp, hfp8_to_fp32
 
     def encode(x, block):
-        x = np.asarray(x, dtype=np.float32)
-        _refuse_nonfinite(x, "fbgemm-fp8")
+        x = np.asarray(x, dtype=np.float32)  # NaN and inf go through: conventions/fbgemm-fp8-cpu.toml
         q = fp32_to_hfp8_with_clamp(torch.from_numpy(x.copy()).reshape(1, -1), ebits, mbits, bias)
         return q.reshape(-1).numpy().astype(np.int32), np.ones(-(-x.size // block), np.float32)
 

@@ -2,7 +2,7 @@
 qtransit.check_codec (the quick tier: the edge cases, every class of the generated boundary inputs,
 two distributions, every path) as the format its declaration in conventions/ names, with the
 library's conventions at the extremes declared there (docs/FORMATS.md section 10), or as a built-in
-format that takes no conventions (torchao's NVFP4 as nvfp4, FBGEMM's HFP8 as fbgemm-fp8); the verdicts,
+format that takes no conventions (torchao's NVFP4 as nvfp4); the verdicts,
 the elements compared, each convention mismatch and each class that differs with its counts, and
 the packages' versions go to OUT/outside.md and OUT/<adapter>/ (the gate's reports).
 
@@ -83,8 +83,9 @@ def adapters():
         # has no scale (any block); INT8 row-wise is one row per block (any row_dim; the gate's 32 is
         # TorchRec's default), checked as the CUDA kernel and as the same with the CPU's epsilon and its
         # signed-zero convention; MX4 takes groups of 32 only, checked with FBGEMM's +0 decode declared
-        # (zero_sign). FBGEMM's NaN and inf behaviours are no convention qtransit states (fbgemm_codecs).
-        ("fbgemm-cpu-hfp8", "fbgemm", "fbgemm-fp8", _lazy("fbgemm_codecs", "hfp8_adapter"), {}),
+        # (zero_sign). HFP8 saturates NaN and inf (nonfinite = "saturate"); INT8's and MX4's NaN and inf
+        # behaviours are no convention qtransit states (fbgemm_codecs).
+        ("fbgemm-cpu-hfp8", "fbgemm", "fbgemm-fp8-cpu.toml", _lazy("fbgemm_codecs", "hfp8_adapter"), {}),
         ("fbgemm-cpu-int8-rowwise", "fbgemm", "fbgemm-int8-rowwise", _lazy("fbgemm_codecs", "int8_rowwise_adapter"), {}),
         ("fbgemm-cpu-int8-rowwise-1e-8", "fbgemm", "fbgemm-int8-rowwise-cpu.toml", _lazy("fbgemm_codecs", "int8_rowwise_adapter"), {}),
         ("fbgemm-cpu-mx4", "fbgemm", "fbgemm-mx4-cpu.toml", _lazy("fbgemm_codecs", "mx4_adapter"),
@@ -254,7 +255,7 @@ def fbgemm_probe_lines(lines, names):
                          f"decodes to {d0!r}, {d1!r}")
         lines.append("")
     if names & {"fbgemm-cpu-hfp8", "fbgemm-cpu-int8-rowwise", "fbgemm-cpu-int8-rowwise-1e-8", "fbgemm-cpu-mx4"}:
-        lines.append("## What FBGEMM's CPU codecs write for NaN and inf (the adapters refuse them: no declarable convention)")
+        lines.append("## What FBGEMM's CPU codecs write for NaN and inf (HFP8's is declared, nonfinite = 'saturate'; the INT8 and MX4 adapters refuse them: no declarable convention)")
         lines.append("")
         for codec, text in fbgemm_codecs.nonfinite_probe().items():
             lines.append(f"- {codec}: {text}")

@@ -488,7 +488,9 @@ std::optional<BoundaryFinding> refusal_positions(const kernels::PluginCodec& cod
             for (const auto& p : probes) {
                 std::vector<float> x(static_cast<size_t>(len));
                 for (int64_t i = 0; i < len; ++i) x[static_cast<size_t>(i)] = (i % 2 ? -0.5f : 0.75f) + 0.0625f * static_cast<float>(i % 5);
-                x[static_cast<size_t>(pos)] = p.v;
+                // a NaN's sign bit at odd positions: a cast that saturates NaN by its sign (nonfinite =
+                // "saturate") is told from one that writes every NaN as +largest
+                x[static_cast<size_t>(pos)] = std::isnan(p.v) && pos % 2 ? -p.v : p.v;
                 if (p.v == FLT_MAX) x[static_cast<size_t>(pos > 0 ? pos - 1 : std::min<int64_t>(1, len - 1))] = -FLT_MAX;
                 for (float& e : x) e = kernels::round_to(codec.input_type(), e);
                 if (accepted(f, x, block)) continue;  // nothing to refuse (a format without a range limit)

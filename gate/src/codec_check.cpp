@@ -136,7 +136,7 @@ bool refusal_as_declared(const kernels::PluginCodec& codec, const FormatSpec& fo
             if (!std::isfinite(xb[static_cast<size_t>(i)])) where = "element " + std::to_string(first + i) + " = " + show(xb[static_cast<size_t>(i)]);
         tally_applied(found, *format.decl, cb.applied, n,
                       "a call of " + std::to_string(len) + " elements with " + where + ": encoded, and block " + std::to_string(j) +
-                          " decodes to NaN throughout");
+                          " decodes as nonfinite = \"" + reference::convention_rule(*format.decl, reference::kConvNonfinite) + "\" gives");
     }
     if (tallies) add_tallies(*tallies, found);
     return true;

@@ -415,10 +415,23 @@ TEST(DeclToml, ZeroSignIsAConventionOfEveryFormatAndRewritesNothing) {
                  "unknown value 'positive' (known: format, any)");
 }
 
+TEST(DeclToml, NonfiniteSaturateOnlyWithoutAScale) {
+    auto f = parse_declaration("name = \"hfp8-sat\"\nlike = \"fbgemm-fp8\"\n[conventions]\nnonfinite = \"saturate\"\n", "t.toml");
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    EXPECT_EQ(f->decl->conventions.nonfinite, qt::NonfiniteRule::kSaturate);
+    auto text = qt::declaration_to_toml(*f);
+    ASSERT_TRUE(text.ok());
+    EXPECT_NE(text->find("[conventions]\nnonfinite = \"saturate\"\n"), std::string::npos) << *text;
+    expect_names("name = \"x\"\nlike = \"fp8-e4m3\"\n[conventions]\nnonfinite = \"saturate\"\n", "conventions.nonfinite", 4,
+                 "'saturate' is for formats without a scale (scale 'none'); scale 'fp32-absmax'");
+    expect_names("name = \"x\"\nlike = \"fbgemm-fp8\"\n[conventions]\nnonfinite = \"saturate\"\noverflow = \"nonfinite\"\n",
+                 "conventions.nonfinite", 4, "contradicts overflow");
+}
+
 TEST(DeclToml, EveryConventionMistakeNamesItsKey) {
     const std::string head = "name = \"x\"\nlike = \"mxfp8-e4m3\"\n[conventions]\n";
     expect_names(head + "flush = true\n", "conventions.flush", 4, "unknown convention (known: nonfinite, scale_floor");
-    expect_names(head + "nonfinite = \"nan\"\n", "conventions.nonfinite", 4, "unknown value 'nan' (known: refuse, poison, propagate)");
+    expect_names(head + "nonfinite = \"nan\"\n", "conventions.nonfinite", 4, "unknown value 'nan' (known: refuse, poison, propagate, saturate)");
     expect_names(head + "scale_floor = \"none\"\n", "conventions.scale_floor", 4, "is for fp32-absmax and fp16-absmax scales");
     expect_names(head + "zero_scale = \"ieee\"\n", "conventions.zero_scale", 4, "never 0");
     expect_names(head + "divide_floor = -1.0\n", "conventions.divide_floor", 4, "must be positive");

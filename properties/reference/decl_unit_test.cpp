@@ -798,6 +798,23 @@ TEST(Conventions, OverflowPastTheLargestValueUnderTheFloorRule) {
     EXPECT_EQ(cb.want[2], Want::kNonfinite);
 }
 
+TEST(Conventions, SaturateWritesNonfiniteAsTheLargestOfItsSign) {
+    // fbgemm-fp8 (HFP8, no scale, largest 0.9375): NaN, -NaN, inf, -inf saturate by their sign bit
+    // as FBGEMM's fminf does; the finite elements are the format's (1.0 saturates too, 2^-9 is a code).
+    Conventions c;
+    c.nonfinite = NonfiniteRule::kSaturate;
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    const auto b = convention_block(with_conventions("fbgemm-fp8", c), std::vector<float>{nan, -nan, inf, -inf, 1.0f, 0x1p-9f});
+    EXPECT_EQ(b.applied, uint32_t{kConvNonfinite});
+    const float want[] = {0.9375f, -0.9375f, 0.9375f, -0.9375f, 0.9375f, 0x1p-9f};
+    for (size_t i = 0; i < 6; ++i) {
+        EXPECT_EQ(b.want[i], Want::kValue) << i;
+        EXPECT_EQ(std::bit_cast<uint32_t>(b.value[i]), std::bit_cast<uint32_t>(want[i])) << i;
+    }
+    // A finite block is the format's own: no convention applied.
+    EXPECT_EQ(convention_block(with_conventions("fbgemm-fp8", c), std::vector<float>{1.0f, -0.5f}).applied, 0u);
+}
+
 TEST(Conventions, FlushesAndFloorsAndPoison) {
     // Element subnormals: fp8-e4m3, block {448, 2^-7, 2^-6}: s = 1; 2^-7 is an E4M3 subnormal
     // (emin = -6), 2^-6 the smallest normal.

@@ -336,3 +336,58 @@ def test_zero_sign_any_sets_a_librarys_positive_zeros_apart(tmp_path):
 
     bad = qtransit.check_codec(str(decl), enc, dec_flush, name="py-fp8-flush", config=SMALL)
     assert not bad.passed
+
+
+def hfp8_like(saturate_nonfinite):
+    """FBGEMM's HFP8 (1-4-3, bias 15, largest 0.9375: fbgemm-fp8) as a saturating cast: ml_dtypes'
+    IEEE-style float8_e4m3 (bias 7, largest 240) on x * 2^8, the same grid scaled. With
+    saturate_nonfinite, NaN and +-inf are written as the largest value of their sign bit, as FBGEMM's
+    fminf does; without, they are refused."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    f8 = ml_dtypes.float8_e4m3
+
+    def encode(x, block):
+        x = np.asarray(x, np.float32)
+        if not saturate_nonfinite and not np.all(np.isfinite(x)):
+            raise ValueError("NaN or inf")
+        with np.errstate(over="ignore", invalid="ignore"):
+            big = np.where(np.isnan(x), np.copysign(np.float32(np.inf), x), x * np.float32(256))
+        v = np.clip(big, -240, 240).astype(np.float32).astype(f8)
+        return v.view(np.uint8).astype(np.int32), np.ones(-(-x.size // block), np.float32)
+
+    def decode(codes, scales, offsets, block):
+        return (np.asarray(codes).astype(np.uint8).view(f8).astype(np.float32) * np.float32(1 / 256)).astype(np.float32)
+
+    return encode, decode
+
+
+def test_nonfinite_saturate_is_a_saturating_casts_convention(tmp_path):
+    plain = qtransit.check_codec("fbgemm-fp8", *hfp8_like(False), name="hfp8-refusing", config=SMALL)
+    assert plain.passed, plain.first_failure  # the same grid: the cast is the format
+    enc, dec = hfp8_like(True)
+    sat = qtransit.check_codec("fbgemm-fp8", enc, dec, name="hfp8-saturating", config=SMALL)
+    assert not sat.passed  # it encodes NaN and inf, which the format refuses
+    assert "encoded a block the reference refuses" in sat.first_failure or "lengths" in sat.first_failure, sat.first_failure
+    decl = tmp_path / "hfp8.toml"
+    decl.write_text('name = "hfp8-saturating"\nlike = "fbgemm-fp8"\n[conventions]\nnonfinite = "saturate"\n')
+    r = qtransit.check_codec(str(decl), enc, dec, name="hfp8-saturating", config=SMALL)
+    assert r.passed, r.first_failure
+    checks = __import__("json").loads(r.to_json())["format_checks"]
+    found = {m["convention"]: m for c in checks for m in c.get("convention_mismatches", [])}
+    for c in checks:
+        for b in c.get("boundary_classes", []):
+            for m in b.get("conventions", []):
+                found.setdefault(m["convention"], m)
+    assert found["nonfinite"]["rule"] == "saturate" and found["nonfinite"]["blocks"] > 0, found
+    # A cast that writes NaN as +largest whatever its sign is not the declared rule: it fails.
+    def enc_pos_nan(x, block):
+        codes, scales = enc(x, block)
+        x = np.asarray(x, np.float32)
+        return np.where(np.isnan(x), 0x77, codes), scales
+
+    bad = qtransit.check_codec(str(decl), enc_pos_nan, dec, name="hfp8-nan-positive", config=SMALL)
+    assert not bad.passed
+    with pytest.raises(ValueError, match="conventions.nonfinite: 'saturate' is for formats without a scale"):
+        bad_decl = tmp_path / "bad.toml"
+        bad_decl.write_text('name = "fp8-saturating"\nlike = "fp8-e4m3"\n[conventions]\nnonfinite = "saturate"\n')
+        qtransit.check_codec(str(bad_decl), enc, dec, name="x", config=SMALL)

@@ -785,7 +785,10 @@ std::string convention_rule(const Decl& d, uint32_t bit) {
     const Conventions& c = d.conventions;
     switch (bit) {
         case kConvNonfinite:
-            return c.nonfinite == NonfiniteRule::kPoison ? "poison" : c.nonfinite == NonfiniteRule::kPropagate ? "propagate" : "refuse";
+            return c.nonfinite == NonfiniteRule::kPoison      ? "poison"
+                   : c.nonfinite == NonfiniteRule::kPropagate ? "propagate"
+                   : c.nonfinite == NonfiniteRule::kSaturate  ? "saturate"
+                                                              : "refuse";
         case kConvDecodeOverflow: return c.decode_overflow_inf ? "inf" : "saturate";
         case kConvScaleFloor:
             return c.scale_floor == ScaleFloorRule::kNone ? "none" : c.scale_floor == ScaleFloorRule::kValue ? shortest(c.scale_floor_value) : "format";
@@ -834,7 +837,17 @@ ConventionBlock convention_block(const FormatSpec& f, std::span<const float> x) 
     const Decl& d = *f.decl;
     const Conventions& cv = d.conventions;
     // 1. A block holding NaN or inf: refused (the format); poisoned: every element decodes to NaN;
-    //    propagated: each non-finite input decodes to inf or NaN, the rest are the library's.
+    //    propagated: each non-finite input decodes to inf or NaN, the rest are the library's;
+    //    saturated (no scale): each non-finite input is written as +-FLT_MAX would be, the largest
+    //    element value of its sign bit, and the block goes on through the steps below.
+    std::vector<float> saturated;
+    if (cv.nonfinite == NonfiniteRule::kSaturate && !std::all_of(x.begin(), x.end(), [](float v) { return std::isfinite(v); })) {
+        saturated.assign(x.begin(), x.end());
+        for (float& v : saturated)
+            if (!std::isfinite(v)) v = std::copysign(detail::kFltMax, v);
+        x = saturated;
+        out.applied = kConvNonfinite;
+    }
     for (float v : x)
         if (!std::isfinite(v)) {
             if (cv.nonfinite == NonfiniteRule::kPoison) {

@@ -75,7 +75,9 @@ enum class ScaleFloorRule : uint8_t { kFormat = 0, kNone = 1, kValue = 2 };
 // refuse: the format's (an error); poison: every element of the block decodes to NaN; propagate:
 // each NaN or inf input decodes to inf or NaN, and the block's other elements are not compared
 // (the library's scale came from a non-finite absmax).
-enum class NonfiniteRule : uint8_t { kRefuse = 0, kPoison = 1, kPropagate = 2 };
+// kSaturate (a format without a scale only): each NaN or inf element is written as the largest
+// element value of its sign bit, as a saturating cast writes it (FBGEMM's HFP8); the others are the format's.
+enum class NonfiniteRule : uint8_t { kRefuse = 0, kPoison = 1, kPropagate = 2, kSaturate = 3 };
 struct Conventions {
     NonfiniteRule nonfinite = NonfiniteRule::kRefuse;  // a block holding NaN or inf
     ScaleFloorRule scale_floor = ScaleFloorRule::kFormat;  // fp32/fp16-absmax: the floor of s
