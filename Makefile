@@ -38,7 +38,7 @@ help:
 	@echo "make python-test  pip install . into $(VENV) and run the Python tests and examples (pytest)"
 	@echo "make fuzz   build the libFuzzer targets (clang) and run each for FUZZ_TIME seconds (default 30)"
 	@echo "make nightly  the nightly tier: what the default gate leaves out to stay within 60 s (every integer width, every 16-bit and NCCL FP8 path; gate/nightly_gate.toml) and the rotation gate, reports in $(NIGHTLY_DIR)/ (not in make test: 1.5 to 2 minutes)"
-	@echo "make outside  third-party quantizers from PyPI (torchao MX and float8, torch float8, ml_dtypes, bitsandbytes NF4) under check_codec with their conventions declared, report in build/outside-report/ (not in make test: a 4.6 GB download)"
+	@echo "make outside  third-party quantizers from PyPI (torchao MX, NVFP4 and float8, torch float8, ml_dtypes, bitsandbytes NF4; FBGEMM's HFP8, INT8 row-wise and MX4 in a second environment) under check_codec with their conventions declared, report in build/outside-report/ (not in make test: two torch downloads of about 4.6 GB each)"
 
 # One line before any build: what was installed, or that nothing was missing. apt's own output goes to
 # build/deps.log (its tail is printed when apt fails).
