@@ -151,13 +151,7 @@ def mx4_adapter():
         groups = -(-n // MX4_GROUP)
         padded = np.zeros(groups * MX4_GROUP, np.float32)
         padded[:n] = x
-        packed = fp32_to_mx4(torch.from_numpy(padded), MX4_GROUP, rounding_mode=RoundingMode.even)
-        packed = packed.view(torch.uint8).reshape(groups, MX4_GROUP // 2 + 1).numpy()
-        nib = packed[:, :MX4_GROUP // 2]
-        codes = np.empty((groups, MX4_GROUP), np.uint8)
-        codes[:, 0::2] = nib & 0xF
-        codes[:, 1::2] = nib >> 4
-        byte = packed[:, -1].astype(np.int64)
+        byte, codes = _mx4_unpack(fp32_to_mx4(torch.from_numpy(padded), MX4_GROUP, rounding_mode=RoundingMode.even))
         scales = np.ldexp(1.0, byte - 127).astype(np.float32)  # bytes 0..252: 2^-127..2^125, all exact
         return codes.reshape(-1)[:n].astype(np.int32), scales
 
@@ -192,6 +186,18 @@ def _kernel_even_byte(a):
     return np.clip(field - 127 - 2, -127, 125) + 127
 
 
+def _mx4_unpack(q):
+    """FBGEMM's packed MX4 (per group of 32: 16 bytes, element 2j in the low nibble, then the exponent
+    byte e + 127) as (exponent bytes, codes [groups, 32])."""
+    import torch
+
+    packed = q.view(torch.uint8).reshape(-1, MX4_GROUP // 2 + 1).numpy()
+    codes = np.empty((packed.shape[0], MX4_GROUP), np.uint8)
+    codes[:, 0::2] = packed[:, :-1] & 0xF
+    codes[:, 1::2] = packed[:, :-1] >> 4
+    return packed[:, -1].astype(np.int64), codes
+
+
 def mx4_cpu(x):
     """FBGEMM's CPU MX4 (TorchRec's call) on groups of 32: (exponent bytes, codes, decoded)."""
     import torch
@@ -199,11 +205,8 @@ def mx4_cpu(x):
 
     t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32).reshape(-1))
     q = fp32_to_mx4(t, MX4_GROUP, rounding_mode=RoundingMode.even)
-    packed = q.view(torch.uint8).reshape(-1, MX4_GROUP // 2 + 1).numpy()
-    codes = np.empty((packed.shape[0], MX4_GROUP), np.uint8)
-    codes[:, 0::2] = packed[:, :-1] & 0xF
-    codes[:, 1::2] = packed[:, :-1] >> 4
-    return packed[:, -1].astype(np.int64), codes, mx4_to_float(q, MX4_GROUP).numpy().reshape(-1, MX4_GROUP)
+    byte, codes = _mx4_unpack(q)
+    return byte, codes, mx4_to_float(q, MX4_GROUP).numpy().reshape(-1, MX4_GROUP)
 
 
 def mx4_probe(below=128):
@@ -256,7 +259,8 @@ def int8_eps_probe():
 
 
 def nonfinite_probe():
-    """What FBGEMM's CPU codecs write for NaN and inf (the adapters refuse them): {codec: text}."""
+    """What FBGEMM's CPU codecs write for NaN and inf (HFP8's is declared as nonfinite = "saturate"; the INT8
+    and MX4 adapters refuse them): {codec: text}."""
     import torch
     from fbgemm_gpu.quantize_comm import bias, ebits, mbits
     from fbgemm_gpu.quantize_utils import RoundingMode, fp32_to_hfp8_with_clamp, hfp8_to_fp32, fp32_to_mx4, mx4_to_float

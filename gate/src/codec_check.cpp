@@ -211,6 +211,7 @@ private:
     void bound_check(const std::vector<float>& values, const std::vector<float>& unrounded, const char* what);
     void wire_bound_check();
     std::string block_text(int64_t j) const;
+    std::string convention_example(int64_t j, int64_t at) const;
 
     CodecCheck& c_;
     const RefOut& r_;
@@ -286,12 +287,8 @@ void Judge::explain_by_conventions() {
         }
         if (!holds) continue;
         explained_[jj] = cb.applied;
-        std::string example = "block " + std::to_string(j) + " (elements " + std::to_string(site_.index_base + first) + ".." +
-                              std::to_string(site_.index_base + first + len - 1) + "): ";
-        if (at >= 0)
-            example += "element " + std::to_string(site_.index_base + at) + " (input " + show(x_[static_cast<size_t>(at)]) + ") decodes " +
-                       show(c_.decoded[static_cast<size_t>(at)]) + ", the format's reference " + show(rdec_[static_cast<size_t>(at)]) + "; ";
-        example += "scale " + show(c_.encoded.scales[jj]) + ", the format's " + show(r_.scales[jj]);
+        const std::string example = convention_example(j, at) + (at >= 0 ? "; " : "") + "scale " + show(c_.encoded.scales[jj]) +
+                                    ", the format's " + show(r_.scales[jj]);
         tally_applied(c_.conventions, *format_.decl, cb.applied, differing_in[jj], example);
     }
     for (int64_t j = 0; j < nb; ++j)
@@ -329,15 +326,22 @@ void Judge::explain_zero_signs() {
             meta_differs_[j] = 0;
             --c_.differing_scale_blocks;
         }
-        std::string example = "block " + std::to_string(j) + " (elements " + std::to_string(site_.index_base + first) + ".." +
-                              std::to_string(site_.index_base + first + len - 1) + "): ";
-        if (at >= 0)
-            example += "element " + std::to_string(site_.index_base + at) + " (input " + show(x_[static_cast<size_t>(at)]) + ") decodes " +
-                       show(c_.decoded[static_cast<size_t>(at)]) + ", the format's reference " + show(rdec_[static_cast<size_t>(at)]);
-        else
-            example += block_text(static_cast<int64_t>(j));
+        const std::string example = convention_example(static_cast<int64_t>(j), at) + (at >= 0 ? "" : block_text(static_cast<int64_t>(j)));
         tally_applied(c_.conventions, *format_.decl, reference::kConvZeroSign, differing, example);
     }
+}
+
+// A convention mismatch's example: the block and its elements, and its first differing element `at`
+// (-1: none) with what it decodes to against the format.
+std::string Judge::convention_example(int64_t j, int64_t at) const {
+    const size_t jj = static_cast<size_t>(j);
+    const int64_t first = block_first_[jj], len = block_len_[jj];
+    std::string t = "block " + std::to_string(j) + " (elements " + std::to_string(site_.index_base + first) + ".." +
+                    std::to_string(site_.index_base + first + len - 1) + "): ";
+    if (at >= 0)
+        t += "element " + std::to_string(site_.index_base + at) + " (input " + show(x_[static_cast<size_t>(at)]) + ") decodes " +
+             show(c_.decoded[static_cast<size_t>(at)]) + ", the format's reference " + show(rdec_[static_cast<size_t>(at)]);
+    return t;
 }
 
 std::string Judge::block_text(int64_t j) const {
