@@ -20,6 +20,7 @@
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/block_math.hpp"
 #include "qtransit/kernels/fp16.hpp"
+#include "message_codec.hpp"
 
 namespace qtransit::collectives {
 
@@ -111,7 +112,7 @@ class Column {
 public:
     Column(const PathConfig& c, const Inputs& in, Transport& t, int64_t first, int64_t len, ColumnRecord& rec)
         : c_(c), in_(in), t_(t), first_(first), len_(len), rec_(rec), accum_(c.accum), low_(low_precision(c.accum)), sat_(saturating(c.accum)), out_sat_(saturating(c.output)),
-          typed_(typed_path(c.path)), rot_(c.rotation == Rotation::kEndToEnd), dev_(t.device_ops()) {
+          typed_(typed_path(c.path)), rot_(c.rotation == Rotation::kEndToEnd), dev_(t.device_ops()), codec_(codec_of(c, dev_)) {
         t_.begin_column();
         rec_.first = first;
         rec_.len = len;
@@ -180,8 +181,8 @@ public:
     Message quantize(Partial&& p, int32_t stage, int64_t from, int64_t to, Contributors who,
                      int64_t column_offset = 0) {
         // A user's codec reads its own element type, so the ledger records what it read.
-        if (c_.codec)
-            for (float& v : p.v) v = kernels::round_to(c_.codec->input_type(), v);
+        if (const auto type = codec_->input_type(); type != kernels::ValueType::kBinary32)
+            for (float& v : p.v) v = kernels::round_to(type, v);
         return encode(p.v.data(), static_cast<int64_t>(p.v.size()), std::move(p.p), stage, from, to, std::move(who),
                       column_offset);
     }
@@ -189,11 +190,10 @@ public:
     // quantize(Partial(p), ...) without the copy of p's values, on the CPU kernels (which only read
     // them); a user's codec (which reads them rounded) and a device take the copy.
     Message quantize_copy(const Partial& p, int32_t stage, int64_t from, int64_t to, Contributors who) {
-        if (c_.codec || dev_) return quantize(Partial(p), stage, from, to, std::move(who));
+        if (!codec_->host_kernels()) return quantize(Partial(p), stage, from, to, std::move(who));
         return encode(p.v.data(), static_cast<int64_t>(p.v.size()), Provenance(p.p), stage, from, to, std::move(who), 0);
     }
 
-    // An unquantized message (fp32-ring-rs, hpz's full-precision secondary shard).
     // An unquantized message (fp32-ring-rs, hpz's full-precision secondary shard).
     Message raw(Partial&& p) {
         Message m;
@@ -201,8 +201,7 @@ public:
         m.quantized = false;
         m.raw_bytes_per_element = accum_type(accum_).bytes;
         m.raw = std::move(p.v);
-        if (dev_)
-            if (auto st = dev_->stage_raw(p.holder >= 0 ? p.holder : 0, m); !st) throw ColumnFailure{st.error()};
+        if (auto st = codec_->stage_raw(p.holder >= 0 ? p.holder : 0, m); !st) throw ColumnFailure{st.error()};
         m.provenance = keep(std::move(p.p));
         return m;
     }
@@ -215,7 +214,7 @@ public:
         Partial p;
         p.v.resize(static_cast<size_t>(m.len));
         decode_to(m, p.v.data());
-        if (dev_ && !(c_.codec && m.quantized)) p.holder = m.dev_rank;
+        if (codec_->on_device()) p.holder = m.dev_rank;
         p.p = provenance_[static_cast<size_t>(m.provenance)];
         return p;
     }
@@ -224,13 +223,13 @@ public:
     // once): p's buffer reused, m's ledger taken rather than copied, an unquantized message's values
     // moved. The same values and ledger as decode(m).
     void decode_into(Partial& p, Message&& m) {
-        if (!dev_ && !m.quantized) {
+        if (!codec_->on_device() && !m.quantized) {
             p.v = std::move(m.raw);
         } else {
             p.v.resize(static_cast<size_t>(m.len));
             decode_to(m, p.v.data());
         }
-        p.holder = dev_ && !(c_.codec && m.quantized) ? m.dev_rank : -1;
+        p.holder = codec_->on_device() ? m.dev_rank : -1;
         p.p = std::move(provenance_[static_cast<size_t>(m.provenance)]);
     }
     Partial decode_take(Message&& m) {
@@ -239,23 +238,9 @@ public:
         return p;
     }
 
-    // A codec of a format with a tensor amax encodes and decodes under the path's resolved T
-    // (resolve_tensor_scale), not the declared one.
-    float codec_tensor_amax() const { return c_.format.takes_tensor_amax() ? c_.format.decl->tensor_amax : -1.0f; }
-
     // The message's values into out[0, m.len).
     void decode_to(const Message& m, float* out) {
-        if (c_.codec && m.quantized) {
-            if (auto st = c_.codec->decode_block(m.codes.data(), m.len, c_.block, m.scale, m.offset, out, codec_tensor_amax()); !st)
-                throw ColumnFailure{st.error()};
-        } else if (dev_) {
-            if (auto st = dev_->decode(m, out); !st) throw ColumnFailure{st.error()};
-        } else if (m.quantized) {
-            kernels::decode_block(m.format ? *m.format : c_.format, m.codes.data(), m.len, m.scale, m.offset, out,
-                                  kernels::SignKey{c_.seed, m.sign_first});
-        } else {
-            std::copy(m.raw.begin(), m.raw.end(), out);
-        }
+        if (auto st = codec_->decode(m, out); !st) throw ColumnFailure{st.error()};
     }
 
     // The first term of a sum: under fp16 (bf16) accumulation it is rounded to binary16 (bfloat16)
@@ -332,7 +317,7 @@ public:
     // a scratch buffer, its ledger merged from the kept provenance (add_values, as add does).
     // Otherwise (a device, a codec) add(acc, decode(m)) itself.
     void add_decoded(Partial& acc, const Message& m) {
-        if (dev_ || (c_.codec && m.quantized) || static_cast<size_t>(m.len) != acc.v.size()) {
+        if (dev_ || (!codec_->host_kernels() && m.quantized) || static_cast<size_t>(m.len) != acc.v.size()) {
             add(acc, decode(m));
             return;
         }
@@ -393,7 +378,7 @@ public:
 
     // Whether decode is the CPU kernel, a function of the message alone (not a user's codec, not
     // a device): then equal messages decode to equal rows.
-    bool decodes_on_cpu() const { return dev_ == nullptr && !c_.codec; }
+    bool decodes_on_cpu() const { return codec_->host_kernels(); }
 
     // Row `index` made a copy of the finished row `from` (the same message decoded), held by `rank`.
     void emit_copy(size_t index, int64_t rank, size_t from) {
@@ -463,6 +448,11 @@ public:
     int64_t first() const { return first_; }
 
 private:
+    static std::unique_ptr<MessageCodec> codec_of(const PathConfig& c, DeviceOps* dev) {
+        auto codec = make_message_codec(c, dev);
+        if (!codec) throw ColumnFailure{codec.error()};
+        return std::move(*codec);
+    }
     int64_t holder_of(const Partial& p) const { return p.holder >= 0 ? p.holder : 0; }
 
     // Q of the n values v (already rounded to a codec's type), their ledger `prov`: the message,
@@ -482,18 +472,7 @@ private:
         m.sign_first = opt.site.index_base;
         opt.seed = c_.seed;
         opt.hop = static_cast<uint32_t>(stage);
-        if (c_.codec) {
-            m.codes.resize(static_cast<size_t>(c_.format.code_bytes(n)));
-            opt.tensor_amax = codec_tensor_amax();
-            if (auto st = c_.codec->encode_block(v, n, c_.block, m.codes.data(), &m.scale, &m.offset, opt); !st)
-                throw ColumnFailure{st.error()};
-        } else if (dev_) {  // encoded in `from`'s device buffer; codes and metadata copied back for the ledger
-            if (auto st = dev_->encode(from, v, n, opt, m); !st) throw ColumnFailure{st.error()};
-        } else {
-            m.codes.resize(static_cast<size_t>(f.code_bytes(n)));
-            if (auto st = kernels::encode_block(f, v, n, m.codes.data(), &m.scale, &m.offset, opt); !st)
-                throw ColumnFailure{st.error()};
-        }
+        if (auto st = codec_->encode(f, from, v, n, opt, m); !st) throw ColumnFailure{st.error()};
         QuantEvent& e = new_event();
         e.stage = stage;
         e.format_stage = c_.format_stage_of(stage);
@@ -629,7 +608,8 @@ private:
     bool out_sat_;  // an FP8 output type (D49): the one rounding at the end can clamp
     bool typed_;  // a 16-bit path (D26): inputs cast to the type, roundings in the ledger
     bool rot_;    // Rotation::kEndToEnd (D28): the column sums in the rotated domain
-    DeviceOps* dev_;  // null: the CPU kernels (SimTransport)
+    DeviceOps* dev_;  // the adds on a device transport; null: on the CPU
+    std::unique_ptr<MessageCodec> codec_;  // Q and D: the CPU kernels, a codec plugin or the device's (message_codec.hpp)
     size_t n_rows_ = 0, n_events_ = 0;
     std::vector<Provenance> provenance_;
     std::vector<float> scratch_;  // add_decoded's decoded values
