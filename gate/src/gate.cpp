@@ -30,49 +30,6 @@ namespace {
 using reports::GateRun;
 using reports::Verdict;
 
-GateRun to_run(const RunRow& r, const std::string& dist, uint64_t seed) {
-    GateRun x;
-    const auto& s = r.stats;
-    x.path = r.config.path_name();  // a declared path's name (D43), the schedule beside it
-    if (!r.config.label.empty()) x.schedule = path_info(r.config.path).name;
-    x.shape = path_info(r.config.path).shape;
-    x.quantized = path_info(r.config.path).quantized;
-    x.format = r.config.format_name();  // "bf16" or "fp16" for the 16-bit paths (D26)
-    x.dist = dist;
-    x.divide = to_string(r.config.divide);
-    x.ranks = r.config.ranks;
-    x.ranks_per_node = r.config.ranks_per_node;
-    x.elements = r.config.elements;
-    x.block = r.config.block;
-    x.seed = seed;
-    x.k_min = s.k_min;
-    x.k_max = s.k_max;
-    x.k_checked = r.k_checked;
-    x.k_mismatches = r.k_mismatches;
-    x.first_k_mismatch = r.first_k_mismatch;
-    x.max_abs_error = s.max_abs_error;
-    x.rms_error = s.outputs_checked ? std::sqrt(s.sum_sq_error / static_cast<double>(s.outputs_checked)) : 0.0;
-    x.rel_rms_error = s.rel_rms_error();
-    x.max_a_posteriori = s.max_a_posteriori;
-    x.max_a_priori = s.max_a_priori;
-    x.max_error_to_a_posteriori = s.max_error_to_a_posteriori;
-    x.bound_holds = s.bound_holds;
-    x.violations = s.violations;
-    x.nonfinite_outputs = s.nonfinite_outputs;
-    x.saturating = r.config.saturates();
-    x.saturated_outputs = s.saturated_outputs;
-    x.max_saturations = s.max_saturations;
-    if (saturating(r.config.accum) && r.config.divide == Divide::kPre)  // ncclAvg's factor, an FP8 value (D41)
-        x.mean_factor = kernels::nccl_avg_factor(static_cast<float>(r.config.ranks), r.config.accum);
-    x.outputs_checked = s.outputs_checked;
-    x.first_violation = s.first_violation;
-    x.bytes_per_rank = r.bytes_per_rank;
-    x.cross_node_bytes_per_rank = r.cross_node_bytes_per_rank;
-    x.fp16_bytes_per_rank = r.fp16_path_bytes_per_rank;
-    x.fp16_ring_rs_bytes_per_rank = r.fp16_ring_rs;
-    return x;
-}
-
 // GPU encode/decode of x against the CPU kernel's (already checked against the reference).
 // Where a kernel check's input lies: rank 0's tensor of that name (its seed is the gate's).
 Site kernel_site(const std::string& tensor) {
@@ -479,7 +436,7 @@ Result<bool> GateRunner::run_part(const FormatSpec& f, kernels::Distribution d, 
         }
         return sw.error();
     }
-    for (const auto& r : sw->runs) res_.runs.push_back(to_run(r, dist, cfg_.seed));
+    for (const auto& r : sw->runs) res_.runs.push_back(gate_run(r, dist, cfg_.seed));
     if (plain_part && !spec.reuse)
         for (const auto& r : sw->runs)
             if (!path_info(r.config.path).quantized) plain_runs_[d].push_back(r);
@@ -527,7 +484,7 @@ Status GateRunner::run_staged() {
                 }
                 return sw.error();
             }
-            for (const auto& r : sw->runs) res_.runs.push_back(to_run(r, dist, cfg_.seed));
+            for (const auto& r : sw->runs) res_.runs.push_back(gate_run(r, dist, cfg_.seed));
             for (const auto& fit : sw->fits) res_.fits.push_back({path_info(fit.path).name, name, dist, fit.exponent, fit.points});
         }
     }

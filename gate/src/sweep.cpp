@@ -12,6 +12,7 @@
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/collectives/paths.hpp"
 #include "qtransit/common/path_decl.hpp"
+#include "qtransit/kernels/block_math.hpp"
 #include "qtransit/kernels/gpu.hpp"
 
 namespace qtransit::gate {
@@ -540,9 +541,10 @@ std::vector<FitRow> sweep_fits(const SweepSpec& spec, const std::vector<RunRow>&
     std::vector<FitRow> fits;
     for (size_t i = 0; i < spec.paths.size(); ++i) {
         const PathKind p = spec.paths[i];
-        FitRow f{p, i < spec.labels.size() && !spec.labels[i].empty() ? spec.labels[i] : std::string(path_info(p).name), 0, {}};
+        FitRow f{p, i < spec.labels.size() && !spec.labels[i].empty() ? spec.labels[i] : std::string(path_info(p).name), "", 0, {}};
         std::vector<double> ns, errs;
         for (const auto& r : runs) {
+            if (r.config.path == p && f.format.empty()) f.format = r.config.format_name();
             const double e = r.stats.rel_rms_error();
             if (r.config.path != p || !(e > 0) || !std::isfinite(e)) continue;
             ns.push_back(static_cast<double>(r.config.ranks));
@@ -597,58 +599,54 @@ Result<SweepResult> run_sweep(const SweepSpec& spec) {
     return out;
 }
 
-nlohmann::json run_json(const RunRow& r, const std::string& dist, uint64_t seed) {
+reports::GateRun gate_run(const RunRow& r, const std::string& dist, uint64_t seed) {
+    reports::GateRun x;
     const auto& s = r.stats;
-    nlohmann::json j{{"path", r.config.path_name()},
-                     {"ranks", r.config.ranks},
-                     {"ranks_per_node", r.config.ranks_per_node},
-                     {"elements", r.config.elements},
-                     {"format", r.config.format_name()},
-                     {"block", r.config.block},
-                     {"accum", to_string(r.config.accum)},
-                     {"divide", to_string(r.config.divide)},
-                     {"rotation", r.config.format.rotated() ? to_string(r.config.rotation) : "none"},
-                     {"dist", dist},
-                     {"seed", seed},
-                     {"k_min", s.k_min},
-                     {"k_max", s.k_max},
-                     {"max_abs_error", s.max_abs_error},
-                     {"rms_error", s.outputs_checked ? std::sqrt(s.sum_sq_error / static_cast<double>(s.outputs_checked)) : 0.0},
-                     {"rel_rms_error", s.rel_rms_error()},
-                     {"max_a_posteriori", s.max_a_posteriori},
-                     {"max_a_priori", s.max_a_priori},
-                     {"max_error_to_a_posteriori", s.max_error_to_a_posteriori},
-                     {"bound_holds", s.bound_holds},
-                     {"violations", s.violations},
-                     {"nonfinite_outputs", s.nonfinite_outputs},
-                     {"outputs_checked", s.outputs_checked},
-                     {"bytes_per_rank", r.bytes_per_rank},
-                     {"cross_node_bytes_per_rank", r.cross_node_bytes_per_rank},
-                     {"fp16_bytes_per_rank", r.fp16_path_bytes_per_rank},
-                     {"fp16_ring_rs_bytes_per_rank", r.fp16_ring_rs}};
-    if (!r.config.label.empty()) j["schedule"] = path_info(r.config.path).name;  // a declared path's (docs/PATHS.md)
-    if (r.config.input != Accum::kFp32) j["input"] = to_string(r.config.input);     // a declared input type (D47)
-    if (r.config.output != Accum::kFp32) j["output"] = to_string(r.config.output);  // a declared output type (D46)
-    if (r.config.tensor_scale) {  // D50: one scale for the tensor, from this amax of every rank's inputs
-        j["scales"] = "per-tensor";
-        j["tensor_amax"] = r.config.tensor_amax;
-    }
-    if (r.config.saturates()) {  // NCCL's FP8 paths (D41): the outputs a clamp reached
-        j["saturated_outputs"] = s.saturated_outputs;
-        j["max_saturations"] = s.max_saturations;
-    }
-    if (!s.first_violation.empty()) j["first_violation"] = s.first_violation;
-    // JSON has no inf or NaN: an unbounded a-priori bound (fp16 accumulation that can overflow) or
-    // an error that overflowed is null.
-    for (const char* k : {"max_a_priori", "max_abs_error", "max_a_posteriori", "rel_rms_error", "rms_error"})
-        if (!std::isfinite(j[k].get<double>())) j[k] = nullptr;
-    return j;
-}
-
-nlohmann::json fit_json(const FitRow& f) {
-    nlohmann::json pts = nlohmann::json::array();
-    for (const auto& [n, e] : f.points) pts.push_back({{"ranks", n}, {"rel_rms_error", e}});
-    return {{"path", f.name.empty() ? std::string(path_info(f.path).name) : f.name}, {"exponent", f.exponent}, {"points", pts}};
+    const PathConfig& c = r.config;
+    x.path = c.path_name();  // a declared path's name (D43), the schedule beside it
+    if (!c.label.empty()) x.schedule = path_info(c.path).name;
+    x.shape = path_info(c.path).shape;
+    x.quantized = path_info(c.path).quantized;
+    x.format = c.format_name();  // "bf16" or "fp16" for the 16-bit paths (D26)
+    x.dist = dist;
+    x.divide = to_string(c.divide);
+    x.accum = to_string(c.accum);
+    x.rotation = c.format.rotated() ? to_string(c.rotation) : "none";
+    if (c.input != Accum::kFp32) x.input = to_string(c.input);     // D47
+    if (c.output != Accum::kFp32) x.output = to_string(c.output);  // D46
+    x.per_tensor = c.tensor_scale;                                  // D50
+    x.tensor_amax = c.tensor_scale ? c.tensor_amax : 0.0;
+    x.ranks = c.ranks;
+    x.ranks_per_node = c.ranks_per_node;
+    x.elements = c.elements;
+    x.block = c.block;
+    x.seed = seed;
+    x.k_min = s.k_min;
+    x.k_max = s.k_max;
+    x.k_checked = r.k_checked;
+    x.k_mismatches = r.k_mismatches;
+    x.first_k_mismatch = r.first_k_mismatch;
+    x.max_abs_error = s.max_abs_error;
+    x.rms_error = s.outputs_checked ? std::sqrt(s.sum_sq_error / static_cast<double>(s.outputs_checked)) : 0.0;
+    x.rel_rms_error = s.rel_rms_error();
+    x.max_a_posteriori = s.max_a_posteriori;
+    x.max_a_priori = s.max_a_priori;
+    x.max_error_to_a_posteriori = s.max_error_to_a_posteriori;
+    x.bound_holds = s.bound_holds;
+    x.violations = s.violations;
+    x.nonfinite_outputs = s.nonfinite_outputs;
+    x.saturating = c.saturates();
+    x.saturated_outputs = s.saturated_outputs;
+    x.max_saturations = s.max_saturations;
+    if (saturating(c.accum) && c.divide == Divide::kPre)  // ncclAvg's factor, an FP8 value (D41)
+        x.mean_factor = kernels::nccl_avg_factor(static_cast<float>(c.ranks), c.accum);
+    x.outputs_checked = s.outputs_checked;
+    x.first_violation = s.first_violation;
+    x.bytes_per_rank = r.bytes_per_rank;
+    x.cross_node_bytes_per_rank = r.cross_node_bytes_per_rank;
+    x.fp16_bytes_per_rank = r.fp16_path_bytes_per_rank;
+    x.fp16_ring_rs_bytes_per_rank = r.fp16_ring_rs;
+    return x;
 }
 
 }  // namespace qtransit::gate

@@ -33,57 +33,69 @@ std::string GateRun::key() const {
            (divide == "none" ? "" : "/divide=" + divide);
 }
 
+nlohmann::json to_json(const GateRun& x) {
+    nlohmann::json j{{"path", x.path},
+                     {"format", x.format},
+                     {"dist", x.dist},
+                     {"divide", x.divide},
+                     {"shape", to_string(x.shape)},
+                     {"quantized", x.quantized},
+                     {"ranks", x.ranks},
+                     {"ranks_per_node", x.ranks_per_node},
+                     {"elements", x.elements},
+                     {"block", x.block},
+                     {"seed", x.seed},
+                     {"k_min", x.k_min},
+                     {"k_max", x.k_max},
+                     {"k_checked", x.k_checked},
+                     {"k_mismatches", x.k_mismatches},
+                     {"max_abs_error", num(x.max_abs_error)},
+                     {"rms_error", num(x.rms_error)},
+                     {"rel_rms_error", num(x.rel_rms_error)},
+                     {"max_a_posteriori", num(x.max_a_posteriori)},
+                     {"max_a_priori", num(x.max_a_priori)},
+                     {"max_error_to_a_posteriori", num(x.max_error_to_a_posteriori)},
+                     {"bound_holds", x.bound_holds},
+                     {"violations", x.violations},
+                     {"nonfinite_outputs", x.nonfinite_outputs},
+                     {"outputs_checked", x.outputs_checked},
+                     {"bytes_per_rank", x.bytes_per_rank},
+                     {"cross_node_bytes_per_rank", x.cross_node_bytes_per_rank},
+                     {"fp16_bytes_per_rank", x.fp16_bytes_per_rank},
+                     {"fp16_ring_rs_bytes_per_rank", x.fp16_ring_rs_bytes_per_rank},
+                     {"wire_bits_per_element", x.wire_bits_per_element()}};
+    if (!x.schedule.empty()) j["schedule"] = x.schedule;  // a declared path (D43)
+    j["accum"] = x.accum;
+    j["rotation"] = x.rotation;
+    if (!x.input.empty()) j["input"] = x.input;     // a declared input type (D47)
+    if (!x.output.empty()) j["output"] = x.output;  // a declared output type (D46)
+    if (x.per_tensor) {                             // D50: one scale for the tensor
+        j["scales"] = "per-tensor";
+        j["tensor_amax"] = num(x.tensor_amax);
+    }
+    if (!x.first_violation.empty()) j["first_violation"] = x.first_violation;
+    if (!x.first_k_mismatch.empty()) j["first_k_mismatch"] = x.first_k_mismatch;
+    if (x.saturating) {  // NCCL's FP8 paths (D41)
+        j["saturated_outputs"] = x.saturated_outputs;
+        j["max_saturations"] = x.max_saturations;
+        if (x.mean_factor != 0) j["mean_factor"] = x.mean_factor;
+    }
+    return j;
+}
+
+nlohmann::json to_json(const GateFit& f) {
+    nlohmann::json pts = nlohmann::json::array();
+    for (const auto& [n, e] : f.points) pts.push_back({{"ranks", n}, {"rel_rms_error", num(e)}});
+    return {{"path", f.path}, {"format", f.format}, {"dist", f.dist}, {"exponent", num(f.exponent)}, {"points", pts}};
+}
+
 nlohmann::json to_json(const GateResult& r) {
     nlohmann::json runs = nlohmann::json::array();
-    for (const auto& x : r.runs) {
-        nlohmann::json j{{"path", x.path},
-                         {"format", x.format},
-                         {"dist", x.dist},
-                         {"divide", x.divide},
-                         {"shape", to_string(x.shape)},
-                         {"quantized", x.quantized},
-                         {"ranks", x.ranks},
-                         {"ranks_per_node", x.ranks_per_node},
-                         {"elements", x.elements},
-                         {"block", x.block},
-                         {"seed", x.seed},
-                         {"k_min", x.k_min},
-                         {"k_max", x.k_max},
-                         {"k_checked", x.k_checked},
-                         {"k_mismatches", x.k_mismatches},
-                         {"max_abs_error", num(x.max_abs_error)},
-                         {"rms_error", num(x.rms_error)},
-                         {"rel_rms_error", num(x.rel_rms_error)},
-                         {"max_a_posteriori", num(x.max_a_posteriori)},
-                         {"max_a_priori", num(x.max_a_priori)},
-                         {"max_error_to_a_posteriori", num(x.max_error_to_a_posteriori)},
-                         {"bound_holds", x.bound_holds},
-                         {"violations", x.violations},
-                         {"nonfinite_outputs", x.nonfinite_outputs},
-                         {"outputs_checked", x.outputs_checked},
-                         {"bytes_per_rank", x.bytes_per_rank},
-                         {"cross_node_bytes_per_rank", x.cross_node_bytes_per_rank},
-                         {"fp16_bytes_per_rank", x.fp16_bytes_per_rank},
-                         {"fp16_ring_rs_bytes_per_rank", x.fp16_ring_rs_bytes_per_rank},
-                         {"wire_bits_per_element", x.wire_bits_per_element()}};
-        if (!x.schedule.empty()) j["schedule"] = x.schedule;  // a declared path (D43)
-        if (!x.first_violation.empty()) j["first_violation"] = x.first_violation;
-        if (!x.first_k_mismatch.empty()) j["first_k_mismatch"] = x.first_k_mismatch;
-        if (x.saturating) {  // NCCL's FP8 paths (D41)
-            j["saturated_outputs"] = x.saturated_outputs;
-            j["max_saturations"] = x.max_saturations;
-            if (x.mean_factor != 0) j["mean_factor"] = x.mean_factor;
-        }
-        runs.push_back(std::move(j));
-    }
+    for (const auto& x : r.runs) runs.push_back(to_json(x));
     nlohmann::json refusals = nlohmann::json::array();
     for (const auto& x : r.refusals) refusals.push_back({{"format", x.format}, {"dist", x.dist}, {"what", x.what}});
     nlohmann::json fits = nlohmann::json::array();
-    for (const auto& f : r.fits) {
-        nlohmann::json pts = nlohmann::json::array();
-        for (const auto& [n, e] : f.points) pts.push_back({{"ranks", n}, {"rel_rms_error", num(e)}});
-        fits.push_back({{"path", f.path}, {"format", f.format}, {"dist", f.dist}, {"exponent", num(f.exponent)}, {"points", pts}});
-    }
+    for (const auto& f : r.fits) fits.push_back(to_json(f));
     nlohmann::json checks = nlohmann::json::array();
     for (const auto& c : r.format_checks) {
         nlohmann::json j{{"format", c.format}, {"dist", c.dist}, {"elements", c.elements}, {"block", c.block}};

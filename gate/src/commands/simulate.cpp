@@ -305,8 +305,8 @@ Result<std::unique_ptr<SimulateOutcome>> simulate(const SimulateRequest& a, cons
 
 nlohmann::json SimulateOutcome::json(uint64_t seed) const {
     nlohmann::json runs = nlohmann::json::array(), fits = nlohmann::json::array();
-    for (const auto& r : result.runs) runs.push_back(run_json(r, dist_name, seed));
-    for (const auto& f : result.fits) fits.push_back(fit_json(f));
+    for (const auto& r : result.runs) runs.push_back(reports::to_json(gate_run(r, dist_name, seed)));
+    for (const auto& f : result.fits) fits.push_back(reports::to_json(reports::GateFit{f.name, f.format, dist_name, f.exponent, f.points}));
     return nlohmann::json{{"runs", runs}, {"fits", fits}};
 }
 

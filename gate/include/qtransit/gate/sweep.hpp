@@ -18,6 +18,7 @@
 #include "qtransit/kernels/npy.hpp"
 #include "qtransit/kernels/plugin.hpp"
 #include "qtransit/reference/checker.hpp"
+#include "qtransit/reports/gate_result.hpp"
 
 namespace qtransit::gate {
 
@@ -90,6 +91,7 @@ struct SweepSpec {
 struct FitRow {
     PathKind path;
     std::string name;  // the path's (PathConfig::path_name)
+    std::string format;  // its runs' (PathConfig::format_name)
     double exponent = 0;                               // least squares of log rel_rms on log N
     std::vector<std::pair<int64_t, double>> points;    // (N, rel_rms_error)
 };
@@ -111,9 +113,8 @@ std::string sweep_backend_problem(const SweepSpec& spec, const std::string& name
 // Validates every configuration before any work (an Error names the path and the constraint).
 Result<SweepResult> run_sweep(const SweepSpec& spec);
 
-// One run as the JSON object `qtransit simulate --json` prints (dist: the distribution's name or
-// "file:<path>").
-nlohmann::json run_json(const RunRow& r, const std::string& dist, uint64_t seed);
-nlohmann::json fit_json(const FitRow& f);
+// One run as the result model holds it (report.json's runs[], `simulate --json`'s runs: written by
+// reports::to_json alone). dist: the distribution's name or "file:<path>".
+reports::GateRun gate_run(const RunRow& r, const std::string& dist, uint64_t seed);
 
 }  // namespace qtransit::gate

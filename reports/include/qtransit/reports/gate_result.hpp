@@ -18,11 +18,17 @@ namespace qtransit::reports {
 
 inline constexpr int kSchemaVersion = 1;
 
-// One collective path run at one N on one input distribution, checked exactly.
+// One collective path run at one N on one input distribution, checked exactly: what report.json's
+// runs[] and `simulate --json`'s runs hold, written by to_json(const GateRun&) alone (D64).
 struct GateRun {
     std::string path, format, dist;
     std::string schedule;            // a declared path's (D43): the schedule it ran as; "" for a built-in path
     std::string divide = "none";     // where a mean's 1/N went (D27); part of the key when not none
+    std::string accum = "fp32";      // the type the sums are taken in (D11, D24, D26)
+    std::string rotation = "none";   // a rotated format's: each-hop or end-to-end (D28); none otherwise
+    std::string input, output;       // a declared input (D47) or output type (D46); "" for binary32
+    bool per_tensor = false;         // one scale for the tensor (D50), from tensor_amax of every rank's inputs
+    double tensor_amax = 0;
     PathShape shape = PathShape::kReduceScatter;
     bool quantized = true;           // false for fp32-ring-rs
     int64_t ranks = 0, ranks_per_node = 0, elements = 0, block = 0;
@@ -149,6 +155,9 @@ struct GateResult {
 
 // ---- writers (json.cpp, markdown.cpp, junit.cpp, html.cpp) ----------------------------------------
 nlohmann::json to_json(const GateResult& r);
+// One run, one fit: as report.json's runs[] and fits[] hold them, and `simulate --json` prints them.
+nlohmann::json to_json(const GateRun& x);
+nlohmann::json to_json(const GateFit& f);
 // The runs of a report.json (for baselines): an Error names what is missing or has the wrong type.
 Result<std::vector<GateRun>> runs_from_json(const nlohmann::json& j);
 
