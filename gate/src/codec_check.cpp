@@ -1,7 +1,7 @@
+#include "qtransit/common/bits.hpp"
 #include "qtransit/gate/codec_check.hpp"
 
 #include "qtransit/common/tiles.hpp"
-#include "bits.hpp"
 #include "qtransit/gate/boundaries.hpp"
 
 #include <algorithm>
@@ -20,7 +20,6 @@
 namespace qtransit::gate {
 namespace {
 
-using detail::same_bits;
 
 int64_t ordered(float f) {
     const int32_t i = std::bit_cast<int32_t>(f);

@@ -19,9 +19,9 @@
 #include <fstream>
 #include <numeric>
 
+#include "qtransit/common/bits.hpp"
 #include "qtransit/reports/numbers.hpp"
 #include "qtransit/gate/validate.hpp"
-#include "bits.hpp"
 #include "qtransit/gate/boundaries.hpp"
 #include "qtransit/gate/codec_check.hpp"
 
@@ -88,7 +88,6 @@ struct Prop {
     }
 };
 
-using detail::same_bits;
 
 struct Tensor {
     std::string label;

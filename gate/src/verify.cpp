@@ -1,5 +1,5 @@
+#include "qtransit/common/bits.hpp"
 #include "qtransit/gate/verify.hpp"
-#include "bits.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -13,7 +13,6 @@
 namespace qtransit::gate {
 namespace {
 
-using detail::same_bits;
 
 template <class T>
 std::string first_difference(const char* what, std::span<const T> k, std::span<const T> r) {

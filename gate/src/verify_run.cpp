@@ -1,5 +1,5 @@
+#include "qtransit/common/bits.hpp"
 #include "qtransit/gate/verify_run.hpp"
-#include "bits.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -45,7 +45,6 @@ int64_t ordered(float f) {
     const int32_t b = std::bit_cast<int32_t>(f);
     return b < 0 ? -static_cast<int64_t>(b & 0x7FFFFFFF) : static_cast<int64_t>(b);
 }
-using detail::same_bits;
 std::string show(double v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.9g", v);

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "generators.hpp"
+#include "qtransit/common/bits.hpp"
 #include "qtransit/collectives/paths.hpp"
 #include "qtransit/collectives/transport.hpp"
 #include "qtransit/reference/checker.hpp"
@@ -49,9 +50,7 @@ std::vector<ColumnRecord> run_production(const PathConfig& c, const std::vector<
     return out;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
-}
+using qtransit::same_bits;
 
 // A random configuration: N 1..64 (a power of two for tree-rs), G dividing N, M a small multiple of
 // The declared built-ins (fp8, MX, nf4, stochastic twins).

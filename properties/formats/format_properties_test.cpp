@@ -11,6 +11,7 @@
 
 #include "fused_encode_check.hpp"
 #include "generators.hpp"
+#include "qtransit/common/bits.hpp"
 #include "qtransit/common/decl_toml.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/reference/formats.hpp"
@@ -48,7 +49,7 @@ qt::reference::Quantized ref_q(const FormatSpec& f, const std::vector<float>& x,
     return std::move(*r);
 }
 
-bool same_bits(float a, float b) { return to_bits(a) == to_bits(b); }
+using qtransit::same_bits;
 
 // The hand-written formats: NUMERICS 1.1-1.3's and QuickReduce's (docs/FORMATS.md section 11).
 const std::vector<FormatSpec>& hand_written() {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "generators.hpp"
+#include "qtransit/common/bits.hpp"
 #include "qtransit/gate/gate.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/gpu.hpp"
@@ -15,10 +16,7 @@
 namespace qt = qtransit;
 
 namespace {
-// Bit-for-bit equality of two float vectors (NaN payloads and signed zeros included).
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
+using qtransit::same_bits;  // bit for bit: NaN payloads and signed zeros included
 // Encode on both backends: the same codes, scales and offsets, and the same decoded bits.
 ::testing::AssertionResult same_on_cpu_and_gpu(const qt::FormatSpec& f, const std::vector<float>& x, int64_t block,
                                                const qt::kernels::CodecOptions& o = {}) {

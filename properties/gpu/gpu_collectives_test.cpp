@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "qtransit/common/bits.hpp"
 #include "qtransit/collectives/device.hpp"
 #include "qtransit/collectives/paths.hpp"
 #include "qtransit/kernels/gpu.hpp"
@@ -30,11 +31,7 @@ namespace {
 
 constexpr uint32_t kPoison = 0x7fa5a5a5u;  // a NaN no kernel produces
 
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
-}
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+using qtransit::same_bits;
 
 struct Run {
     std::map<int64_t, qt::ColumnRecord> columns;  // by first element

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "qtransit/common/bits.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/fp16.hpp"
 #include "qtransit/kernels/fused.hpp"
@@ -36,7 +37,7 @@ float h(float v) { return qk::round_f16(v); }
 float bh(float v) { return qk::round_bf16(v); }
 // The test's own spelling of D11 and D24: a value rounded to the accumulation type.
 float to_acc(qt::Accum a, float v) { return a == qt::Accum::kFp16 ? h(v) : a == qt::Accum::kBf16 ? bh(v) : v; }
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
+using qtransit::same_bits;
 }  // namespace
 
 TEST(FusedCpu, SwizzleIsChunkwiseEncodeInPeerOrder) {

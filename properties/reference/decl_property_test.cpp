@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "generators.hpp"
+#include "qtransit/common/bits.hpp"
 #include "qtransit/common/format.hpp"
 #include "qtransit/common/transit.hpp"
 #include "qtransit/reference/checker.hpp"
@@ -44,7 +45,6 @@ const std::vector<FormatSpec>& declared() {
 
 int64_t block_of(const FormatSpec& f, int64_t want) { return f.fixed_block() > 0 ? f.fixed_block() : want; }
 
-bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }
 
 // A block of `n` finite values: random bit patterns, specials, ties, and values of one magnitude.
 std::vector<float> finite_block(int64_t n) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "generators.hpp"
+#include "qtransit/common/bits.hpp"
 #include "qtransit/common/format.hpp"
 #include "qtransit/common/transit.hpp"
 #include "qtransit/reference/checker.hpp"
@@ -27,7 +28,6 @@
 namespace qtransit::reference {
 namespace {
 
-bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }
 
 using testing::rotated_formats;
 

@@ -135,6 +135,7 @@
 // And |error| <= a_post: the computed value is the exact sum plus the sum of the local errors (each
 // quantization's x̂ - x and each rounding's fl(v) - v: sums propagate errors without amplification),
 // each bounded by its a_post term.
+#include "qtransit/common/bits.hpp"
 #include "qtransit/reference/checker.hpp"
 
 #include <algorithm>
@@ -1307,12 +1308,6 @@ inline bool ids_are_every_event(const std::vector<int32_t>& ids, size_t nev) {
         all &= flags[i ? static_cast<size_t>(id) : 0];
     }
     return {in, in && (all & kEvOk) != 0, (all & kRangeCovers) == kRangeCovers};
-}
-
-// Whether a and b hold the same bits (memcmp).
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 // contribution_k of a row from prepare_events' copy of its events' ranges, when every event of the
