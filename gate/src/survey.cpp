@@ -61,43 +61,8 @@ Result<SurveyResult> run_survey(const SurveySpec& spec) {
     return out;
 }
 
-nlohmann::json survey_json(const SurveySpec& spec, const SurveyResult& r) {
-    nlohmann::json cases = nlohmann::json::array();
-    for (const auto& c : r.cases) {
-        if (!c.refused.empty()) {
-            cases.push_back({{"format", c.format}, {"dist", c.dist}, {"refused", c.refused}});
-            continue;
-        }
-        cases.push_back({{"format", c.format}, {"dist", c.dist}, {"elements", spec.elements}, {"block", spec.block},
-                         {"seed", spec.seed}, {"max_abs_error", c.max_abs_error}, {"max_error_to_bound", c.max_error_to_bound},
-                         {"rel_rms_error", c.rel_rms_error}, {"bound_holds", c.bound_holds},
-                         {"matches_reference", c.matches_reference}, {"reference_mismatch", c.reference_mismatch},
-                         {"requantized_codes_changed", c.requantized_codes_changed}, {"wire_bytes", c.wire_bytes}, {"pass", c.pass}});
-    }
-    return {{"schema_version", 1}, {"tool", "qtransit survey"}, {"version", QTRANSIT_VERSION},
-            {"elements", spec.elements}, {"block", spec.block}, {"seed", spec.seed},
-            {"cases", cases}, {"failures", r.failures}, {"skipped_formats", spec.skipped_formats}};
-}
-
-std::string survey_markdown(const SurveySpec& spec, const SurveyResult& r) {
-    std::string o = "# qtransit survey\n\n" + std::to_string(spec.elements) + " elements per case, block " + std::to_string(spec.block) +
-                    ", seed " + std::to_string(spec.seed) +
-                    ". Kernel output compared bit for bit with the reference; every element's error compared with its bound in "
-                    "exact arithmetic; the decoded values requantized once (int<b> must keep its codes; ds-int<b> need not).\n\n"
-                    "| format | dist | max abs error | max error/bound | rel RMS error | kernel = reference | "
-                    "bound holds | requantized codes changed |\n|---|---|---|---|---|---|---|---|\n";
-    for (const auto& c : r.cases) {
-        if (!c.refused.empty()) {
-            o += "| " + c.format + " | " + c.dist + " | refused: " + c.refused + " |||||\n";
-            continue;
-        }
-        char line[512];
-        std::snprintf(line, sizeof line, "| %s | %s | %.4g | %.4f | %.4g | %s | %s | %lld |\n", c.format.c_str(), c.dist.c_str(),
-                      c.max_abs_error, c.max_error_to_bound, c.rel_rms_error, c.matches_reference ? "yes" : "NO",
-                      c.bound_holds ? "yes" : "NO", static_cast<long long>(c.requantized_codes_changed));
-        o += line;
-    }
-    return o + "\n" + std::to_string(r.failures) + " failing case(s).\n";
+reports::SurveyReport survey_report(const SurveySpec& spec, const SurveyResult& r) {
+    return {QTRANSIT_VERSION, spec.elements, spec.block, spec.seed, r.cases, r.failures, spec.skipped_formats};
 }
 
 }  // namespace qtransit::gate

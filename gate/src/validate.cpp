@@ -541,11 +541,11 @@ std::vector<FormatSpec> neighbours(const FormatSpec& f, int64_t block) {
     return out;
 }
 
-std::vector<ComparisonRow> comparison(const reports::GateResult& r, int64_t block) {
-    std::vector<ComparisonRow> rows;
+std::vector<reports::FormatComparison::Row> comparison(const reports::GateResult& r, int64_t block) {
+    std::vector<reports::FormatComparison::Row> rows;
     const std::string dist = r.dists.empty() ? "" : r.dists.front();
     for (const auto& name : r.formats) {
-        ComparisonRow row;
+        reports::FormatComparison::Row row;
         row.format = name;
         if (auto f = parse_format(name)) row.bits = 8.0 * static_cast<double>(f->wire_bytes(block, block)) / static_cast<double>(block);
         int64_t n1 = 0, n2 = 0;
@@ -563,33 +563,6 @@ std::vector<ComparisonRow> comparison(const reports::GateResult& r, int64_t bloc
 }
 
 std::string cell(double v) { return std::isnan(v) ? "-" : g4(v); }
-
-std::string comparison_markdown(const std::vector<ComparisonRow>& rows, const std::string& declared, const std::string& dist) {
-    std::string o = "## Format comparison\n\n" + declared + " (declared) against built-in formats: relative RMS error of the "
-                    "reduce-scatter after k = 1 and k = 2 quantizations in transit (at the largest N), and at the largest k, on " +
-                    dist + " inputs; wire bits per element at the gate's block.\n\n"
-                    "| format | bits/element | error k=1 | error k=2 | largest k | error at largest k | bounds |\n"
-                    "|---|---|---|---|---|---|---|\n";
-    for (const auto& r : rows)
-        o += "| " + (r.format == declared ? "**" + r.format + "**" : r.format) + " | " + g4(r.bits) + " | " + cell(r.k1) + " | " +
-             cell(r.k2) + " | " + std::to_string(r.kmax) + " | " + cell(r.kmax_err) + " | " + (r.holds ? "hold" : "FAIL") + " |\n";
-    return o + "\n";
-}
-
-std::string comparison_html(const std::vector<ComparisonRow>& rows, const std::string& declared, const std::string& dist) {
-    std::string o = "<h2 id=\"format-comparison\">Format comparison</h2>\n<p class=\"caption\">" + reports::xml_escape(declared) +
-                    " (declared, bold) against built-in formats: relative RMS error of the reduce-scatter after k = 1 and k = 2 "
-                    "quantizations in transit (largest N), and at the largest k, on " + reports::xml_escape(dist) +
-                    " inputs; wire bits per element at the gate's block.</p>\n<table><thead><tr><th>format</th><th>bits/element</th>"
-                    "<th>error k=1</th><th>error k=2</th><th>largest k</th><th>error at largest k</th><th>bounds</th></tr></thead><tbody>";
-    for (const auto& r : rows) {
-        const std::string name = reports::xml_escape(r.format);
-        o += "<tr><td>" + (r.format == declared ? "<b>" + name + "</b>" : name) + "</td><td class=\"num\">" + g4(r.bits) +
-             "</td><td class=\"num\">" + cell(r.k1) + "</td><td class=\"num\">" + cell(r.k2) + "</td><td class=\"num\">" +
-             std::to_string(r.kmax) + "</td><td class=\"num\">" + cell(r.kmax_err) + "</td><td>" + (r.holds ? "hold" : "FAIL") + "</td></tr>";
-    }
-    return o + "</tbody></table>\n";
-}
 
 }  // namespace
 
@@ -658,30 +631,17 @@ Result<FormatValidation> validate_format(const FormatSpec& f, const std::string&
                          "promise is reported as skipped, with what was measured.");
     for (auto& n : notes) res->notes.push_back(std::move(n));
     res->wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    v.comparison = comparison(*res, block);
-    v.dist = res->dists.empty() ? "" : res->dists.front();
+    res->format_comparison = reports::FormatComparison{f.name(), file, res->dists.empty() ? "" : res->dists.front(), comparison(*res, block)};
     v.result = std::move(*res);
     return v;
 }
 
 std::vector<std::pair<std::string, std::string>> validation_reports(const FormatValidation& v) {
-    const std::string& declared = v.format.name();
-    nlohmann::json j = reports::to_json(v.result);
-    nlohmann::json cmp = nlohmann::json::array();
-    auto num = [](double x) { return std::isnan(x) ? nlohmann::json() : nlohmann::json(x); };
-    for (const auto& r : v.comparison)
-        cmp.push_back({{"format", r.format}, {"declared", r.format == declared}, {"wire_bits_per_element", r.bits},
-                       {"rel_rms_error_k1", num(r.k1)}, {"rel_rms_error_k2", num(r.k2)}, {"largest_k", r.kmax},
-                       {"rel_rms_error_largest_k", num(r.kmax_err)}, {"bounds_hold", r.holds}});
-    j["format_comparison"] = {{"declared", declared}, {"file", v.file}, {"dist", v.dist}, {"formats", cmp}};
-    std::string html = reports::to_html(v.result);
-    const auto body = html.rfind("</body>");
-    html.insert(body == std::string::npos ? html.size() : body, comparison_html(v.comparison, declared, v.dist));
     auto decl_text = declaration_to_toml(v.format);
-    return {{"report.json", j.dump(2) + "\n"},
-            {"report.md", reports::to_markdown(v.result) + comparison_markdown(v.comparison, declared, v.dist)},
+    return {{"report.json", reports::to_json(v.result).dump(2) + "\n"},
+            {"report.md", reports::to_markdown(v.result)},
             {"junit.xml", reports::to_junit(v.result)},
-            {"report.html", html},
+            {"report.html", reports::to_html(v.result)},
             {"declaration.toml", decl_text ? *decl_text : ""}};
 }
 
@@ -696,12 +656,13 @@ std::string validation_text(const FormatValidation& v) {
     std::snprintf(line, sizeof line, "\n%-18s %12s %11s %11s %9s %11s %7s\n", "format", "bits/elem", "err k=1", "err k=2", "largest k",
                   "err there", "bounds");
     o += line;
-    for (const auto& r : v.comparison) {
+    const reports::FormatComparison& fc = *v.result.format_comparison;
+    for (const auto& r : fc.rows) {
         std::snprintf(line, sizeof line, "%-18s %12.3f %11s %11s %9d %11s %7s\n", (r.format + (r.format == declared ? " *" : "")).c_str(),
                       r.bits, cell(r.k1).c_str(), cell(r.k2).c_str(), r.kmax, cell(r.kmax_err).c_str(), r.holds ? "hold" : "FAIL");
         o += line;
     }
-    return o + "(* declared; relative RMS error of the reduce-scatter on " + v.dist + " inputs)\n";
+    return o + "(* declared; relative RMS error of the reduce-scatter on " + fc.dist + " inputs)\n";
 }
 
 }  // namespace qtransit::gate

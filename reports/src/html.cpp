@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "qtransit/reports/numbers.hpp"
 #include "svg.hpp"
 #include "tables.hpp"
 
@@ -75,6 +76,23 @@ void html_section(std::ostringstream& o, const char* title, const char* caption,
     o << "<h2>" << title << "</h2>\n<p class=\"caption\">" << caption << "</p>\n" << table_html(t) << "<ul>";
     for (const auto& line : notes) o << "<li>" << xml_escape(line) << ".</li>";
     o << "</ul>\n";
+}
+
+// `formats validate`'s comparison (FormatComparison), the declared format in bold.
+std::string format_comparison_html(const FormatComparison& fc) {
+    auto cell = [](double v) { return std::isnan(v) ? std::string("-") : g4(v); };
+    std::string o = "<h2 id=\"format-comparison\">Format comparison</h2>\n<p class=\"caption\">" + xml_escape(fc.declared) +
+                    " (declared, bold) against built-in formats: relative RMS error of the reduce-scatter after k = 1 and k = 2 "
+                    "quantizations in transit (largest N), and at the largest k, on " + xml_escape(fc.dist) +
+                    " inputs; wire bits per element at the gate's block.</p>\n<table><thead><tr><th>format</th><th>bits/element</th>"
+                    "<th>error k=1</th><th>error k=2</th><th>largest k</th><th>error at largest k</th><th>bounds</th></tr></thead><tbody>";
+    for (const auto& r : fc.rows) {
+        const std::string name = xml_escape(r.format);
+        o += "<tr><td>" + (r.format == fc.declared ? "<b>" + name + "</b>" : name) + "</td><td class=\"num\">" + g4(r.bits) +
+             "</td><td class=\"num\">" + cell(r.k1) + "</td><td class=\"num\">" + cell(r.k2) + "</td><td class=\"num\">" +
+             std::to_string(r.kmax) + "</td><td class=\"num\">" + cell(r.kmax_err) + "</td><td>" + (r.holds ? "hold" : "FAIL") + "</td></tr>";
+    }
+    return o + "</tbody></table>\n";
 }
 
 std::string tip(const GateRun& x) {
@@ -255,7 +273,9 @@ std::string to_html(const GateResult& r) {
               << to_string(v.status) << "</td><td class=\"num\">" << (v.checked >= 0 ? std::to_string(v.checked) : std::string("-"))
               << "</td><td>" << xml_escape(v.message) << "</td></tr>\n";
         }
-    o << "</tbody></table>\n</body></html>\n";
+    o << "</tbody></table>\n";
+    if (r.format_comparison) o << format_comparison_html(*r.format_comparison);
+    o << "</body></html>\n";
     return o.str();
 }
 

@@ -181,6 +181,14 @@ nlohmann::json to_json(const GateResult& r) {
             {"format_checks", checks},
             {"verdicts", verdicts}};
     if (!r.verify.is_null()) out["verify"] = r.verify;
+    if (const auto& fc = r.format_comparison) {
+        nlohmann::json rows = nlohmann::json::array();
+        for (const auto& x : fc->rows)
+            rows.push_back({{"format", x.format}, {"declared", x.format == fc->declared}, {"wire_bits_per_element", x.bits},
+                            {"rel_rms_error_k1", num(x.k1)}, {"rel_rms_error_k2", num(x.k2)}, {"largest_k", x.kmax},
+                            {"rel_rms_error_largest_k", num(x.kmax_err)}, {"bounds_hold", x.holds}});
+        out["format_comparison"] = {{"declared", fc->declared}, {"file", fc->file}, {"dist", fc->dist}, {"formats", rows}};
+    }
     // Issue 18's comparison table (tables.hpp), one entry per row, distribution and N that ran.
     nlohmann::json cmp = nlohmann::json::array();
     for (const auto& row : detail::compare_rows(r))

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "qtransit/common/format.hpp"
+#include "qtransit/reports/numbers.hpp"
 #include "tables.hpp"
 
 namespace qtransit::reports {
@@ -381,6 +382,20 @@ std::string what_ran(const GateResult& r) {
     return o.str();
 }
 
+// `formats validate`'s comparison (FormatComparison), the declared format in bold.
+std::string format_comparison_md(const FormatComparison& fc) {
+    auto cell = [](double v) { return std::isnan(v) ? std::string("-") : g4(v); };
+    std::string o = "## Format comparison\n\n" + fc.declared + " (declared) against built-in formats: relative RMS error of the "
+                    "reduce-scatter after k = 1 and k = 2 quantizations in transit (at the largest N), and at the largest k, on " +
+                    fc.dist + " inputs; wire bits per element at the gate's block.\n\n"
+                    "| format | bits/element | error k=1 | error k=2 | largest k | error at largest k | bounds |\n"
+                    "|---|---|---|---|---|---|---|\n";
+    for (const auto& r : fc.rows)
+        o += "| " + (r.format == fc.declared ? "**" + r.format + "**" : r.format) + " | " + g4(r.bits) + " | " + cell(r.k1) + " | " +
+             cell(r.k2) + " | " + std::to_string(r.kmax) + " | " + cell(r.kmax_err) + " | " + (r.holds ? "hold" : "FAIL") + " |\n";
+    return o + "\n";
+}
+
 }  // namespace
 
 std::string to_markdown(const GateResult& r) {
@@ -443,7 +458,9 @@ std::string to_markdown(const GateResult& r) {
             if (v.status == VerdictStatus::kSkip) o << "- `" << v.name << "`: " << v.message << "\n";
         o << "\n";
     }
-    return detail::text_only(o.str());
+    std::string out = detail::text_only(o.str());
+    if (r.format_comparison) out += format_comparison_md(*r.format_comparison);
+    return out;
 }
 
 std::string summary_text(const GateResult& r) {

@@ -70,9 +70,10 @@ Result<Printed> survey(const SurveyRequest& a, const Emit& emit, const std::func
     if (!res) return res.error();
     if (a.json && progress) progress(0, 0, "");
 
-    const auto report = survey_json(spec, *res);
+    const reports::SurveyReport model = survey_report(spec, *res);
+    const auto report = reports::to_json(model);
     const fs::path json_path = fs::path(a.report_dir) / "survey.json", md_path = fs::path(a.report_dir) / "survey.md";
-    if (auto st = report_run->commit({{"survey.json", report.dump(2) + "\n"}, {"survey.md", survey_markdown(spec, *res)}}); !st)
+    if (auto st = report_run->commit({{"survey.json", report.dump(2) + "\n"}, {"survey.md", reports::to_markdown(model)}}); !st)
         return st.error();
     if (a.json) say(report.dump(2) + "\n");
     else say.f("%zu case(s), %d failing. Report: %s and %s\n", res->cases.size(), res->failures, json_path.c_str(), md_path.c_str());

@@ -13,19 +13,11 @@
 
 #include "qtransit/common/format.hpp"
 #include "qtransit/kernels/inputs.hpp"
+#include "qtransit/reports/survey.hpp"
 
 namespace qtransit::gate {
 
-struct SurveyCase {
-    std::string format, dist;
-    std::string refused;                  // ds-int<b> beyond binary16: the reason (then nothing else is set)
-    double max_abs_error = 0, max_error_to_bound = 0, rel_rms_error = 0;
-    bool bound_holds = false, matches_reference = false;
-    std::string reference_mismatch;
-    int64_t requantized_codes_changed = -1;   // -1: the requantization failed
-    int64_t wire_bytes = 0;
-    bool pass = false;                    // int<b> must also keep its codes on requantization
-};
+using reports::SurveyCase;  // the result model's (reports/survey.hpp)
 
 struct SurveySpec {
     std::vector<FormatSpec> formats;
@@ -43,8 +35,7 @@ struct SurveyResult {
 
 // An Error for an invalid block or a library failure; a failing case is a case with pass = false.
 Result<SurveyResult> run_survey(const SurveySpec& spec);
-// survey.json's object (schema_version 1) and survey.md's text.
-nlohmann::json survey_json(const SurveySpec& spec, const SurveyResult& r);
-std::string survey_markdown(const SurveySpec& spec, const SurveyResult& r);
+// The result model survey.json and survey.md are written from (reports::to_json, to_markdown).
+reports::SurveyReport survey_report(const SurveySpec& spec, const SurveyResult& r);
 
 }  // namespace qtransit::gate

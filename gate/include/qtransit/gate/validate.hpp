@@ -31,22 +31,12 @@ struct PropertyResult {
     reports::Verdict verdict;
 };
 
-// One row per format: bits per element on the wire, relative RMS error after k = 1 and k = 2
-// quantizations (the runs whose largest k is 1, 2, at the largest N), and at the largest k.
-struct ComparisonRow {
-    std::string format;
-    double bits = 0, k1 = NAN, k2 = NAN, kmax_err = NAN;
-    int32_t kmax = 0;
-    bool holds = true;
-};
-
 struct FormatValidation {
     FormatSpec format;
     std::string file;                         // where it was declared (for the report)
-    reports::GateResult result;               // the gate's verdicts plus one per property
+    reports::GateResult result;               // the gate's verdicts plus one per property, and the
+                                              // format comparison (result.format_comparison)
     std::vector<PropertyResult> properties;
-    std::vector<ComparisonRow> comparison;    // the declared format first
-    std::string dist;                         // the comparison's distribution
 };
 
 // An Error only for what is not a verdict (a format without a declaration, a library error).

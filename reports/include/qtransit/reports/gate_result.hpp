@@ -3,6 +3,7 @@
 // nothing of those, only of these structs (docs/REPORT.md documents the JSON schema).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -123,6 +124,21 @@ struct Verdict {
     int64_t checked = -1;
 };
 
+// `qtransit formats validate`'s table: the declared format against the built-in formats of its
+// gate, one row per format (the declared one first): wire bits per element at the gate's block, the
+// relative RMS error of the reduce-scatter runs whose largest k is 1 and 2 (at the largest N) and at
+// the largest k, on the first distribution; NaN where no run had that k.
+struct FormatComparison {
+    struct Row {
+        std::string format;
+        double bits = 0, k1 = NAN, k2 = NAN, kmax_err = NAN;
+        int32_t kmax = 0;
+        bool holds = true;  // every run of the format held its bounds
+    };
+    std::string declared, file, dist;
+    std::vector<Row> rows;
+};
+
 struct GateResult {
     int schema_version = kSchemaVersion;
     std::string version;             // qtransit's
@@ -148,6 +164,9 @@ struct GateResult {
     // text (the Markdown and HTML reports' "Verify" section); empty for the gate.
     nlohmann::json verify;
     std::string verify_text;
+    // `formats validate`: report.json's "format_comparison", a section at the end of report.md and
+    // report.html; absent for the gate.
+    std::optional<FormatComparison> format_comparison;
 
     int64_t count(VerdictStatus s) const;
     bool passed() const { return count(VerdictStatus::kFail) == 0; }
