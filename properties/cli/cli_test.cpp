@@ -552,6 +552,31 @@ TEST_F(Cli, DeclaredPathsRunAsTheScheduleTheyResolveTo) {
             "bad.toml:5:8: path[0].wire: an all-reduce over exchange = \"ring\" is modeled unquantized only");
 }
 
+// One run, one writer (D64): the gate's report.json and `simulate --json` hold the same object for
+// the same run, field for field; only the (row, contributor) pairs of k are counted by the gate alone.
+TEST_F(Cli, ARunIsOneObjectInTheReportAndInSimulate) {
+    const std::string cfg = write("g.toml", "[gate]\nformats = [\"int8\"]\npaths = [\"a2a-hier-rs\"]\ndistributions = [\"heavy\"]\n"
+                                            "ranks = [16]\nranks_per_node = 8\nelements = 1024\n");
+    const Outcome g = run("check --config " + cfg + " --report-dir " + (dir_ / "rep").string());
+    ASSERT_EQ(g.code, 0) << g.err;
+    const Outcome s = run("simulate --path a2a-hier-rs --format int8 --dist heavy --ranks 16 --ranks-per-node 8 --elements 1024 --json");
+    ASSERT_EQ(s.code, 0) << s.err;
+    const auto report = nlohmann::json::parse(slurp(dir_ / "rep" / "report.json"));
+    const auto sim = nlohmann::json::parse(s.out);
+    ASSERT_EQ(sim["runs"].size(), 1u);
+    const nlohmann::json* gate_run = nullptr;
+    for (const auto& r : report["runs"])
+        if (r["path"] == "a2a-hier-rs" && r["ranks"] == 16) gate_run = &r;
+    ASSERT_NE(gate_run, nullptr);
+    nlohmann::json a = *gate_run, b = sim["runs"][0];
+    EXPECT_GT(a["k_checked"].get<int64_t>(), 0);
+    EXPECT_EQ(b["k_checked"], 0);  // simulate does not count k's pairs
+    for (auto* j : {&a, &b}) j->erase("k_checked");
+    EXPECT_EQ(a, b) << "report: " << a.dump() << "\nsimulate: " << b.dump();
+    EXPECT_EQ(a["accum"], "fp32");
+    EXPECT_EQ(a["shape"], "reduce-scatter");
+}
+
 // A gate config names them: they run once per distribution beside the 16-bit paths, a refused
 // input (heavy tails past 448) is reported as a refusal, and a saturated sum gets its section.
 TEST_F(Cli, GateRunsNamedNcclFp8Paths) {
