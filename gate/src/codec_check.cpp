@@ -20,7 +20,6 @@
 namespace qtransit::gate {
 namespace {
 
-
 int64_t ordered(float f) {
     const int32_t i = std::bit_cast<int32_t>(f);
     return i >= 0 ? i : -static_cast<int64_t>(i & 0x7fffffff);

@@ -88,7 +88,6 @@ struct Prop {
     }
 };
 
-
 struct Tensor {
     std::string label;
     std::vector<float> x;

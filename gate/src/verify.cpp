@@ -13,7 +13,6 @@
 namespace qtransit::gate {
 namespace {
 
-
 template <class T>
 std::string first_difference(const char* what, std::span<const T> k, std::span<const T> r) {
     if (k.size() != r.size())
