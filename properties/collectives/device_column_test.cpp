@@ -20,13 +20,15 @@
 #include "qtransit/common/bits.hpp"
 #include "qtransit/kernels/block_math.hpp"
 #include "qtransit/kernels/codec.hpp"
+#include "collectives/device_compare.hpp"
 
 namespace qt = qtransit;
 namespace col = qt::collectives;
 
 namespace {
 
-using qtransit::same_bits;
+using qtransit::testing::expect_same_record;
+using qtransit::testing::device_test_config;
 
 // N ranks whose "device buffers" are on the host: a message's payload is the codes and metadata
 // (or raw values) it carries, held by m.dev_rank, which a delivery moves to the receiver.
@@ -101,48 +103,6 @@ private:
     char payload_tag_ = 0;
 };
 
-qt::PathConfig config(qt::PathKind p, const char* format, qt::Accum accum, int64_t n, int64_t g) {
-    qt::PathConfig c;
-    c.path = p;
-    c.format = *qt::parse_format(format);
-    c.accum = accum;
-    c.ranks = n;
-    c.ranks_per_node = g;
-    c.block = 32;
-    c.elements = n * 80;  // S = 80: two full blocks and a short one per chunk; hpz straddles
-    c.seed = 5;
-    return c;
-}
-
-void expect_same_record(const qt::ColumnRecord& s, const qt::ColumnRecord& d, const std::string& at) {
-    ASSERT_EQ(s.len, d.len) << at;
-    ASSERT_TRUE(same_bits(s.contributions, d.contributions)) << at;
-    ASSERT_TRUE(same_bits(s.first_block_absmax, d.first_block_absmax)) << at;
-    ASSERT_EQ(s.outputs.size(), d.outputs.size()) << at;
-    for (size_t k = 0; k < s.outputs.size(); ++k) {
-        const auto &a = s.outputs[k], &b = d.outputs[k];
-        ASSERT_EQ(a.rank, b.rank) << at << " row " << k;
-        ASSERT_TRUE(same_bits(a.values, b.values)) << at << " row " << k;
-        ASSERT_EQ(a.event_ids, b.event_ids) << at << " row " << k;
-        ASSERT_TRUE(same_bits(a.add_abs_sum, b.add_abs_sum)) << at << " row " << k;
-        ASSERT_EQ(a.add_count, b.add_count) << at << " row " << k;
-        ASSERT_TRUE(same_bits(a.term_round_abs_sum, b.term_round_abs_sum)) << at << " row " << k;
-        ASSERT_EQ(a.term_round_count, b.term_round_count) << at << " row " << k;
-    }
-    ASSERT_EQ(s.events.size(), d.events.size()) << at;
-    for (size_t k = 0; k < s.events.size(); ++k) {
-        const auto &a = s.events[k], &b = d.events[k];
-        ASSERT_EQ(a.stage, b.stage) << at << " event " << k;
-        ASSERT_EQ(a.from_rank, b.from_rank) << at << " event " << k;
-        ASSERT_EQ(a.to_rank, b.to_rank) << at << " event " << k;
-        ASSERT_TRUE(same_bits(a.scale, b.scale)) << at << " event " << k;
-        ASSERT_TRUE(same_bits(a.offset, b.offset)) << at << " event " << k;
-        ASSERT_TRUE(same_bits(a.x, b.x)) << at << " event " << k;
-        ASSERT_EQ(a.codes, b.codes) << at << " event " << k;
-        ASSERT_EQ(a.column_offset, b.column_offset) << at << " event " << k;
-    }
-}
-
 // Every column of c on both transports; returns the device's step counts through `dev`.
 void expect_same(const qt::PathConfig& c, HostDevice& dev) {
     const std::string what = std::string(qt::path_info(c.path).name) + " " + c.format.name() + " " + qt::to_string(c.accum);
@@ -171,7 +131,7 @@ TEST(DeviceColumn, EveryPathThroughTheDeviceBranchesEqualsSim) {
         for (qt::Accum accum : {qt::Accum::kFp32, qt::Accum::kFp16, qt::Accum::kBf16})
             for (const auto& info : qt::all_paths()) {
                 if (qt::typed_path(info.kind)) continue;  // the 16-bit and FP8 paths run on the cpu backend only (D26)
-                const qt::PathConfig c = config(info.kind, f, accum, 16, 4);
+                const qt::PathConfig c = device_test_config(info.kind, f, accum, 16, 4);
                 if (!qt::validate(c)) continue;
                 if (!col::host_only_problem(c.path, c.divide, col::Backend::kDevice).empty()) continue;
                 HostDevice dev(c.ranks, c.ranks_per_node, c.format);

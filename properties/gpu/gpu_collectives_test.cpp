@@ -17,6 +17,7 @@
 #include "qtransit/collectives/device.hpp"
 #include "qtransit/collectives/paths.hpp"
 #include "qtransit/kernels/gpu.hpp"
+#include "collectives/device_compare.hpp"
 
 namespace qt = qtransit;
 namespace col = qt::collectives;
@@ -32,6 +33,8 @@ namespace {
 constexpr uint32_t kPoison = 0x7fa5a5a5u;  // a NaN no kernel produces
 
 using qtransit::same_bits;
+using qtransit::testing::expect_same_record;
+using qtransit::testing::device_test_config;
 
 struct Run {
     std::map<int64_t, qt::ColumnRecord> columns;  // by first element
@@ -94,51 +97,15 @@ void expect_same(const qt::PathConfig& c) {
     for (const auto& [first, s] : sim.columns) {
         const auto& d = dev.columns.at(first);
         const std::string at = what + " column " + std::to_string(first);
-        ASSERT_EQ(s.len, d.len) << at;
-        ASSERT_TRUE(same_bits(s.contributions, d.contributions)) << at;
-        ASSERT_TRUE(same_bits(s.first_block_absmax, d.first_block_absmax)) << at;
-        ASSERT_EQ(s.outputs.size(), d.outputs.size()) << at;
-        for (size_t k = 0; k < s.outputs.size(); ++k) {
-            const auto &a = s.outputs[k], &b = d.outputs[k];
-            ASSERT_EQ(a.rank, b.rank) << at;
-            ASSERT_TRUE(same_bits(a.values, b.values)) << at << " row " << k;
-            ASSERT_EQ(a.event_ids, b.event_ids) << at << " row " << k;
-            ASSERT_TRUE(same_bits(a.add_abs_sum, b.add_abs_sum)) << at << " row " << k;
-            ASSERT_EQ(a.add_count, b.add_count) << at << " row " << k;
-            ASSERT_TRUE(same_bits(a.term_round_abs_sum, b.term_round_abs_sum)) << at << " row " << k;
-            ASSERT_EQ(a.term_round_count, b.term_round_count) << at << " row " << k;
-        }
-        ASSERT_EQ(s.events.size(), d.events.size()) << at;
-        for (size_t k = 0; k < s.events.size(); ++k) {
-            const auto &a = s.events[k], &b = d.events[k];
-            ASSERT_EQ(a.stage, b.stage) << at << " event " << k;
-            ASSERT_EQ(a.from_rank, b.from_rank) << at << " event " << k;
-            ASSERT_EQ(a.to_rank, b.to_rank) << at << " event " << k;
-            ASSERT_TRUE(same_bits(a.scale, b.scale)) << at << " event " << k;
-            ASSERT_TRUE(same_bits(a.offset, b.offset)) << at << " event " << k;
-            ASSERT_TRUE(same_bits(a.x, b.x)) << at << " event " << k;
-            ASSERT_EQ(a.codes, b.codes) << at << " event " << k;
-            ASSERT_EQ(a.column_offset, b.column_offset) << at << " event " << k;
-        }
+        expect_same_record(s, d, at);
+        if (::testing::Test::HasFatalFailure()) return;
     }
-}
-
-qt::PathConfig config(qt::PathKind p, const char* format, qt::Accum accum, int64_t n, int64_t g) {
-    qt::PathConfig c;
-    c.path = p;
-    c.format = *qt::parse_format(format);
-    c.accum = accum;
-    c.ranks = n;
-    c.ranks_per_node = g;
-    c.block = 32;
-    c.elements = n * 80;  // S = 80: two full blocks and a short one per chunk; hpz straddles
-    return c;
 }
 
 void every_path(const char* format, qt::Accum accum, int64_t n, int64_t g) {
     for (const auto& info : qt::all_paths()) {
         if (qt::typed_path(info.kind)) continue;  // the 16-bit paths run on the cpu backend only (D26)
-        const qt::PathConfig c = config(info.kind, format, accum, n, g);
+        const qt::PathConfig c = device_test_config(info.kind, format, accum, n, g);
         if (!qt::validate(c)) continue;  // a combination the path does not take
         SCOPED_TRACE(name_of(c));
         expect_same(c);
