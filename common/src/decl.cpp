@@ -24,6 +24,16 @@ const char* to_string(FloatSpecial s) {
     }
     return "?";
 }
+const char* to_string(NonfiniteRule r) {
+    switch (r) {
+        case NonfiniteRule::kRefuse: return "refuse";
+        case NonfiniteRule::kPoison: return "poison";
+        case NonfiniteRule::kPropagate: return "propagate";
+        case NonfiniteRule::kSaturate: return "saturate";
+    }
+    return "?";
+}
+
 const char* to_string(ScaleType s) {
     switch (s) {
         case ScaleType::kFp32Absmax: return "fp32-absmax";

@@ -567,9 +567,7 @@ Result<std::string> declaration_to_toml(const FormatSpec& f) {
     if (cv.declared()) {  // only what differs from the format's rules (section 10)
         std::ostringstream k;
         if (cv.nonfinite != NonfiniteRule::kRefuse)
-            k << "nonfinite = \""
-              << (cv.nonfinite == NonfiniteRule::kPoison ? "poison" : cv.nonfinite == NonfiniteRule::kPropagate ? "propagate" : "saturate")
-              << "\"\n";
+            k << "nonfinite = \"" << to_string(cv.nonfinite) << "\"\n";
         if (cv.scale_floor == ScaleFloorRule::kNone) k << "scale_floor = \"none\"\n";
         if (cv.scale_floor == ScaleFloorRule::kValue) k << "scale_floor = " << toml_float(cv.scale_floor_value) << "\n";
         if (cv.flush_scale_subnormals) k << "scale_subnormals = \"flush\"\n";

@@ -784,11 +784,7 @@ const char* convention_key(uint32_t bit) {
 std::string convention_rule(const Decl& d, uint32_t bit) {
     const Conventions& c = d.conventions;
     switch (bit) {
-        case kConvNonfinite:
-            return c.nonfinite == NonfiniteRule::kPoison      ? "poison"
-                   : c.nonfinite == NonfiniteRule::kPropagate ? "propagate"
-                   : c.nonfinite == NonfiniteRule::kSaturate  ? "saturate"
-                                                              : "refuse";
+        case kConvNonfinite: return to_string(c.nonfinite);
         case kConvDecodeOverflow: return c.decode_overflow_inf ? "inf" : "saturate";
         case kConvScaleFloor:
             return c.scale_floor == ScaleFloorRule::kNone ? "none" : c.scale_floor == ScaleFloorRule::kValue ? shortest(c.scale_floor_value) : "format";

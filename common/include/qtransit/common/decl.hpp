@@ -78,6 +78,7 @@ enum class ScaleFloorRule : uint8_t { kFormat = 0, kNone = 1, kValue = 2 };
 // kSaturate (a format without a scale only): each NaN or inf element is written as the largest
 // element value of its sign bit, as a saturating cast writes it (FBGEMM's HFP8); the others are the format's.
 enum class NonfiniteRule : uint8_t { kRefuse = 0, kPoison = 1, kPropagate = 2, kSaturate = 3 };
+const char* to_string(NonfiniteRule);  // its name in [conventions]: refuse, poison, propagate, saturate
 struct Conventions {
     NonfiniteRule nonfinite = NonfiniteRule::kRefuse;  // a block holding NaN or inf
     ScaleFloorRule scale_floor = ScaleFloorRule::kFormat;  // fp32/fp16-absmax: the floor of s
