@@ -39,6 +39,7 @@ using reports::Verdict;
 using reports::VerdictStatus;
 
 using reports::g4;
+using reports::g4_cell;
 
 // A value in a property's message: its shortest round-trip form, so that two values the message
 // calls different never print alike ("decoded 0.7467 > 0.7467"), and NaN said as NaN.
@@ -561,8 +562,6 @@ std::vector<reports::FormatComparison::Row> comparison(const reports::GateResult
     return rows;
 }
 
-std::string cell(double v) { return std::isnan(v) ? "-" : g4(v); }
-
 }  // namespace
 
 Result<FormatValidation> validate_format(const FormatSpec& f, const std::string& file, const ValidateOptions& o) {
@@ -658,7 +657,7 @@ std::string validation_text(const FormatValidation& v) {
     const reports::FormatComparison& fc = *v.result.format_comparison;
     for (const auto& r : fc.rows) {
         std::snprintf(line, sizeof line, "%-18s %12.3f %11s %11s %9d %11s %7s\n", (r.format + (r.format == declared ? " *" : "")).c_str(),
-                      r.bits, cell(r.k1).c_str(), cell(r.k2).c_str(), r.kmax, cell(r.kmax_err).c_str(), r.holds ? "hold" : "FAIL");
+                      r.bits, g4_cell(r.k1).c_str(), g4_cell(r.k2).c_str(), r.kmax, g4_cell(r.kmax_err).c_str(), r.holds ? "hold" : "FAIL");
         o += line;
     }
     return o + "(* declared; relative RMS error of the reduce-scatter on " + fc.dist + " inputs)\n";

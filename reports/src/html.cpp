@@ -80,7 +80,6 @@ void html_section(std::ostringstream& o, const char* title, const char* caption,
 
 // `formats validate`'s comparison (FormatComparison), the declared format in bold.
 std::string format_comparison_html(const FormatComparison& fc) {
-    auto cell = [](double v) { return std::isnan(v) ? std::string("-") : g4(v); };
     std::string o = "<h2 id=\"format-comparison\">Format comparison</h2>\n<p class=\"caption\">" + xml_escape(fc.declared) +
                     " (declared, bold) against built-in formats: relative RMS error of the reduce-scatter after k = 1 and k = 2 "
                     "quantizations in transit (largest N), and at the largest k, on " + xml_escape(fc.dist) +
@@ -89,8 +88,8 @@ std::string format_comparison_html(const FormatComparison& fc) {
     for (const auto& r : fc.rows) {
         const std::string name = xml_escape(r.format);
         o += "<tr><td>" + (r.format == fc.declared ? "<b>" + name + "</b>" : name) + "</td><td class=\"num\">" + g4(r.bits) +
-             "</td><td class=\"num\">" + cell(r.k1) + "</td><td class=\"num\">" + cell(r.k2) + "</td><td class=\"num\">" +
-             std::to_string(r.kmax) + "</td><td class=\"num\">" + cell(r.kmax_err) + "</td><td>" + (r.holds ? "hold" : "FAIL") + "</td></tr>";
+             "</td><td class=\"num\">" + g4_cell(r.k1) + "</td><td class=\"num\">" + g4_cell(r.k2) + "</td><td class=\"num\">" +
+             std::to_string(r.kmax) + "</td><td class=\"num\">" + g4_cell(r.kmax_err) + "</td><td>" + (r.holds ? "hold" : "FAIL") + "</td></tr>";
     }
     return o + "</tbody></table>\n";
 }

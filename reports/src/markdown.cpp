@@ -384,15 +384,14 @@ std::string what_ran(const GateResult& r) {
 
 // `formats validate`'s comparison (FormatComparison), the declared format in bold.
 std::string format_comparison_md(const FormatComparison& fc) {
-    auto cell = [](double v) { return std::isnan(v) ? std::string("-") : g4(v); };
     std::string o = "## Format comparison\n\n" + fc.declared + " (declared) against built-in formats: relative RMS error of the "
                     "reduce-scatter after k = 1 and k = 2 quantizations in transit (at the largest N), and at the largest k, on " +
                     fc.dist + " inputs; wire bits per element at the gate's block.\n\n"
                     "| format | bits/element | error k=1 | error k=2 | largest k | error at largest k | bounds |\n"
                     "|---|---|---|---|---|---|---|\n";
     for (const auto& r : fc.rows)
-        o += "| " + (r.format == fc.declared ? "**" + r.format + "**" : r.format) + " | " + g4(r.bits) + " | " + cell(r.k1) + " | " +
-             cell(r.k2) + " | " + std::to_string(r.kmax) + " | " + cell(r.kmax_err) + " | " + (r.holds ? "hold" : "FAIL") + " |\n";
+        o += "| " + (r.format == fc.declared ? "**" + r.format + "**" : r.format) + " | " + g4(r.bits) + " | " + g4_cell(r.k1) + " | " +
+             g4_cell(r.k2) + " | " + std::to_string(r.kmax) + " | " + g4_cell(r.kmax_err) + " | " + (r.holds ? "hold" : "FAIL") + " |\n";
     return o + "\n";
 }
 

@@ -1,5 +1,6 @@
 #include "qtransit/reports/numbers.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -15,5 +16,7 @@ std::string g4(double v) {
     std::snprintf(b, sizeof b, "%.4g", v);
     return b;
 }
+
+std::string g4_cell(double v) { return std::isnan(v) ? "-" : g4(v); }
 
 }  // namespace qtransit::reports

@@ -19,5 +19,7 @@ double json_float(float v);
 
 // Four significant digits ("%.4g"): how verdict messages and comparison tables print a measured value.
 std::string g4(double v);
+// g4(v), or "-" for NaN: a table cell of a figure that no run measured (the format comparison's).
+std::string g4_cell(double v);
 
 }  // namespace qtransit::reports
