@@ -11,7 +11,7 @@ namespace qtransit::gate {
 
 Result<SurveyResult> run_survey(const SurveySpec& spec) {
     if (auto st = kernels::validate_block(spec.block); !st) return st.error();
-    SurveyResult out;
+    SurveyResult out{QTRANSIT_VERSION, spec.elements, spec.block, spec.seed, {}, 0, spec.skipped_formats};
     int done = 0;
     const int total = static_cast<int>(spec.formats.size() * spec.dists.size());
     std::vector<float> x(static_cast<size_t>(spec.elements));
@@ -59,10 +59,6 @@ Result<SurveyResult> run_survey(const SurveySpec& spec) {
         }
     }
     return out;
-}
-
-reports::SurveyReport survey_report(const SurveySpec& spec, const SurveyResult& r) {
-    return {QTRANSIT_VERSION, spec.elements, spec.block, spec.seed, r.cases, r.failures, spec.skipped_formats};
 }
 
 }  // namespace qtransit::gate

@@ -519,7 +519,7 @@ std::string survey(std::vector<std::string> formats, std::vector<std::string> di
     auto spec = take(a.validate());
     nb::gil_scoped_release nogil;
     auto res = take(qt::gate::run_survey(spec));
-    return qt::reports::to_json(qt::gate::survey_report(spec, res)).dump();
+    return qt::reports::to_json(res).dump();
 }
 
 // What qtransit.strategies.blocks needs of a format (a name or a declaration file): the amplitude A

@@ -70,10 +70,9 @@ Result<Printed> survey(const SurveyRequest& a, const Emit& emit, const std::func
     if (!res) return res.error();
     if (a.json && progress) progress(0, 0, "");
 
-    const reports::SurveyReport model = survey_report(spec, *res);
-    const auto report = reports::to_json(model);
+    const auto report = reports::to_json(*res);
     const fs::path json_path = fs::path(a.report_dir) / "survey.json", md_path = fs::path(a.report_dir) / "survey.md";
-    if (auto st = report_run->commit({{"survey.json", report.dump(2) + "\n"}, {"survey.md", reports::to_markdown(model)}}); !st)
+    if (auto st = report_run->commit({{"survey.json", report.dump(2) + "\n"}, {"survey.md", reports::to_markdown(*res)}}); !st)
         return st.error();
     if (a.json) say(report.dump(2) + "\n");
     else say.f("%zu case(s), %d failing. Report: %s and %s\n", res->cases.size(), res->failures, json_path.c_str(), md_path.c_str());

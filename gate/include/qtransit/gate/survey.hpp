@@ -28,14 +28,11 @@ struct SurveySpec {
     std::function<void(int done, int total, const SurveyCase&)> on_case;
 };
 
-struct SurveyResult {
-    std::vector<SurveyCase> cases;
-    int failures = 0;
-};
+// The survey's result is the report model (what ran, the cases, the failures) that survey.json and
+// survey.md are written from (reports::to_json, to_markdown).
+using SurveyResult = reports::SurveyReport;
 
 // An Error for an invalid block or a library failure; a failing case is a case with pass = false.
 Result<SurveyResult> run_survey(const SurveySpec& spec);
-// The result model survey.json and survey.md are written from (reports::to_json, to_markdown).
-reports::SurveyReport survey_report(const SurveySpec& spec, const SurveyResult& r);
 
 }  // namespace qtransit::gate
