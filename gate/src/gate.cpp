@@ -442,7 +442,7 @@ Result<bool> GateRunner::run_part(const FormatSpec& f, kernels::Distribution d, 
             if (!path_info(r.config.path).quantized) plain_runs_[d].push_back(r);
     if (part.divide != cfg_.divide && part.label.empty()) return true;  // one fit per (path, format, dist): the gate's own runs'
     for (const auto& fit : sw->fits)
-        res_.fits.push_back({fit.name, part.typed ? part.type : own_wire ? stages_name(part.wire) : part.unquantized ? "none" : f.name(), dist, fit.exponent, fit.points});
+        res_.fits.push_back({fit.name, fit.format, dist, fit.exponent, fit.points});  // its runs' format (gate_run's)
     return true;
 }
 
@@ -485,7 +485,7 @@ Status GateRunner::run_staged() {
                 return sw.error();
             }
             for (const auto& r : sw->runs) res_.runs.push_back(gate_run(r, dist, cfg_.seed));
-            for (const auto& fit : sw->fits) res_.fits.push_back({path_info(fit.path).name, name, dist, fit.exponent, fit.points});
+            for (const auto& fit : sw->fits) res_.fits.push_back({fit.name, fit.format, dist, fit.exponent, fit.points});
         }
     }
     return Status::Ok();
