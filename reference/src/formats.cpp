@@ -20,7 +20,6 @@
 #include "decl_internal.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cassert>
 #include <cmath>
 #include <cstdint>
@@ -28,6 +27,7 @@
 #include <optional>
 #include <string>
 
+#include "qtransit/common/bits.hpp"
 #include "qtransit/common/shortest.hpp"
 
 namespace qtransit::reference {
@@ -932,7 +932,6 @@ AdmissibleCheck check_admissible(const FormatSpec& format, std::span<const float
                              shortest(x[static_cast<size_t>(i)]) + "): " + why;
         }
     };
-    auto same = [](float p, float q) { return std::bit_cast<uint32_t>(p) == std::bit_cast<uint32_t>(q); };
     for (int64_t k = 0; k * block < n; ++k) {
         const int64_t start = k * block, end = std::min(n, start + block);
         const float step = steps[static_cast<size_t>(k)];
@@ -958,7 +957,7 @@ AdmissibleCheck check_admissible(const FormatSpec& format, std::span<const float
                 continue;
             }
         } else {
-            const bool ok = finite ? same(step, 1.0f) : std::isnan(step);
+            const bool ok = finite ? same_bits(step, 1.0f) : std::isnan(step);
             if (!ok) {
                 ++res.inadmissible_steps;
                 for (int64_t i = start; i < end; ++i)
@@ -988,7 +987,7 @@ AdmissibleCheck check_admissible(const FormatSpec& format, std::span<const float
             }
             if (!decoded.empty()) {
                 const float want = decode_ds(code, step);
-                if (!same(decoded[e], want))
+                if (!same_bits(decoded[e], want))
                     fail(i, "decoded " + shortest(decoded[e]) + ", but code " + std::to_string(code) + " with the block's step " +
                                 shortest(step) + " decodes to " + shortest(want));
             }
