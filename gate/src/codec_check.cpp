@@ -495,6 +495,14 @@ void judge(CodecCheck& c, const RefOut& r, const FormatSpec& format, const std::
     Judge(c, r, format, x, site, out, who_word, codes_given, meta_given).run();
 }
 
+// The largest |x_i - decoded_i| over the finite decoded values (x: the input as the caller gave it).
+double largest_error(std::span<const float> decoded, std::span<const float> x) {
+    double m = 0;
+    for (size_t i = 0; i < decoded.size() && i < x.size(); ++i)
+        if (std::isfinite(decoded[i])) m = std::max(m, std::fabs(static_cast<double>(decoded[i]) - static_cast<double>(x[i])));
+    return m;
+}
+
 // Whether x, in shards of `shard`, is edge_tensor(format, block, seed) (the gate's, conforms()'s).
 std::optional<EdgeTensor> as_edge_tensor(const FormatSpec& format, std::span<const float> x, int64_t block, int64_t shard, uint64_t seed) {
     const int64_t tail = block >= 3 ? block / 2 + 1 : (block == 2 ? 1 : 0);
@@ -573,6 +581,7 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
         return c;
     }
     judge(c, *ref, format, x, site, out, codec ? "codec" : "kernel");
+    c.max_abs_error = largest_error(c.decoded, x_in);
     const auto edge = as_edge_tensor(format, x_in, block, shard, seed);
     // Which input class found the first difference (issue 47): a boundary input names itself.
     if (edge && c.first_differing >= 0)
@@ -593,6 +602,7 @@ Result<CodecCheck> codec_check(const kernels::PluginCodec* codec, const FormatSp
         // bounded conformance one within the bound when the hunt found a violation.
         const bool bounded = c.conformance == kernels::Conformance::kBounded;
         c.boundary_classes = tally_boundaries(*codec, format, block, seed);
+        for (const auto& k : c.boundary_classes) add_tallies(c.conventions, k.conventions);
         if (c.first_difference.empty() || (bounded && c.bound_holds)) {
             auto h = first_finding(c.boundary_classes, c.conformance);
             if (h && (c.first_difference.empty() || h->violation)) {
@@ -749,6 +759,7 @@ Result<CodecCheck> run_check(const FormatSpec& format, std::span<const float> x_
     }
     judge(c, r, format, x, site, kernels::ValueType::kBinary32, "the run", run.has_wire || run.has_codes,
           run.has_scales || run.has_offsets);
+    c.max_abs_error = largest_error(c.decoded, x);
     // The worst element: the largest |x - decoded| / E(x), with the reference's block statistics.
     for (size_t s = 0; s < r.per_shard.size(); ++s) {
         const auto& q = r.per_shard[s];
@@ -769,22 +780,6 @@ Result<CodecCheck> run_check(const FormatSpec& format, std::span<const float> x_
         }
     }
     return c;
-}
-
-QuantizeCheck to_quantize_check(const CodecCheck& c, std::span<const float> x) {
-    QuantizeCheck q;
-    q.encoded = c.encoded;
-    q.codes = c.codes;
-    q.decoded = c.decoded;
-    q.bounds.holds = c.bound_holds;
-    q.bounds.first_violation = c.first_violation;
-    q.bounds.max_error_to_bound = c.max_error_to_bound;
-    for (size_t i = 0; i < q.decoded.size() && i < x.size(); ++i)
-        if (std::isfinite(q.decoded[i]))
-            q.bounds.max_error = std::max(q.bounds.max_error, std::fabs(static_cast<double>(q.decoded[i]) - static_cast<double>(x[i])));
-    q.matches_reference = c.exact;
-    q.mismatch = c.first_difference;
-    return q;
 }
 
 // ---- the edge tensor ------------------------------------------------------------------------------

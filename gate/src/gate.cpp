@@ -5,7 +5,6 @@
 #include "qtransit/gate/gate.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -14,6 +13,7 @@
 
 #include "qtransit/collectives/mpi.hpp"
 #include "qtransit/collectives/paths.hpp"
+#include "qtransit/common/bits.hpp"
 #include "qtransit/common/text_file.hpp"
 #include "qtransit/kernels/block_math.hpp"
 #include "qtransit/kernels/gpu.hpp"
@@ -58,11 +58,6 @@ std::string gpu_compare(const FormatSpec& f, std::span<const float> x, int64_t b
         offsets.insert(offsets.end(), enc->offsets.begin(), enc->offsets.end());
         decoded.insert(decoded.end(), dec->begin(), dec->end());
     }
-    auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
-        return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](float p, float q) {
-                   return std::bit_cast<uint32_t>(p) == std::bit_cast<uint32_t>(q);
-               });
-    };
     if (codes != cpu.encoded.codes) return "differ: packed codes";
     if (!same_bits(scales, cpu.encoded.scales)) return "differ: scales";
     if (!same_bits(offsets, cpu.encoded.offsets)) return "differ: offsets";
@@ -79,8 +74,8 @@ reports::FormatCheck kernel_check(const GateConfig& cfg, const FormatSpec& f, co
     reports::FormatCheck fc;
     fc.format = f.name();
     fc.dist = label;
-    fc.elements = static_cast<int64_t>(x.size());
-    fc.block = cfg.block;
+    fc.check.elements = static_cast<int64_t>(x.size());
+    fc.check.block = cfg.block;
     auto c = codec_check(codec, f, x, cfg.block, shard, kernel_site(tensor), cfg.seed, cfg.conformance);
     if (!c) {
         fc.refused = c.error().message;
@@ -88,26 +83,8 @@ reports::FormatCheck kernel_check(const GateConfig& cfg, const FormatSpec& f, co
     }
     fc.kernel = codec ? codec->name() : "qtransit";
     fc.conformance = kernels::to_string(c->conformance);
-    fc.shard = c->shard;
-    fc.cpu_matches_reference = c->exact;
-    fc.cpu_mismatch = c->first_difference;
-    fc.bound_holds = c->bound_holds;
-    fc.max_error_to_bound = c->max_error_to_bound;
-    fc.conforms = c->conforms;
-    fc.differing_elements = c->differing_elements;
-    fc.differing_scale_blocks = c->differing_scale_blocks;
-    fc.elements_in_differing_blocks = c->elements_in_differing_blocks;
-    fc.max_ulps = c->max_ulps;
-    fc.violation = c->violation;
-    fc.input_class = !c->input_class.empty() ? c->input_class : c->first_difference.empty() ? "" : label;
-    fc.conventions = c->conventions;
-    for (const auto& b : c->boundary_classes) {
-        int64_t explained = 0;
-        for (const auto& t : b.conventions) explained += t.elements;
-        fc.boundary_classes.push_back(
-            {b.input_class, b.cases, b.differing_cases, b.differing_elements, b.violation, b.first, b.differing_what, b.elements, explained});
-        add_tallies(fc.conventions, b.conventions);
-    }
+    fc.check = static_cast<const reports::QuantizationCheck&>(*c);  // the verdict, not the kernel's output
+    if (fc.check.input_class.empty() && !fc.check.first_difference.empty()) fc.check.input_class = label;
     if (kept) *kept = std::move(*c);
     return fc;
 }
@@ -329,12 +306,12 @@ void GateRunner::edge_cases(const FormatSpec& f) {
     const EdgeTensor e = edge_tensor(f, cfg_.block, cfg_.seed);
     auto fc = kernel_check(cfg_, f, codec, "edge-cases", "edge-case input", e.x, e.shard, nullptr);
     if (fc.refused.empty()) fc.gpu = "not run: the edge cases are checked on the CPU";
-    if (codec && cfg_.long_codec_call && fc.refused.empty() && fc.cpu_mismatch.empty())
+    if (codec && cfg_.long_codec_call && fc.refused.empty() && fc.check.first_difference.empty())
         if (auto h = long_call_check(*codec, f, cfg_.block, cfg_.seed)) {
-            fc.cpu_matches_reference = false;
-            fc.cpu_mismatch = h->message;
-            fc.input_class = h->input_class;
-            if (cfg_.conformance == kernels::Conformance::kExact) fc.conforms = false;
+            fc.check.exact = false;
+            fc.check.first_difference = h->message;
+            fc.check.input_class = h->input_class;
+            if (cfg_.conformance == kernels::Conformance::kExact) fc.check.conforms = false;
         }
     res_.format_checks.push_back(fc);
 }

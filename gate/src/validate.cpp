@@ -254,12 +254,10 @@ std::vector<float> decode(const kernels::PluginCodec* codec, const kernels::Enco
     return out;
 }
 
-Result<QuantizeCheck> qcheck(const kernels::PluginCodec* codec, const FormatSpec& f, std::span<const float> x, int64_t block,
-                             Nonfinite policy, const Site& site = {}, uint64_t seed = 0) {
+Result<CodecCheck> qcheck(const kernels::PluginCodec* codec, const FormatSpec& f, std::span<const float> x, int64_t block,
+                          Nonfinite policy, const Site& site = {}, uint64_t seed = 0) {
     if (!codec) return quantize_and_check(f, x, block, policy, site, seed);
-    auto c = codec_check(codec, f, x, block, static_cast<int64_t>(x.size()), site, seed, kernels::Conformance::kExact);
-    if (!c) return c.error();
-    return to_quantize_check(*c, x);
+    return codec_check(codec, f, x, block, static_cast<int64_t>(x.size()), site, seed, kernels::Conformance::kExact);
 }
 
 // One input set of check_properties: the kernel's (or codec's) encoding of x, its codes and decoded
@@ -460,8 +458,8 @@ void check_stochastic(const kernels::PluginCodec* codec, const FormatSpec& f, co
                 ++p.kernel.checked;
                 ++p.bound.checked;
                 if (!qc) p.kernel.fail("stochastic key " + std::to_string(k) + ": " + qc.error().message);
-                else if (!qc->matches_reference) p.kernel.fail("stochastic key " + std::to_string(k) + ": " + qc->mismatch);
-                else if (!qc->bounds.holds) p.bound.fail("stochastic key " + std::to_string(k) + ": an element exceeds its bound");
+                else if (!qc->exact) p.kernel.fail("stochastic key " + std::to_string(k) + ": " + qc->first_difference);
+                else if (!qc->bound_holds) p.bound.fail("stochastic key " + std::to_string(k) + ": an element exceeds its bound");
             }
             for (size_t i = 0; i < x.size(); ++i) {
                 const float s = e->scales[i / static_cast<size_t>(block)];
@@ -508,14 +506,14 @@ void check_properties(const kernels::PluginCodec* codec, const FormatSpec& f, co
             p.kernel.fail(t.label + ": " + qc.error().message);
             p.bound.fail(t.label + ": not evaluated: " + qc.error().message);
         } else {
-            if (!qc->matches_reference) p.kernel.fail(t.label + ": " + qc->mismatch);
-            if (!qc->bounds.holds) {
+            if (!qc->exact) p.kernel.fail(t.label + ": " + qc->first_difference);
+            if (!qc->bound_holds) {
                 // A NaN decoded value is past every bound; max_error_to_bound covers the finite ones only.
-                const int64_t v = qc->bounds.first_violation;
+                const int64_t v = qc->first_violation;
                 const bool nan = v >= 0 && static_cast<size_t>(v) < qc->decoded.size() && std::isnan(qc->decoded[static_cast<size_t>(v)]);
                 p.bound.fail(t.label + ": element " + std::to_string(v) +
                              (nan ? " decodes to NaN (input " + num(x[static_cast<size_t>(v)]) + "), past any bound"
-                                  : " exceeds its bound (error/bound " + num(qc->bounds.max_error_to_bound) + ")"));
+                                  : " exceeds its bound (error/bound " + num(qc->max_error_to_bound) + ")"));
             }
         }
         const auto codes = kernels::unpack_codes(*enc);

@@ -47,12 +47,14 @@ std::vector<Verdict> kernel_verdicts(const GateConfig& cfg, const reports::GateR
         double worst = 0;
         int64_t elements = 0, diff = 0, diff_blocks = 0, in_blocks = 0, ulps = 0, generated = 0;
         std::vector<ConventionTally> conv;  // over every input, by convention
-        for (const auto& c : res.format_checks) {
-            if (c.format != f.name()) continue;
-            if (!c.refused.empty()) {
+        for (const auto& fc : res.format_checks) {
+            if (fc.format != f.name()) continue;
+            if (!fc.refused.empty()) {
                 ++refused;
                 continue;
             }
+            const reports::QuantizationCheck& c = fc.check;
+            const std::string& dist = fc.dist;
             ++checked;
             elements += c.elements;
             for (const auto& b : c.boundary_classes) generated += b.elements;
@@ -63,16 +65,16 @@ std::vector<Verdict> kernel_verdicts(const GateConfig& cfg, const reports::GateR
             in_blocks += c.elements_in_differing_blocks;
             ulps = std::max(ulps, c.max_ulps);
             // A random distribution's difference (the normal range) leads over the edge cases' (issue 52).
-            if (!c.cpu_matches_reference && (differs.empty() || (c.dist != "edge-cases" && differs.rfind("edge-cases: ", 0) == 0)))
-                differs = c.dist + ": first difference: " + c.cpu_mismatch;
+            if (!c.exact && (differs.empty() || (dist != "edge-cases" && differs.rfind("edge-cases: ", 0) == 0)))
+                differs = dist + ": first difference: " + c.first_difference;
             // The first violation, a random distribution's before the edge cases' (the normal range leads).
-            std::string& slot = c.dist == "edge-cases" ? bad_edge : bad;
+            std::string& slot = dist == "edge-cases" ? bad_edge : bad;
             const bool grid_first = c.input_class == "near-ties" || c.input_class == "scale-boundaries";
-            if (slot.empty() && !c.bound_holds && grid_first && !c.cpu_mismatch.empty() && c.cpu_mismatch != c.violation)
-                slot = c.dist + ": " + c.cpu_mismatch + "; past the format's bound: " + c.violation;  // the grid's difference leads
+            if (slot.empty() && !c.bound_holds && grid_first && !c.first_difference.empty() && c.first_difference != c.violation)
+                slot = dist + ": " + c.first_difference + "; past the format's bound: " + c.violation;  // the grid's difference leads
             else if (slot.empty() && !c.bound_holds)
-                slot = c.dist + ": " + (c.violation.empty() ? "an element's error exceeds the format's bound" : c.violation) +
-                       (c.cpu_mismatch.empty() || c.cpu_mismatch == c.violation ? "" : "; first difference: " + c.cpu_mismatch);
+                slot = dist + ": " + (c.violation.empty() ? "an element's error exceeds the format's bound" : c.violation) +
+                       (c.first_difference.empty() || c.first_difference == c.violation ? "" : "; first difference: " + c.first_difference);
         }
         if (bad.empty()) bad = bad_edge;
         if (bad.empty() && !bounded && !differs.empty()) bad = differs;

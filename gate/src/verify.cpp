@@ -39,7 +39,7 @@ std::string first_difference(const char* what, std::span<const T> k, std::span<c
 
 }  // namespace
 
-Result<QuantizeCheck> quantize_tensor(const FormatSpec& format, std::span<const float> x, std::span<const int64_t> shape, int64_t block,
+Result<CodecCheck> quantize_tensor(const FormatSpec& format, std::span<const float> x, std::span<const int64_t> shape, int64_t block,
                                       Nonfinite policy, const Site& site, uint64_t seed) {
     if (!format.tiled()) return quantize_and_check(format.for_tensor(x), x, block, policy, site, seed);
     auto grid = tile_grid(format, shape, /*pad=*/true);
@@ -60,18 +60,18 @@ Result<QuantizeCheck> quantize_tensor(const FormatSpec& format, std::span<const 
         return e;
     }
     to_tensor_order(*c, *grid);
-    if (!c->mismatch.empty()) c->mismatch += " (an index in tile order)";
+    if (!c->first_difference.empty()) c->first_difference += " (an index in tile order)";
     return c;
 }
 
-void to_tensor_order(QuantizeCheck& c, const TileGrid& grid) {
+void to_tensor_order(CodecCheck& c, const TileGrid& grid) {
     c.codes = from_tile_order<int32_t>(c.codes, grid);
     c.decoded = from_tile_order<float>(c.decoded, grid);
-    if (c.bounds.first_violation >= 0) c.bounds.first_violation = tensor_index(c.bounds.first_violation, grid);
+    if (c.first_violation >= 0) c.first_violation = tensor_index(c.first_violation, grid);
     c.grid = grid;
 }
 
-Result<QuantizeCheck> quantize_and_check(const FormatSpec& format, std::span<const float> x, int64_t block,
+Result<CodecCheck> quantize_and_check(const FormatSpec& format, std::span<const float> x, int64_t block,
                                          Nonfinite policy, const Site& site, uint64_t seed) {
     kernels::CodecOptions opt;
     opt.seed = seed;
@@ -88,7 +88,11 @@ Result<QuantizeCheck> quantize_and_check(const FormatSpec& format, std::span<con
                           std::string("kernel and reference disagree on refusing this input: ") +
                               (enc.ok() ? "reference: " + ref.error().message : "kernel: " + enc.error().message));
     }
-    QuantizeCheck c;
+    CodecCheck c;
+    c.conformance = kernels::Conformance::kExact;
+    c.elements = static_cast<int64_t>(x.size());
+    c.block = block;
+    c.shard = c.elements;
     c.encoded = std::move(*enc);
     c.codes = kernels::unpack_codes(c.encoded);
     c.decoded = kernels::decode(c.encoded);
@@ -100,9 +104,9 @@ Result<QuantizeCheck> quantize_and_check(const FormatSpec& format, std::span<con
                           first_difference<uint8_t>("wire byte", c.encoded.codes, ref_bytes),
                           first_difference<int32_t>("code", c.codes, r.codes),
                           first_difference<float>("decoded", c.decoded, r.decoded)}) {
-        if (!d.empty() && c.mismatch.empty()) c.mismatch = d;
+        if (!d.empty() && c.first_difference.empty()) c.first_difference = d;
     }
-    c.matches_reference = c.mismatch.empty();
+    c.exact = c.first_difference.empty();
 
     // The bound is checked on the kernel's own output, with its own scales.
     reference::Quantized mine;
@@ -119,7 +123,12 @@ Result<QuantizeCheck> quantize_and_check(const FormatSpec& format, std::span<con
         mine.poisoned[j] = c.encoded.scales[j] != c.encoded.scales[j];
         c.poisoned_blocks += mine.poisoned[j];
     }
-    c.bounds = reference::check_bounds(mine, x);
+    const reference::BoundCheck bounds = reference::check_bounds(mine, x);
+    c.bound_holds = bounds.holds;
+    c.first_violation = bounds.first_violation;
+    c.max_abs_error = bounds.max_error;
+    c.max_error_to_bound = bounds.max_error_to_bound;
+    c.conforms = c.exact && c.bound_holds;
     return c;
 }
 
@@ -149,7 +158,7 @@ Status write_file_atomic(const std::filesystem::path& path, const std::vector<ui
 
 }  // namespace
 
-nlohmann::json quantize_json(const FormatSpec& format, const QuantizeCheck& c, const std::vector<int64_t>& shape, Nonfinite policy,
+nlohmann::json quantize_json(const FormatSpec& format, const CodecCheck& c, const std::vector<int64_t>& shape, Nonfinite policy,
                              uint64_t seed) {
     nlohmann::json j;
     j["format"] = format.name();
@@ -178,20 +187,20 @@ nlohmann::json quantize_json(const FormatSpec& format, const QuantizeCheck& c, c
     if (format.has_offset()) j["offsets"] = float_array(c.encoded.offsets);
     j["codes"] = c.codes;
     j["decoded"] = float_array(c.decoded);
-    j["max_abs_error"] = c.bounds.max_error;
-    j["max_error_to_bound"] = c.bounds.max_error_to_bound;
-    j["bound_holds"] = c.bounds.holds;
-    if (!c.bounds.holds) j["first_violation"] = c.bounds.first_violation;
+    j["max_abs_error"] = c.max_abs_error;
+    j["max_error_to_bound"] = c.max_error_to_bound;
+    j["bound_holds"] = c.bound_holds;
+    if (!c.bound_holds) j["first_violation"] = c.first_violation;
     j["wire_bytes"] = c.encoded.wire_bytes();
     if (c.grid.padded())  // a tiled format over a tensor padded to whole tiles: the wire holds the padding
         j["padded_shape"] = std::vector<int64_t>{c.grid.padded_rows, c.grid.padded_cols};
     j["poisoned_blocks"] = c.poisoned_blocks;
-    j["matches_reference"] = c.matches_reference;
-    if (!c.matches_reference) j["reference_mismatch"] = c.mismatch;
+    j["matches_reference"] = c.exact;
+    if (!c.exact) j["reference_mismatch"] = c.first_difference;
     return j;
 }
 
-Status write_quantize_outputs(const std::string& dir_name, const QuantizeCheck& c, const std::vector<int64_t>& shape) {
+Status write_quantize_outputs(const std::string& dir_name, const CodecCheck& c, const std::vector<int64_t>& shape) {
     // The set is written together or not at all (issue 15): every target is checked first, the files
     // go into a temporary directory beside `dir`, then each is renamed into place; a stale
     // offsets.npy of an earlier -asym run into the same directory is removed.

@@ -909,8 +909,8 @@ TEST(Tiles, ATileIsABlockOfItsRowsInTileOrder) {
     EXPECT_EQ(t[16], x[16]); // tile (1, 0) is block 2
     auto c = qt::gate::quantize_tensor(*f, x, shape, 8, qt::Nonfinite::kError);
     ASSERT_TRUE(c.ok()) << c.error().message;
-    ASSERT_TRUE(c->matches_reference) << c->mismatch;
-    EXPECT_TRUE(c->bounds.holds);
+    ASSERT_TRUE(c->exact) << c->first_difference;
+    EXPECT_TRUE(c->bound_holds);
     ASSERT_EQ(c->encoded.scales.size(), 4u);
     for (int tile = 0; tile < 4; ++tile) {
         float a = 0;
@@ -935,7 +935,7 @@ TEST(Tiles, ATileIsABlockOfItsRowsInTileOrder) {
     EXPECT_EQ(padded->encoded.scales.size(), 8u);
     EXPECT_EQ(padded->encoded.elements, 64);
     EXPECT_EQ(padded->decoded.size(), x.size());
-    EXPECT_TRUE(padded->matches_reference && padded->bounds.holds);
+    EXPECT_TRUE(padded->exact && padded->bound_holds);
     for (size_t k = 0; k < 8; ++k)  // tile k holds rows 2k and 2k + 1: its scale is their amax's
         EXPECT_EQ(padded->encoded.scales[k],
                   qt::gate::quantize_and_check(*f, std::vector<float>{x[4 * k], x[4 * k + 1], x[4 * k + 2], x[4 * k + 3]}, 8,

@@ -266,7 +266,7 @@ nb::dict quantize(const std::string& fmt, F32 x, std::vector<int64_t> shape, int
     if (x.size() == 0) raise(qt::make_error(qt::ErrorCode::kInvalidArgument, "x: the tensor has no elements"));
     qt::Site site;
     site.tensor = "x";
-    qt::gate::QuantizeCheck c;
+    qt::gate::CodecCheck c;
     std::string json;
     {
         nb::gil_scoped_release nogil;

@@ -97,13 +97,14 @@ nlohmann::json to_json(const GateResult& r) {
     nlohmann::json fits = nlohmann::json::array();
     for (const auto& f : r.fits) fits.push_back(to_json(f));
     nlohmann::json checks = nlohmann::json::array();
-    for (const auto& c : r.format_checks) {
-        nlohmann::json j{{"format", c.format}, {"dist", c.dist}, {"elements", c.elements}, {"block", c.block}};
-        if (!c.refused.empty()) {
-            j["refused"] = c.refused;
+    for (const auto& fc : r.format_checks) {
+        const QuantizationCheck& c = fc.check;
+        nlohmann::json j{{"format", fc.format}, {"dist", fc.dist}, {"elements", c.elements}, {"block", c.block}};
+        if (!fc.refused.empty()) {
+            j["refused"] = fc.refused;
         } else {
-            j["cpu_matches_reference"] = c.cpu_matches_reference;
-            if (!c.cpu_mismatch.empty()) j["cpu_mismatch"] = c.cpu_mismatch;
+            j["cpu_matches_reference"] = c.exact;
+            if (!c.first_difference.empty()) j["cpu_mismatch"] = c.first_difference;
             if (!c.input_class.empty()) j["input_class"] = c.input_class;
             if (!c.boundary_classes.empty()) {
                 nlohmann::json bc = nlohmann::json::array();
@@ -113,7 +114,7 @@ nlohmann::json to_json(const GateResult& r) {
                     if (!b.first.empty()) e["first_difference"] = b.first;
                     if (!b.differing_what.empty()) e["differing"] = b.differing_what;
                     if (b.elements) e["elements"] = b.elements;
-                    if (b.convention_elements) e["convention_elements"] = b.convention_elements;
+                    if (const int64_t explained = b.convention_elements()) e["convention_elements"] = explained;
                     bc.push_back(e);
                 }
                 j["boundary_classes"] = bc;
@@ -126,9 +127,9 @@ nlohmann::json to_json(const GateResult& r) {
             }
             j["bound_holds"] = c.bound_holds;
             j["max_error_to_bound"] = num(c.max_error_to_bound);
-            j["gpu"] = c.gpu;
-            j["kernel"] = c.kernel;
-            j["conformance"] = c.conformance;
+            j["gpu"] = fc.gpu;
+            j["kernel"] = fc.kernel;
+            j["conformance"] = fc.conformance;
             j["shard"] = c.shard;
             j["conforms"] = c.conforms;
             j["differing_elements"] = c.differing_elements;

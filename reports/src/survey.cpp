@@ -13,9 +13,9 @@ nlohmann::json to_json(const SurveyReport& r) {
             continue;
         }
         cases.push_back({{"format", c.format}, {"dist", c.dist}, {"elements", r.elements}, {"block", r.block},
-                         {"seed", r.seed}, {"max_abs_error", c.max_abs_error}, {"max_error_to_bound", c.max_error_to_bound},
-                         {"rel_rms_error", c.rel_rms_error}, {"bound_holds", c.bound_holds},
-                         {"matches_reference", c.matches_reference}, {"reference_mismatch", c.reference_mismatch},
+                         {"seed", r.seed}, {"max_abs_error", c.check.max_abs_error}, {"max_error_to_bound", c.check.max_error_to_bound},
+                         {"rel_rms_error", c.rel_rms_error}, {"bound_holds", c.check.bound_holds},
+                         {"matches_reference", c.check.exact}, {"reference_mismatch", c.check.first_difference},
                          {"requantized_codes_changed", c.requantized_codes_changed}, {"wire_bytes", c.wire_bytes}, {"pass", c.pass}});
     }
     return {{"schema_version", 1}, {"tool", "qtransit survey"}, {"version", r.version},
@@ -37,8 +37,8 @@ std::string to_markdown(const SurveyReport& r) {
         }
         char line[512];
         std::snprintf(line, sizeof line, "| %s | %s | %.4g | %.4f | %.4g | %s | %s | %lld |\n", c.format.c_str(), c.dist.c_str(),
-                      c.max_abs_error, c.max_error_to_bound, c.rel_rms_error, c.matches_reference ? "yes" : "NO",
-                      c.bound_holds ? "yes" : "NO", static_cast<long long>(c.requantized_codes_changed));
+                      c.check.max_abs_error, c.check.max_error_to_bound, c.rel_rms_error, c.check.exact ? "yes" : "NO",
+                      c.check.bound_holds ? "yes" : "NO", static_cast<long long>(c.requantized_codes_changed));
         o += line;
     }
     return o + "\n" + std::to_string(r.failures) + " failing case(s).\n";

@@ -104,13 +104,12 @@ Result<Printed> quantize_by_codec(const QuantizeRequest& a, const QuantizeSetup&
         hunt = first_finding(classes, conf);
         hunt_fails = hunt && (conf == kernels::Conformance::kExact || hunt->violation);
     }
-    QuantizeCheck q = to_quantize_check(c, x);
-    if (grid) to_tensor_order(q, *grid);
+    if (grid) to_tensor_order(c, *grid);
     if (!a.out_dir.empty())
-        if (auto st = write_quantize_outputs(a.out_dir, q, *shape); !st) return st.error();
+        if (auto st = write_quantize_outputs(a.out_dir, c, *shape); !st) return st.error();
     std::string& o = p.out;
     if (a.json) {
-        auto j = quantize_json(q.encoded.format, q, *shape, Nonfinite::kError, a.seed);
+        auto j = quantize_json(c.encoded.format, c, *shape, Nonfinite::kError, a.seed);
         j["codec"] = codec.name();
         j["conformance"] = kernels::to_string(conf);
         j["shard"] = shard;
@@ -231,7 +230,7 @@ Result<Printed> quantize(const QuantizeRequest& a) {
     site.tensor = a.in;
     auto check = quantize_tensor(format, arr->data, shape, block, policy, site, a.seed);
     if (!check) return check.error();
-    const QuantizeCheck& c = *check;
+    const CodecCheck& c = *check;
     const int64_t wire = c.encoded.wire_bytes();
     if (!a.out_dir.empty())
         if (auto st = write_quantize_outputs(a.out_dir, c, shape); !st) return st.error();
@@ -257,16 +256,16 @@ Result<Printed> quantize(const QuantizeRequest& a) {
         if (c.encoded.format.takes_tensor_amax())
             appendf(o, "tensor amax       %s (the tensor's largest |x|: every block's E4M3 scale is under it)\n",
                     reports::shortest(c.encoded.format.decl->tensor_amax).c_str());
-        appendf(o, "max |error|       %s\n", reports::shortest(c.bounds.max_error).c_str());
-        appendf(o, "max error/bound   %.6f (%s, exact arithmetic)\n", c.bounds.max_error_to_bound,
-                c.bounds.holds ? "bound holds" : "BOUND VIOLATED");
-        appendf(o, "kernel = reference %s\n", c.matches_reference ? "yes, bit for bit" : c.mismatch.c_str());
+        appendf(o, "max |error|       %s\n", reports::shortest(c.max_abs_error).c_str());
+        appendf(o, "max error/bound   %.6f (%s, exact arithmetic)\n", c.max_error_to_bound,
+                c.bound_holds ? "bound holds" : "BOUND VIOLATED");
+        appendf(o, "kernel = reference %s\n", c.exact ? "yes, bit for bit" : c.first_difference.c_str());
         if (!a.out_dir.empty()) appendf(o, "written to        %s\n", a.out_dir.c_str());
     }
-    if (!c.bounds.holds)
-        p.complaints.push_back("error bound violated at element " + std::to_string(c.bounds.first_violation));
-    else if (!c.matches_reference)
-        p.complaints.push_back("kernel and reference differ: " + c.mismatch);
+    if (!c.bound_holds)
+        p.complaints.push_back("error bound violated at element " + std::to_string(c.first_violation));
+    else if (!c.exact)
+        p.complaints.push_back("kernel and reference differ: " + c.first_difference);
     p.passed = p.complaints.empty();
     return p;
 }

@@ -61,8 +61,8 @@ Result<Printed> survey(const SurveyRequest& a, const Emit& emit, const std::func
         } else if (!c.refused.empty()) {
             say.f("%-10s %-12s refused: %s\n", c.format.c_str(), c.dist.c_str(), c.refused.c_str());
         } else {
-            say.f("%-10s %-12s %13.4g %11.4f %11.4g %9s %7s %10lld%s\n", c.format.c_str(), c.dist.c_str(), c.max_abs_error,
-                  c.max_error_to_bound, c.rel_rms_error, c.matches_reference ? "yes" : "NO", c.bound_holds ? "yes" : "NO",
+            say.f("%-10s %-12s %13.4g %11.4f %11.4g %9s %7s %10lld%s\n", c.format.c_str(), c.dist.c_str(), c.check.max_abs_error,
+                  c.check.max_error_to_bound, c.rel_rms_error, c.check.exact ? "yes" : "NO", c.check.bound_holds ? "yes" : "NO",
                   static_cast<long long>(c.requantized_codes_changed), c.pass ? "" : "   FAIL");
         }
     };

@@ -13,18 +13,15 @@
 #include "qtransit/common/format.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/plugin.hpp"
-#include "qtransit/gate/verify.hpp"
+#include "qtransit/common/tiles.hpp"
 #include "qtransit/reference/formats.hpp"
 #include "qtransit/reports/gate_result.hpp"
 
 namespace qtransit::gate {
 
-// Differences a declared convention explains (docs/FORMATS.md section 10): blocks where the codec
-// wrote exactly what the library's declared rule gives, not the format's. Reported apart; not a
-// failure. The report's own struct (convention: its TOML key; rule: the declared value; blocks it
-// explained and the differing elements in them; the first such block, in words), so that the
-// check's tallies go into report.json as they are.
-using ConventionTally = reports::FormatCheck::Convention;
+// Differences a declared convention explains (docs/FORMATS.md section 10), tallied by convention:
+// the report's own struct, so that the check's tallies go into report.json as they are.
+using ConventionTally = reports::QuantizationCheck::Convention;
 // Adds `from`'s counts to `into`'s (by convention; the first example kept).
 void add_tallies(std::vector<ConventionTally>& into, const std::vector<ConventionTally>& from);
 // One block explained by the conventions of `applied` (bits of reference::ConventionBit): counted
@@ -33,58 +30,20 @@ void tally_applied(std::vector<ConventionTally>& into, const Decl& d, uint32_t a
 // "divide_floor = 1.1754944e-38 in 4 blocks (32 differing elements); nonfinite = poison in ..." ("" for none).
 std::string tallies_summary(const std::vector<ConventionTally>& t);
 
-// One input class of the generated boundary inputs (boundaries.hpp) run against a codec: how many
-// cases it holds, how many differed from the reference and in how many elements, and the first.
-struct BoundaryClass {
-    std::string input_class;
-    int64_t cases = 0, differing_cases = 0, differing_elements = 0;
-    bool violation = false;  // a difference past the bound, a refusal missed, a write out of bounds
-    std::string first;       // the first differing case, in words ("" when none differs)
-    std::vector<std::string> differing_what;  // what each differing case is (its sentence), the first 8
-    int64_t elements = 0;                     // elements compared, over every case
-    std::vector<ConventionTally> conventions;  // differences the declared conventions explain
-};
+// One input class of the generated boundary inputs (boundaries.hpp) run against a codec.
+using BoundaryClass = reports::QuantizationCheck::BoundaryClass;
 
-struct CodecCheck {
+// One quantization checked (reports::QuantizationCheck: the comparison, the bound, the classes),
+// with the kernel's own output. codec_check and run_check fill every field; quantize_and_check
+// (verify.hpp) the comparison's verdict: exact and first_difference, the bound (checked on the
+// kernel's own scales), max_abs_error and poisoned_blocks, not the tallies or the histogram.
+struct CodecCheck : reports::QuantizationCheck {
     kernels::Conformance conformance = kernels::Conformance::kExact;
-    int64_t elements = 0, block = 0, shard = 0;
     // The kernel's output in qtransit's layout (blocks of every shard in order).
     kernels::EncodedTensor encoded;
-    std::vector<int32_t> codes;
+    std::vector<int32_t> codes;     // unpacked
     std::vector<float> decoded;
-    bool exact = false;             // every scale, offset, wire byte, code and decoded value equal
-                                    // (ds-int<b>-fm: every element one of the admissible results, D23)
-    std::string first_difference;   // "" when exact
-    int64_t first_differing = -1;   // the element of first_difference, when it is one
-    // the input class that found it: a boundary class (boundaries.hpp) or "edge-tensor" on the
-    // edge-case tensor, "" otherwise (the caller's input)
-    std::string input_class;
-    // Every class of the generated boundary inputs, when they ran (a codec on the edge tensor), in
-    // the order they ran: a verdict names each class that differs, not only the first (issue 52).
-    std::vector<BoundaryClass> boundary_classes;
-    // Differences explained by the format's declared conventions, on this check's own input (and the
-    // refusal probe's); the boundary classes keep theirs.
-    std::vector<ConventionTally> conventions;
-    // ds-int<b>-fm only (then exact means admissible, and the differing_ counts below compare with
-    // the IEEE arithmetic, which is one admissible result among several)
-    bool admissible_model = false;
-    int64_t inadmissible_elements = 0, inadmissible_steps = 0;
-    int64_t differing_elements = 0; // code or decoded value differs
-    int64_t differing_scale_blocks = 0;       // blocks whose scale (or offset) differs
-    int64_t elements_in_differing_blocks = 0; // of differing_elements, those in such blocks
-    int64_t max_ulps = 0;           // largest |decoded - reference| in units in the last place
-    bool bound_holds = true;        // every element within the format's bound (reference statistics)
-    int64_t first_violation = -1;
-    std::string violation;          // the first element past its bound, in words
-    std::string refusal;            // one side refused what the other quantized (then nothing else is set)
-    double max_error_to_bound = 0;
-    bool conforms = false;          // exact, or (bounded) bound_holds
-    // Decoded values against the reference's, in units in the last place: 0, 1, 2, 3-4, 5-16,
-    // 17-256, more, and a non-finite value where the other is not (or another NaN).
-    std::vector<int64_t> ulp_histogram;
-    // run_check only: the element with the largest |x - decoded| / E(x) (-1: none finite).
-    int64_t worst_element = -1;
-    double worst_ratio = 0, worst_error = 0, worst_bound = 0;
+    TileGrid grid;  // a tiled format's tensor (quantize_tensor, to_tensor_order), else zeros
 };
 
 // One quantization done elsewhere (`qtransit verify quantize`): what the run wrote. decoded is
@@ -143,11 +102,6 @@ std::string refusal_probe(const kernels::PluginCodec& codec, const FormatSpec& f
 bool refusal_as_declared(const kernels::PluginCodec& codec, const FormatSpec& format, std::span<const float> x, int64_t block,
                          std::span<const uint8_t> codes, std::span<const float> scales, std::span<const float> offsets,
                          std::vector<ConventionTally>* tallies);
-
-// The kernel's output as a QuantizeCheck (verify.hpp), for what prints and writes one (`quantize
-// --json`, `--out`, the properties of `formats validate`): the bound figures are the check's, and
-// max_error the largest |x_i - decoded_i| over the finite decoded values (x: the input checked).
-QuantizeCheck to_quantize_check(const CodecCheck& c, std::span<const float> x);
 
 // The edge cases every kernel check adds to its random inputs, for `format` and `block`: exact
 // ties (on power-of-two and on non-power-of-two scales), subnormal blocks (a negative absmax, scales

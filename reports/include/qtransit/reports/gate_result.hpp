@@ -14,6 +14,7 @@
 
 #include "qtransit/common/status.hpp"
 #include "qtransit/common/transit.hpp"
+#include "qtransit/reports/quantization_check.hpp"
 
 namespace qtransit::reports {
 
@@ -67,46 +68,20 @@ struct GateFit {
     std::vector<std::pair<int64_t, double>> points;  // (N, rel_rms_error)
 };
 
-// One quantization of one distribution's input by the production kernels, checked against the
-// reference bit for bit (CPU, and GPU when one answers) and against its bound in exact arithmetic.
+// One quantization of one distribution's input by the production kernels (or a codec plugin),
+// checked against the reference bit for bit (CPU, and GPU when one answers) and against its bound
+// in exact arithmetic: report.json's format_checks[].
 struct FormatCheck {
     std::string format, dist;
-    int64_t elements = 0, block = 0;
-    std::string refused;             // non-empty: the kernel refused the input (no other field set)
-    bool cpu_matches_reference = false;
-    std::string cpu_mismatch;
-    // the input class that found the first difference: a boundary class (gate/boundaries.hpp),
-    // "edge-tensor", or the distribution's name; "" when none differs
-    std::string input_class;
-    // A codec's generated boundary inputs, class by class (gate/boundaries.hpp), when they ran.
-    struct InputClass {
-        std::string input_class;
-        int64_t cases = 0, differing_cases = 0, differing_elements = 0;
-        bool violation = false;
-        std::string first;
-        std::vector<std::string> differing_what;  // the differing cases, in words (the first 8)
-        int64_t elements = 0;                     // elements compared over its cases
-        int64_t convention_elements = 0;          // differing elements a declared convention explains
-    };
-    std::vector<InputClass> boundary_classes;
-    // Differences the format's declared conventions explain (docs/FORMATS.md section 10), over this
-    // check and its boundary classes: reported apart, not failures.
-    struct Convention {
-        std::string convention, rule;
-        int64_t blocks = 0, elements = 0;
-        std::string first;
-    };
-    std::vector<Convention> conventions;
-    bool bound_holds = false;
-    double max_error_to_bound = 0;
+    std::string refused;             // non-empty: the kernel and the reference refused the input (nothing else set)
+    // The check (elements, block, shard, the comparison, the bound, the boundary classes, the
+    // conventions over the check and its classes). Its input_class is the distribution's name
+    // where the distribution's own input found the first difference.
+    QuantizationCheck check;
     std::string gpu;                 // "match", "differ: <what>", or "not run: <why>"
-    // Whose kernel ran ("qtransit", or a codec plugin's name), over shards of `shard` elements
-    // (blocks restart at each), judged under `conformance` ("exact" or "bounded").
+    // Whose kernel ran ("qtransit", or a codec plugin's name), judged under `conformance` ("exact"
+    // or "bounded").
     std::string kernel = "qtransit", conformance = "exact";
-    int64_t shard = 0;
-    bool conforms = false;
-    int64_t differing_elements = 0, differing_scale_blocks = 0, elements_in_differing_blocks = 0, max_ulps = 0;
-    std::string violation;           // the first element past the format's bound, in words ("" if none)
 };
 
 enum class VerdictStatus : uint8_t { kPass, kFail, kSkip };

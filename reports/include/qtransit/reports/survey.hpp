@@ -8,15 +8,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "qtransit/reports/quantization_check.hpp"
+
 namespace qtransit::reports {
 
 // One format on one input distribution through the production kernel.
 struct SurveyCase {
     std::string format, dist;
     std::string refused;                  // ds-int<b> beyond binary16: the reason (then nothing else is set)
-    double max_abs_error = 0, max_error_to_bound = 0, rel_rms_error = 0;
-    bool bound_holds = false, matches_reference = false;
-    std::string reference_mismatch;
+    QuantizationCheck check;              // the kernel against the reference: exact, the bound, max_abs_error
+    double rel_rms_error = 0;
     int64_t requantized_codes_changed = -1;   // -1: the requantization failed
     int64_t wire_bytes = 0;
     bool pass = false;                    // int<b> must also keep its codes on requantization
