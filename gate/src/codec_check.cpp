@@ -776,6 +776,8 @@ Result<CodecCheck> run_check(const FormatSpec& format, std::span<const float> x_
                 c.worst_ratio = ratio;
                 c.worst_error = err;
                 c.worst_bound = e;
+                c.worst_input = x[k];
+                c.worst_decoded = c.decoded[k];
             }
         }
     }

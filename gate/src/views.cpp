@@ -1,10 +1,8 @@
 // The commands' JSON objects and report models (views.hpp), shared by the CLI and the Python module.
 #include "qtransit/gate/views.hpp"
 
-#include <cstdio>
 
 #include "qtransit/common/decl_toml.hpp"
-#include "qtransit/common/shortest.hpp"
 #include "qtransit/gate/gate.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/version.hpp"
@@ -40,8 +38,6 @@ std::string rounding_of(const FormatSpec& f) {
     return to_string(f.decl->rounding);
 }
 
-const char* const kUlpBuckets[] = {"0", "1", "2", "3-4", "5-16", "17-256", ">256", "non-finite"};
-
 reports::GateResult verify_model(const std::string& command, double seconds, const std::string& format, nlohmann::json json,
                                  const std::string& text) {
     reports::GateResult r;
@@ -73,87 +69,48 @@ Result<nlohmann::json> formats_json(int64_t block) {
     return nlohmann::json{{"block", block}, {"formats", rows}};
 }
 
-nlohmann::json verify_quantize_json(const FormatSpec& format, int64_t block, const CodecCheck& c, const RunQuantization& run,
-                                    kernels::Conformance conformance) {
-    nlohmann::json j{{"format", format.name()},
-                     {"block", block},
-                     {"shard", c.shard},
-                     {"elements", c.elements},
-                     {"blocks", c.encoded.scales.size()},
-                     {"conformance", kernels::to_string(conformance)},
-                     {"conforms", c.conforms},
-                     {"exact", c.exact},
-                     {"first_difference", c.first_difference},
-                     {"differing_elements", c.differing_elements},
-                     {"differing_scale_blocks", c.differing_scale_blocks},
-                     {"max_ulps", c.max_ulps},
-                     {"ulp_histogram", nlohmann::json::object()},
-                     {"bound_holds", c.bound_holds},
-                     {"first_violation", c.violation},
-                     {"max_error_to_bound", c.max_error_to_bound},
-                     {"worst_element", c.worst_element},
-                     {"worst_error", c.worst_error},
-                     {"worst_bound", c.worst_bound},
-                     {"compared", {{"codes", run.has_wire || run.has_codes}, {"scales", run.has_scales}, {"offsets", run.has_offsets}}}};
-    for (size_t b = 0; b < c.ulp_histogram.size() && b < std::size(kUlpBuckets); ++b) j["ulp_histogram"][kUlpBuckets[b]] = c.ulp_histogram[b];
-    return j;
+reports::VerifiedQuantization verified_quantization(const FormatSpec& format, int64_t block, const CodecCheck& c, const RunQuantization& run,
+                                                    kernels::Conformance conformance, const QuantizeSources& names) {
+    reports::VerifiedQuantization v;
+    v.format = format.name();
+    v.block = block;
+    v.blocks = static_cast<int64_t>(c.encoded.scales.size());
+    v.format_has_offset = format.has_offset();
+    v.conformance = kernels::to_string(conformance);
+    v.codes_given = run.has_wire || run.has_codes;
+    v.scales_given = run.has_scales;
+    v.offsets_given = run.has_offsets;
+    v.decoded_name = names.decoded;
+    v.codes_name = names.codes;
+    v.scales_name = names.scales;
+    v.offsets_name = names.offsets;
+    v.check = static_cast<const reports::QuantizationCheck&>(c);
+    return v;
 }
 
-std::string verify_quantize_text(const FormatSpec& format, int64_t block, const CodecCheck& c, const RunQuantization& run,
-                                 std::span<const float> x, kernels::Conformance conformance, const QuantizeSources& names) {
-    std::string hist;
-    for (size_t b = 0; b < c.ulp_histogram.size() && b < std::size(kUlpBuckets); ++b)
-        if (c.ulp_histogram[b]) hist += std::string(hist.empty() ? "" : ", ") + kUlpBuckets[b] + ": " + std::to_string(c.ulp_histogram[b]);
-    auto given = [](bool g, const std::string& f) { return g ? f : std::string("not given"); };
-    std::string text;
-    char line[1024];
-    std::snprintf(line, sizeof line, "verify quantize %s, block %lld, blocks restart every %lld elements: %lld elements in %zu blocks\n",
-                  format.name().c_str(), static_cast<long long>(block), static_cast<long long>(c.shard), static_cast<long long>(c.elements),
-                  c.encoded.scales.size());
-    text += line;
-    text += "  compared     decoded " + names.decoded + "; codes " + given(run.has_wire || run.has_codes, names.codes) + "; scales " +
-            given(run.has_scales, names.scales) + (format.has_offset() ? "; offsets " + given(run.has_offsets, names.offsets) : "") + "\n";
-    text += std::string("  exact        ") +
-            (c.exact ? "every given value equals the reference's bit for bit\n"
-                     : "DIFFERS: " + std::to_string(c.differing_elements) + " elements (code or decoded value), " +
-                           std::to_string(c.differing_scale_blocks) + " blocks' metadata; first: " + c.first_difference + "\n");
-    std::snprintf(line, sizeof line, "  bound        %s (largest |error| / bound %.6g, exact arithmetic, the reference's block statistics)\n",
-                  c.bound_holds ? "holds for every element" : "FAILS", c.max_error_to_bound);
-    text += line;
-    if (!c.bound_holds) text += "               first: " + c.violation + "\n";
-    text += "  ulps         decoded against the reference's: " + hist + "\n";
-    if (c.worst_element >= 0 && static_cast<size_t>(c.worst_element) < x.size() && static_cast<size_t>(c.worst_element) < c.decoded.size()) {
-        std::snprintf(line, sizeof line, "  worst        element %lld (input %s, decoded %s): |error| %.9g, bound %.9g, ratio %.6g\n",
-                      static_cast<long long>(c.worst_element), shortest(x[static_cast<size_t>(c.worst_element)]).c_str(),
-                      shortest(c.decoded[static_cast<size_t>(c.worst_element)]).c_str(), c.worst_error, c.worst_bound, c.worst_ratio);
-        text += line;
-    }
-    text += std::string("conformance ") + kernels::to_string(conformance) + ": " + (c.conforms ? "holds" : "FAILS") + "\n";
-    return text;
-}
-
-reports::GateResult verify_quantize_report(const std::string& command, double seconds, const FormatSpec& format, int64_t block,
-                                           const CodecCheck& c, kernels::Conformance conformance, nlohmann::json json,
-                                           const std::string& text) {
-    reports::GateResult rep = verify_model(command, seconds, format.name(), std::move(json), text);
+reports::GateResult verify_quantize_report(const std::string& command, double seconds, const reports::VerifiedQuantization& v,
+                                           nlohmann::json json, const std::string& text) {
+    const reports::QuantizationCheck& c = v.check;
+    reports::GateResult rep = verify_model(command, seconds, v.format, std::move(json), text);
     rep.elements = c.elements;
-    rep.block = block;
+    rep.block = v.block;
     for (auto conf_k : {kernels::Conformance::kExact, kernels::Conformance::kBounded}) {
-        reports::Verdict v;
-        v.name = "verify/quantize/" + format.name() + "/" + kernels::to_string(conf_k);
-        v.category = "verify";
-        v.checked = c.elements;
+        reports::Verdict verdict;
+        const std::string name = kernels::to_string(conf_k);
+        verdict.name = "verify/quantize/" + v.format + "/" + name;
+        verdict.category = "verify";
+        verdict.checked = c.elements;
         const bool holds = conf_k == kernels::Conformance::kExact ? c.exact : c.bound_holds;
         const std::string detail = conf_k == kernels::Conformance::kExact ? c.first_difference : c.violation;
-        if (conf_k != conformance) {
-            v.status = reports::VerdictStatus::kSkip;
-            v.message = std::string("not asked: ") + (holds ? "holds" : "does not hold; first: " + detail);
-            v.checked = -1;
+        if (name != v.conformance) {
+            verdict.status = reports::VerdictStatus::kSkip;
+            verdict.message = std::string("not asked: ") + (holds ? "holds" : "does not hold; first: " + detail);
+            verdict.checked = -1;
         } else {
-            v.status = holds ? reports::VerdictStatus::kPass : reports::VerdictStatus::kFail;
-            v.message = holds ? "holds over " + std::to_string(c.elements) + " elements" : detail;
+            verdict.status = holds ? reports::VerdictStatus::kPass : reports::VerdictStatus::kFail;
+            verdict.message = holds ? "holds over " + std::to_string(c.elements) + " elements" : detail;
         }
-        rep.verdicts.push_back(v);
+        rep.verdicts.push_back(verdict);
     }
     return rep;
 }

@@ -323,11 +323,12 @@ nb::dict verify_quantize(const std::string& fmt, F32 x, std::vector<int64_t> sha
         const auto started = std::chrono::steady_clock::now();
         const auto c = take(qt::gate::run_check(format, xs, blk, shard, run, setup.conformance));
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        text = qt::gate::verify_quantize_text(format, blk, c, run, xs, setup.conformance,
-                                              {"x", "decoded", codes ? "codes" : "wire", "scales", "offsets"});
-        const auto j = qt::gate::verify_quantize_json(format, blk, c, run, setup.conformance);
+        const auto v = qt::gate::verified_quantization(format, blk, c, run, setup.conformance,
+                                                       {"decoded", codes ? "codes" : "wire", "scales", "offsets"});
+        text = qt::reports::to_text(v);
+        const auto j = qt::reports::to_json(v);
         json = j.dump();
-        rep.r = qt::gate::verify_quantize_report("qtransit.verify_quantize", seconds, format, blk, c, setup.conformance, j, text);
+        rep.r = qt::gate::verify_quantize_report("qtransit.verify_quantize", seconds, v, j, text);
     }
     nb::dict d;
     d["json"] = json;

@@ -665,12 +665,11 @@ Result<Printed> verify_quantize(const VerifyQuantizeRequest& a) {
     }
     const CodecCheck& c = *r;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    const std::string text = verify_quantize_text(*format, block, c, run, x->data, *conf,
-                                                        {a.in, a.decoded, a.codes, a.scales, a.offsets});
-    const nlohmann::json j = verify_quantize_json(*format, block, c, run, *conf);
+    const reports::VerifiedQuantization v = verified_quantization(*format, block, c, run, *conf, {a.decoded, a.codes, a.scales, a.offsets});
+    const std::string text = reports::to_text(v);
+    const nlohmann::json j = reports::to_json(v);
     if (!a.report_dir.empty()) {
-        const reports::GateResult rep = verify_quantize_report("verify quantize --in " + a.in + " --decoded " + a.decoded, seconds,
-                                                                     *format, block, c, *conf, j, text);
+        const reports::GateResult rep = verify_quantize_report("verify quantize --in " + a.in + " --decoded " + a.decoded, seconds, v, j, text);
         if (auto st = report_run->commit(reports::report_files(rep)); !st) return st.error();
     }
     Printed p;

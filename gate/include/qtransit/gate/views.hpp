@@ -1,6 +1,7 @@
-// What the commands print and write, as data: the JSON objects and report models of `formats`,
-// `verify quantize` and `verify collective`, built once here for the qtransit command and the
-// Python module (python/), so that the two give the same numbers for the same run.
+// What the commands print and write, as data: the JSON object of `formats`, the models of `verify
+// quantize` (reports/ writes its JSON and text) and the report models of `verify quantize` and
+// `verify collective`, built once here for the qtransit command and the Python module (python/), so
+// that the two give the same numbers for the same run.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "qtransit/gate/verify_run.hpp"
 #include "qtransit/kernels/plugin.hpp"
 #include "qtransit/reports/gate_result.hpp"
+#include "qtransit/reports/quantization_check.hpp"
 
 namespace qtransit::gate {
 
@@ -26,18 +28,16 @@ Result<nlohmann::json> formats_json(int64_t block);
 // What a `verify quantize` compared, by the names it shows (files for the command, arguments for
 // Python); a name is used only where the run gave that part.
 struct QuantizeSources {
-    std::string in, decoded, codes, scales, offsets;
+    std::string decoded, codes, scales, offsets;
 };
-// `qtransit verify quantize --json`'s object and its text, for a run_check() result.
-nlohmann::json verify_quantize_json(const FormatSpec& format, int64_t block, const CodecCheck& c, const RunQuantization& run,
-                                    kernels::Conformance conformance);
-std::string verify_quantize_text(const FormatSpec& format, int64_t block, const CodecCheck& c, const RunQuantization& run,
-                                 std::span<const float> x, kernels::Conformance conformance, const QuantizeSources& names);
-// The report model `verify quantize --report-dir` writes: the JSON and text above, and one verdict
-// per conformance (the one asked judged, the other reported as a skip).
-reports::GateResult verify_quantize_report(const std::string& command, double seconds, const FormatSpec& format, int64_t block,
-                                           const CodecCheck& c, kernels::Conformance conformance, nlohmann::json json,
-                                           const std::string& text);
+// A run_check() result as the model its JSON, text and report are written from
+// (reports::to_json(const VerifiedQuantization&), reports::to_text).
+reports::VerifiedQuantization verified_quantization(const FormatSpec& format, int64_t block, const CodecCheck& c, const RunQuantization& run,
+                                                    kernels::Conformance conformance, const QuantizeSources& names);
+// The report model `verify quantize --report-dir` writes: the JSON and text of v, and one verdict per
+// conformance (the one asked judged, the other reported as a skip).
+reports::GateResult verify_quantize_report(const std::string& command, double seconds, const reports::VerifiedQuantization& v,
+                                           nlohmann::json json, const std::string& text);
 // The report model `verify collective --report-dir` writes: to_json(v), summary_text(v), one verdict
 // per tier (the asked one judged, the others skips) and same-bits where it applies.
 reports::GateResult verify_collective_report(const std::string& command, double seconds, const CollectiveVerification& v);

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace qtransit::reports {
 
 struct QuantizationCheck {
@@ -73,6 +75,28 @@ struct QuantizationCheck {
     // The element with the largest |x - decoded| / E(x) (-1: none finite; run_check only).
     int64_t worst_element = -1;
     double worst_ratio = 0, worst_error = 0, worst_bound = 0;
+    float worst_input = 0, worst_decoded = 0;  // its input and decoded value (when worst_element >= 0)
+    // The histogram's buckets by name ("0", "1", "2", "3-4", "5-16", "17-256", ">256", "non-finite").
+    static const std::vector<std::string>& ulp_buckets();
 };
+
+// One `verify quantize` (a quantization done elsewhere, from its files or Python's arrays): what was
+// compared, under what, and the check. `qtransit verify quantize` and Python's verify_quantize print
+// and report it through the two writers below.
+struct VerifiedQuantization {
+    std::string format;
+    int64_t block = 0, blocks = 0;
+    bool format_has_offset = false;
+    std::string conformance;  // asked: "exact" or "bounded"
+    // What the run gave besides its decoded values (the reference's own stands in for the rest), and
+    // the names the text shows for each: files for the command, arguments for Python.
+    bool codes_given = false, scales_given = false, offsets_given = false;
+    std::string decoded_name, codes_name, scales_name, offsets_name;
+    QuantizationCheck check;
+};
+// `qtransit verify quantize --json`'s object (docs/REPORT.md).
+nlohmann::json to_json(const VerifiedQuantization& v);
+// Its text: what was compared, exact, the bound, the ulps, the worst element, the verdict.
+std::string to_text(const VerifiedQuantization& v);
 
 }  // namespace qtransit::reports
