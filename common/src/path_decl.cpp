@@ -238,7 +238,7 @@ Result<PathDecl> decl_from_table(const toml::table& t, const Ctx& c) {
             if (!pick && q.size() > 1) {
                 std::vector<std::string> r;
                 for (const Shape* s : q) r.push_back(s->requantize);
-                return c.err(at, "requantize", "missing: a " + d.collective + " over " + d.exchange + " is modeled with requantize = " + join(r, " or "));
+                return c.err(at, "requantize", "missing: " + a_(d.collective) + " over " + d.exchange + " is modeled with requantize = " + join(r, " or "));
             }
             if (!pick) pick = q[0];
             d.requantize = pick->requantize;

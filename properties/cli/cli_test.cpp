@@ -547,6 +547,21 @@ TEST_F(Cli, DeclaredPathsRunAsTheScheduleTheyResolveTo) {
     EXPECT_NE(one.out.find("fp16 accumulation"), std::string::npos) << one.out;
     refused("simulate --path " + (dir_ / "qr.toml").string() + " --format int8 --ranks 8 --elements 2048",
             "--format int8 contradicts the declared path qr-int4, which fixes it to int4");
+    // A wire with a fixed block below 32 (nvfp4's 16) runs at that block, and the declared input and
+    // output types are in the line (both were missed: nvfp4 was refused as "--block", a flag paths
+    // validate does not have).
+    const Outcome fixed = run("paths validate " + write("nv.toml", "[[path]]\nname = \"nv-ag\"\ncollective = \"all-gather\"\n"
+                                                              "exchange = \"ring\"\nwire = \"nvfp4\"\nrequantize = \"once\"\n\n[[path]]\nname = \"bf-rs\"\n"
+                                                              "collective = \"reduce-scatter\"\nexchange = \"all-to-all\"\n"
+                                                              "wire = \"int4\"\nrequantize = \"once\"\ninput = \"bf16\"\noutput = \"fp16\"\n"));
+    ASSERT_EQ(fixed.code, 0) << fixed.err << fixed.out;
+    EXPECT_NE(fixed.out.find("nv-ag: ring-ag (all-gather over ring, wire nvfp4, block 16): N=4 k 1, N=8 k 1; bounds hold"),
+              std::string::npos) << fixed.out;
+    EXPECT_NE(fixed.out.find("bf-rs: a2a-rs (reduce-scatter over all-to-all, wire int4, input bf16, output fp16): N=4 k 1, N=8 k 1"),
+              std::string::npos) << fixed.out;
+    refused("paths validate " + write("noreq.toml", "[[path]]\nname = \"x\"\ncollective = \"all-gather\"\nexchange = \"ring\"\n"
+                                                    "wire = \"int8\"\n"),
+            "missing: an all-gather over ring is modeled with requantize = once or each-hop");
     // A bad declaration: exit 2, file and line, before any run.
     refused("paths validate " + write("bad.toml", "[[path]]\nname = \"x\"\ncollective = \"all-reduce\"\nexchange = \"ring\"\nwire = \"int8\"\n"),
             "bad.toml:5:8: path[0].wire: an all-reduce over exchange = \"ring\" is modeled unquantized only");

@@ -90,9 +90,15 @@ Result<Printed> paths_validate(const PathsValidateRequest& r) {
         s.elements = 8 * 32 * 8;
         s.seed = r.seed;
         s.threads = 1;
-        // The declaration's wire formats may want another block: the first of 32, 64, ... they take.
-        if (d.fixes_wire())
-            for (int64_t b = 32; b <= 4096; b *= 2) {
+        // The declaration's wire formats may want another block: a fixed block of theirs (nvfp4's 16,
+        // flashinfer-fp8's 256), else the first of 32, 64, ... they all take.
+        if (d.fixes_wire()) {
+            std::vector<int64_t> candidates;
+            for (const auto& f : d.wire)
+                if (auto fs = parse_format(f); fs && fs->fixed_block()) candidates.push_back(fs->fixed_block());
+            for (int64_t b = 32; b <= 4096; b *= 2) candidates.push_back(b);
+            bool found = false;
+            for (int64_t b : candidates) {
                 bool ok = true;
                 for (const auto& f : d.wire) {
                     auto fs = parse_format(f);
@@ -101,9 +107,14 @@ Result<Printed> paths_validate(const PathsValidateRequest& r) {
                 if (ok) {
                     s.block = b;
                     s.elements = 8 * b * 8;
+                    found = true;
                     break;
                 }
             }
+            if (!found)
+                return make_error(ErrorCode::kInvalidArgument, r.file + ": " + d.name + ": its wire formats (" + d.wire_text() +
+                                                                   ") take no block in common, so no run can carry them");
+        }
         auto out = simulate(s);
         if (!out) return make_error(out.error().code, d.name + ": " + out.error().message);
         bool holds = true;
@@ -118,10 +129,13 @@ Result<Printed> paths_validate(const PathsValidateRequest& r) {
                 p.complaints.push_back(d.name + " N=" + std::to_string(run.config.ranks) + ": bound violated: " + run.stats.first_violation);
         }
         p.passed = p.passed && holds;
-        appendf(p.out, "%s: %s (%s over %s, wire %s%s%s%s): %s; bounds %s%s\n", d.name.c_str(), path_info(d.kind).name, d.collective.c_str(),
-                d.exchange.c_str(), d.wire_text().c_str(), d.wire_any() ? " (run with int8)" : "",
-                d.add.empty() ? "" : (", add " + types_text(d)).c_str(), d.divide ? (std::string(", divide ") + to_string(*d.divide)).c_str() : "",
-                ks.c_str(), holds ? "hold" : "FAIL", sat ? (" (" + std::to_string(sat) + " outputs saturated)").c_str() : "");
+        std::string also = d.add.empty() ? "" : ", add " + types_text(d);
+        if (d.divide) also += std::string(", divide ") + to_string(*d.divide);
+        if (d.input) also += std::string(", input ") + to_string(*d.input);
+        if (d.output) also += std::string(", output ") + to_string(*d.output);
+        if (s.block != 32) also += ", block " + std::to_string(s.block);
+        appendf(p.out, "%s: %s (%s over %s, wire %s%s%s): %s; bounds %s%s\n", d.name.c_str(), path_info(d.kind).name, d.collective.c_str(),
+                d.exchange.c_str(), d.wire_text().c_str(), d.wire_any() ? " (run with int8)" : "", also.c_str(), ks.c_str(), holds ? "hold" : "FAIL", sat ? (" (" + std::to_string(sat) + " outputs saturated)").c_str() : "");
     }
     appendf(p.out, "(%zu declaration%s in %s; each run by simulate at N = 4 and 8, normal inputs, seed %llu)\n", ds->size(),
             ds->size() == 1 ? "" : "s", r.file.c_str(), static_cast<unsigned long long>(r.seed));
