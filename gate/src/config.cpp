@@ -569,20 +569,27 @@ Status validate_keys(const Ctx& user, GateConfig& cfg, const Lines& lines) {
             const int64_t g = cfg.ranks_per_node > 0 ? cfg.ranks_per_node : default_ranks_per_node(n);
             if (n % g != 0)
                 return err(lines.at.count("gate.ranks_per_node") ? "gate.ranks_per_node" : key,
-                           "G = " + std::to_string(g) + " ranks per node does not divide N = " + std::to_string(n) + " (from " + key + ")");
+                           "G = " + std::to_string(g) + " ranks per node does not divide N = " + std::to_string(n) + " (from " + key + ")" +
+                               (lines.at.count("gate.ranks_per_node")
+                                    ? ""
+                                    : "; gate.ranks_per_node is " + std::to_string(g) +
+                                          " by default: set it to a divisor of every N, or 0 (8 where 8 divides N, else N)"));
             if (pow2 && !std::has_single_bit(static_cast<uint64_t>(n)))
                 return err(key, "tree-rs needs N a power of two, got " + std::to_string(n));
         }
         return {};
     };
     // A block a format refuses (the MX formats' fixed 32), found before anything runs.
+    // gate.block left out: 32, or the listed formats' one fixed block (parse_gate_config).
+    const std::string block_hint =
+        lines.at.count("gate.block") ? "" : " (gate.block is " + std::to_string(cfg.block) + " by default; formats of different fixed blocks need a gate each)";
     for (const auto& f : cfg.formats)
         if (auto st = f.check_block(cfg.block); !st)
-            return err(lines.at.count("gate.block") ? "gate.block" : "gate.formats", st.error().message);
+            return err(lines.at.count("gate.block") ? "gate.block" : "gate.formats", st.error().message + block_hint);
     for (const auto& l : cfg.staged) {
         for (const auto& f : l)
             if (auto st = f.check_block(cfg.block); !st)
-                return err(lines.at.count("gate.block") ? "gate.block" : "gate.formats", stages_name(l) + ": " + st.error().message);
+                return err(lines.at.count("gate.block") ? "gate.block" : "gate.formats", stages_name(l) + ": " + st.error().message + block_hint);
         bool runs = false;
         for (auto p : cfg.paths) runs = runs || !format_stages(p).empty();
         if (!runs)
@@ -814,6 +821,25 @@ Result<GateConfig> parse_gate_config(const std::string& toml, const std::string&
         if (auto st = apply(user, *u, cfg, lines); !st) return st.error();
         cfg.source = source;
         cfg.block_given = static_cast<bool>(u->at_path("gate.block"));
+        // gate.block left out, and the user's formats have a fixed block (nvfp4's 16, flashinfer-fp8's
+        // 256): that block, where every listed format takes it, as simulate and quantize take the
+        // format's own (D58's "block default"). Formats of different fixed blocks are still refused
+        // at validate(), which names gate.block.
+        if (!cfg.block_given && u->at_path("gate.formats")) {
+            std::vector<const FormatSpec*> listed;
+            for (const auto& f : cfg.formats) listed.push_back(&f);
+            for (const auto& l : cfg.staged)
+                for (const auto& f : l) listed.push_back(&f);
+            int64_t fixed = 0;
+            bool one = true;
+            for (const auto* f : listed)
+                if (f->fixed_block()) {
+                    one = one && (fixed == 0 || fixed == f->fixed_block());
+                    fixed = f->fixed_block();
+                }
+            if (one && fixed > 0 && std::all_of(listed.begin(), listed.end(), [&](const FormatSpec* f) { return f->check_block(fixed).ok(); }))
+                cfg.block = fixed;
+        }
         u_has_scaling = u->contains("scaling");
         // The default gate's formats, where the user's gate.block is one a fixed-block format (the MX
         // formats: 32) cannot take, are left out rather than refused: the user did not list them

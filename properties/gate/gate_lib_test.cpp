@@ -73,6 +73,32 @@ TEST(GateConfig, ParseErrorsNameTheLineAndKey) {
     EXPECT_NE(bad.error().message.find("mine.toml:7: budget[0].metric: unknown metric 'rms'"), std::string::npos) << bad.error().message;
 }
 
+// gate.block left out: the listed formats' own fixed block where they all take it (nvfp4's 16), as
+// simulate and quantize take it; formats of two fixed blocks, and a G the default leaves undivided,
+// are refused with what the default was and what to set.
+TEST(GateConfig, LeftOutBlockIsTheFormatsOwn) {
+    auto nv = qt::gate::parse_gate_config("[gate]\nformats = [\"int4\", \"nvfp4\"]\nranks = [8]\nelements = 512\n", "nv.toml");
+    ASSERT_TRUE(nv) << nv.error().message;
+    EXPECT_EQ(nv->block, 16);
+    auto given = qt::gate::parse_gate_config("[gate]\nformats = [\"int4\"]\nranks = [8]\nelements = 512\n", "int4.toml");
+    ASSERT_TRUE(given) << given.error().message;
+    EXPECT_EQ(given->block, 32);
+    auto two = qt::gate::parse_gate_config("[gate]\nformats = [\"mxfp4\", \"nvfp4\"]\nranks = [8]\nelements = 512\n", "two.toml");
+    ASSERT_FALSE(two);
+    EXPECT_NE(two.error().message.find("two.toml:2: gate.formats: nvfp4 has fixed blocks of 16 elements; got block size 32 "
+                                       "(gate.block is 32 by default; formats of different fixed blocks need a gate each)"),
+              std::string::npos) << two.error().message;
+    auto set = qt::gate::parse_gate_config("[gate]\nformats = [\"nvfp4\"]\nblock = 32\nranks = [8]\nelements = 512\n", "set.toml");
+    ASSERT_FALSE(set);
+    EXPECT_NE(set.error().message.find("set.toml:3: gate.block: nvfp4 has fixed blocks of 16 elements; got block size 32"), std::string::npos)
+        << set.error().message;
+    EXPECT_EQ(set.error().message.find("by default"), std::string::npos) << set.error().message;
+    auto g = qt::gate::parse_gate_config("[gate]\nformats = [\"int4\"]\nranks = [4]\nelements = 512\n", "g.toml");
+    ASSERT_FALSE(g);
+    EXPECT_NE(g.error().message.find("G = 8 ranks per node does not divide N = 4 (from gate.ranks); gate.ranks_per_node is 8 by default"),
+              std::string::npos) << g.error().message;
+}
+
 TEST(GateConfig, ValidateChecksAConfigBuiltInCode) {
     auto base = small_config();
     struct Case {
