@@ -823,7 +823,7 @@ Result<GateConfig> parse_gate_config(const std::string& toml, const std::string&
         cfg.block_given = static_cast<bool>(u->at_path("gate.block"));
         // gate.block left out, and the user's formats have a fixed block (nvfp4's 16, flashinfer-fp8's
         // 256): that block, where every listed format takes it, as simulate and quantize take the
-        // format's own (D58's "block default"). Formats of different fixed blocks are still refused
+        // format's own (D59's "block default", D66). Formats of different fixed blocks are still refused
         // at validate(), which names gate.block.
         if (!cfg.block_given && u->at_path("gate.formats")) {
             std::vector<const FormatSpec*> listed;
