@@ -824,7 +824,7 @@ Result<GateConfig> parse_gate_config(const std::string& toml, const std::string&
         // gate.block left out, and the user's formats have a fixed block (nvfp4's 16, flashinfer-fp8's
         // 256): that block, where every listed format takes it, as simulate and quantize take the
         // format's own (D59's "block default", D66). Formats of different fixed blocks are still refused
-        // at validate(), which names gate.block.
+        // (validate_keys), saying that the block was the default.
         if (!cfg.block_given && u->at_path("gate.formats")) {
             std::vector<const FormatSpec*> listed;
             for (const auto& f : cfg.formats) listed.push_back(&f);
