@@ -192,11 +192,18 @@ Tier default_tier(const CollectiveVerifySpec& s) {
 
 Status check_spec(const CollectiveVerifySpec& s) {
     const PathConfig& c = s.config;
-    if (typed_path(c.path))  // before validate(): its accumulation message would not be the point here
+    if (typed_path(c.path)) {  // before validate(): its accumulation message would not be the point here
+        // A 16-bit ring reduce-scatter is fp32-ring-rs summed in its type; the all-reduces (their
+        // dumps hold [N, M]) and NCCL's FP8 paths (an accumulation --accum does not take) are not.
+        const Accum e = path_info(c.path).element;
+        const bool as_fp32_ring = typed_schedule(c.path) == TypedSchedule::kRingRs && (e == Accum::kBf16 || e == Accum::kFp16);
+        const std::string how = as_fp32_ring ? std::string("; a ") + to_string(e) + " ring reduce-scatter's dump is judged as --path fp32-ring-rs --accum " +
+                                                   to_string(e) + " (docs/DECISIONS.md D24)"
+                                             : " (simulate and check bound it)";
         return make_error(ErrorCode::kInvalidArgument,
                           std::string("verify collective does not judge ") + c.path_name() +
-                              (c.label.empty() ? std::string() : std::string(" (") + path_info(c.path).name + "'s schedule)") + " yet; a " + to_string(path_info(c.path).element) + " ring reduce-scatter's dump is judged as " +
-                              "--path fp32-ring-rs --accum " + to_string(path_info(c.path).element) + " (docs/DECISIONS.md D24)");
+                              (c.label.empty() ? std::string() : std::string(" (") + path_info(c.path).name + "'s schedule)") + " yet" + how);
+    }
     if (c.saturates())  // D49: its tolerances take no clamp's excess and no FP8 subnormal spacing yet
         return make_error(ErrorCode::kInvalidArgument, "verify collective does not judge " + c.path_name() + "'s output type " +
                                                            to_string(c.output) + " yet (an FP8 output clamps; simulate and check bound it)");

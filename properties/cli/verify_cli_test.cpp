@@ -396,7 +396,23 @@ TEST_F(VerifyCollectiveCli, ADeclaredPath) {
     // NVLS (D49) runs as the binary16 all-reduce, which verify collective does not judge yet: said with
     // the declared name and its schedule, before anything is read.
     refused("verify collective --path nccl-fp8-e4m3-nvls-ar --ranks 8 --inputs " + path("in.npy") + " --outputs " + path("qr.npy"),
-            "verify collective does not judge nccl-fp8-e4m3-nvls-ar (fp16-ring-ar's schedule) yet");
+            "verify collective does not judge nccl-fp8-e4m3-nvls-ar (fp16-ring-ar's schedule) yet (simulate and check bound it)");
+    // Only a 16-bit ring reduce-scatter is pointed to fp32-ring-rs with its --accum: an all-reduce's
+    // dump is [N, M], and --accum takes no FP8 type (both were advised so).
+    refused("verify collective --path bf16-ring-rs --ranks 8 --inputs " + path("in.npy") + " --outputs " + path("qr.npy"),
+            "does not judge bf16-ring-rs yet; a bf16 ring reduce-scatter's dump is judged as --path fp32-ring-rs --accum bf16");
+    for (const char* p : {"fp16-tree-ar", "bf16-ring-ar", "nccl-fp8-e4m3-ring-rs"}) {
+        const auto r = run(std::string("verify collective --path ") + p + " --ranks 8 --inputs " + path("in.npy") + " --outputs " + path("qr.npy"));
+        EXPECT_EQ(r.code, 2) << p;
+        EXPECT_NE(r.err.find(std::string("does not judge ") + p + " yet (simulate and check bound it)"), std::string::npos) << r.err;
+        EXPECT_EQ(r.err.find("--accum"), std::string::npos) << r.err;
+    }
+    // fp32-ring-rs quantizes nothing: --format may be left out, as simulate's.
+    ASSERT_EQ(run("simulate --path fp32-ring-rs --ranks 8 --in " + path("in.npy") + " --dump " + path("f32.npy")).code, 0);
+    o = run("verify collective --path fp32-ring-rs --ranks 8 --inputs " + path("in.npy") + " --outputs " + path("f32.npy") +
+            " --report-dir '' --json");
+    ASSERT_EQ(o.code, 0) << o.out << o.err;
+    EXPECT_EQ(nlohmann::json::parse(o.out)["strongest"], "exact") << o.out;
     // A declared FP8 output type (D49) is not judged yet either: refused, named.
     {
         std::ofstream f(path("o8.toml"));

@@ -146,7 +146,8 @@ Result<CollectiveVerifySpec> VerifyCollectiveRequest::validate() const {
             return refuse("--format " + a.format + " contradicts the declared path " + decl->name + ", whose wire is " + w);
         format_name = w;
     }
-    if (format_name.empty() && decl && decl->wire_none()) format_name = "int8";  // nothing quantized: unused (D47's combine)
+    // Nothing quantized (fp32-ring-rs, D47's combine): the format is unused; int8 stands in, as simulate's.
+    if (format_name.empty() && ((decl && decl->wire_none()) || (!decl && !path_info(spec.config.path).quantized))) format_name = "int8";
     if (format_name.empty())
         return refuse("--format is required (the format the run quantized with), unless --path names a declaration with its own wire");
     auto format = resolve_format(format_name);
