@@ -178,7 +178,8 @@ void add_survey(CLI::App& app, Requests& r, Commands& c) {
     c.survey->add_option("--format", r.survey.formats, "Formats or declaration FILE.toml (default: every built-in)")->delimiter(',');
     c.survey->add_option("--dist", r.survey.distributions, "Distributions (default: all)")->delimiter(',');
     c.survey->add_option("--elements", r.survey.elements, "Elements per case")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-    c.survey->add_option("--block", r.survey.block, "Block size")->check(fits_int64)->capture_default_str();
+    c.survey->add_option("--block", r.survey.block, "Block size (default: 32, and a fixed-block format its own: nvfp4 16, a tile its area)")
+        ->check(fits_int64);
     c.survey->add_option("--seed", r.survey.seed, "Generator seed")->check(seed_value)->capture_default_str();
     c.survey->add_option("--report-dir", r.survey.report_dir, "Where survey.json and survey.md go")->capture_default_str();
     c.survey->add_flag("--json", r.survey.json, "Print the JSON report on stdout instead of the table");

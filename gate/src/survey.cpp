@@ -23,7 +23,14 @@ Result<SurveyResult> run_survey(const SurveySpec& spec) {
             SurveyCase sc;
             sc.format = f.name();
             sc.dist = kernels::to_string(d);
-            auto c = quantize_tensor(f, x, std::vector<int64_t>{static_cast<int64_t>(x.size())}, spec.block, Nonfinite::kError, site);
+            const int64_t block = spec.own_blocks && f.fixed_block() ? f.fixed_block() : spec.block;
+            sc.block = block;
+            std::vector<int64_t> shape{static_cast<int64_t>(x.size())};
+            if (f.tiled()) {  // a 2-D tensor of the tile's width (padded to whole tiles where need be)
+                const int64_t cols = f.decl->tile_cols, n = static_cast<int64_t>(x.size());
+                shape = n % cols == 0 ? std::vector<int64_t>{n / cols, cols} : std::vector<int64_t>{1, n};
+            }
+            auto c = quantize_tensor(f, x, shape, block, Nonfinite::kError, site);
             ++done;
             if (!c) {
                 // ds-int<b> refuses inputs beyond binary16 (docs/DECISIONS.md D3): a reported refusal,
@@ -39,7 +46,13 @@ Result<SurveyResult> run_survey(const SurveySpec& spec) {
                 sc.rel_rms_error = sx > 0 ? std::sqrt(se / sx) : 0.0;
                 // Requantize the decoded values once: same codes is idempotence.
                 // (NVFP4: under the decoded tensor's own amax, as a second quantize would take it.)
-                if (auto again = kernels::encode(f.for_tensor(c->decoded), c->decoded, spec.block)) {
+                // (A tiled format: as a tensor of the same shape, so that the codes come back in its order.)
+                if (f.tiled()) {
+                    if (auto again = quantize_tensor(f, c->decoded, shape, block, Nonfinite::kError, site)) {
+                        sc.requantized_codes_changed = 0;
+                        for (size_t i = 0; i < again->codes.size(); ++i) sc.requantized_codes_changed += again->codes[i] != c->codes[i];
+                    }
+                } else if (auto again = kernels::encode(f.for_tensor(c->decoded), c->decoded, block)) {
                     const auto codes2 = kernels::unpack_codes(*again);
                     sc.requantized_codes_changed = 0;
                     for (size_t i = 0; i < codes2.size(); ++i) sc.requantized_codes_changed += codes2[i] != c->codes[i];

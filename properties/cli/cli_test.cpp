@@ -185,6 +185,30 @@ TEST_F(Cli, SurveyDefaultCoversEveryBuiltInAndNamesWhatAFixedBlockLeavesOut) {
     EXPECT_NE(r.out.find("not run at block 16"), std::string::npos) << r.out;
 }
 
+// Without --block every built-in runs, a fixed-block format at its own block and a tiled one as a
+// 2-D tensor (they were left out of the default survey, and a named tile format was "refused" as a
+// 1-D tensor yet counted as passing).
+TEST_F(Cli, SurveyRunsEachFixedBlockFormatAtItsOwnBlock) {
+    const Outcome r = run("survey --elements 512 --dist normal --report-dir " + (dir_ / "own").string());
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    const auto j = nlohmann::json::parse(slurp(dir_ / "own" / "survey.json"));
+    EXPECT_EQ(j["cases"].size(), qtransit::all_builtin_formats().size());
+    EXPECT_TRUE(j["skipped_formats"].empty());
+    EXPECT_EQ(j["block"], 32);
+    for (const auto& c : j["cases"]) {
+        EXPECT_FALSE(c.contains("refused")) << c.dump();
+        EXPECT_EQ(c["pass"], true) << c.dump();
+        const auto f = qtransit::parse_format(c["format"].get<std::string>());
+        ASSERT_TRUE(f.ok());
+        EXPECT_EQ(c["block"], f->fixed_block() ? f->fixed_block() : 32) << c.dump();
+    }
+    const std::string md = slurp(dir_ / "own" / "survey.md");
+    EXPECT_NE(md.find("nvfp4 16"), std::string::npos) << md.substr(0, 400);
+    const Outcome t = run("survey --elements 512 --format fp8-e4m3-128x128 --json --report-dir " + (dir_ / "tile").string());
+    ASSERT_EQ(t.code, 0) << t.err;
+    for (const auto& c : nlohmann::json::parse(t.out)["cases"]) EXPECT_FALSE(c.contains("refused")) << c.dump();
+}
+
 TEST_F(Cli, SurveyPassesAndWritesItsReport) {
     const Outcome r = run("survey --elements 2000 --format int4,int8-asym,ds-int4 --dist normal,outliers --report-dir " +
                       (dir_ / "rep").string());

@@ -219,11 +219,12 @@ def show_format(fmt):
     return _native.show_format(os.fspath(fmt))
 
 
-def survey(formats=None, dists=None, *, elements=1 << 16, block=32, seed=1, raise_on_failure=False):
-    """Every format (default: every built-in that takes `block`) over every input distribution
-    (default: all), each case's kernel checked against the reference bit for bit and every
-    element's error against its bound, as `qtransit survey --json`."""
-    r = _native.survey([str(f) for f in _list(formats or [])], [str(d) for d in _list(dists or [])], int(elements), int(block),
+def survey(formats=None, dists=None, *, elements=1 << 16, block=None, seed=1, raise_on_failure=False):
+    """Every format (default: every built-in; with a `block`, every built-in that takes it) over
+    every input distribution (default: all), each case's kernel checked against the reference bit
+    for bit and every element's error against its bound, as `qtransit survey --json`. `block`
+    None: 32, and a fixed-block format (nvfp4, a 2-D tile) at its own."""
+    r = _native.survey([str(f) for f in _list(formats or [])], [str(d) for d in _list(dists or [])], int(elements), int(block or 0),
                        int(seed))
     return SurveyResult(json.loads(r))._raise_if(raise_on_failure)
 

@@ -519,6 +519,12 @@ def test_survey_matches_the_cli(cli, tmp_path):
         qtransit.survey(["int4", "int4"])
     with pytest.raises(ValueError, match="elements"):
         qtransit.survey("int4", elements=0)
+    # block left out: a fixed-block format at its own (nvfp4's 16, a 2-D tile's area), as the CLI.
+    own = qtransit.survey(["int4", "nvfp4", "fp8-e4m3-128x128"], ["normal"], elements=1024)
+    assert own.passed, own.first_failure
+    assert [c.block for c in own.cases] == [32, 16, 128 * 128]
+    assert own.to_dict() == cli_json(cli, "survey", "--format", "int4,nvfp4,fp8-e4m3-128x128", "--dist", "normal", "--elements",
+                                     1024, "--json", "--report-dir", tmp_path / "cli2")
 
 
 def test_info_is_the_clis_but_the_allocator(cli):

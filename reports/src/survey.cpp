@@ -12,7 +12,7 @@ nlohmann::json to_json(const SurveyReport& r) {
             cases.push_back({{"format", c.format}, {"dist", c.dist}, {"refused", c.refused}});
             continue;
         }
-        cases.push_back({{"format", c.format}, {"dist", c.dist}, {"elements", r.elements}, {"block", r.block},
+        cases.push_back({{"format", c.format}, {"dist", c.dist}, {"elements", r.elements}, {"block", c.block ? c.block : r.block},
                          {"seed", r.seed}, {"max_abs_error", c.check.max_abs_error}, {"max_error_to_bound", c.check.max_error_to_bound},
                          {"rel_rms_error", c.rel_rms_error}, {"bound_holds", c.check.bound_holds},
                          {"matches_reference", c.check.exact}, {"reference_mismatch", c.check.first_difference},
@@ -24,8 +24,14 @@ nlohmann::json to_json(const SurveyReport& r) {
 }
 
 std::string to_markdown(const SurveyReport& r) {
+    std::string own;  // the formats that ran at a fixed block of their own
+    for (const auto& c : r.cases)
+        if (c.block && c.block != r.block) {
+            const std::string one = c.format + " " + std::to_string(c.block);
+            if (own.find(one) == std::string::npos) own += (own.empty() ? "" : ", ") + one;
+        }
     std::string o = "# qtransit survey\n\n" + std::to_string(r.elements) + " elements per case, block " + std::to_string(r.block) +
-                    ", seed " + std::to_string(r.seed) +
+                    (own.empty() ? "" : " (formats with a fixed block at their own: " + own + ")") + ", seed " + std::to_string(r.seed) +
                     ". Kernel output compared bit for bit with the reference; every element's error compared with its bound in "
                     "exact arithmetic; the decoded values requantized once (int<b> must keep its codes; ds-int<b> need not).\n\n"
                     "| format | dist | max abs error | max error/bound | rel RMS error | kernel = reference | "

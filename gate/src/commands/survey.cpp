@@ -16,19 +16,22 @@ Result<SurveySpec> SurveyRequest::validate() const {
     auto refuse = [](const std::string& m) { return make_error(ErrorCode::kInvalidArgument, m); };
     if (elements < 1 || elements > kMaxElements)
         return refuse("--elements " + std::to_string(elements) + ": between 1 and 2^30 = 1073741824 elements per case");
+    if (block < 0) return refuse("--block must be a positive integer (0: 32, and a fixed-block format its own), got " + std::to_string(block));
     SurveySpec spec;
     spec.elements = elements;
-    spec.block = block;
+    spec.own_blocks = block == 0;
+    spec.block = block == 0 ? kDefaultBlock : block;
     spec.seed = seed;
     if (formats.empty())
         for (const auto& f : all_builtin_formats()) {
-            if (f.check_block(block).ok()) spec.formats.push_back(f);
+            if (spec.own_blocks || f.check_block(block).ok()) spec.formats.push_back(f);
             else spec.skipped_formats.push_back(f.name());
         }
     for (const auto& name : formats) {
         auto f = resolve_format(name);
         if (!f) return f.error();
-        if (auto st = f->check_block(block); !st) return make_error(st.error().code, "--block: " + st.error().message);
+        if (auto st = f->check_block(spec.own_blocks && f->fixed_block() ? f->fixed_block() : spec.block); !st)
+            return make_error(st.error().code, "--block: " + st.error().message);
         if (std::find(spec.formats.begin(), spec.formats.end(), *f) != spec.formats.end()) return refuse("--format " + f->name() + " is named twice");
         spec.formats.push_back(*f);
     }
@@ -39,7 +42,7 @@ Result<SurveySpec> SurveyRequest::validate() const {
         if (std::find(spec.dists.begin(), spec.dists.end(), *d) != spec.dists.end()) return refuse("--dist " + name + " is named twice");
         spec.dists.push_back(*d);
     }
-    if (auto st = kernels::validate_block(block); !st) return st.error();
+    if (auto st = kernels::validate_block(spec.block); !st) return st.error();
     return spec;
 }
 
@@ -78,8 +81,12 @@ Result<Printed> survey(const SurveyRequest& a, const Emit& emit, const std::func
     else say.f("%zu case(s), %d failing. Report: %s and %s\n", res->cases.size(), res->failures, json_path.c_str(), md_path.c_str());
     if (!spec.skipped_formats.empty() && !a.json) {
         std::string names;
-        for (const auto& n : spec.skipped_formats) names += (names.empty() ? "" : ", ") + n;
-        say.f("not run at block %lld (their blocks are fixed at 32): %s\n", static_cast<long long>(a.block), names.c_str());
+        for (const auto& n : spec.skipped_formats) {
+            auto f = parse_format(n);
+            names += (names.empty() ? "" : ", ") + n + (f && f->fixed_block() ? " (" + std::to_string(f->fixed_block()) + ")" : "");
+        }
+        say.f("not run at block %lld (their fixed blocks in brackets; leave --block out to run each at its own): %s\n",
+              static_cast<long long>(a.block), names.c_str());
     }
     p.passed = res->failures == 0;
     return p;

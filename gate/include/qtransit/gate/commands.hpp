@@ -253,12 +253,13 @@ struct SurveyRequest {
     std::vector<std::string> formats;        // empty: all built-in
     std::vector<std::string> distributions;  // empty: all
     int64_t elements = 1 << 16;
-    int64_t block = 32;
+    int64_t block = 0;  // 0: 32, and a format with a fixed block (nvfp4's 16, a tile's area) its own
     uint64_t seed = 1;
     std::string report_dir = "qtransit-report";
     bool json = false;
-    // The formats (every built-in that takes the block when none is named), the distributions and
-    // the block, checked: the survey's spec (its on_case left for the caller).
+    // The formats (every built-in, or when a block is given every built-in that takes it, when none
+    // is named), the distributions and the block, checked: the survey's spec (its on_case left for
+    // the caller).
     Result<SurveySpec> validate() const;
 };
 // Every format over every distribution, survey.json and survey.md in report_dir; the table's rows

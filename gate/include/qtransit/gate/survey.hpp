@@ -23,8 +23,10 @@ struct SurveySpec {
     std::vector<FormatSpec> formats;
     std::vector<kernels::Distribution> dists;
     int64_t elements = 1 << 16, block = kDefaultBlock;
+    // A format with a fixed block runs at it, the others at `block` (the block was not given).
+    bool own_blocks = false;
     uint64_t seed = 1;
-    std::vector<std::string> skipped_formats;  // reported only: fixed-block formats the block leaves out
+    std::vector<std::string> skipped_formats;  // reported only: fixed-block formats the given block leaves out
     std::function<void(int done, int total, const SurveyCase&)> on_case;
 };
 
@@ -33,6 +35,8 @@ struct SurveySpec {
 using SurveyResult = reports::SurveyReport;
 
 // An Error for an invalid block or a library failure; a failing case is a case with pass = false.
+// A tiled format (FORMATS.md section 8) quantizes the case's values as a 2-D tensor of its tile's
+// width ([M / c, c]; [1, M], padded, where c does not divide M).
 Result<SurveyResult> run_survey(const SurveySpec& spec);
 
 }  // namespace qtransit::gate

@@ -16,6 +16,7 @@ namespace qtransit::reports {
 struct SurveyCase {
     std::string format, dist;
     std::string refused;                  // ds-int<b> beyond binary16: the reason (then nothing else is set)
+    int64_t block = 0;                    // the report's, or the format's own fixed block
     QuantizationCheck check;              // the kernel against the reference: exact, the bound, max_abs_error
     double rel_rms_error = 0;
     int64_t requantized_codes_changed = -1;   // -1: the requantization failed
@@ -29,7 +30,7 @@ struct SurveyReport {
     uint64_t seed = 0;
     std::vector<SurveyCase> cases;
     int failures = 0;
-    std::vector<std::string> skipped_formats;  // fixed-block formats the block left out
+    std::vector<std::string> skipped_formats;  // fixed-block formats a given block left out
 };
 
 nlohmann::json to_json(const SurveyReport& r);
