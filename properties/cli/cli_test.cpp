@@ -206,7 +206,9 @@ TEST_F(Cli, SurveyRunsEachFixedBlockFormatAtItsOwnBlock) {
     EXPECT_NE(md.find("nvfp4 16"), std::string::npos) << md.substr(0, 400);
     const Outcome t = run("survey --elements 512 --format fp8-e4m3-128x128 --json --report-dir " + (dir_ / "tile").string());
     ASSERT_EQ(t.code, 0) << t.err;
-    for (const auto& c : nlohmann::json::parse(t.out)["cases"]) EXPECT_FALSE(c.contains("refused")) << c.dump();
+    const auto tj = nlohmann::json::parse(t.out);  // (a range-for over a temporary's member reads freed memory)
+    ASSERT_FALSE(tj["cases"].empty());
+    for (const auto& c : tj["cases"]) EXPECT_FALSE(c.contains("refused")) << c.dump();
 }
 
 TEST_F(Cli, SurveyPassesAndWritesItsReport) {
