@@ -826,18 +826,11 @@ Result<GateConfig> parse_gate_config(const std::string& toml, const std::string&
         // format's own (D59's "block default", D66). Formats of different fixed blocks are still refused
         // (validate_keys), saying that the block was the default.
         if (!cfg.block_given && u->at_path("gate.formats")) {
-            std::vector<const FormatSpec*> listed;
-            for (const auto& f : cfg.formats) listed.push_back(&f);
-            for (const auto& l : cfg.staged)
-                for (const auto& f : l) listed.push_back(&f);
-            int64_t fixed = 0;
-            bool one = true;
-            for (const auto* f : listed)
-                if (f->fixed_block()) {
-                    one = one && (fixed == 0 || fixed == f->fixed_block());
-                    fixed = f->fixed_block();
-                }
-            if (one && fixed > 0 && std::all_of(listed.begin(), listed.end(), [&](const FormatSpec* f) { return f->check_block(fixed).ok(); }))
+            std::vector<FormatSpec> listed = cfg.formats;
+            for (const auto& l : cfg.staged) listed.insert(listed.end(), l.begin(), l.end());
+            // (a second, different fixed block refuses the first)
+            const int64_t fixed = wire_block(listed, 0);
+            if (fixed && std::all_of(listed.begin(), listed.end(), [&](const FormatSpec& f) { return f.check_block(fixed).ok(); }))
                 cfg.block = fixed;
         }
         u_has_scaling = u->contains("scaling");

@@ -23,7 +23,7 @@ Result<SurveyResult> run_survey(const SurveySpec& spec) {
             SurveyCase sc;
             sc.format = f.name();
             sc.dist = kernels::to_string(d);
-            const int64_t block = spec.own_blocks && f.fixed_block() ? f.fixed_block() : spec.block;
+            const int64_t block = spec.block_for(f);
             sc.block = block;
             std::vector<int64_t> shape{static_cast<int64_t>(x.size())};
             if (f.tiled()) {  // a 2-D tensor of the tile's width (padded to whole tiles where need be)

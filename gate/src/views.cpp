@@ -1,7 +1,6 @@
 // The commands' JSON objects and report models (views.hpp), shared by the CLI and the Python module.
 #include "qtransit/gate/views.hpp"
 
-
 #include "qtransit/common/decl_toml.hpp"
 #include "qtransit/gate/gate.hpp"
 #include "qtransit/kernels/codec.hpp"

@@ -90,27 +90,25 @@ Result<Printed> paths_validate(const PathsValidateRequest& r) {
         s.elements = 8 * 32 * 8;
         s.seed = r.seed;
         s.threads = 1;
-        // The declaration's wire formats may want another block: a fixed block of theirs (nvfp4's 16,
-        // flashinfer-fp8's 256), else the first of 32, 64, ... they all take.
+        // The declaration's wire formats may want another block: their fixed block (wire_block: nvfp4's
+        // 16, flashinfer-fp8's 256), else the first of 32, 64, ... they all take.
         if (d.fixes_wire()) {
-            std::vector<int64_t> candidates;
+            std::vector<FormatSpec> wire;
             for (const auto& f : d.wire)
-                if (auto fs = parse_format(f); fs && fs->fixed_block()) candidates.push_back(fs->fixed_block());
-            for (int64_t b = 32; b <= 4096; b *= 2) candidates.push_back(b);
+                if (auto fs = parse_format(f)) wire.push_back(*fs);
+            std::vector<int64_t> candidates;
+            if (const int64_t fixed = wire_block(wire, 0)) candidates.push_back(fixed);
+            else
+                for (int64_t b = 32; b <= 4096; b *= 2) candidates.push_back(b);
             bool found = false;
-            for (int64_t b : candidates) {
-                bool ok = true;
-                for (const auto& f : d.wire) {
-                    auto fs = parse_format(f);
-                    ok = ok && fs && fs->check_block(b);
-                }
-                if (ok) {
+            for (int64_t b : candidates)
+                if (wire.size() == d.wire.size() &&
+                    std::all_of(wire.begin(), wire.end(), [&](const FormatSpec& f) { return f.check_block(b).ok(); })) {
                     s.block = b;
                     s.elements = 8 * b * 8;
                     found = true;
                     break;
                 }
-            }
             if (!found)
                 return make_error(ErrorCode::kInvalidArgument, r.file + ": " + d.name + ": its wire formats (" + d.wire_text() +
                                                                    ") take no block in common, so no run can carry them");

@@ -30,7 +30,7 @@ Result<SurveySpec> SurveyRequest::validate() const {
     for (const auto& name : formats) {
         auto f = resolve_format(name);
         if (!f) return f.error();
-        if (auto st = f->check_block(spec.own_blocks && f->fixed_block() ? f->fixed_block() : spec.block); !st)
+        if (auto st = f->check_block(spec.block_for(*f)); !st)
             return make_error(st.error().code, "--block: " + st.error().message);
         if (std::find(spec.formats.begin(), spec.formats.end(), *f) != spec.formats.end()) return refuse("--format " + f->name() + " is named twice");
         spec.formats.push_back(*f);

@@ -25,6 +25,7 @@ struct SurveySpec {
     int64_t elements = 1 << 16, block = kDefaultBlock;
     // A format with a fixed block runs at it, the others at `block` (the block was not given).
     bool own_blocks = false;
+    int64_t block_for(const FormatSpec& f) const { return own_blocks ? wire_block({f}, block) : block; }
     uint64_t seed = 1;
     std::vector<std::string> skipped_formats;  // reported only: fixed-block formats the given block leaves out
     std::function<void(int done, int total, const SurveyCase&)> on_case;
