@@ -134,15 +134,6 @@ Result<CodecCheck> quantize_and_check(const FormatSpec& format, std::span<const 
 
 namespace {
 
-nlohmann::json float_array(std::span<const float> v) {
-    nlohmann::json a = nlohmann::json::array();
-    for (float f : v) {
-        if (std::isfinite(f)) a.push_back(reports::json_float(f));
-        else a.push_back(nullptr);  // JSON has no NaN: a poisoned block's values print as null
-    }
-    return a;
-}
-
 Status write_file_atomic(const std::filesystem::path& path, const std::vector<uint8_t>& bytes) {
     const auto tmp = path.string() + ".tmp";
     {
@@ -157,48 +148,6 @@ Status write_file_atomic(const std::filesystem::path& path, const std::vector<ui
 }
 
 }  // namespace
-
-nlohmann::json quantize_json(const FormatSpec& format, const CodecCheck& c, const std::vector<int64_t>& shape, Nonfinite policy,
-                             uint64_t seed) {
-    nlohmann::json j;
-    j["format"] = format.name();
-    if (format.stochastic()) j["seed"] = seed;
-    j["block"] = c.encoded.block;
-    j["elements"] = c.encoded.elements;
-    j["shape"] = shape;
-    j["nonfinite"] = to_string(policy);
-    j["scales"] = float_array(c.encoded.scales);
-    if (c.encoded.format.takes_tensor_amax()) {
-        // NVFP4: the tensor amax the blocks took, and each block's E4M3 scale s_b (the wire's byte; the
-        // scales above are what a block's codes decode by, fl32(fl32(s_b T) fl32(1 / (448 A)))).
-        j["tensor_amax"] = reports::json_float(c.encoded.format.decl->tensor_amax);
-        nlohmann::json sb = nlohmann::json::array();
-        for (float s : c.encoded.scales) {
-            if (s != s) {
-                sb.push_back(nullptr);
-                continue;
-            }
-            uint8_t byte = 0;
-            write_metadata(c.encoded.format, s, 0.0f, &byte);
-            sb.push_back(byte);
-        }
-        j["e4m3_scale_bytes"] = sb;
-    }
-    if (format.has_offset()) j["offsets"] = float_array(c.encoded.offsets);
-    j["codes"] = c.codes;
-    j["decoded"] = float_array(c.decoded);
-    j["max_abs_error"] = c.max_abs_error;
-    j["max_error_to_bound"] = c.max_error_to_bound;
-    j["bound_holds"] = c.bound_holds;
-    if (!c.bound_holds) j["first_violation"] = c.first_violation;
-    j["wire_bytes"] = c.encoded.wire_bytes();
-    if (c.grid.padded())  // a tiled format over a tensor padded to whole tiles: the wire holds the padding
-        j["padded_shape"] = std::vector<int64_t>{c.grid.padded_rows, c.grid.padded_cols};
-    j["poisoned_blocks"] = c.poisoned_blocks;
-    j["matches_reference"] = c.exact;
-    if (!c.exact) j["reference_mismatch"] = c.first_difference;
-    return j;
-}
 
 Status write_quantize_outputs(const std::string& dir_name, const CodecCheck& c, const std::vector<int64_t>& shape) {
     // The set is written together or not at all (issue 15): every target is checked first, the files

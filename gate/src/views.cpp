@@ -68,6 +68,38 @@ Result<nlohmann::json> formats_json(int64_t block) {
     return nlohmann::json{{"block", block}, {"formats", rows}};
 }
 
+reports::QuantizedTensor quantized_tensor(const FormatSpec& format, const CodecCheck& c, const std::vector<int64_t>& shape,
+                                          Nonfinite policy, uint64_t seed) {
+    reports::QuantizedTensor q;
+    q.format = format.name();
+    q.stochastic = format.stochastic();
+    q.seed = seed;
+    q.block = c.encoded.block;
+    q.elements = c.encoded.elements;
+    q.tensor_elements = 1;
+    for (int64_t d : shape) q.tensor_elements *= d;
+    q.shape = shape;
+    q.nonfinite = to_string(policy);
+    q.scales = c.encoded.scales;
+    q.has_offsets = format.has_offset();
+    q.offsets = c.encoded.offsets;
+    q.takes_tensor_amax = c.encoded.format.takes_tensor_amax();
+    if (q.takes_tensor_amax) {
+        q.tensor_amax = c.encoded.format.decl->tensor_amax;
+        for (float s : c.encoded.scales) {
+            uint8_t byte = 0;
+            if (s == s) write_metadata(c.encoded.format, s, 0.0f, &byte);
+            q.e4m3_scale_bytes.push_back(s == s ? byte : -1);
+        }
+    }
+    q.codes = c.codes;
+    q.decoded = c.decoded;
+    q.wire_bytes = c.encoded.wire_bytes();
+    q.grid = c.grid;
+    q.check = static_cast<const reports::QuantizationCheck&>(c);
+    return q;
+}
+
 reports::VerifiedQuantization verified_quantization(const FormatSpec& format, int64_t block, const CodecCheck& c, const RunQuantization& run,
                                                     kernels::Conformance conformance, const QuantizeSources& names) {
     reports::VerifiedQuantization v;

@@ -15,6 +15,7 @@
 #include "qtransit/common/tiles.hpp"
 #include "qtransit/gate/gate.hpp"
 #include "qtransit/gate/verify.hpp"
+#include "qtransit/gate/views.hpp"
 #include "qtransit/gate/throughput.hpp"
 #include "qtransit/reports/gate_result.hpp"
 #include "qtransit/gate/verdicts.hpp"
@@ -561,6 +562,61 @@ TEST(Gate, EveryVerdictCountsWhatItCheckedAndNothingNeverPasses) {
     EXPECT_EQ(vs[0].status, VerdictStatus::kFail);
     EXPECT_NE(vs[0].message.find("checked nothing"), std::string::npos) << vs[0].message;
     EXPECT_EQ(vs[1].status, VerdictStatus::kPass);
+}
+
+TEST(Reports, QuantizedTensorWritesAPoisonedBlockAsNullAndACodecsBoundaryInputsInItsVerdict) {
+    // nvfp4 under --nonfinite propagate: block 1 of 3 holds a NaN, so its scale, its E4M3 byte and its
+    // decoded values have no JSON number; the others print as numbers.
+    auto f = qt::parse_format("nvfp4");
+    ASSERT_TRUE(f) << f.error().message;
+    std::vector<float> x(48);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 0.25f * static_cast<float>(i) - 5.0f;
+    x[20] = std::nanf("");
+    const std::vector<int64_t> shape{48};
+    auto c = qt::gate::quantize_tensor(*f, x, shape, 16, qt::Nonfinite::kPropagate);
+    ASSERT_TRUE(c) << c.error().message;
+    const qt::reports::QuantizedTensor q = qt::gate::quantized_tensor(*f, *c, shape, qt::Nonfinite::kPropagate, 0);
+    const nlohmann::json j = qt::reports::to_json(q);
+    EXPECT_EQ(j["poisoned_blocks"], 1);
+    ASSERT_EQ(j["scales"].size(), 3u);
+    EXPECT_TRUE(j["scales"][1].is_null());
+    EXPECT_TRUE(j["scales"][0].is_number() && j["scales"][2].is_number());
+    ASSERT_EQ(j["e4m3_scale_bytes"].size(), 3u);
+    EXPECT_TRUE(j["e4m3_scale_bytes"][1].is_null());
+    EXPECT_TRUE(j["e4m3_scale_bytes"][0].is_number_integer());
+    EXPECT_TRUE(j["decoded"][20].is_null());
+    EXPECT_TRUE(j["decoded"][0].is_number());
+    EXPECT_EQ(j["tensor_amax"], 6.75);  // the largest finite |x|: 0.25 * 47 - 5
+    EXPECT_EQ(j["matches_reference"], true);
+    EXPECT_FALSE(j.contains("codec"));
+    EXPECT_NE(qt::reports::to_text(q).find("in 3 blocks (1 poisoned)"), std::string::npos) << qt::reports::to_text(q);
+
+    // A codec whose tensor conforms but whose generated boundary inputs do not: the run does not conform.
+    qt::reports::QuantizedTensor k = q;
+    k.codec = "mine";
+    k.conformance = "exact";
+    k.check.conforms = true;
+    k.hunted = k.hunt_found = k.hunt_fails = true;
+    k.hunt_class = "near-ties";
+    k.hunt_first = "code[3]: codec 2, reference 1";
+    qt::reports::QuantizationCheck::BoundaryClass bc;
+    bc.input_class = "near-ties";
+    bc.cases = 5;
+    bc.differing_cases = 1;
+    k.check.boundary_classes = {bc};
+    const nlohmann::json kj = qt::reports::to_json(k);
+    EXPECT_EQ(kj["conforms"], false);
+    EXPECT_EQ(kj["boundary_inputs"]["conforms"], false);
+    EXPECT_EQ(kj["boundary_inputs"]["input_class"], "near-ties");
+    EXPECT_EQ(kj["boundary_inputs"]["within_bound"], true);
+    ASSERT_EQ(kj["boundary_inputs"]["classes"].size(), 1u);
+    EXPECT_EQ(kj["boundary_inputs"]["classes"][0]["differing_cases"], 1);
+    const std::string text = qt::reports::to_text(k);
+    EXPECT_NE(text.find("conformance       exact: conforms"), std::string::npos) << text;
+    EXPECT_NE(text.find("boundary inputs   DO NOT CONFORM (below)"), std::string::npos) << text;
+    k.hunt_fails = false;  // found a difference, but within the bound under bounded conformance
+    EXPECT_EQ(qt::reports::to_json(k)["conforms"], true);
+    EXPECT_NE(qt::reports::to_text(k).find("conform within the bound"), std::string::npos);
 }
 
 TEST(Reports, WrittenTogetherOrNotAtAll) {

@@ -271,7 +271,7 @@ nb::dict quantize(const std::string& fmt, F32 x, std::vector<int64_t> shape, int
     {
         nb::gil_scoped_release nogil;
         c = take(qt::gate::quantize_tensor(setup.format, span_of(x), shape, setup.block, setup.policy, site, seed));
-        json = qt::gate::quantize_json(setup.format, c, shape, setup.policy, seed).dump();
+        json = qt::reports::to_json(qt::gate::quantized_tensor(setup.format, c, shape, setup.policy, seed)).dump();
     }
     nb::dict d;
     d["json"] = json;

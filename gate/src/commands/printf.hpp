@@ -1,34 +1,14 @@
-// printf into a std::string: the commands' text is built here, byte for byte what the command line
-// printed with printf before the commands moved into gate/ (issue 48).
+// A command's stdout as it is produced (Say); appendf (common) builds the commands' text, byte for
+// byte what the command line printed with printf before the commands moved into gate/ (issue 48).
 #pragma once
 
 #include <cstdarg>
-#include <cstdio>
 #include <string>
 
+#include "qtransit/common/appendf.hpp"
 #include "qtransit/gate/commands.hpp"
 
 namespace qtransit::gate {
-
-// vprintf's text appended to out.
-inline void vappendf(std::string& out, const char* fmt, va_list ap) {
-    va_list again;
-    va_copy(again, ap);
-    const int n = std::vsnprintf(nullptr, 0, fmt, again);
-    va_end(again);
-    if (n <= 0) return;
-    const size_t at = out.size();
-    out.resize(at + static_cast<size_t>(n) + 1);
-    std::vsnprintf(out.data() + at, static_cast<size_t>(n) + 1, fmt, ap);
-    out.resize(at + static_cast<size_t>(n));
-}
-
-[[gnu::format(printf, 2, 3)]] inline void appendf(std::string& out, const char* fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vappendf(out, fmt, ap);
-    va_end(ap);
-}
 
 // A command's stdout: to `emit` as it is produced when one is given, else into `out`.
 class Say {

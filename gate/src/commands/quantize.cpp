@@ -9,6 +9,7 @@
 #include "qtransit/gate/codec_check.hpp"
 #include "qtransit/gate/commands.hpp"
 #include "qtransit/gate/verify.hpp"
+#include "qtransit/gate/views.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/npy.hpp"
 #include "qtransit/reports/numbers.hpp"
@@ -107,59 +108,22 @@ Result<Printed> quantize_by_codec(const QuantizeRequest& a, const QuantizeSetup&
     if (grid) to_tensor_order(c, *grid);
     if (!a.out_dir.empty())
         if (auto st = write_quantize_outputs(a.out_dir, c, *shape); !st) return st.error();
-    std::string& o = p.out;
-    if (a.json) {
-        auto j = quantize_json(c.encoded.format, c, *shape, Nonfinite::kError, a.seed);
-        j["codec"] = codec.name();
-        j["conformance"] = kernels::to_string(conf);
-        j["shard"] = shard;
-        j["differing_elements"] = c.differing_elements;
-        j["differing_scale_blocks"] = c.differing_scale_blocks;
-        j["elements_in_differing_blocks"] = c.elements_in_differing_blocks;
-        j["max_ulps"] = c.max_ulps;
-        if (c.admissible_model) {  // D23: exact conformance is "admissible"; the differing_ counts are against IEEE
-            j["admissible"] = c.exact;
-            j["inadmissible_elements"] = c.inadmissible_elements;
-            j["inadmissible_steps"] = c.inadmissible_steps;
-        }
-        j["conforms"] = c.conforms;
-        if (c.conforms && !a.no_hunt) {
-            nlohmann::json h;
-            h["conforms"] = !hunt_fails;
-            h["input_class"] = hunt ? nlohmann::json(hunt->input_class) : nlohmann::json(nullptr);
-            h["first_difference"] = hunt ? nlohmann::json(hunt->message) : nlohmann::json(nullptr);
-            h["within_bound"] = !hunt || !hunt->violation;
-            nlohmann::json per = nlohmann::json::array();
-            for (const auto& k : classes)
-                per.push_back({{"input_class", k.input_class}, {"cases", k.cases}, {"differing_cases", k.differing_cases},
-                               {"differing_elements", k.differing_elements}, {"violation", k.violation}});
-            h["classes"] = per;
-            j["boundary_inputs"] = h;
-            j["conforms"] = !hunt_fails;
-        }
-        o = j.dump() + "\n";
-    } else {
-        appendf(o, "codec             %s\n", codec.describe().c_str());
-        appendf(o, "format            %s (block %lld, blocks restart every %lld elements)\n", format.name().c_str(),
-                static_cast<long long>(s.block), static_cast<long long>(shard));
-        appendf(o, "elements          %lld in %zu blocks\n", static_cast<long long>(n), c.encoded.scales.size());
-        appendf(o, "max error/bound   %.6f (%s, exact arithmetic, the reference's block statistics)\n", c.max_error_to_bound,
-                c.bound_holds ? "bound holds" : "BOUND VIOLATED");
-        if (c.admissible_model)
-            appendf(o, "admissible        %s\n", c.exact ? "yes: every element is a result of an admissible scale and step (D23)"
-                                                     : c.first_difference.c_str());
-        else
-            appendf(o, "codec = reference %s\n", c.exact ? "yes, bit for bit" : c.first_difference.c_str());
-        appendf(o, "%s %lld elements (%lld in the %lld blocks whose scale differs), largest %lld ulp\n",
-                c.admissible_model ? "differs from IEEE" : "differing        ", static_cast<long long>(c.differing_elements),
-                static_cast<long long>(c.elements_in_differing_blocks), static_cast<long long>(c.differing_scale_blocks),
-                static_cast<long long>(c.max_ulps));
-        appendf(o, "conformance       %s: %s\n", kernels::to_string(conf), c.conforms ? "conforms" : "DOES NOT CONFORM");
-        if (c.conforms && !a.no_hunt)
-            appendf(o, "boundary inputs   %s\n", !hunt        ? "conform: codec = reference bit for bit on every generated input"
-                                             : hunt_fails ? "DO NOT CONFORM (below)"
-                                                          : "conform within the bound; they differ in bits (bounded conformance)");
+    reports::QuantizedTensor q = quantized_tensor(c.encoded.format, c, *shape, Nonfinite::kError, a.seed);
+    q.format = format.name();
+    q.codec = codec.name();
+    q.codec_description = codec.describe();
+    q.conformance = kernels::to_string(conf);
+    q.shard = shard;
+    q.hunted = c.conforms && !a.no_hunt;
+    q.check.boundary_classes = classes;
+    q.hunt_found = hunt.has_value();
+    q.hunt_violation = hunt && hunt->violation;
+    q.hunt_fails = hunt_fails;
+    if (hunt) {
+        q.hunt_class = hunt->input_class;
+        q.hunt_first = hunt->message;
     }
+    p.out = a.json ? to_json(q).dump() + "\n" : to_text(q);
     if (hunt_fails) {
         p.complaints.push_back("codec " + codec.name() + ": " + hunt->message + "; the boundary inputs differ in: " + classes_summary(classes));
     } else if (!c.conforms) {
@@ -231,37 +195,13 @@ Result<Printed> quantize(const QuantizeRequest& a) {
     auto check = quantize_tensor(format, arr->data, shape, block, policy, site, a.seed);
     if (!check) return check.error();
     const CodecCheck& c = *check;
-    const int64_t wire = c.encoded.wire_bytes();
     if (!a.out_dir.empty())
         if (auto st = write_quantize_outputs(a.out_dir, c, shape); !st) return st.error();
 
     Printed p;
-    std::string& o = p.out;
-    if (a.json) {
-        o = quantize_json(format, c, shape, policy, a.seed).dump() + "\n";
-    } else {
-        appendf(o, "format            %s (block %lld, policy %s)\n", format.name().c_str(), static_cast<long long>(block), to_string(policy));
-        if (format.tiled()) {
-            appendf(o, "tiles             %d x %d over [%lld, %lld] (the blocks, the scales and the wire in tile order)\n",
-                    format.decl->tile_rows, format.decl->tile_cols, static_cast<long long>(c.grid.rows), static_cast<long long>(c.grid.cols));
-            if (c.grid.padded())
-                appendf(o, "padded            to [%lld, %lld] with zeros, as DeepGEMM and TE pad (the wire holds the padding)\n",
-                        static_cast<long long>(c.grid.padded_rows), static_cast<long long>(c.grid.padded_cols));
-        }
-        appendf(o, "elements          %lld in %zu blocks (%lld poisoned)\n", static_cast<long long>(c.encoded.elements),
-                c.encoded.scales.size(), static_cast<long long>(c.poisoned_blocks));
-        appendf(o, "wire bytes        %lld (%.3f bits/element; binary32 input %lld bytes)\n", static_cast<long long>(wire),
-                c.encoded.elements ? 8.0 * static_cast<double>(wire) / static_cast<double>(c.encoded.elements) : 0.0,
-                static_cast<long long>(4 * c.encoded.elements));
-        if (c.encoded.format.takes_tensor_amax())
-            appendf(o, "tensor amax       %s (the tensor's largest |x|: every block's E4M3 scale is under it)\n",
-                    reports::shortest(c.encoded.format.decl->tensor_amax).c_str());
-        appendf(o, "max |error|       %s\n", reports::shortest(c.max_abs_error).c_str());
-        appendf(o, "max error/bound   %.6f (%s, exact arithmetic)\n", c.max_error_to_bound,
-                c.bound_holds ? "bound holds" : "BOUND VIOLATED");
-        appendf(o, "kernel = reference %s\n", c.exact ? "yes, bit for bit" : c.first_difference.c_str());
-        if (!a.out_dir.empty()) appendf(o, "written to        %s\n", a.out_dir.c_str());
-    }
+    reports::QuantizedTensor q = quantized_tensor(format, c, shape, policy, a.seed);
+    q.out_dir = a.out_dir;
+    p.out = a.json ? to_json(q).dump() + "\n" : to_text(q);
     if (!c.bound_holds)
         p.complaints.push_back("error bound violated at element " + std::to_string(c.first_violation));
     else if (!c.exact)

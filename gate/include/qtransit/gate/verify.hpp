@@ -7,8 +7,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "qtransit/common/format.hpp"
 #include "qtransit/common/tiles.hpp"
 #include "qtransit/gate/codec_check.hpp"
@@ -35,10 +33,6 @@ Result<CodecCheck> quantize_tensor(const FormatSpec& format, std::span<const flo
 // encoded tensor and any message stay in tile order (quantize_tensor, and quantize --codec).
 void to_tensor_order(CodecCheck& c, const TileGrid& grid);
 
-// The object `qtransit quantize --json` prints (README "The command"): every binary32 shortest,
-// NaN (a poisoned block) as null.
-nlohmann::json quantize_json(const FormatSpec& format, const CodecCheck& c, const std::vector<int64_t>& shape, Nonfinite policy,
-                             uint64_t seed);
 // `--out DIR`: decoded.npy (input shape), scales.npy, offsets.npy (asym), codes.bin (the packed wire codes).
 Status write_quantize_outputs(const std::string& dir, const CodecCheck& c, const std::vector<int64_t>& shape);
 

@@ -1,5 +1,5 @@
-// What the commands print and write, as data: the JSON object of `formats`, the models of `verify
-// quantize` (reports/ writes its JSON and text) and the report models of `verify quantize` and
+// What the commands print and write, as data: the JSON object of `formats`, the models of `quantize`
+// and `verify quantize` (reports/ writes their JSON and text) and the report models of `verify quantize` and
 // `verify collective`, built once here for the qtransit command and the Python module (python/), so
 // that the two give the same numbers for the same run.
 #pragma once
@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -24,6 +25,13 @@ namespace qtransit::gate {
 // code_min, code_max, metadata_bytes_per_block, wire_bytes_per_block, block, wire_bits_per_element,
 // wire_bytes_per_element). An Error for a block outside the kernels' range.
 Result<nlohmann::json> formats_json(int64_t block);
+
+// A quantize_tensor() result (or a codec's check, to_tensor_order'ed) as the model `qtransit quantize`
+// and Python's quantize print from (reports::to_json(const QuantizedTensor&), reports::to_text): its
+// arrays are views of c's, so c outlives it. policy: the non-finite policy it ran under; seed: a
+// stochastic format's key.
+reports::QuantizedTensor quantized_tensor(const FormatSpec& format, const CodecCheck& c, const std::vector<int64_t>& shape,
+                                          Nonfinite policy, uint64_t seed);
 
 // What a `verify quantize` compared, by the names it shows (files for the command, arguments for
 // Python); a name is used only where the run gave that part.

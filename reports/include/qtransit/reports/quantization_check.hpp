@@ -5,10 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "qtransit/common/tiles.hpp"
 
 namespace qtransit::reports {
 
@@ -98,5 +101,42 @@ struct VerifiedQuantization {
 nlohmann::json to_json(const VerifiedQuantization& v);
 // Its text: what was compared, exact, the bound, the ulps, the worst element, the verdict.
 std::string to_text(const VerifiedQuantization& v);
+
+// One `qtransit quantize` (and Python's quantize): a tensor quantized by qtransit's kernel or by a
+// codec plugin, and its check against the reference. The arrays are views of the caller's check.
+struct QuantizedTensor {
+    std::string format;
+    bool stochastic = false;  // the seed is shown for a stochastic format only
+    uint64_t seed = 0;
+    int64_t block = 0;
+    int64_t elements = 0;         // quantized (a tiled format's padding included)
+    int64_t tensor_elements = 0;  // the input's
+    std::vector<int64_t> shape;
+    std::string nonfinite;        // the policy
+    std::span<const float> scales;
+    bool has_offsets = false;     // an -asym format (offsets: its per-block minimums)
+    std::span<const float> offsets;
+    // NVFP4 (D58): the tensor amax the blocks took and each block's E4M3 scale byte s_b (-1: a poisoned block)
+    bool takes_tensor_amax = false;
+    float tensor_amax = 0;
+    std::vector<int> e4m3_scale_bytes;
+    std::span<const int32_t> codes;  // in the tensor's order
+    std::span<const float> decoded;
+    int64_t wire_bytes = 0;
+    TileGrid grid;                // a tiled format's (tile_rows 0: not tiled)
+    std::string out_dir;          // where --out wrote the files ("" none)
+    QuantizationCheck check;      // its boundary_classes: a codec's generated inputs, when they ran
+    // A codec plugin's run (codec "" for qtransit's kernel): the conformance asked, where its blocks
+    // restart, and whether the generated boundary inputs ran and what they found first.
+    std::string codec, codec_description, conformance;
+    int64_t shard = 0;
+    bool hunted = false, hunt_found = false, hunt_violation = false, hunt_fails = false;
+    std::string hunt_class, hunt_first;
+};
+// `qtransit quantize --json`'s object (README "The command"): every binary32 shortest, NaN (a poisoned
+// block) as null; a codec's run adds its conformance, counts and boundary inputs.
+nlohmann::json to_json(const QuantizedTensor& q);
+// Its text: the format, the blocks, the wire, the error against the bound, the verdict.
+std::string to_text(const QuantizedTensor& q);
 
 }  // namespace qtransit::reports
