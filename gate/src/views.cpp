@@ -1,4 +1,4 @@
-// The commands' JSON objects and report models (views.hpp), shared by the CLI and the Python module.
+// The commands' models (views.hpp), shared by the CLI and the Python module.
 #include "qtransit/gate/views.hpp"
 
 #include "qtransit/common/decl_toml.hpp"
@@ -52,20 +52,26 @@ reports::GateResult verify_model(const std::string& command, double seconds, con
 
 }  // namespace
 
-Result<nlohmann::json> formats_json(int64_t block) {
+Result<reports::FormatTable> format_table(int64_t block) {
     if (auto st = kernels::validate_block(block); !st) return st.error();
-    nlohmann::json rows = nlohmann::json::array();
+    reports::FormatTable t;
+    t.block = block;
     for (const auto& f : all_builtin_formats()) {
-        const int64_t b = f.fixed_block() ? f.fixed_block() : block;
-        const int64_t wire = f.wire_bytes(b, b);
-        rows.push_back({{"format", f.name()}, {"bits_per_element", f.bits}, {"element", element_of(f)},
-                        {"scale", scale_of(f)}, {"rounding", rounding_of(f)}, {"fixed_block", f.fixed_block()},
-                        {"code_min", f.code_min()}, {"code_max", f.code_max()}, {"metadata_bytes_per_block", f.metadata_bytes()},
-                        {"wire_bytes_per_block", wire}, {"block", b},
-                        {"wire_bits_per_element", 8.0 * static_cast<double>(wire) / static_cast<double>(b)},
-                        {"wire_bytes_per_element", static_cast<double>(wire) / static_cast<double>(b)}});
+        reports::FormatRow r;
+        r.format = f.name();
+        r.bits = f.bits;
+        r.element = element_of(f);
+        r.scale = scale_of(f);
+        r.rounding = rounding_of(f);
+        r.fixed_block = f.fixed_block();
+        r.code_min = f.code_min();
+        r.code_max = f.code_max();
+        r.metadata_bytes = f.metadata_bytes();
+        r.block = f.fixed_block() ? f.fixed_block() : block;
+        r.wire_bytes = f.wire_bytes(r.block, r.block);
+        t.rows.push_back(std::move(r));
     }
-    return nlohmann::json{{"block", block}, {"formats", rows}};
+    return t;
 }
 
 reports::QuantizedTensor quantized_tensor(const FormatSpec& format, const CodecCheck& c, const std::vector<int64_t>& shape,

@@ -251,7 +251,7 @@ std::unique_ptr<PyCodec> make_codec(const std::string& fmt, nb::object encode, n
 
 // ---- the functions ------------------------------------------------------------------------------------
 
-std::string formats_json(int64_t block) { return take(qt::gate::formats_json(block)).dump(); }
+std::string formats_json(int64_t block) { return qt::reports::to_json(take(qt::gate::format_table(block))).dump(); }
 
 nb::dict quantize(const std::string& fmt, F32 x, std::vector<int64_t> shape, int64_t block, const std::string& nonfinite,
                   const std::string& rounding, uint64_t seed) {

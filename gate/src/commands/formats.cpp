@@ -13,34 +13,9 @@
 namespace qtransit::gate {
 
 Result<Printed> formats(const FormatsRequest& a) {
-    auto table = formats_json(a.block);
+    auto table = format_table(a.block);
     if (!table) return table.error();
-    Printed p;
-    std::string& o = p.out;
-    if (a.json) {
-        o = table->dump(2) + "\n";
-        return p;
-    }
-    // The name column fits the longest name (fbgemm-int8-rowwise, a user's declaration), the others are fixed.
-    int w = 18;
-    for (const auto& row : (*table)["formats"]) w = std::max(w, static_cast<int>(row["format"].get<std::string>().size()));
-    appendf(o, "%-*s %4s %-12s %-19s %-13s %5s %11s %8s %10s %9s\n", w, "format", "bits", "element", "scale", "rounding", "block", "codes",
-            "meta/blk", "wire B/blk", "bits/elem");
-    for (const auto& row : (*table)["formats"]) {
-        const int64_t fixed = row["fixed_block"].get<int64_t>();
-        const std::string codes = "[" + std::to_string(row["code_min"].get<int64_t>()) + "," + std::to_string(row["code_max"].get<int64_t>()) + "]";
-        appendf(o, "%-*s %4d %-12s %-19s %-13s %5s %11s %8d %10lld %9.3f\n", w, row["format"].get<std::string>().c_str(),
-                row["bits_per_element"].get<int>(), row["element"].get<std::string>().c_str(), row["scale"].get<std::string>().c_str(),
-                row["rounding"].get<std::string>().c_str(), fixed ? std::to_string(fixed).c_str() : "any", codes.c_str(),
-                row["metadata_bytes_per_block"].get<int>(), static_cast<long long>(row["wire_bytes_per_block"].get<int64_t>()),
-                row["wire_bits_per_element"].get<double>());
-    }
-    appendf(o,
-            "(wire bytes at block %lld, or the format's fixed block; metadata: the scale (4, 2 or 1 bytes), plus a "
-            "binary32 lo for an offset (+min); ds-int<b> stores its step.\n `qtransit formats show NAME` prints a "
-            "declaration; a .toml file declares a new format: docs/FORMATS.md section 8)\n",
-            static_cast<long long>(a.block));
-    return p;
+    return Printed{a.json ? to_json(*table).dump(2) + "\n" : to_text(*table), {}, true};
 }
 
 Result<Printed> formats_show(const std::string& target) {

@@ -5,65 +5,13 @@
 #include "printf.hpp"
 #include "qtransit/common/path_decl.hpp"
 #include "qtransit/gate/commands.hpp"
+#include "qtransit/reports/catalog.hpp"
 
 namespace qtransit::gate {
-namespace {
-
-std::string types_text(const PathDecl& d) {
-    if (d.add.empty() && d.stored.empty()) return path_info(d.kind).shape == PathShape::kAllGather ? "-" : "run's";
-    return d.add == d.stored ? d.add : d.add + "/" + d.stored;
-}
-
-nlohmann::json decl_json(const PathDecl& d) {
-    nlohmann::json j{{"name", d.name},
-                     {"schedule", path_info(d.kind).name},
-                     {"collective", d.collective},
-                     {"exchange", d.exchange},
-                     {"wire", d.wire},
-                     {"requantize", d.requantize.empty() ? nlohmann::json() : nlohmann::json(d.requantize)},
-                     {"add", d.add.empty() ? nlohmann::json() : nlohmann::json(d.add)},
-                     {"stored", d.stored.empty() ? nlohmann::json() : nlohmann::json(d.stored)},
-                     {"divide", d.divide ? nlohmann::json(to_string(*d.divide)) : nlohmann::json()},
-                     {"rotation", d.rotation ? nlohmann::json(to_string(*d.rotation)) : nlohmann::json()},
-                     {"input", d.input ? nlohmann::json(to_string(*d.input)) : nlohmann::json()},
-                     {"output", d.output ? nlohmann::json(to_string(*d.output)) : nlohmann::json()},
-                     {"saturates", saturating(path_info(d.kind).element) || (d.output && saturating(*d.output))},
-                     {"source", d.source}};
-    return j;
-}
-
-}  // namespace
-
 Result<Printed> paths(bool json) {
     const auto& all = builtin_path_decls();
     if (all.empty()) return make_error(ErrorCode::kInternal, "the built-in path declarations did not parse");
-    Printed p;
-    if (json) {
-        nlohmann::json arr = nlohmann::json::array();
-        for (const auto& d : all) arr.push_back(decl_json(d));
-        p.out = nlohmann::json{{"paths", arr}}.dump(2) + "\n";
-        return p;
-    }
-    size_t w = 4, ww = 4, rw = 10;
-    for (const auto& d : all) {
-        w = std::max(w, d.name.size());
-        ww = std::max(ww, d.wire_text().size());
-        rw = std::max(rw, d.requantize.size());
-    }
-    const int iw = static_cast<int>(w), iww = static_cast<int>(ww), irw = static_cast<int>(rw);
-    appendf(p.out, "%-*s %-14s %-24s %-*s %-*s %-13s %-6s %s\n", iw, "path", "collective", "exchange", iww, "wire", irw, "requantize",
-            "add/stored", "divide", "input/output");
-    for (const auto& d : all)
-        appendf(p.out, "%-*s %-14s %-24s %-*s %-*s %-13s %-6s %s\n", iw, d.name.c_str(), d.collective.c_str(), d.exchange.c_str(), iww,
-                d.wire_text().c_str(), irw, d.requantize.empty() ? "-" : d.requantize.c_str(), types_text(d).c_str(),
-                d.divide ? to_string(*d.divide) : path_info(d.kind).shape == PathShape::kAllGather ? "-" : "run's",
-                (std::string(d.input ? to_string(*d.input) : "-") + "/" + (d.output ? to_string(*d.output) : "-")).c_str());
-    appendf(p.out,
-            "(wire any: the run's --format; none: values travel in the stored type, every add rounded to it; run's: the "
-            "run's --accum or --divide;\n input/output: the type the inputs are cast to first and the outputs rounded to last, - for "
-            "binary32 as it is.\n "
-            "`qtransit paths show NAME` prints a declaration; a .toml file of [[path]] tables declares new ones: docs/PATHS.md)\n");
-    return p;
+    return Printed{json ? reports::paths_to_json(all).dump(2) + "\n" : reports::paths_to_text(all), {}, true};
 }
 
 Result<Printed> paths_show(const std::string& target) {
@@ -127,7 +75,7 @@ Result<Printed> paths_validate(const PathsValidateRequest& r) {
                 p.complaints.push_back(d.name + " N=" + std::to_string(run.config.ranks) + ": bound violated: " + run.stats.first_violation);
         }
         p.passed = p.passed && holds;
-        std::string also = d.add.empty() ? "" : ", add " + types_text(d);
+        std::string also = d.add.empty() ? "" : ", add " + d.types_text();
         if (d.divide) also += std::string(", divide ") + to_string(*d.divide);
         if (d.input) also += std::string(", input ") + to_string(*d.input);
         if (d.output) also += std::string(", output ") + to_string(*d.output);

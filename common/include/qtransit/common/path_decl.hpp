@@ -55,6 +55,12 @@ struct PathDecl {
         for (const auto& f : wire) w += (w.empty() ? "" : ",") + f;
         return w;
     }
+    // The add and stored types as the tables write them: "add/stored", one name when they are the
+    // same, "run's" (the run's --accum) when neither is declared, "-" for an all-gather (no add).
+    std::string types_text() const {
+        if (add.empty() && stored.empty()) return path_info(kind).shape == PathShape::kAllGather ? "-" : "run's";
+        return add == stored ? add : add + "/" + stored;
+    }
     // Whether it is exactly the built-in path of its kind: same name, nothing fixed beyond it.
     bool is_builtin_kind() const { return name == path_info(kind).name; }
 };

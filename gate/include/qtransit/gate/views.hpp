@@ -1,4 +1,4 @@
-// What the commands print and write, as data: the JSON object of `formats`, the models of `quantize`
+// What the commands print and write, as data: the table of `formats`, the models of `quantize`
 // and `verify quantize` (reports/ writes their JSON and text) and the report models of `verify quantize` and
 // `verify collective`, built once here for the qtransit command and the Python module (python/), so
 // that the two give the same numbers for the same run.
@@ -15,16 +15,15 @@
 #include "qtransit/gate/codec_check.hpp"
 #include "qtransit/gate/verify_run.hpp"
 #include "qtransit/kernels/plugin.hpp"
+#include "qtransit/reports/catalog.hpp"
 #include "qtransit/reports/gate_result.hpp"
 #include "qtransit/reports/quantization_check.hpp"
 
 namespace qtransit::gate {
 
-// `qtransit formats --json`: {"block": block, "formats": [one row per built-in format]}; a row's
-// fields are the table's columns (format, bits_per_element, element, scale, rounding, fixed_block,
-// code_min, code_max, metadata_bytes_per_block, wire_bytes_per_block, block, wire_bits_per_element,
-// wire_bytes_per_element). An Error for a block outside the kernels' range.
-Result<nlohmann::json> formats_json(int64_t block);
+// `qtransit formats`' table (reports::to_json(const FormatTable&), to_text): every built-in format at
+// `block` (a fixed-block format at its own). An Error for a block outside the kernels' range.
+Result<reports::FormatTable> format_table(int64_t block);
 
 // A quantize_tensor() result (or a codec's check, to_tensor_order'ed) as the model `qtransit quantize`
 // and Python's quantize print from (reports::to_json(const QuantizedTensor&), reports::to_text): its
