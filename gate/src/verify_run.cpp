@@ -763,57 +763,48 @@ auto exact_sums(V& v) {
 }
 }  // namespace
 
-nlohmann::json to_json(const CollectiveVerification& v, bool partial) {
-    nlohmann::json tiers = nlohmann::json::array();
-    for (const auto& t : v.tiers) {
-        nlohmann::json j{{"tier", to_string(t.tier)}, {"applicable", t.not_applicable.empty()}};
-        if (!t.not_applicable.empty()) j["why_not"] = t.not_applicable;
-        j["holds"] = t.holds;
-        j["checked"] = t.checked;
-        j["violations"] = t.violations;
-        j["max_ratio"] = std::isfinite(t.max_ratio) ? nlohmann::json(t.max_ratio) : nlohmann::json(nullptr);
-        j["first_violation"] = t.first;
-        j["first_pos"] = t.first_pos;
-        j["first_rank"] = t.first_rank;
-        tiers.push_back(j);
-    }
-    const auto st = v.strongest();
+reports::VerifiedCollective verified_collective(const CollectiveVerification& v) {
     const auto& c = v.spec.config;
-    nlohmann::json ring = nlohmann::json::array();
-    for (int64_t r : v.spec.ring_order) ring.push_back(r);
-    nlohmann::json out{
-        {"path", c.path_name()},
-        {"format", c.format.name()},
-        {"ranks", c.ranks},
-        {"ranks_per_node", c.ranks_per_node},
-        {"elements", c.elements},
-        {"block", c.block},
-        {"accum", to_string(c.accum)},
-        {"target", v.spec.mean ? "mean" : "sum"},
-        {"ring_order", ring},
-        {"asked", to_string(v.asked)},
-        {"holds", v.holds()},
-        {"strongest", st ? nlohmann::json(to_string(*st)) : nlohmann::json(nullptr)},
-        {"tiers", tiers},
-        {"same_bits", {{"applies", v.same_bits_applies}, {"holds", v.same_bits}, {"checked", v.same_bits_checked},
-                       {"first_difference", v.same_bits_first}, {"first_pos", v.same_bits_pos}}},
-        {"outputs", v.outputs},
-        {"differing_from_schedule", v.differing_from_schedule},
-        {"k_min", v.k_min},
-        {"k_max", v.k_max},
-        {"have_k", v.have_k},
-        {"run", {{"max_abs_error", v.max_abs_error}, {"rel_rms_error", v.rel_rms()}, {"mean_error", v.bias()},
-                 {"sum_sq_error", v.sum_sq_error}, {"sum_error", v.sum_error}}},
-        {"simulation", {{"max_abs_error", v.sim_max_abs_error}, {"rel_rms_error", v.sim_rel_rms()}, {"mean_error", v.sim_bias()},
-                        {"sum_sq_error", v.sim_sum_sq_error}, {"sum_error", v.sim_sum_error}}},
-        {"sum_sq_target", v.sum_sq_target},
-    };
-    if (!c.label.empty()) out["schedule"] = path_info(c.path).name;  // a declared path (D45)
-    if (partial) {
-        nlohmann::json sums = nlohmann::json::array();
-        for (const reference::DoubleAcc* a : exact_sums(v)) sums.push_back(a->to_words());
-        out["exact_sums"] = sums;
-    }
+    reports::VerifiedCollective r;
+    r.path = c.path_name();
+    r.schedule = path_info(c.path).name;
+    r.declared = !c.label.empty();
+    r.format = c.format.name();
+    r.accum = to_string(c.accum);
+    r.ranks = c.ranks;
+    r.ranks_per_node = c.ranks_per_node;
+    r.elements = c.elements;
+    r.block = c.block;
+    r.mean = v.spec.mean;
+    r.ring_order = v.spec.ring_order;
+    r.asked = to_string(v.asked);
+    r.asked_default = !v.spec.asked;
+    r.holds = v.holds();
+    if (const auto st = v.strongest()) r.strongest = to_string(*st);
+    for (const auto& t : v.tiers)
+        r.tiers.push_back({to_string(t.tier), t.tier == Tier::kExact, t.not_applicable, t.holds, t.checked, t.violations, t.max_ratio, t.first,
+                           t.first_pos, t.first_rank});
+    r.same_bits_applies = v.same_bits_applies;
+    r.same_bits = v.same_bits;
+    r.same_bits_checked = v.same_bits_checked;
+    r.same_bits_pos = v.same_bits_pos;
+    r.same_bits_first = v.same_bits_first;
+    r.outputs = v.outputs;
+    r.differing_from_schedule = v.differing_from_schedule;
+    r.k_min = v.k_min;
+    r.k_max = v.k_max;
+    r.have_k = v.have_k;
+    r.run = {v.max_abs_error, v.rel_rms(), v.bias(), v.sum_sq_error, v.sum_error};
+    r.simulation = {v.sim_max_abs_error, v.sim_rel_rms(), v.sim_bias(), v.sim_sum_sq_error, v.sim_sum_error};
+    r.sum_sq_target = v.sum_sq_target;
+    return r;
+}
+
+nlohmann::json exchange_json(const CollectiveVerification& v) {
+    nlohmann::json out = reports::to_json(verified_collective(v));
+    nlohmann::json sums = nlohmann::json::array();
+    for (const reference::DoubleAcc* a : exact_sums(v)) sums.push_back(a->to_words());
+    out["exact_sums"] = sums;
     return out;
 }
 
@@ -866,7 +857,7 @@ Result<CollectiveVerification> verification_from_json(const nlohmann::json& j, c
 
 Result<CollectiveVerification> combine_over_ranks(const CollectiveVerification& mine) {
     namespace mpi = collectives::mpi;
-    auto all = mpi::allgather_strings(to_json(mine, true).dump());
+    auto all = mpi::allgather_strings(exchange_json(mine).dump());
     if (!all) return all.error();
     CollectiveVerification total = empty_verification(mine.spec);
     for (const auto& text : *all) {
@@ -877,46 +868,6 @@ Result<CollectiveVerification> combine_over_ranks(const CollectiveVerification& 
         total.merge(*v);
     }
     return total;
-}
-
-std::string summary_text(const CollectiveVerification& v) {
-    const auto& c = v.spec.config;
-    std::string out = "verify " + std::string(path_info(c.path).name) + " N=" + std::to_string(c.ranks) + " G=" +
-                      std::to_string(c.ranks_per_node) + " " + c.format.name() + " block " + std::to_string(c.block) + ", " +
-                      std::to_string(c.elements) + " elements per rank, " + to_string(c.accum) + " accumulation, target " +
-                      (v.spec.mean ? "mean" : "sum") + ": " + std::to_string(v.outputs) + " outputs\n";
-    for (const auto& t : v.tiers) {
-        char head[64];
-        std::snprintf(head, sizeof head, "  %-12s ", to_string(t.tier));
-        out += head;
-        if (!t.not_applicable.empty()) {
-            out += "n/a (" + t.not_applicable + ")\n";
-            continue;
-        }
-        if (t.holds) {
-            out += "holds over " + std::to_string(t.checked) + " outputs";
-            if (t.tier == Tier::kExact) out += "\n";
-            else out += " (largest |deviation| / tolerance " + show(t.max_ratio) + ")\n";
-        } else {
-            out += "FAILS at " + std::to_string(t.violations) + " of " + std::to_string(t.checked) + " outputs; first: " + t.first + "\n";
-        }
-    }
-    if (v.same_bits_applies)
-        out += std::string("  same bits    ") +
-               (v.same_bits ? "every rank holds the same bits (" + std::to_string(v.same_bits_checked) + " compared)\n"
-                            : "FAILS: " + v.same_bits_first + "\n");
-    char stats[512];
-    std::snprintf(stats, sizeof stats,
-                  "  error        run: max |err| %.4g, relative RMS %.4g, mean %.4g; qtransit's schedule on the same inputs: max |err| %.4g, "
-                  "relative RMS %.4g, mean %.4g; %lld outputs differ from it; k %d..%d\n",
-                  v.max_abs_error, v.rel_rms(), v.bias(), v.sim_max_abs_error, v.sim_rel_rms(), v.sim_bias(),
-                  static_cast<long long>(v.differing_from_schedule), v.k_min, v.k_max);
-    out += stats;
-    const auto st = v.strongest();
-    out += std::string("strongest tier met: ") + (st ? to_string(*st) : "none") + "\n";
-    out += std::string("asked: ") + to_string(v.asked) + (v.spec.asked ? "" : " (the default)") + ": " +
-           (v.holds() ? "holds" : "FAILS") + "\n";
-    return out;
 }
 
 }  // namespace qtransit::gate

@@ -153,9 +153,10 @@ reports::GateResult verify_quantize_report(const std::string& command, double se
 }
 
 reports::GateResult verify_collective_report(const std::string& command, double seconds, const CollectiveVerification& total) {
+    const reports::VerifiedCollective shown = verified_collective(total);
     const auto& spec = total.spec;
     const std::string pname = spec.config.path_name();  // a declared path's name (D45)
-    reports::GateResult r = verify_model(command, seconds, spec.config.format.name(), to_json(total), summary_text(total));
+    reports::GateResult r = verify_model(command, seconds, spec.config.format.name(), reports::to_json(shown), reports::to_text(shown));
     r.paths = {pname};
     r.ranks = {spec.config.ranks};
     r.ranks_per_node = spec.config.ranks_per_node;

@@ -361,11 +361,11 @@ TEST(VerifyRun, PartialsSurviveJsonAndMergeAsOne) {
         t.out_stride = m;
         auto part = verify_chunk(s, t);
         ASSERT_TRUE(part.ok());
-        auto back = verification_from_json(to_json(*part, true), s);
+        auto back = verification_from_json(exchange_json(*part), s);
         ASSERT_TRUE(back.ok()) << back.error().message;
         merged.merge(*back);
     }
-    EXPECT_EQ(to_json(merged).dump(), to_json(whole).dump());
+    EXPECT_EQ(reports::to_json(verified_collective(merged)).dump(), reports::to_json(verified_collective(whole)).dump());
     EXPECT_FALSE(merged.same_bits);
 }
 
@@ -398,13 +398,13 @@ TEST(VerifyRun, PartialsMergedInAnyOrderHaveTheSameBits) {
             CollectiveVerification two = empty_verification(s);
             two.merge(parts[static_cast<size_t>(c + 1)]);
             two.merge(parts[static_cast<size_t>(c)]);
-            auto back = verification_from_json(to_json(two, true), s);  // as another process sends it
+            auto back = verification_from_json(exchange_json(two), s);  // as another process sends it
             ASSERT_TRUE(back.ok()) << back.error().message;
             pairs.merge(*back);
         }
-        const std::string want = to_json(whole).dump();
-        EXPECT_EQ(to_json(backwards).dump(), want) << path_info(path).name;
-        EXPECT_EQ(to_json(pairs).dump(), want) << path_info(path).name;
+        const std::string want = reports::to_json(verified_collective(whole)).dump();
+        EXPECT_EQ(reports::to_json(verified_collective(backwards)).dump(), want) << path_info(path).name;
+        EXPECT_EQ(reports::to_json(verified_collective(pairs)).dump(), want) << path_info(path).name;
         EXPECT_GT(whole.sum_sq_error, 0.0);
     }
 }

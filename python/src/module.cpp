@@ -373,8 +373,9 @@ nb::dict verify_collective(const std::string& path, const std::string& fmt, F32x
         const auto v = take(qt::gate::verify_arrays(spec, {inputs.data(), static_cast<size_t>(n * m)},
                                                     {outputs.data(), static_cast<size_t>(n * cols)}));
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        json = qt::gate::to_json(v).dump();
-        text = qt::gate::summary_text(v);
+        const qt::reports::VerifiedCollective shown = qt::gate::verified_collective(v);
+        json = qt::reports::to_json(shown).dump();
+        text = qt::reports::to_text(shown);
         rep.r = qt::gate::verify_collective_report("qtransit.verify_collective", seconds, v);
     }
     nb::dict d;

@@ -564,10 +564,11 @@ Result<Printed> verify_collective(const VerifyCollectiveRequest& a) {
             verify_collective_report("verify collective --inputs " + a.inputs + " --outputs " + a.outputs, seconds, total);
         if (auto st = report_run->commit(reports::report_files(r)); !st) return st.error();
     }
+    const reports::VerifiedCollective shown = verified_collective(total);
     if (a.json) {
-        p.out = to_json(total).dump(2) + "\n";
+        p.out = reports::to_json(shown).dump(2) + "\n";
     } else {
-        p.out = summary_text(total);
+        p.out = reports::to_text(shown);
         if (!a.report_dir.empty()) p.out += "(reports in " + a.report_dir + ")\n";
     }
     if (!total.holds()) {

@@ -27,6 +27,7 @@
 #include "qtransit/common/status.hpp"
 #include "qtransit/common/transit.hpp"
 #include "qtransit/reference/superacc.hpp"
+#include "qtransit/reports/verified_collective.hpp"
 
 namespace qtransit::gate {
 
@@ -137,15 +138,15 @@ Result<CollectiveVerification> verify_chunks(const CollectiveVerifySpec& spec, s
 Result<CollectiveVerification> verify_arrays(const CollectiveVerifySpec& spec, std::span<const float> inputs,
                                              std::span<const float> outputs);
 
-// The per-process partial results as JSON and back (what one process per rank exchanges). With
-// `partial`, the JSON also carries the exact sums (key exact_sums: each accumulator's words,
-// DoubleAcc::to_words), which verification_from_json needs; the report's JSON has the rounded sums only.
-nlohmann::json to_json(const CollectiveVerification& v, bool partial = false);
+// What a verification shows (reports::to_json(const VerifiedCollective&), to_text): the command's and
+// Python's JSON and text, report.json's `verify`.
+reports::VerifiedCollective verified_collective(const CollectiveVerification& v);
+// The per-process partial results as JSON and back (what one process per rank exchanges): the
+// verification's JSON and, under key exact_sums, each exact accumulator's words
+// (DoubleAcc::to_words), which verification_from_json needs.
+nlohmann::json exchange_json(const CollectiveVerification& v);
 Result<CollectiveVerification> verification_from_json(const nlohmann::json& j, const CollectiveVerifySpec& spec);
 // Combined over the processes of an mpi job (every process gets the same result).
 Result<CollectiveVerification> combine_over_ranks(const CollectiveVerification& mine);
-
-// The report's view of a verification: one line per tier, and its JSON (report.json's `verify`).
-std::string summary_text(const CollectiveVerification& v);
 
 }  // namespace qtransit::gate
