@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "qtransit/common/format.hpp"
+#include "qtransit/reports/bench.hpp"
 
 namespace qtransit::gate {
 
@@ -20,13 +21,7 @@ struct ThroughputSpec {
     int threads = 0;                           // the multi-thread rows' threads (0: every hardware thread)
 };
 
-struct ThroughputRow {
-    std::string format, op;                    // op: encode, decode
-    int threads = 1;
-    int64_t block = 0;
-    double seconds = 0, memcpy_seconds = 0;
-    double ratio_to_memcpy = 0;                // memcpy time / op time: > 1 is faster than memcpy
-};
+using reports::ThroughputRow;  // a row: format, op, threads, block, times, ratio (reports/bench.hpp)
 
 // One thread, then all: every format's encode and decode. on_row sees each row as it is measured.
 Result<std::vector<ThroughputRow>> measure_throughput(const ThroughputSpec& spec,
