@@ -12,7 +12,6 @@
 #include "qtransit/gate/views.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/npy.hpp"
-#include "qtransit/reports/numbers.hpp"
 
 namespace qtransit::gate {
 namespace {
