@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "qtransit/reports/gate_result.hpp"
+#include "check_json.hpp"
 #include "tables.hpp"
 
 namespace qtransit::reports {
@@ -132,10 +133,7 @@ nlohmann::json to_json(const GateResult& r) {
             j["conformance"] = fc.conformance;
             j["shard"] = c.shard;
             j["conforms"] = c.conforms;
-            j["differing_elements"] = c.differing_elements;
-            j["differing_scale_blocks"] = c.differing_scale_blocks;
-            j["elements_in_differing_blocks"] = c.elements_in_differing_blocks;
-            j["max_ulps"] = c.max_ulps;
+            detail::put_difference_counts(j, c);
             if (!c.violation.empty()) j["violation"] = c.violation;
         }
         checks.push_back(std::move(j));

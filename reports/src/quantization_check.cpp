@@ -7,6 +7,7 @@
 #include "qtransit/common/appendf.hpp"
 
 #include "qtransit/reports/numbers.hpp"
+#include "check_json.hpp"
 
 namespace qtransit::reports {
 
@@ -139,10 +140,7 @@ nlohmann::json to_json(const QuantizedTensor& q) {
     j["codec"] = q.codec;
     j["conformance"] = q.conformance;
     j["shard"] = q.shard;
-    j["differing_elements"] = c.differing_elements;
-    j["differing_scale_blocks"] = c.differing_scale_blocks;
-    j["elements_in_differing_blocks"] = c.elements_in_differing_blocks;
-    j["max_ulps"] = c.max_ulps;
+    detail::put_difference_counts(j, c);
     if (c.admissible_model) {  // D23: exact conformance is "admissible"; the differing_ counts are against IEEE
         j["admissible"] = c.exact;
         j["inadmissible_elements"] = c.inadmissible_elements;
