@@ -21,13 +21,14 @@ REPORT_DIR ?= qtransit-report
 # numpy emulation tests, make test's, use it too).
 PACKAGES := g++ cmake ninja-build libgtest-dev libgmock-dev librapidcheck-dev libboost-dev libeigen3-dev \
             libbenchmark-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libmimalloc-dev \
-            openmpi-bin libopenmpi-dev python3 python3-dev python3-venv python3-pip python3-numpy
-# What only `make test` needs: Chromium renders report.html in properties/reports; clang and its
-# runtime (libFuzzer, the sanitizers) build the sanitizer build (tests and the fuzz targets of
-# properties/fuzz: one build, docs/DECISIONS.md D42). ccache: the
+            openmpi-bin libopenmpi-dev python3 python3-dev python3-venv python3-pip python3-numpy chromium
+# chromium: the Release build looks for it (find_program in properties/CMakeLists.txt: it renders
+# report.html in report_render_test), so `make run`'s build installs it too, and finds the same.
+# What only `make test` needs: clang and its runtime (libFuzzer, the sanitizers) build the sanitizer
+# build (tests and the fuzz targets of properties/fuzz: one build, docs/DECISIONS.md D42). ccache: the
 # GPU bundle's build (test gpu_pack_bundle) takes the Release build's objects from its cache
 # (scripts/compile-cache); without it every build still works, compiling everything itself.
-TEST_PACKAGES := chromium clang libclang-rt-14-dev ccache
+TEST_PACKAGES := clang libclang-rt-14-dev ccache
 
 .PHONY: help deps deps-test print-packages build build-asan run test python-test fuzz outside nightly bench clean
 
