@@ -67,7 +67,7 @@ Result<reports::FormatTable> format_table(int64_t block) {
         r.code_min = f.code_min();
         r.code_max = f.code_max();
         r.metadata_bytes = f.metadata_bytes();
-        r.block = f.fixed_block() ? f.fixed_block() : block;
+        r.block = wire_block({f}, block);  // its fixed block, else the one asked
         r.wire_bytes = f.wire_bytes(r.block, r.block);
         t.rows.push_back(std::move(r));
     }

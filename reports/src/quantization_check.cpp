@@ -91,7 +91,7 @@ nlohmann::json float_array(std::span<const float> v) {
 // The generated boundary inputs of a codec's run: the first finding and every class's counts.
 nlohmann::json boundary_inputs_json(const QuantizedTensor& q) {
     nlohmann::json h;
-    h["conforms"] = !q.hunt_fails;
+    h["conforms"] = !q.hunt_fails();
     h["input_class"] = q.hunt_found ? nlohmann::json(q.hunt_class) : nlohmann::json(nullptr);
     h["first_difference"] = q.hunt_found ? nlohmann::json(q.hunt_first) : nlohmann::json(nullptr);
     h["within_bound"] = !q.hunt_found || !q.hunt_violation;
@@ -146,7 +146,7 @@ nlohmann::json to_json(const QuantizedTensor& q) {
         j["inadmissible_elements"] = c.inadmissible_elements;
         j["inadmissible_steps"] = c.inadmissible_steps;
     }
-    j["conforms"] = c.conforms && !q.hunt_fails;
+    j["conforms"] = c.conforms && !q.hunt_fails();
     if (q.hunted) j["boundary_inputs"] = boundary_inputs_json(q);
     return j;
 }
@@ -173,7 +173,7 @@ std::string to_text(const QuantizedTensor& q) {
         appendf(o, "conformance       %s: %s\n", q.conformance.c_str(), c.conforms ? "conforms" : "DOES NOT CONFORM");
         if (q.hunted)
             appendf(o, "boundary inputs   %s\n", !q.hunt_found  ? "conform: codec = reference bit for bit on every generated input"
-                                             : q.hunt_fails ? "DO NOT CONFORM (below)"
+                                             : q.hunt_fails() ? "DO NOT CONFORM (below)"
                                                             : "conform within the bound; they differ in bits (bounded conformance)");
         return o;
     }

@@ -98,11 +98,9 @@ Result<Printed> quantize_by_codec(const QuantizeRequest& a, const QuantizeSetup&
     // conforms: its own first difference is the more useful line.
     std::optional<BoundaryFinding> hunt;
     std::vector<BoundaryClass> classes;
-    bool hunt_fails = false;
     if (c.conforms && !a.no_hunt) {
         classes = tally_boundaries(codec, format, s.block, a.seed);
         hunt = first_finding(classes, conf);
-        hunt_fails = hunt && (conf == kernels::Conformance::kExact || hunt->violation);
     }
     if (grid) to_tensor_order(c, *grid);
     if (!a.out_dir.empty())
@@ -114,17 +112,17 @@ Result<Printed> quantize_by_codec(const QuantizeRequest& a, const QuantizeSetup&
     q.conformance = kernels::to_string(conf);
     q.shard = shard;
     q.hunted = c.conforms && !a.no_hunt;
-    q.check.boundary_classes = classes;
+    q.check.boundary_classes = std::move(classes);
     q.hunt_found = hunt.has_value();
     q.hunt_violation = hunt && hunt->violation;
-    q.hunt_fails = hunt_fails;
     if (hunt) {
         q.hunt_class = hunt->input_class;
         q.hunt_first = hunt->message;
     }
     p.out = a.json ? to_json(q).dump() + "\n" : to_text(q);
-    if (hunt_fails) {
-        p.complaints.push_back("codec " + codec.name() + ": " + hunt->message + "; the boundary inputs differ in: " + classes_summary(classes));
+    if (q.hunt_fails()) {
+        p.complaints.push_back("codec " + codec.name() + ": " + hunt->message + "; the boundary inputs differ in: " +
+                               classes_summary(q.check.boundary_classes));
     } else if (!c.conforms) {
         if (!c.bound_holds)
             p.complaints.push_back("codec " + codec.name() + ": " + c.violation + (c.exact ? "" : "; first difference: ") + c.first_difference);

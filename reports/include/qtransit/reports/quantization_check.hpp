@@ -130,8 +130,10 @@ struct QuantizedTensor {
     // restart, and whether the generated boundary inputs ran and what they found first.
     std::string codec, codec_description, conformance;
     int64_t shard = 0;
-    bool hunted = false, hunt_found = false, hunt_violation = false, hunt_fails = false;
+    bool hunted = false, hunt_found = false, hunt_violation = false;
     std::string hunt_class, hunt_first;
+    // The boundary inputs fail the conformance asked: any difference under exact, one past the bound under bounded.
+    bool hunt_fails() const { return hunt_found && (conformance == "exact" || hunt_violation); }
 };
 // `qtransit quantize --json`'s object (README "The command"): every binary32 shortest, NaN (a poisoned
 // block) as null; a codec's run adds its conformance, counts and boundary inputs.
