@@ -1,8 +1,10 @@
-// The device transports of device.hpp. Each rank owns one device buffer: two scratch rows of
-// `max_len` floats (the values of a step) and a bump-allocated run of message slots, reset at every
-// column. A message is encoded into its sender's slot and copied into a slot of the receiver's buffer
-// (cudaMemcpyAsync on the receiver's stream for `device`; grouped ncclSend/ncclRecv for `nccl`); a
-// receive synchronizes the receiver's stream, so a message that was received is complete.
+// The device transports of device.hpp. Each rank owns one device buffer (DeviceBufferLayout): two
+// scratch rows of `max_len` floats (the values of a step) and a bump-allocated run of message slots,
+// reset at every column. A message is encoded into its sender's slot and copied into a slot of the
+// receiver's buffer (cudaMemcpyAsync on the receiver's stream for `device`; grouped
+// ncclSend/ncclRecv for `nccl`). Ranks on one GPU share one stream, so every later step is ordered
+// after the copy; across GPUs a receive synchronizes the receiver's stream. Each step stages its
+// host values through one pinned buffer and waits once, for its own results (issue 51).
 // Every step's output is filled with 0xff bytes (a NaN pattern) before the kernel writes it, so an
 // element a kernel leaves unwritten shows up as a mismatch against `sim`.
 #include <cuda_runtime.h>
@@ -59,32 +61,50 @@ Error internal(const std::string& what) { return make_error(ErrorCode::kCuda, "i
 class DeviceTransport : public Transport, public DeviceOps {
 public:
     DeviceTransport(int64_t ranks, int64_t per_node, FormatSpec format, int64_t max_len)
-        : Transport(ranks, per_node, format), format_(format), max_len_(max_len), box_(static_cast<size_t>(ranks)) {
-        meta_at_ = align_up(static_cast<size_t>(format.code_bytes(max_len)), 16);
-        slot_bytes_ = align_up(std::max(meta_at_ + 2 * sizeof(float), static_cast<size_t>(max_len) * sizeof(float)), 256);
-        scratch_bytes_ = align_up(2 * static_cast<size_t>(max_len) * sizeof(float), 256);
-        // The most messages a rank holds in one column: a2a's N received plus its own, the gathers'
-        // ring, hpz's forward blocks; twice N plus a margin covers every schedule of paths.cpp.
-        slots_ = 2 * ranks + 16;
+        : Transport(ranks, per_node, format), format_(format), max_len_(max_len),
+          layout_(DeviceBufferLayout::of(ranks, format, max_len)), box_(static_cast<size_t>(ranks)) {
+        meta_at_ = layout_.meta_at;
+        slots_ = layout_.slots;
     }
     ~DeviceTransport() override {
-        for (size_t r = 0; r < base_.size(); ++r) {
-            if (multi_) cudaSetDevice(gpu_[r]);
-            if (stream_[r]) cudaStreamDestroy(stream_[r]);
-            if (base_[r]) cudaFree(base_[r]);
+        if (multi_) {
+            for (size_t r = 0; r < base_.size(); ++r) {
+                cudaSetDevice(gpu_[r]);
+                if (stream_[r]) cudaStreamDestroy(stream_[r]);
+                if (base_[r]) cudaFree(base_[r]);
+            }
+        } else if (!stream_.empty()) {
+            if (stream_[0]) cudaStreamDestroy(stream_[0]);
+            if (base_[0]) cudaFree(base_[0]);
         }
+        if (pinned_) cudaFreeHost(pinned_);
     }
 
-    // One buffer and one stream per rank, on GPU gpus[r]; every buffer starts poisoned.
+    // One buffer per rank, on GPU gpus[r]; every buffer starts poisoned. Ranks on one GPU share one
+    // allocation (a run's threads make a transport each: one cudaMalloc apiece, not N) and one
+    // stream, so that every step is ordered after the one before without a wait; ranks on several
+    // GPUs have a buffer and a stream each. One pinned host buffer stages every copy in and out
+    // (each step waits for its own copies before it returns, so one suffices).
     Status init(std::vector<int> gpus) {
         gpu_ = std::move(gpus);
         multi_ = std::any_of(gpu_.begin(), gpu_.end(), [&](int g) { return g != gpu_.front(); });
         base_.assign(gpu_.size(), nullptr);
         stream_.assign(gpu_.size(), nullptr);
         used_.assign(gpu_.size(), 0);
-        const size_t bytes = scratch_bytes_ + static_cast<size_t>(slots_) * slot_bytes_;
+        const size_t bytes = layout_.rank_bytes();
         QT_CUDA_CHECK(cudaSetDevice(gpu_.front()));
-        for (size_t r = 0; r < gpu_.size(); ++r) {
+        if (!multi_) {
+            void* p = nullptr;
+            QT_CUDA_CHECK(cudaMalloc(&p, bytes * gpu_.size()));
+            base_[0] = static_cast<char*>(p);
+            QT_CUDA_CHECK(cudaMemset(p, 0xff, bytes * gpu_.size()));
+            QT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_[0], cudaStreamNonBlocking));
+            for (size_t r = 1; r < gpu_.size(); ++r) {
+                base_[r] = base_[0] + r * bytes;
+                stream_[r] = stream_[0];
+            }
+        }
+        for (size_t r = 0; multi_ && r < gpu_.size(); ++r) {
             QT_CUDA_CHECK(cudaSetDevice(gpu_[r]));
             void* p = nullptr;
             QT_CUDA_CHECK(cudaMalloc(&p, bytes));
@@ -92,6 +112,9 @@ public:
             QT_CUDA_CHECK(cudaMemset(p, 0xff, bytes));
             QT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_[r], cudaStreamNonBlocking));
         }
+        void* h = nullptr;
+        QT_CUDA_CHECK(cudaMallocHost(&h, std::max(layout_.slot_bytes, layout_.scratch_bytes)));
+        pinned_ = static_cast<char*>(h);
         QT_CUDA_CHECK(cudaDeviceSynchronize());
         return Status::Ok();
     }
@@ -106,8 +129,13 @@ public:
             if (it->first != from) continue;
             Message m = std::move(it->second);
             box.erase(it);
-            throw_if(select(to));
-            throw_if(cuda(cudaStreamSynchronize(stream_[static_cast<size_t>(to)]), "cudaStreamSynchronize (recv)"));
+            // On one GPU every step after this one is queued on the same stream as the copy that
+            // carried the message. Across GPUs a step on another rank's stream may read it (a
+            // forward): wait for the receiver's stream.
+            if (multi_) {
+                throw_if(select(to));
+                throw_if(cuda(cudaStreamSynchronize(stream_[static_cast<size_t>(to)]), "cudaStreamSynchronize (recv)"));
+            }
             return m;
         }
         // A schedule that receives what nobody sent is a bug in this program, not a user error.
@@ -117,6 +145,8 @@ public:
     }
 
     // ---- DeviceOps ------------------------------------------------------------------------------
+    // Each step: its inputs through the pinned buffer in one copy, its kernel, its results back in
+    // one copy, one wait.
     Status encode(int64_t rank, const float* x, int64_t n, const kernels::CodecOptions& options, Message& m) override {
         if (n > max_len_) return internal("a block longer than the path's block");
         if (auto st = select(rank); !st) return st;
@@ -126,17 +156,23 @@ public:
         float* a = scratch(rank, 0);
         uint8_t* codes = reinterpret_cast<uint8_t*>(*s);
         float* meta = reinterpret_cast<float*>(*s + meta_at_);
-        QT_CUDA_CHECK(cudaMemcpyAsync(a, x, static_cast<size_t>(n) * sizeof(float), cudaMemcpyHostToDevice, st));
-        if (auto r = gpu::encode_device(format_, a, n, max_len_, codes, meta, meta + 1, options, st); !r) return r;
-        m.codes.resize(static_cast<size_t>(format_.code_bytes(n)));
-        float md[2] = {0, 0};
-        QT_CUDA_CHECK(cudaMemcpyAsync(m.codes.data(), codes, m.codes.size(), cudaMemcpyDeviceToHost, st));
-        QT_CUDA_CHECK(cudaMemcpyAsync(md, meta, sizeof md, cudaMemcpyDeviceToHost, st));
+        auto* flag = reinterpret_cast<unsigned long long*>(*s + layout_.flag_at);
+        std::memcpy(pinned_, x, static_cast<size_t>(n) * sizeof(float));
+        QT_CUDA_CHECK(cudaMemcpyAsync(a, pinned_, static_cast<size_t>(n) * sizeof(float), cudaMemcpyHostToDevice, st));
+        if (auto r = gpu::encode_device_queued(format_, a, n, max_len_, codes, meta, meta + 1, options, flag, st); !r) return r;
+        const size_t back = layout_.flag_at + sizeof(uint64_t);  // codes, metadata and flag
+        QT_CUDA_CHECK(cudaMemcpyAsync(pinned_, *s, back, cudaMemcpyDeviceToHost, st));
         QT_CUDA_CHECK(cudaStreamSynchronize(st));
+        uint64_t bad = 0;
+        std::memcpy(&bad, pinned_ + layout_.flag_at, sizeof bad);
+        if (auto r = kernels::refusal_of_flag(format_, bad, x, n, max_len_, options); !r) return r;
+        m.codes.assign(pinned_, pinned_ + format_.code_bytes(n));
+        float md[2] = {0, 0};
+        std::memcpy(md, pinned_ + meta_at_, sizeof md);
         m.scale = md[0];
         m.offset = format_.has_offset() ? md[1] : 0.0f;
         m.dev = *s;
-        m.dev_bytes = static_cast<int64_t>(meta_at_ + 2 * sizeof(float));
+        m.dev_bytes = static_cast<int64_t>(layout_.message_bytes());
         m.dev_rank = static_cast<int32_t>(rank);
         return Status::Ok();
     }
@@ -147,8 +183,10 @@ public:
         auto s = slot(rank);
         if (!s) return s.error();
         cudaStream_t st = stream_of(rank);
-        QT_CUDA_CHECK(cudaMemcpyAsync(*s, m.raw.data(), static_cast<size_t>(m.len) * sizeof(float), cudaMemcpyHostToDevice, st));
-        QT_CUDA_CHECK(cudaStreamSynchronize(st));
+        const size_t bytes = static_cast<size_t>(m.len) * sizeof(float);
+        std::memcpy(pinned_, m.raw.data(), bytes);
+        QT_CUDA_CHECK(cudaMemcpyAsync(*s, pinned_, bytes, cudaMemcpyHostToDevice, st));
+        QT_CUDA_CHECK(cudaStreamSynchronize(st));  // the pinned buffer is free again
         m.dev = *s;
         m.dev_bytes = m.len * static_cast<int64_t>(sizeof(float));
         m.dev_rank = static_cast<int32_t>(rank);
@@ -171,8 +209,9 @@ public:
         } else {
             QT_CUDA_CHECK(cudaMemcpyAsync(o, p, bytes, cudaMemcpyDeviceToDevice, st));
         }
-        QT_CUDA_CHECK(cudaMemcpyAsync(out, o, bytes, cudaMemcpyDeviceToHost, st));
+        QT_CUDA_CHECK(cudaMemcpyAsync(pinned_, o, bytes, cudaMemcpyDeviceToHost, st));
         QT_CUDA_CHECK(cudaStreamSynchronize(st));
+        std::memcpy(out, pinned_, bytes);
         return Status::Ok();
     }
 
@@ -182,28 +221,38 @@ public:
         cudaStream_t st = stream_of(rank);
         float* a = scratch(rank, 0);
         const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-        QT_CUDA_CHECK(cudaMemcpyAsync(a, v, bytes, cudaMemcpyHostToDevice, st));
+        std::memcpy(pinned_, v, bytes);
+        QT_CUDA_CHECK(cudaMemcpyAsync(a, pinned_, bytes, cudaMemcpyHostToDevice, st));
         round_first_kernel<<<grid_of(n), 256, 0, st>>>(a, n, accum);
         QT_CUDA_LAUNCH_CHECK("qtransit::round_first_kernel");
-        QT_CUDA_CHECK(cudaMemcpyAsync(v, a, bytes, cudaMemcpyDeviceToHost, st));
+        QT_CUDA_CHECK(cudaMemcpyAsync(pinned_, a, bytes, cudaMemcpyDeviceToHost, st));
         QT_CUDA_CHECK(cudaStreamSynchronize(st));
+        std::memcpy(v, pinned_, bytes);
         return Status::Ok();
     }
 
+    // acc and term lie in the pinned buffer as the two scratch rows lie on the device (row 1 at
+    // max_len floats), so one copy takes both in, and one brings back acc (and term, rounded).
     Status add(int64_t rank, float* acc, float* term, int64_t n, Accum accum) override {
         if (n > max_len_) return internal("a row longer than the path's block");
         if (auto st = select(rank); !st) return st;
         cudaStream_t st = stream_of(rank);
         float* a = scratch(rank, 0);
         float* b = scratch(rank, 1);
+        auto* pa = reinterpret_cast<float*>(pinned_);
+        float* pb = pa + max_len_;
         const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-        QT_CUDA_CHECK(cudaMemcpyAsync(a, acc, bytes, cudaMemcpyHostToDevice, st));
-        QT_CUDA_CHECK(cudaMemcpyAsync(b, term, bytes, cudaMemcpyHostToDevice, st));
+        const size_t both = static_cast<size_t>(max_len_) * sizeof(float) + bytes;
+        std::memcpy(pa, acc, bytes);
+        std::memcpy(pb, term, bytes);
+        QT_CUDA_CHECK(cudaMemcpyAsync(a, pa, both, cudaMemcpyHostToDevice, st));
         add_kernel<<<grid_of(n), 256, 0, st>>>(a, b, n, accum);
         QT_CUDA_LAUNCH_CHECK("qtransit::add_kernel");
-        QT_CUDA_CHECK(cudaMemcpyAsync(acc, a, bytes, cudaMemcpyDeviceToHost, st));
-        if (low_precision(accum)) QT_CUDA_CHECK(cudaMemcpyAsync(term, b, bytes, cudaMemcpyDeviceToHost, st));
+        const bool low = low_precision(accum);
+        QT_CUDA_CHECK(cudaMemcpyAsync(pa, a, low ? both : bytes, cudaMemcpyDeviceToHost, st));
         QT_CUDA_CHECK(cudaStreamSynchronize(st));
+        std::memcpy(acc, pa, bytes);
+        if (low) std::memcpy(term, pb, bytes);
         return Status::Ok();
     }
 
@@ -242,7 +291,7 @@ protected:
     Result<char*> slot(int64_t rank) {
         int64_t& u = used_[static_cast<size_t>(rank)];
         if (u >= slots_) return internal("rank " + std::to_string(rank) + " ran out of message slots in one column");
-        char* p = base_[static_cast<size_t>(rank)] + scratch_bytes_ + static_cast<size_t>(u) * slot_bytes_;
+        char* p = base_[static_cast<size_t>(rank)] + layout_.scratch_bytes + static_cast<size_t>(u) * layout_.slot_bytes;
         ++u;
         return p;
     }
@@ -254,13 +303,15 @@ protected:
 
     FormatSpec format_;
     int64_t max_len_;
-    size_t meta_at_ = 0, slot_bytes_ = 0, scratch_bytes_ = 0;
-    int64_t slots_ = 0;
+    DeviceBufferLayout layout_;
+    size_t meta_at_ = 0;  // layout_.meta_at
+    int64_t slots_ = 0;   // layout_.slots
     std::vector<int> gpu_;
     bool multi_ = false;
     std::vector<char*> base_;
     std::vector<cudaStream_t> stream_;
     std::vector<int64_t> used_;
+    char* pinned_ = nullptr;  // page-locked host staging: max(a slot, the two scratch rows)
     std::vector<std::vector<std::pair<int64_t, Message>>> box_;
 };
 

@@ -20,6 +20,7 @@
 #include "qtransit/kernels/codec.hpp"
 #include "qtransit/kernels/block_math.hpp"
 #include "qtransit/kernels/fp16.hpp"
+#include "qtransit/kernels/gpu.hpp"
 #include "message_codec.hpp"
 
 namespace qtransit::collectives {
@@ -1241,9 +1242,18 @@ Result<RunTotals> run_paths(const std::vector<PathConfig>& paths, const Inputs& 
     int64_t columns = 0;
     for (const auto& p : paths) columns = std::max(columns, column_count(p));
     threads = static_cast<int>(std::clamp<int64_t>(threads, 1, std::max<int64_t>(columns, 1)));
-    // A device backend runs on one thread: its transports hold the device (nccl: every GPU's
-    // communicator), and its columns are bound by the device steps, not the host.
-    if (backend != Backend::kCpu) threads = 1;
+    // nccl and mpi run on one thread: every process or GPU runs the whole schedule in step with the
+    // others (nccl: every GPU's communicator). `device` gives each thread transports of its own (their
+    // buffers and stream on the one GPU), as many threads as fit in half its memory: a column's device
+    // steps are host round trips, and threads overlap them (issue 51).
+    if (backend == Backend::kNccl || backend == Backend::kMpi) threads = 1;
+    if (backend == Backend::kDevice) {
+        int64_t per_thread = 0;
+        for (const auto& p : paths) per_thread += device_transport_bytes(p.ranks, p.format, p.block);
+        const auto q = kernels::gpu::query_devices();
+        if (!q.devices.empty()) threads = device_thread_count(threads, per_thread, q.devices.front().memory_bytes);
+        else threads = 1;  // make_transport says there is no GPU
+    }
     std::vector<std::vector<std::unique_ptr<Transport>>> made(static_cast<size_t>(threads));
     for (auto& per_thread : made)
         for (const auto& p : paths) {

@@ -1,5 +1,9 @@
 #include "qtransit/collectives/transport.hpp"
 
+#include <algorithm>
+
+#include "qtransit/collectives/device.hpp"
+
 namespace qtransit::collectives {
 
 const char* to_string(Backend b) {
@@ -19,6 +23,34 @@ Result<Backend> parse_backend(const std::string& name) {
         if (name == to_string(b)) return b;
     return make_error(ErrorCode::kInvalidArgument,
                       "unknown backend '" + name + "' (known backends: " + known_backend_names() + ")");
+}
+
+namespace {
+constexpr size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+}  // namespace
+
+DeviceBufferLayout DeviceBufferLayout::of(int64_t ranks, const FormatSpec& format, int64_t max_len) {
+    DeviceBufferLayout l;
+    const auto len = static_cast<size_t>(std::max<int64_t>(max_len, 1));
+    l.meta_at = align_up(static_cast<size_t>(format.code_bytes(static_cast<int64_t>(len))), 16);
+    l.flag_at = l.meta_at + 2 * sizeof(float);
+    l.slot_bytes = align_up(std::max(l.flag_at + sizeof(uint64_t), len * sizeof(float)), 256);
+    l.scratch_bytes = align_up(2 * len * sizeof(float), 256);
+    // a2a's N received plus its own, the gathers' ring, hpz's forward blocks: twice N plus a margin
+    // covers every schedule of paths.cpp.
+    l.slots = 2 * ranks + 16;
+    return l;
+}
+
+int64_t device_transport_bytes(int64_t ranks, const FormatSpec& format, int64_t max_len) {
+    const double b = static_cast<double>(DeviceBufferLayout::of(ranks, format, max_len).rank_bytes()) * static_cast<double>(ranks);
+    return b > 9.0e18 ? INT64_MAX : static_cast<int64_t>(b);
+}
+
+int device_thread_count(int wanted, int64_t bytes_per_thread, int64_t device_bytes) {
+    const int64_t w = std::max(wanted, 1);
+    if (bytes_per_thread <= 0) return static_cast<int>(w);
+    return static_cast<int>(std::clamp<int64_t>(device_bytes / 2 / bytes_per_thread, 1, w));
 }
 
 int64_t wire_bytes(const FormatSpec& format, const Message& m) {

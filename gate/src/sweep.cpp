@@ -563,9 +563,10 @@ std::vector<FitRow> sweep_fits(const SweepSpec& spec, const std::vector<RunRow>&
 Result<SweepResult> run_sweep(const SweepSpec& spec) {
     auto groups = sweep_groups(spec);
     if (!groups) return groups.error();
-    const int threads = spec.backend != collectives::Backend::kCpu
-                            ? 1  // run_paths runs a device backend on one thread
-                            : (spec.threads > 0 ? spec.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    // nccl and mpi run on one thread; `device` on as many as fit in the GPU's memory (run_paths).
+    const bool one_thread = spec.backend == collectives::Backend::kNccl || spec.backend == collectives::Backend::kMpi;
+    const int threads = one_thread ? 1
+                                   : (spec.threads > 0 ? spec.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
     if (auto st = check_sweep_memory(spec, *groups, threads); !st) return st.error();
     if (spec.reuse && (spec.codec || spec.dump))
         return make_error(ErrorCode::kInternal, "internal error: a sweep with a codec or a dump reuses no runs");

@@ -658,6 +658,18 @@ Error unmarkable_poison_error(const FormatSpec& f, int64_t first, const Site& si
                           " cannot mark a poisoned block (scale 'none' and no NaN code); use --nonfinite error");
 }
 
+Status refusal_of_flag(const FormatSpec& f, uint64_t flag, const float* x, int64_t n, int64_t block,
+                       const CodecOptions& options) {
+    if (flag == ~uint64_t{0}) return Status::Ok();
+    if (block < 1 || flag >= static_cast<uint64_t>((n + block - 1) / block))
+        return make_error(ErrorCode::kInternal, "internal error: a device encode refused block " + std::to_string(flag) +
+                                                    " of a tensor of " + std::to_string(n) + " elements in blocks of " +
+                                                    std::to_string(block));
+    const int64_t first = static_cast<int64_t>(flag) * block;
+    if (options.policy != Nonfinite::kError) return unmarkable_poison_error(f, first, options.site);
+    return describe_block_error(f, x + first, std::min(block, n - first), first, options.site);
+}
+
 int32_t unpack_code(const FormatSpec& f, const uint8_t* block_bytes, int64_t i) {
     if (f.kind == FormatKind::kDecl) return decl_unpack(*f.decl, block_bytes, i);
     return unpack_one(kind_of(f), f.bits, block_bytes, i);

@@ -531,26 +531,22 @@ int log2_exact(int64_t v) {
     return s;
 }
 
-// Launch the encode of `L` from `src`, then turn a refused block into the CPU's Error (the caller
-// supplies how to get the refused block's values back on the host).
-template <class Src, class Describe>
-Status launch_encode(const FormatSpec& format, const Src& src, const Layout& L, DeviceEncodedOut out,
-                     const CodecOptions& options, cudaStream_t stream, const char* name_group, const char* name_cta,
-                     Describe&& describe) {
-    if (L.n_blocks == 0) return Status::Ok();
+// Whether an encode under these options tracks its refused blocks in a flag word: the `error`
+// policy, and a declared format that cannot mark a poisoned block (it refuses it under `propagate`).
+bool tracks_refusals(const FormatSpec& format, const CodecOptions& options) {
+    return options.policy == Nonfinite::kError || (format.kind == FormatKind::kDecl && decl_poison_code(*format.decl) < 0);
+}
+
+// Queue the encode of `L` from `src` on `stream`; d_bad (null: not tracked) receives the lowest
+// refused block by atomicMin, so it must hold ~0 before.
+template <class Src>
+Status queue_encode(const FormatSpec& format, const Src& src, const Layout& L, DeviceEncodedOut out,
+                    const CodecOptions& options, cudaStream_t stream, unsigned long long* d_bad, const char* name_group,
+                    const char* name_cta) {
     auto fr = fmt_of(format, options);
     if (!fr) return fr.error();
     const Fmt f = *fr;
-    const bool error_policy = options.policy == Nonfinite::kError;
-    // A declared format that cannot mark a poisoned block refuses it under `propagate` too.
-    const bool track = error_policy || (format.kind == FormatKind::kDecl && decl_poison_code(*format.decl) < 0);
-    unsigned long long* d_bad = nullptr;
-    if (track) {
-        QT_CUDA_CHECK(cudaMallocAsync(&d_bad, sizeof(unsigned long long), stream));
-        QT_CUDA_CHECK(cudaMemsetAsync(d_bad, 0xff, sizeof(unsigned long long), stream));
-    }
-    const EncodeOut o{out.codes, out.scales, out.offsets, error_policy, d_bad};
-    (void)track;
+    const EncodeOut o{out.codes, out.scales, out.offsets, options.policy == Nonfinite::kError, d_bad};
     const int64_t pieces = (L.block + kPiece - 1) / kPiece;
     const int group = pow2_at_least(pieces);
     const int64_t iters = (pieces + group - 1) / group;
@@ -571,13 +567,33 @@ Status launch_encode(const FormatSpec& format, const Src& src, const Layout& L, 
         encode_cta_kernel<Src><<<grid_for(L.n_blocks * kCtaThreads, kCtaThreads), kCtaThreads, 0, stream>>>(f, src, L, o);
         QT_CUDA_LAUNCH_CHECK(name_cta);
     }
+    return Status::Ok();
+}
+
+// Launch the encode of `L` from `src`, then turn a refused block into the CPU's Error (the caller
+// supplies how to get the refused block's values back on the host).
+template <class Src, class Describe>
+Status launch_encode(const FormatSpec& format, const Src& src, const Layout& L, DeviceEncodedOut out,
+                     const CodecOptions& options, cudaStream_t stream, const char* name_group, const char* name_cta,
+                     Describe&& describe) {
+    if (L.n_blocks == 0) return Status::Ok();
+    const bool track = tracks_refusals(format, options);
+    unsigned long long* d_bad = nullptr;
+    if (track) {
+        QT_CUDA_CHECK(cudaMallocAsync(&d_bad, sizeof(unsigned long long), stream));
+        QT_CUDA_CHECK(cudaMemsetAsync(d_bad, 0xff, sizeof(unsigned long long), stream));
+    }
+    if (auto st = queue_encode(format, src, L, out, options, stream, d_bad, name_group, name_cta); !st) {
+        if (d_bad) cudaFreeAsync(d_bad, stream);
+        return st;
+    }
     if (!track) return Status::Ok();
     unsigned long long bad = 0;
     QT_CUDA_CHECK(cudaMemcpyAsync(&bad, d_bad, sizeof bad, cudaMemcpyDeviceToHost, stream));
     QT_CUDA_CHECK(cudaFreeAsync(d_bad, stream));
     QT_CUDA_CHECK(cudaStreamSynchronize(stream));
     if (bad != ~0ull) {
-        if (!error_policy) return unmarkable_poison_error(format, static_cast<int64_t>(bad) * L.block, options.site);
+        if (options.policy != Nonfinite::kError) return unmarkable_poison_error(format, static_cast<int64_t>(bad) * L.block, options.site);
         return describe(static_cast<int64_t>(bad));
     }
     return Status::Ok();
@@ -705,6 +721,22 @@ Status encode_device(const FormatSpec& format, const float* d_x, int64_t n, int6
         if (auto fst = cuda_status(cudaFreeAsync(d_y, stream), "cudaFreeAsync(d_y)", __FILE__, __LINE__); !fst && st) st = fst;
     }
     return st;
+}
+
+Status encode_device_queued(const FormatSpec& format, const float* d_x, int64_t n, int64_t block, uint8_t* d_codes,
+                            float* d_scales, float* d_offsets, const CodecOptions& options, unsigned long long* d_flag,
+                            void* stream_ptr) {
+    if (auto st = format.check_block(block); !st) return st;
+    if (format.rotated())
+        return make_error(ErrorCode::kInvalidArgument, format.name() + " is a rotated format: encode_device_queued does not rotate (encode_device does)");
+    if (!d_flag) return make_error(ErrorCode::kInvalidArgument, "encode_device_queued: no flag word");
+    const auto stream = static_cast<cudaStream_t>(stream_ptr);
+    QT_CUDA_CHECK(cudaMemsetAsync(d_flag, 0xff, sizeof(unsigned long long), stream));
+    if (n == 0) return Status::Ok();
+    if (auto st = format.check_tensor(n, block); !st) return st;
+    return queue_encode(format, ArraySource{d_x}, plain_layout(format, n, block), DeviceEncodedOut{d_codes, d_scales, d_offsets},
+                        options, stream, tracks_refusals(format, options) ? d_flag : nullptr,
+                        "qtransit::encode_group_kernel (queued)", "qtransit::encode_cta_kernel (queued)");
 }
 
 Status encode_swizzled_device(const FormatSpec& format, const SwizzleLayout& sl, const float* d_x, int64_t block,

@@ -16,6 +16,10 @@ Status encode_device(const FormatSpec&, const float*, int64_t, int64_t, uint8_t*
                      void*) {
     return not_built();
 }
+Status encode_device_queued(const FormatSpec&, const float*, int64_t, int64_t, uint8_t*, float*, float*,
+                            const CodecOptions&, unsigned long long*, void*) {
+    return not_built();
+}
 Status decode_device(const FormatSpec&, int64_t, const uint8_t*, const float*, const float*, float*, int64_t, void*,
                      const SignKey&) {
     return not_built();

@@ -8,6 +8,7 @@
 // runs only on a GPU; the CUDA kernels themselves are gpu_collectives_test's.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <deque>
 #include <map>
 #include <string>
@@ -18,6 +19,7 @@
 #include "qtransit/collectives/paths.hpp"
 #include "qtransit/collectives/transport.hpp"
 #include "qtransit/common/bits.hpp"
+#include "qtransit/common/decl.hpp"
 #include "qtransit/kernels/block_math.hpp"
 #include "qtransit/kernels/codec.hpp"
 #include "collectives/device_compare.hpp"
@@ -150,6 +152,99 @@ TEST(DeviceColumn, EveryPathThroughTheDeviceBranchesEqualsSim) {
     EXPECT_GE(raw_paths, 2 * 2 * 3);
     EXPECT_GT(encodes, 0);
     EXPECT_GT(adds, 0);
+}
+
+// A device encode leaves its lowest refused block in a flag word (gpu::encode_device_queued) that the
+// transport copies back with the codes; refusal_of_flag turns it into the Error the CPU encode gives
+// for the same tensor, message for message: a NaN, an infinity, an fp16 overflow (ds-int4), a range
+// overflow (int4-asym), and a declared format that cannot mark a poisoned block under propagate.
+TEST(DeviceRefusal, TheFlagGivesTheErrorTheCpuEncodeGives) {
+    qt::Decl d = *qt::parse_format("mxfp4")->decl;  // fp4 elements with scale none: no NaN code
+    d.scale = qt::ScaleType::kNone;
+    d.fixed_block = 0;
+    ASSERT_TRUE(qt::finalize(d).ok());
+    const qt::FormatSpec noscale = qt::make_declared("test-fp4-noscale", d);
+    struct Case {
+        qt::FormatSpec format;
+        qt::Nonfinite policy;
+        float bad, other;  // at 45 (block 1 of 32), and at 46
+    };
+    const std::vector<Case> cases = {
+        {*qt::parse_format("int8"), qt::Nonfinite::kError, NAN, 1.0f},
+        {*qt::parse_format("mxfp4"), qt::Nonfinite::kError, -INFINITY, 1.0f},
+        {*qt::parse_format("ds-int4"), qt::Nonfinite::kError, 70000.0f, 1.0f},
+        {*qt::parse_format("int4-asym"), qt::Nonfinite::kError, 3.0e38f, -3.0e38f},
+        {noscale, qt::Nonfinite::kPropagate, NAN, 1.0f},
+    };
+    for (const Case& k : cases) {
+        const std::string what = k.format.name() + " " + qt::to_string(k.policy);
+        std::vector<float> x(96);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = 0.25f * static_cast<float>(static_cast<int>(i % 7) - 3);
+        x[45] = k.bad;
+        x[46] = k.other;
+        qt::kernels::CodecOptions opt;
+        opt.policy = k.policy;
+        opt.site.rank = 3;
+        opt.site.index_base = 64;
+        const auto cpu = qt::kernels::encode(k.format, x, 32, opt);
+        ASSERT_FALSE(cpu.ok()) << what;
+        const qt::Status dev = qt::kernels::refusal_of_flag(k.format, 1, x.data(), 96, 32, opt);
+        ASSERT_FALSE(dev.ok()) << what;
+        EXPECT_EQ(dev.error().message, cpu.error().message) << what;
+        EXPECT_EQ(dev.error().code, cpu.error().code) << what;
+        EXPECT_TRUE(qt::kernels::refusal_of_flag(k.format, ~uint64_t{0}, x.data(), 96, 32, opt).ok()) << what;
+        // A flag past the last block is the transport's bug, never a user's block.
+        const qt::Status past = qt::kernels::refusal_of_flag(k.format, 3, x.data(), 96, 32, opt);
+        ASSERT_FALSE(past.ok()) << what;
+        EXPECT_EQ(past.error().code, qt::ErrorCode::kInternal) << what;
+    }
+}
+
+// A rank's device buffer: the codes, the metadata words and the flag of a slot do not overlap, one
+// copy of flag_at + 8 bytes brings all three back, a message carries codes and metadata only, and
+// the sizes are those the transport allocates (every rank alike).
+TEST(DeviceBuffer, SlotHoldsCodesMetadataAndFlagApart) {
+    for (const char* name : {"int8", "int4", "int4-asym", "mxfp4", "nvfp4", "fp8-e4m3", "ds-int4"})
+        for (int64_t block : {1, 16, 32, 33, 4096}) {
+            const qt::FormatSpec f = *qt::parse_format(name);
+            if (!f.check_block(block)) continue;
+            const std::string what = std::string(name) + " block " + std::to_string(block);
+            for (int64_t n : {2, 384}) {
+                const auto l = col::DeviceBufferLayout::of(n, f, block);
+                EXPECT_GE(l.meta_at, static_cast<size_t>(f.code_bytes(block))) << what;
+                EXPECT_EQ(l.meta_at % 16, 0u) << what;
+                EXPECT_GE(static_cast<int64_t>(l.meta_at + 2 * sizeof(float)), static_cast<int64_t>(l.meta_at) + f.metadata_bytes()) << what;
+                EXPECT_EQ(l.flag_at, l.meta_at + 2 * sizeof(float)) << what;
+                EXPECT_EQ(l.flag_at % 8, 0u) << what;
+                EXPECT_LE(l.flag_at + 8, l.slot_bytes) << what;
+                EXPECT_GE(l.slot_bytes, static_cast<size_t>(block) * sizeof(float)) << what;  // a raw message
+                EXPECT_EQ(l.slot_bytes % 256, 0u) << what;
+                EXPECT_GE(l.scratch_bytes, 2 * static_cast<size_t>(block) * sizeof(float)) << what;
+                EXPECT_EQ(l.message_bytes(), l.flag_at) << what;
+                EXPECT_EQ(l.slots, 2 * n + 16) << what;
+                EXPECT_EQ(l.rank_bytes() % 256, 0u) << what;  // the ranks of one GPU share one allocation
+                EXPECT_EQ(col::device_transport_bytes(n, f, block), static_cast<int64_t>(l.rank_bytes()) * n) << what;
+            }
+        }
+    // int8 in blocks of 4096 for 384 ranks: 4,096 code bytes, so a slot of 16 KiB (the raw values),
+    // 784 of them and 32 KiB of scratch a rank: 12.3 MiB a rank, 4.6 GiB for the transport.
+    const auto big = col::DeviceBufferLayout::of(384, *qt::parse_format("int8"), 4096);
+    EXPECT_EQ(big.slot_bytes, 16384u);
+    EXPECT_EQ(big.rank_bytes(), 32768u + 784u * 16384u);
+}
+
+// The device backend's threads: what was asked, as many as fit in half the GPU, at least one.
+TEST(DeviceBuffer, ThreadsFitInHalfTheDevice) {
+    constexpr int64_t GiB = int64_t{1} << 30;
+    EXPECT_EQ(col::device_thread_count(16, GiB, 140 * GiB), 16);
+    EXPECT_EQ(col::device_thread_count(16, 10 * GiB, 140 * GiB), 7);
+    EXPECT_EQ(col::device_thread_count(16, 70 * GiB, 140 * GiB), 1);
+    EXPECT_EQ(col::device_thread_count(16, 200 * GiB, 140 * GiB), 1);  // one thread tries; cudaMalloc says why not
+    EXPECT_EQ(col::device_thread_count(0, GiB, 140 * GiB), 1);
+    EXPECT_EQ(col::device_thread_count(4, 0, 140 * GiB), 4);
+    // A group of gpu-check's small gate (N = 16, blocks of 32, a dozen paths) on an H200: every thread.
+    const int64_t per = 12 * col::device_transport_bytes(16, *qt::parse_format("int8"), 32);
+    EXPECT_EQ(col::device_thread_count(16, per, 140 * GiB), 16);
 }
 
 }  // namespace

@@ -140,6 +140,47 @@ TEST(GpuKernels, EncodeDecodeMisalignedAndPoisoned) {
     }
 }
 
+// The device transport's encode (issue 51): encode_device_queued leaves the refused block in a flag
+// word that comes back with the codes, and refusal_of_flag makes it the CPU's Error. Every built-in
+// format that is not rotated: the same codes, scales and offsets as the CPU and no refusal on
+// finite inputs; the CPU's own Error, word for word, for a NaN under `error`; under `propagate` the
+// CPU's poisoned block and no refusal.
+TEST(GpuKernels, QueuedEncodeEqualsCpuAndItsFlagGivesTheCpusError) {
+    SKIP_WITHOUT_GPU();
+    std::mt19937_64 rng(20261207);
+    for (const auto& f : qt::builtin_formats()) {
+        if (f.rotated()) continue;  // encode_device rotates; the transports do not carry rotated formats
+        const int64_t block = f.fixed_block() > 0 ? f.fixed_block() : 32, n = 3 * block;
+        for (int trial = 0; trial < 3; ++trial) {
+            auto x = make_input(f, n, rng, trial);
+            qt::kernels::CodecOptions opt;
+            opt.site.rank = 2;
+            if (trial > 0) x[static_cast<size_t>(block + 5)] = NAN;
+            if (trial == 2) opt.policy = qt::Nonfinite::kPropagate;
+            const std::string what = f.name() + " trial " + std::to_string(trial);
+            auto out = qt::kernels::sized_encoded(f, n, block);
+            Dev dx(x.size() * 4), dc(out.codes.size()), ds(out.scales.size() * 4), doff(out.offsets.size() * 4), dflag(8);
+            ASSERT_OK(gpu::copy_to_device(dx.base, x.data(), x.size() * 4));
+            ASSERT_OK(gpu::device_fill(dflag.base, 0x00, 8));  // the queued encode must reset it
+            ASSERT_OK(gpu::encode_device_queued(f, dx.at<float>(0), n, block, dc.at<uint8_t>(0), ds.at<float>(0),
+                                                doff.at<float>(0), opt, dflag.at<unsigned long long>(0), nullptr));
+            uint64_t flag = 0;
+            ASSERT_OK(gpu::copy_to_host(&flag, dflag.base, 8));
+            const qt::Status dev = qt::kernels::refusal_of_flag(f, flag, x.data(), n, block, opt);
+            const auto cpu = qt::kernels::encode(f, x, block, opt);
+            ASSERT_EQ(cpu.ok(), dev.ok()) << what << ": flag " << flag;
+            if (!cpu.ok()) {
+                EXPECT_EQ(dev.error().message, cpu.error().message) << what;
+                continue;
+            }
+            ASSERT_OK(gpu::copy_to_host(out.codes.data(), dc.base, out.codes.size()));
+            ASSERT_OK(gpu::copy_to_host(out.scales.data(), ds.base, out.scales.size() * 4));
+            ASSERT_OK(gpu::copy_to_host(out.offsets.data(), doff.base, out.offsets.size() * 4));
+            expect_same(*cpu, out, what);
+        }
+    }
+}
+
 TEST(GpuKernels, HugeBlockAndLongTensor) {
     SKIP_WITHOUT_GPU();
     std::mt19937_64 rng(20261202);

@@ -1,7 +1,7 @@
 // Device transports: the same schedules as `sim` (paths.cpp), with every value of a column computed
 // by the CUDA kernels (kernels/gpu.hpp) and every message carried between the ranks' device
 // buffers. `device`: N ranks on one GPU, one device buffer per rank, messages copied with
-// cudaMemcpyAsync on the receiver's stream. `nccl`: one rank per visible GPU in one process
+// cudaMemcpyAsync on the ranks' one stream; a run's threads have a transport each (run_paths). `nccl`: one rank per visible GPU in one process
 // (ncclCommInitAll), messages as grouped ncclSend/ncclRecv over the intra-node, inter-node
 // (ncclCommSplit by node index and by local index) or world communicator. `nccl` under mpirun or
 // srun (mpi::active()): one process per rank and GPU, ncclCommInitRank with the unique id broadcast
@@ -47,6 +47,31 @@ public:
     // type, so that the ledger can tell whether the rounding moved it.
     virtual Status add(int64_t rank, float* acc, float* term, int64_t n, Accum accum) = 0;
 };
+
+// One rank's device buffer in a device transport (device_transport.cu): two scratch rows of
+// `max_len` floats, then `slots` message slots. A slot holds a block's packed codes, its metadata
+// as two binary32 words at `meta_at` (scale, offset), and the encode's refusal flag (a 64-bit word)
+// after them, so that one copy brings back all three. Computed on the host, with or without CUDA.
+struct DeviceBufferLayout {
+    size_t meta_at = 0;        // the metadata's offset in a slot (16-byte aligned)
+    size_t flag_at = 0;        // the refusal flag's offset in a slot
+    size_t slot_bytes = 0;     // a slot, 256-byte aligned
+    size_t scratch_bytes = 0;  // the two scratch rows, 256-byte aligned
+    int64_t slots = 0;         // the most messages a rank holds in one column
+    static DeviceBufferLayout of(int64_t ranks, const FormatSpec& format, int64_t max_len);
+    size_t rank_bytes() const { return scratch_bytes + static_cast<size_t>(slots) * slot_bytes; }
+    // What a message between ranks carries: codes and metadata (the flag stays behind).
+    size_t message_bytes() const { return meta_at + 2 * sizeof(float); }
+};
+
+// The device memory a `device` transport for `ranks` ranks takes (DeviceBufferLayout::of, every rank).
+int64_t device_transport_bytes(int64_t ranks, const FormatSpec& format, int64_t max_len);
+
+// How many host threads run a `device` backend's columns, each with its own transports (their own
+// buffers and stream): `wanted` (at least 1), as many as fit in half of the GPU's `device_bytes`
+// when each thread's transports take `bytes_per_thread`, and never fewer than 1. The CUDA calls
+// of a column are round trips of a few microseconds, so threads overlap them (issue 51).
+int device_thread_count(int wanted, int64_t bytes_per_thread, int64_t device_bytes);
 
 // N ranks on one GPU (device 0). `max_len`: the longest block a column sends (the path's block).
 Result<std::unique_ptr<Transport>> make_device_transport(int64_t ranks, int64_t ranks_per_node, FormatSpec format,

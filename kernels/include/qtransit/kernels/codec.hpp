@@ -105,6 +105,13 @@ Error describe_block_error(const FormatSpec& format, const float* block_values, 
 // refuses the block with this Error (first: the block's first index).
 Error unmarkable_poison_error(const FormatSpec& format, int64_t first, const Site& site);
 
+// What the refusal flag of a device encode says (gpu::encode_device_queued): `flag` is the lowest
+// refused block, or ~0 for none; x holds the n values that were encoded, on the host, in blocks of
+// `block`. Ok, or the Error the same encode gives on the CPU (describe_block_error under `error`,
+// unmarkable_poison_error under `propagate`). A flag past the last block is an internal error.
+Status refusal_of_flag(const FormatSpec& format, uint64_t flag, const float* x, int64_t n, int64_t block,
+                       const CodecOptions& options);
+
 // The codes as integers, one per element.
 std::vector<int32_t> unpack_codes(const EncodedTensor& t);
 

@@ -42,6 +42,14 @@ bool device_available();
 // On-device encode/decode of a tensor already in device memory (sizes as encoded_sizes()).
 Status encode_device(const FormatSpec& format, const float* d_x, int64_t elements, int64_t block, uint8_t* d_codes,
                      float* d_scales, float* d_offsets, const CodecOptions& options, void* stream = nullptr);
+// encode_device without its wait: the encode is queued on `stream` after 0xff bytes in *d_flag (a
+// device word the caller owns), where it leaves the lowest refused block (~0: none) for the caller
+// to copy back with its other results and pass to refusal_of_flag (codec.hpp) with the values it
+// encoded. Nothing is copied back and nothing waits here. Not for rotated formats (their check reads
+// back; encode_device rotates).
+Status encode_device_queued(const FormatSpec& format, const float* d_x, int64_t elements, int64_t block,
+                            uint8_t* d_codes, float* d_scales, float* d_offsets, const CodecOptions& options,
+                            unsigned long long* d_flag, void* stream);
 // key: a rotated format's sign key, as encode had it (sign_key() of its options).
 Status decode_device(const FormatSpec& format, int64_t block, const uint8_t* d_codes, const float* d_scales,
                      const float* d_offsets, float* d_out, int64_t elements, void* stream = nullptr,
