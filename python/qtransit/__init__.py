@@ -23,14 +23,15 @@ with the numbers of the command's JSON as attributes (``.passed``, ``.first_fail
 Arrays: numpy arrays or DLPack tensors of float32, float16 or bfloat16 (ml_dtypes.bfloat16), any
 shape; CUDA tensors are copied to the host. A C-contiguous float32 array is read without a copy;
 others are converted or copied first (qtransit._arrays says exactly when). Errors in what a caller
-gives raise ValueError with the command's one-line message; a failed check raises CheckFailed only
-with raise_on_failure=True. docs/PYTHON.md has the whole API.
+gives raise ValueError with the command's one-line message (an integer keyword out of range names
+the keyword; a non-integer there is a TypeError); a failed check raises CheckFailed only with
+raise_on_failure=True. docs/PYTHON.md has the whole API.
 """
 
 import json
 import os
 
-from . import _arrays, _codec, _toml
+from . import _args, _arrays, _codec, _toml
 from ._qtransit import __version__
 from . import _qtransit as _native
 from ._results import (CheckFailed, FormatInfo, FormatValidationResult, GateResult, QuantizeResult, Record, Result,
@@ -43,7 +44,7 @@ __all__ = ["formats", "quantize", "verify_quantize", "simulate", "verify_collect
 
 def formats(block=32):
     """Every built-in format, as `qtransit formats --json` lists them (at `block`)."""
-    return [FormatInfo(r) for r in json.loads(_native.formats_json(int(block)))["formats"]]
+    return [FormatInfo(r) for r in json.loads(_native.formats_json(_args.integer(block, "block", lo=1)))["formats"]]
 
 
 def quantize(fmt, x, *, block=None, nonfinite="error", rounding="nearest", seed=0, raise_on_failure=False):
@@ -55,7 +56,8 @@ def quantize(fmt, x, *, block=None, nonfinite="error", rounding="nearest", seed=
     nonfinite: "error" (a NaN or inf is a ValueError naming its index) or "propagate" (its block is
     poisoned). rounding: "nearest" or "stochastic" (the format's -sr twin keyed by seed)."""
     a, shape = _arrays.as_f32(x, "x")
-    r = _native.quantize(str(fmt), a.reshape(-1), shape, 0 if block is None else int(block), str(nonfinite), str(rounding), int(seed))
+    blk, sd = _args.block(block), _args.seed(seed)
+    r = _native.quantize(str(fmt), a.reshape(-1), shape, blk, str(nonfinite), str(rounding), sd)
     return QuantizeResult(json.loads(r["json"]), r, shape)._raise_if(raise_on_failure)
 
 
@@ -66,6 +68,7 @@ def verify_quantize(fmt, x, decoded, *, codes=None, wire=None, scales=None, offs
     element) or wire (the packed bytes, codes.bin's layout), scales and offsets are compared when
     given. Blocks restart every `shard` elements (0: x is one shard). conformance: "exact" (every
     given value bit for bit) or "bounded" (every element within the format's bound)."""
+    blk, shd = _args.block(block), _args.integer(shard, "shard", alt=" (0: x is one shard)")
     xa, xshape = _arrays.as_f32(x, "x")
     da, dshape = _arrays.as_f32(decoded, "decoded")
     if dshape != xshape:
@@ -76,7 +79,7 @@ def verify_quantize(fmt, x, decoded, *, codes=None, wire=None, scales=None, offs
     w = None if wire is None else bytes(wire)
     s = None if scales is None else _arrays.as_f32(scales, "scales")[0].reshape(-1)
     o = None if offsets is None else _arrays.as_f32(offsets, "offsets")[0].reshape(-1)
-    r = _native.verify_quantize(str(fmt), xa.reshape(-1), xshape, da.reshape(-1), c, w, s, o, 0 if block is None else int(block), int(shard),
+    r = _native.verify_quantize(str(fmt), xa.reshape(-1), xshape, da.reshape(-1), c, w, s, o, blk, shd,
                                 str(conformance))
     return VerifyQuantizeResult(json.loads(r["json"]), r["report"], r["text"])._raise_if(raise_on_failure)
 
@@ -96,6 +99,13 @@ def simulate(path, *, ranks=None, elements=0, format="", inputs=None, ranks_per_
     codec: (encode, decode), a quantizer written in Python as check_codec takes it, running every
     quantization and decode of the paths (`simulate --codec`); format is then its format, dtype its
     input and output type."""
+    ns = _args.integers(ranks, "ranks") if ranks is not None else []
+    m = _args.integer(0 if elements is None else elements, "elements", alt=" (0 or None: the columns of inputs)")
+    if inputs is None and (not ns or m == 0):
+        raise ValueError("ranks and elements (per rank): both are needed without inputs=")
+    rpn = _args.integer(ranks_per_node, "ranks_per_node", alt=" (0: 8 when it divides N, else N)")
+    blk = _args.block(block, own="the format's fixed block, else 32")
+    sd, th = _args.seed(seed), _args.integer(threads, "threads", alt=" (0: every core)")
     arr = None
     if inputs is not None:
         arr, _ = _arrays.as_f32(inputs, "inputs", ndim=2)
@@ -106,9 +116,8 @@ def simulate(path, *, ranks=None, elements=0, format="", inputs=None, ranks_per_
         if not format:
             raise ValueError("codec: name its format with format=")
         enc, dec = _codec.adapt(codec[0], codec[1], "cpu", str(dtype))
-    r = _native.simulate([str(p) for p in _list(path)], [int(n) for n in _list(ranks)] if ranks is not None else [],
-                         int(ranks_per_node), int(elements or 0), str(format or ""), int(block or 0), str(dist), int(seed), str(accum),
-                         str(divide), str(rotation), str(rounding), arr, int(threads), bool(keep_outputs), enc, dec, str(codec_name),
+    r = _native.simulate([str(p) for p in _list(path)], ns, rpn, m, str(format or ""), blk, str(dist), sd, str(accum),
+                         str(divide), str(rotation), str(rounding), arr, th, bool(keep_outputs), enc, dec, str(codec_name),
                          str(dtype))
     return SimulateResult(json.loads(r["json"]), r["outputs"])._raise_if(raise_on_failure)
 
@@ -121,11 +130,14 @@ def verify_collective(path, inputs, outputs, *, format=None, ranks_per_node=0, b
     are judged with their final rounding allowed for. conformance: exact, same-events or bounded
     (None: the strongest the path allows). target: sum or mean. format: the run's format; None
     when `path` is a declaration with its own wire (flashinfer-fp8-2shot)."""
+    rpn = _args.integer(ranks_per_node, "ranks_per_node", alt=" (0: 8 when it divides N, else N)")
+    blk = _args.block(block)
+    order = [_args.integer(v, f"ring_order[{i}]") for i, v in enumerate(ring_order or [])]
     ia, _ = _arrays.as_f32(inputs, "inputs", ndim=2)
     on = _arrays.as_numpy(outputs, "outputs")
     oa, _ = _arrays.as_f32(on, "outputs", ndim=2)
-    r = _native.verify_collective(str(path), str(format or ""), ia, oa, _arrays.dtype_name(on), int(ranks_per_node), int(block or 0), str(accum),
-                                  str(target), conformance or "", [int(v) for v in (ring_order or [])])
+    r = _native.verify_collective(str(path), str(format or ""), ia, oa, _arrays.dtype_name(on), rpn, blk, str(accum),
+                                  str(target), conformance or "", order)
     return VerifyCollectiveResult(json.loads(r["json"]), r["report"], r["text"])._raise_if(raise_on_failure)
 
 
@@ -179,10 +191,13 @@ def check_codec(fmt, encode, decode, *, name="python-codec", config=None, quick=
     the paths), and scales are the E4M3 block scales s_b as float32 values (448.0, 0.5, ...), what
     Transformer Engine and torchao store. A tiled format (nvfp4-2d, fp8-e4m3-128x128) hands encode
     its tiles as blocks of the tile's area, in tile order, each tile row-major (docs/PLUGIN.md)."""
+    bmin = _args.integer(block_min, "block_min", lo=1)
+    bmax = _args.integer(block_max, "block_max", alt=" (0: none)")
+    bmul = _args.integer(block_multiple, "block_multiple", lo=1)
     enc, dec = _codec.adapt(encode, decode, device, str(dtype))
     text, source = _config(config)
     rep = _native.check_codec(str(fmt), enc, dec, str(name), text, source, bool(quick), str(conformance), str(dtype),
-                              int(block_min), int(block_max), int(block_multiple))
+                              bmin, bmax, bmul)
     return GateResult(rep)._raise_if(raise_on_failure)
 
 
@@ -195,7 +210,7 @@ def validate_format(file=None, *, codec=None, quick=False, seed=1, raise_on_fail
     blocks, ranks and elements (seconds)."""
     if file is None and codec is None:
         raise ValueError("validate_format takes a declaration file (FILE.toml), or codec= a plugin library (.so)")
-    v = _native.validate_format(os.fspath(file) if file is not None else "", bool(quick), int(seed),
+    v = _native.validate_format(os.fspath(file) if file is not None else "", bool(quick), _args.seed(seed),
                                 os.fspath(codec) if codec is not None else "")
     return FormatValidationResult(v)._raise_if(raise_on_failure)
 
@@ -224,8 +239,9 @@ def survey(formats=None, dists=None, *, elements=1 << 16, block=None, seed=1, ra
     every input distribution (default: all), each case's kernel checked against the reference bit
     for bit and every element's error against its bound, as `qtransit survey --json`. `block`
     None: 32, and a fixed-block format (nvfp4, a 2-D tile) at its own."""
-    r = _native.survey([str(f) for f in _list(formats or [])], [str(d) for d in _list(dists or [])], int(elements), int(block or 0),
-                       int(seed))
+    m = _args.integer(elements, "elements", lo=1)
+    blk = _args.block(block, own="32, and a fixed-block format at its own")
+    r = _native.survey([str(f) for f in _list(formats or [])], [str(d) for d in _list(dists or [])], m, blk, _args.seed(seed))
     return SurveyResult(json.loads(r))._raise_if(raise_on_failure)
 
 

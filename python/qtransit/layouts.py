@@ -14,6 +14,8 @@ rank's row permuted (``x[:, P]``), and read qtransit's outputs back with the inv
 
 import numpy as np
 
+from . import _args
+
 __all__ = ["quickreduce", "inverse"]
 
 QUICKREDUCE_TILE = 16384  # 256 threads x 8 atoms of 8 values (base.h kTileSize)
@@ -30,13 +32,13 @@ def quickreduce(ranks, elements, *, block=32):
 
     ranks: 2, 4 or 8 (QuickReduce's world sizes). elements: a multiple of 16384 (QuickReduce pads a
     tensor's last tile; pad inputs and outputs to whole tiles, with +0, before permuting)."""
-    n, m = int(ranks), int(elements)
+    n, m = _args.integer(ranks, "ranks", lo=1), _args.integer(elements, "elements", lo=1)
     if n not in (2, 4, 8):
         raise ValueError(f"quickreduce layout: ranks must be 2, 4 or 8 (QuickReduce's world sizes), got {ranks}")
     if m <= 0 or m % QUICKREDUCE_TILE:
         raise ValueError(f"quickreduce layout: elements must be a positive multiple of {QUICKREDUCE_TILE} (whole tiles; "
                          f"pad inputs and outputs with +0), got {elements}")
-    if int(block) != 32:
+    if _args.integer(block, "block", lo=1) != 32:
         raise ValueError(f"quickreduce layout: QuickReduce's groups hold 32 values, got block {block}")
     e = np.arange(m, dtype=np.int64).reshape(m // QUICKREDUCE_TILE, n, QUICKREDUCE_TILE // n)  # [tile, owner, within]
     e = e.transpose(1, 0, 2).reshape(-1, 32, 2)  # owner-major; [span, j, parity]: element 64 k + 2 j + parity

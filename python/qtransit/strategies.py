@@ -13,6 +13,8 @@ Hypothesis is imported when a strategy is built, so that `import qtransit` never
 
 import numpy as np
 
+from . import _args
+
 FLT_MAX = float(np.finfo(np.float32).max)
 FLT_TRUE_MIN = float(np.finfo(np.float32).smallest_subnormal)
 FLT_MIN = float(np.finfo(np.float32).tiny)
@@ -50,6 +52,8 @@ def blocks(fmt="int4", block=32, *, min_len=1, finite=True, ties=True, extremes=
     format's name or a declaration file (FILE.toml); the exact ties are drawn for formats whose grid
     is the integers (int<b>, ds-int<b>, a declared int element without fraction bits): for float and
     table grids use boundary_blocks(), whose near-ties come from the grid's own midpoints."""
+    block = _args.integer(block, "block", lo=1)
+    min_len = _args.integer(min_len, "min_len", lo=1)
     st = _st()
     if not 1 <= min_len <= block:
         raise ValueError(f"min_len={min_len}: between 1 and block={block}")
@@ -112,7 +116,9 @@ def boundary_cases(fmt="int4", block=32, *, seed=1, other_blocks=_OTHER_BLOCKS):
     file (FILE.toml)."""
     from . import _native
 
-    return [tuple(c) for c in _native.boundary_cases(fmt, int(block), int(seed), [int(b) for b in other_blocks])]
+    blk = _args.integer(block, "block", lo=1)
+    others = [_args.integer(b, f"other_blocks[{i}]", lo=1) for i, b in enumerate(other_blocks)]
+    return [tuple(c) for c in _native.boundary_cases(fmt, blk, _args.seed(seed), others)]
 
 
 def boundary_blocks(fmt="int4", block=32, *, seed=1):

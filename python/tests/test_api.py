@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 import qtransit
+import qtransit.layouts
+import qtransit.strategies
 
 RNG = np.random.default_rng(7)
 
@@ -108,6 +110,56 @@ def test_quantize_nan_under_both_policies(cli, tmp_path):
     assert np.isnan(r.scales[1]) and np.all(np.isnan(r.decoded[32:64]))
     assert r.to_dict() == cli_json(cli, "quantize", "--format", "int4", "--nonfinite", "propagate",
                                    "--in", tmp_path / "x.npy", "--json")
+
+
+# Every integer keyword is checked before anything runs, as the command line checks its flags, and
+# named as the caller wrote it. Before: block=0 ran at the format's own block, block=1.5 ran at 1,
+# threads, ranks_per_node and shard of -1 ran, and seed=-1 was nanobind's signature dump.
+X64 = normal(64)
+BAD_INTEGERS = [
+    (lambda: qtransit.quantize("int8", X64, block=0), ValueError, "block=0: a positive integer, or None for the format's own"),
+    (lambda: qtransit.quantize("int8", X64, block=1.5), TypeError, "block=1.5: .*not float"),
+    (lambda: qtransit.quantize("int8", X64, block=True), TypeError, "block=True"),
+    (lambda: qtransit.quantize("int8", X64, block="32"), TypeError, "block='32'"),
+    (lambda: qtransit.quantize("int8", X64, seed=-1), ValueError, r"seed=-1: an integer from 0 to 2\^64 - 1"),
+    (lambda: qtransit.verify_quantize("int8", X64, X64, block=0), ValueError, "block=0"),
+    (lambda: qtransit.verify_quantize("int8", X64, X64, shard=-1), ValueError, "shard=-1: a non-negative integer"),
+    (lambda: qtransit.simulate("ring-rs", ranks=4, elements=256, format="int8", block=0), ValueError, "block=0"),
+    (lambda: qtransit.simulate("ring-rs", ranks=4, elements=256, format="int8", threads=-1), ValueError, "threads=-1"),
+    (lambda: qtransit.simulate("ring-rs", ranks=4, elements=256, format="int8", ranks_per_node=-1), ValueError,
+     "ranks_per_node=-1"),
+    (lambda: qtransit.simulate("ring-rs", ranks=[8, 0], elements=256, format="int8"), ValueError, r"ranks\[1\]=0"),
+    (lambda: qtransit.simulate("ring-rs", ranks=4.0, elements=256, format="int8"), TypeError, "ranks=4.0"),
+    (lambda: qtransit.simulate("ring-rs", ranks=4, format="int8"), ValueError, "ranks and elements"),
+    (lambda: qtransit.simulate("ring-rs", ranks=4, elements=256, format="int8", seed=-3), ValueError, "seed=-3"),
+    (lambda: qtransit.verify_collective("ring-rs", np.zeros((4, 8), np.float32), np.zeros((4, 2), np.float32), format="int8",
+                                        block=0), ValueError, "block=0"),
+    (lambda: qtransit.verify_collective("ring-rs", np.zeros((4, 8), np.float32), np.zeros((4, 2), np.float32), format="int8",
+                                        ring_order=[0, 1, 2.5, 3]), TypeError, r"ring_order\[2\]=2.5"),
+    (lambda: qtransit.survey(["int8"], ["normal"], elements=0), ValueError, "elements=0: a positive integer"),
+    (lambda: qtransit.survey(["int8"], ["normal"], elements=256, block=0), ValueError, "block=0"),
+    (lambda: qtransit.formats(block=0), ValueError, "block=0: a positive integer"),
+    (lambda: qtransit.check_codec("int8", None, None, block_multiple=0), ValueError, "block_multiple=0"),
+    (lambda: qtransit.validate_format("x.toml", seed=-1), ValueError, "seed=-1"),
+    (lambda: qtransit.layouts.quickreduce(8.5, 16384), TypeError, "ranks=8.5"),  # was run at 8
+    (lambda: qtransit.strategies.boundary_cases("int8", 32, other_blocks=[1, 0]), ValueError, r"other_blocks\[1\]=0"),
+    (lambda: qtransit.strategies.blocks("int8", 16.5), TypeError, "block=16.5"),
+]
+
+
+@pytest.mark.parametrize("call,error,message", BAD_INTEGERS, ids=[m for _, _, m in BAD_INTEGERS])
+def test_integer_arguments_are_checked_and_named(call, error, message):
+    with pytest.raises(error, match=message) as e:
+        call()
+    assert "--" not in str(e.value)  # the keyword, never the command line's flag
+
+
+def test_numpy_integers_are_integers():
+    a = qtransit.quantize("int8", X64, block=np.int64(16), seed=np.uint64(5))
+    b = qtransit.quantize("int8", X64, block=16, seed=5)
+    assert a.to_json() == b.to_json()
+    s = qtransit.simulate("ring-rs", ranks=np.array([4, 8])[0], elements=np.int32(256), format="int8", threads=np.int8(1))
+    assert s.passed and [r.ranks for r in s.runs] == [4]
 
 
 def test_quantize_bad_inputs():
