@@ -159,6 +159,11 @@ private:
 
 // Per N, the paths run together on shared inputs, each config validated.
 Result<std::vector<std::vector<PathConfig>>> sweep_groups(const SweepSpec& spec) {
+    // A group is every path at one N: with no path there is nothing to run and nothing to check,
+    // which no caller should ask for (simulate and the gate refuse it first).
+    if (spec.paths.empty() || spec.ranks.empty())
+        return make_error(ErrorCode::kInvalidArgument, std::string("a sweep with no ") + (spec.paths.empty() ? "path" : "N") +
+                                                           " to run checks nothing");
     std::vector<std::vector<PathConfig>> groups;
     for (int64_t n : spec.ranks) {
         std::vector<PathConfig> g;

@@ -13,7 +13,9 @@
 
 #include "qtransit/common/decl_toml.hpp"
 #include "qtransit/common/tiles.hpp"
+#include "qtransit/gate/commands.hpp"
 #include "qtransit/gate/gate.hpp"
+#include "qtransit/gate/sweep.hpp"
 #include "qtransit/gate/verify.hpp"
 #include "qtransit/gate/views.hpp"
 #include "qtransit/gate/throughput.hpp"
@@ -334,6 +336,33 @@ TEST(Throughput, OneThreadGivesEachRowOnce) {
             EXPECT_GT(r.ratio_to_memcpy, 0.0);
         }
     }
+}
+
+// A caller of the library (Python's simulate(path=[])) may pass no path: a one-line refusal, not a
+// read of the first of no paths (it crashed the interpreter). run_sweep says the same of an empty
+// spec, whoever built it.
+TEST(Gate, SimulateWithNoPathOrNoNIsRefused) {
+    qt::gate::SimulateRequest a;
+    a.ranks = {4};
+    a.elements = 256;
+    a.format = "int8";
+    auto none = qt::gate::simulate(a);
+    ASSERT_FALSE(none.ok());
+    EXPECT_EQ(none.error().code, qt::ErrorCode::kInvalidArgument);
+    EXPECT_NE(none.error().message.find("no path given"), std::string::npos) << none.error().message;
+    qt::gate::SweepSpec spec;
+    spec.ranks = {4};
+    spec.elements = 256;
+    spec.format = *qt::parse_format("int8");
+    for (int k = 0; k < 2; ++k) {
+        auto r = qt::gate::run_sweep(spec);
+        ASSERT_FALSE(r.ok());
+        EXPECT_NE(r.error().message.find(k == 0 ? "no path" : "no N"), std::string::npos) << r.error().message;
+        spec.paths = {qt::PathKind::kRingRs};
+        spec.ranks.clear();
+    }
+    spec.ranks = {4};
+    EXPECT_TRUE(qt::gate::run_sweep(spec).ok());
 }
 
 TEST(Gate, RunsInProcessWithProgressAndNamedVerdicts) {

@@ -99,6 +99,9 @@ def simulate(path, *, ranks=None, elements=0, format="", inputs=None, ranks_per_
     codec: (encode, decode), a quantizer written in Python as check_codec takes it, running every
     quantization and decode of the paths (`simulate --codec`); format is then its format, dtype its
     input and output type."""
+    names = [str(p) for p in _list(path)]
+    if not names:
+        raise ValueError("path: no path given (a name, a list of names, or \"all\"; qtransit.paths() lists them)")
     ns = _args.integers(ranks, "ranks") if ranks is not None else []
     m = _args.integer(0 if elements is None else elements, "elements", alt=" (0 or None: the columns of inputs)")
     if inputs is None and (not ns or m == 0):
@@ -116,10 +119,10 @@ def simulate(path, *, ranks=None, elements=0, format="", inputs=None, ranks_per_
         if not format:
             raise ValueError("codec: name its format with format=")
         enc, dec = _codec.adapt(codec[0], codec[1], "cpu", str(dtype))
-    r = _native.simulate([str(p) for p in _list(path)], ns, rpn, m, str(format or ""), blk, str(dist), sd, str(accum),
+    r = _native.simulate(names, ns, rpn, m, str(format or ""), blk, str(dist), sd, str(accum),
                          str(divide), str(rotation), str(rounding), arr, th, bool(keep_outputs), enc, dec, str(codec_name),
                          str(dtype))
-    return SimulateResult(json.loads(r["json"]), r["outputs"])._raise_if(raise_on_failure)
+    return SimulateResult(json.loads(r["json"]), r["outputs"], r["text"])._raise_if(raise_on_failure)
 
 
 def verify_collective(path, inputs, outputs, *, format=None, ranks_per_node=0, block=None, accum="fp32", target="sum",
@@ -242,7 +245,7 @@ def survey(formats=None, dists=None, *, elements=1 << 16, block=None, seed=1, ra
     m = _args.integer(elements, "elements", lo=1)
     blk = _args.block(block, own="32, and a fixed-block format at its own")
     r = _native.survey([str(f) for f in _list(formats or [])], [str(d) for d in _list(dists or [])], m, blk, _args.seed(seed))
-    return SurveyResult(json.loads(r))._raise_if(raise_on_failure)
+    return SurveyResult(json.loads(r["json"]), r["markdown"])._raise_if(raise_on_failure)
 
 
 def info():

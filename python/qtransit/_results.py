@@ -108,7 +108,7 @@ class QuantizeResult(Result):
         object.__setattr__(self, "scales", arrays["scales"])
         object.__setattr__(self, "offsets", arrays["offsets"])
         object.__setattr__(self, "wire", arrays["wire"])
-        object.__setattr__(self, "_text", "")
+        object.__setattr__(self, "_text", arrays["text"])
 
     @property
     def passed(self):
@@ -179,10 +179,10 @@ class SimulateResult(Result):
     """`qtransit simulate --json`'s object: runs (one per path and N) and fits; outputs (the one
     run's output rows, [N, S] or [N, M]) with keep_outputs=True."""
 
-    def __init__(self, data, outputs):
+    def __init__(self, data, outputs, text):
         super().__init__(data)
         object.__setattr__(self, "outputs", outputs)
-        object.__setattr__(self, "_text", "")
+        object.__setattr__(self, "_text", text)
 
     @property
     def passed(self):
@@ -230,7 +230,12 @@ class FormatValidationResult(GateResult):
 
 
 class SurveyResult(Result):
-    """`qtransit survey --json`'s object: ``.cases`` (one per format and distribution), ``.failures``."""
+    """`qtransit survey --json`'s object: ``.cases`` (one per format and distribution), ``.failures``;
+    ``.summary()`` is the survey.md the command writes."""
+
+    def __init__(self, data, markdown):
+        super().__init__(data)
+        object.__setattr__(self, "_text", markdown)
 
     @property
     def passed(self):

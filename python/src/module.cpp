@@ -267,14 +267,17 @@ nb::dict quantize(const std::string& fmt, F32 x, std::vector<int64_t> shape, int
     qt::Site site;
     site.tensor = "x";
     qt::gate::CodecCheck c;
-    std::string json;
+    std::string json, text;
     {
         nb::gil_scoped_release nogil;
         c = take(qt::gate::quantize_tensor(setup.format, span_of(x), shape, setup.block, setup.policy, site, seed));
-        json = qt::reports::to_json(qt::gate::quantized_tensor(setup.format, c, shape, setup.policy, seed)).dump();
+        const auto q = qt::gate::quantized_tensor(setup.format, c, shape, setup.policy, seed);
+        json = qt::reports::to_json(q).dump();
+        text = qt::reports::to_text(q);  // what `qtransit quantize` prints
     }
     nb::dict d;
     d["json"] = json;
+    d["text"] = text;
     d["wire"] = nb::bytes(reinterpret_cast<const char*>(c.encoded.codes.data()), c.encoded.codes.size());
     d["codes"] = to_numpy(std::move(c.codes));
     d["scales"] = to_numpy(std::move(c.encoded.scales));
@@ -425,6 +428,7 @@ nb::dict simulate(std::vector<std::string> paths, std::vector<int64_t> ranks, in
     }
     nb::dict d;
     d["json"] = o->json(seed).dump();
+    d["text"] = o->printed(a).out;  // the table `qtransit simulate` prints
     if (keep_outputs) {
         std::vector<size_t> shape(o->dump_shape.begin(), o->dump_shape.end());
         d["outputs"] = nb::cast(to_numpy(std::move(o->dump), shape));
@@ -510,8 +514,8 @@ std::string show_path(const std::string& target) { return take(qt::gate::paths_s
 // `qtransit info --json`, for this process (the interpreter's allocator).
 std::string info_json() { return qt::gate::info({true, "the Python interpreter's (the C library's malloc)"}).out; }
 
-// `qtransit survey --json`'s object, without its report directory.
-std::string survey(std::vector<std::string> formats, std::vector<std::string> dists, int64_t elements, int64_t block, uint64_t seed) {
+// `qtransit survey --json`'s object and its survey.md, without the report directory.
+nb::dict survey(std::vector<std::string> formats, std::vector<std::string> dists, int64_t elements, int64_t block, uint64_t seed) {
     qt::gate::SurveyRequest a;
     a.formats = std::move(formats);
     a.distributions = std::move(dists);
@@ -519,9 +523,17 @@ std::string survey(std::vector<std::string> formats, std::vector<std::string> di
     a.block = block;
     a.seed = seed;
     auto spec = take(a.validate());
-    nb::gil_scoped_release nogil;
-    auto res = take(qt::gate::run_survey(spec));
-    return qt::reports::to_json(res).dump();
+    std::string json, markdown;
+    {
+        nb::gil_scoped_release nogil;
+        auto res = take(qt::gate::run_survey(spec));
+        json = qt::reports::to_json(res).dump();
+        markdown = qt::reports::to_markdown(res);
+    }
+    nb::dict d;
+    d["json"] = json;
+    d["markdown"] = markdown;
+    return d;
 }
 
 // What qtransit.strategies.blocks needs of a format (a name or a declaration file): the amplitude A

@@ -110,6 +110,9 @@ def test_quantize_nan_under_both_policies(cli, tmp_path):
     assert np.isnan(r.scales[1]) and np.all(np.isnan(r.decoded[32:64]))
     assert r.to_dict() == cli_json(cli, "quantize", "--format", "int4", "--nonfinite", "propagate",
                                    "--in", tmp_path / "x.npy", "--json")
+    # .summary() is the command's text (it was "" before)
+    p = run_cli(cli, "quantize", "--format", "int4", "--nonfinite", "propagate", "--in", tmp_path / "x.npy")
+    assert r.summary() == p.stdout and "1 poisoned" in r.summary()
 
 
 # Every integer keyword is checked before anything runs, as the command line checks its flags, and
@@ -327,6 +330,10 @@ def test_simulate_matches_the_cli(cli):
     want = cli_json(cli, "simulate", "--path", "a2a-rs", "--path", "ring-rs", "--ranks", 8, "--ranks", 16, "--elements", 1024,
                     "--format", "int4", "--json")
     assert r.to_dict() == want
+    # .summary() is the command's table (it was "" before)
+    p = run_cli(cli, "simulate", "--path", "a2a-rs", "--path", "ring-rs", "--ranks", 8, "--ranks", 16, "--elements", 1024,
+                "--format", "int4")
+    assert r.summary() == p.stdout and r.summary().startswith("path ")
 
 
 def test_simulate_on_given_inputs(cli, tmp_path):
@@ -385,6 +392,8 @@ def test_simulate_errors():
         qtransit.simulate("ring-rs", elements=512, format="int8")
     with pytest.raises(ValueError, match="a2a-rs"):  # the known paths are listed
         qtransit.simulate("ring-xx", ranks=8, elements=512, format="int8")
+    with pytest.raises(ValueError, match="no path given"):  # (an empty list crashed the interpreter)
+        qtransit.simulate([], ranks=8, elements=512, format="int8")
     x = normal(8, 512)
     x[3, 100] = np.nan
     with pytest.raises(ValueError, match=r"rank 3.*100|100.*rank 3"):
@@ -567,6 +576,8 @@ def test_survey_matches_the_cli(cli, tmp_path):
     want = cli_json(cli, "survey", "--format", "int4,fp8-e4m3", "--dist", "normal,heavy", "--elements", 4096, "--json",
                     "--report-dir", tmp_path / "cli")
     assert r.to_dict() == want
+    # .summary() is the survey.md the command writes (it raised AttributeError before)
+    assert r.summary() == (tmp_path / "cli" / "survey.md").read_text()
     with pytest.raises(ValueError, match="--format int4 is named twice"):
         qtransit.survey(["int4", "int4"])
     with pytest.raises(ValueError, match="elements"):

@@ -130,6 +130,8 @@ Result<SimulatePlan> SimulateRequest::validate() const {
     auto declared = with_declared_paths(*this, &labels);
     if (!declared) return declared.error();
     SimulateRequest a = *declared;
+    // (the command line requires --path; a caller of the library may pass none)
+    if (a.paths.empty()) return refusal("--path: no path given (name one or more, or all; `qtransit paths` lists them)");
     SweepSpec spec;
     for (size_t i = 0; i < a.paths.size(); ++i) {
         const auto& name = a.paths[i];
