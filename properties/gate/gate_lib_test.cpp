@@ -365,6 +365,24 @@ TEST(Gate, SimulateWithNoPathOrNoNIsRefused) {
     EXPECT_TRUE(qt::gate::run_sweep(spec).ok());
 }
 
+// simulate checks every output's k against NUMERICS.md section 3, as the gate does: every path,
+// each run with pairs counted and none differing (runs[].k_checked said 0 before: nothing checked).
+TEST(Gate, SimulateChecksEveryOutputsK) {
+    qt::gate::SimulateRequest a;
+    a.paths = {"all"};
+    a.ranks = {8};
+    a.elements = 1024;
+    a.format = "int4";
+    auto o = qt::gate::simulate(a);
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    ASSERT_GE((*o)->result.runs.size(), 11u);
+    for (const auto& r : (*o)->result.runs) {
+        EXPECT_GE(r.k_checked, 8) << r.config.path_name();
+        EXPECT_EQ(r.k_mismatches, 0) << r.config.path_name() << ": " << r.first_k_mismatch;
+    }
+    EXPECT_TRUE((*o)->printed(a).passed);
+}
+
 TEST(Gate, RunsInProcessWithProgressAndNamedVerdicts) {
     const auto cfg = small_config();
     std::vector<qt::gate::GateProgress> seen;

@@ -186,13 +186,15 @@ class SimulateResult(Result):
 
     @property
     def passed(self):
-        return all(r["bound_holds"] for r in self._data["runs"])
+        return all(r["bound_holds"] and not r.get("k_mismatches") for r in self._data["runs"])
 
     @property
     def first_failure(self):
         for r in self._data["runs"]:
             if not r["bound_holds"]:
                 return f"{r['path']} N={r['ranks']}: bound violated: {r.get('first_violation', '')}"
+            if r.get("k_mismatches"):
+                return f"{r['path']} N={r['ranks']}: {r['k_mismatches']} (row, contributor) pair(s) with k other than NUMERICS.md section 3 says; first: {r.get('first_k_mismatch', '')}"
         return ""
 
 

@@ -330,6 +330,8 @@ def test_simulate_matches_the_cli(cli):
     want = cli_json(cli, "simulate", "--path", "a2a-rs", "--path", "ring-rs", "--ranks", 8, "--ranks", 16, "--elements", 1024,
                     "--format", "int4", "--json")
     assert r.to_dict() == want
+    # every output's k is checked against NUMERICS.md section 3, as the gate does (k_checked was 0)
+    assert all(run.k_checked >= 8 and run.k_mismatches == 0 for run in r.runs)
     # .summary() is the command's table (it was "" before)
     p = run_cli(cli, "simulate", "--path", "a2a-rs", "--path", "ring-rs", "--ranks", 8, "--ranks", 16, "--elements", 1024,
                 "--format", "int4")

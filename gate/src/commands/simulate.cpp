@@ -234,6 +234,9 @@ Result<SimulatePlan> SimulateRequest::validate() const {
     spec.ranks_per_node = a.ranks_per_node;
     spec.threads = a.threads;
     spec.ranks = a.ranks;
+    // Every output's k (how many times each contribution was quantized) against NUMERICS.md section
+    // 3, as the gate checks it: runs[].k_checked counts the pairs (it said 0 before: nothing checked).
+    spec.check_k = true;
     auto backend = collectives::parse_backend(a.backend);
     if (!backend) return refusal(backend.error());
     spec.backend = *backend;
@@ -321,6 +324,12 @@ Printed SimulateOutcome::printed(const SimulateRequest& a) const {
         if (!r.stats.bound_holds)
             p.complaints.push_back(r.config.path_name() + " N=" + std::to_string(r.config.ranks) +
                                    ": bound violated: " + r.stats.first_violation);
+        if (r.k_mismatches > 0) {
+            p.passed = false;
+            p.complaints.push_back(r.config.path_name() + " N=" + std::to_string(r.config.ranks) + ": " +
+                                   std::to_string(r.k_mismatches) + " (row, contributor) pair(s) with k other than NUMERICS.md "
+                                   "section 3 says; first: " + r.first_k_mismatch);
+        }
     }
     if (a.json) {
         o = json(a.seed).dump(2) + "\n";
