@@ -609,10 +609,9 @@ TEST_F(Cli, ARunIsOneObjectInTheReportAndInSimulate) {
     for (const auto& r : report["runs"])
         if (r["path"] == "a2a-hier-rs" && r["ranks"] == 16) gate_run = &r;
     ASSERT_NE(gate_run, nullptr);
-    nlohmann::json a = *gate_run, b = sim["runs"][0];
-    EXPECT_GT(a["k_checked"].get<int64_t>(), 0);
-    EXPECT_EQ(b["k_checked"], 0);  // simulate does not count k's pairs
-    for (auto* j : {&a, &b}) j->erase("k_checked");
+    const nlohmann::json& a = *gate_run;
+    const nlohmann::json& b = sim["runs"][0];
+    EXPECT_GT(a["k_checked"].get<int64_t>(), 0);  // simulate counts k's pairs as the gate does (it said 0)
     EXPECT_EQ(a, b) << "report: " << a.dump() << "\nsimulate: " << b.dump();
     EXPECT_EQ(a["accum"], "fp32");
     EXPECT_EQ(a["shape"], "reduce-scatter");
