@@ -62,10 +62,7 @@ class DeviceTransport : public Transport, public DeviceOps {
 public:
     DeviceTransport(int64_t ranks, int64_t per_node, FormatSpec format, int64_t max_len)
         : Transport(ranks, per_node, format), format_(format), max_len_(max_len),
-          layout_(DeviceBufferLayout::of(ranks, format, max_len)), box_(static_cast<size_t>(ranks)) {
-        meta_at_ = layout_.meta_at;
-        slots_ = layout_.slots;
-    }
+          layout_(DeviceBufferLayout::of(ranks, format, max_len)), box_(static_cast<size_t>(ranks)) {}
     ~DeviceTransport() override {
         if (multi_) {
             for (size_t r = 0; r < base_.size(); ++r) {
@@ -155,7 +152,7 @@ public:
         cudaStream_t st = stream_of(rank);
         float* a = scratch(rank, 0);
         uint8_t* codes = reinterpret_cast<uint8_t*>(*s);
-        float* meta = reinterpret_cast<float*>(*s + meta_at_);
+        float* meta = reinterpret_cast<float*>(*s + layout_.meta_at);
         auto* flag = reinterpret_cast<unsigned long long*>(*s + layout_.flag_at);
         std::memcpy(pinned_, x, static_cast<size_t>(n) * sizeof(float));
         QT_CUDA_CHECK(cudaMemcpyAsync(a, pinned_, static_cast<size_t>(n) * sizeof(float), cudaMemcpyHostToDevice, st));
@@ -168,7 +165,7 @@ public:
         if (auto r = kernels::refusal_of_flag(format_, bad, x, n, max_len_, options); !r) return r;
         m.codes.assign(pinned_, pinned_ + format_.code_bytes(n));
         float md[2] = {0, 0};
-        std::memcpy(md, pinned_ + meta_at_, sizeof md);
+        std::memcpy(md, pinned_ + layout_.meta_at, sizeof md);
         m.scale = md[0];
         m.offset = format_.has_offset() ? md[1] : 0.0f;
         m.dev = *s;
@@ -203,7 +200,7 @@ public:
         QT_CUDA_CHECK(cudaMemsetAsync(o, 0xff, bytes, st));  // poison: every element must be written
         const char* p = static_cast<const char*>(m.dev);
         if (m.quantized) {
-            const float* meta = reinterpret_cast<const float*>(p + meta_at_);
+            const float* meta = reinterpret_cast<const float*>(p + layout_.meta_at);
             if (auto r = gpu::decode_device(format_, max_len_, reinterpret_cast<const uint8_t*>(p), meta, meta + 1, o, m.len, st); !r)
                 return r;
         } else {
@@ -290,7 +287,7 @@ protected:
     }
     Result<char*> slot(int64_t rank) {
         int64_t& u = used_[static_cast<size_t>(rank)];
-        if (u >= slots_) return internal("rank " + std::to_string(rank) + " ran out of message slots in one column");
+        if (u >= layout_.slots) return internal("rank " + std::to_string(rank) + " ran out of message slots in one column");
         char* p = base_[static_cast<size_t>(rank)] + layout_.scratch_bytes + static_cast<size_t>(u) * layout_.slot_bytes;
         ++u;
         return p;
@@ -304,8 +301,6 @@ protected:
     FormatSpec format_;
     int64_t max_len_;
     DeviceBufferLayout layout_;
-    size_t meta_at_ = 0;  // layout_.meta_at
-    int64_t slots_ = 0;   // layout_.slots
     std::vector<int> gpu_;
     bool multi_ = false;
     std::vector<char*> base_;
@@ -547,7 +542,7 @@ public:
         if (auto st = init(std::vector<int>(static_cast<size_t>(ranks()), w.device)); !st) return st;
         stage_bytes_ = align_up(static_cast<size_t>(max_len_) * 2, 256);
         void* p = nullptr;
-        QT_CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(slots_) * stage_bytes_));
+        QT_CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(layout_.slots) * stage_bytes_));
         stage_ = static_cast<char*>(p);
         return Status::Ok();
     }
@@ -574,7 +569,7 @@ protected:
         char* base = static_cast<char*>(out ? m.dev : dst);
         if (m.quantized) {
             // The packed codes, then the metadata (binary32 scale, then offset for -asym), as the
-            // wire accounting counts them; on the device the metadata lies at meta_at_.
+            // wire accounting counts them; on the device the metadata lies at layout_.meta_at.
             const size_t cb = static_cast<size_t>(format_.code_bytes(m.len)), mb = static_cast<size_t>(format_.metadata_bytes());
             if (mb > 2 * sizeof(float)) return internal("metadata wider than the device's two binary32 words");
             x.expect.assign(m.codes.begin(), m.codes.begin() + static_cast<std::ptrdiff_t>(cb));
@@ -586,12 +581,12 @@ protected:
             // turns the bytes that arrived back into the words after the exchange (flush()).
             const float md[2] = {m.scale, m.offset};
             if (std::memcmp(md, wire, mb) == 0 || mb == 0) {
-                x.parts = {{base, cb}, {base + meta_at_, mb}};
+                x.parts = {{base, cb}, {base + layout_.meta_at, mb}};
             } else {
-                if (stage_used_ >= slots_) return internal("ran out of staging slots in one column");
+                if (stage_used_ >= layout_.slots) return internal("ran out of staging slots in one column");
                 char* st = stage_ + static_cast<size_t>(stage_used_++) * stage_bytes_;
                 if (out) QT_CUDA_CHECK(cudaMemcpyAsync(st, wire, mb, cudaMemcpyHostToDevice, stream_of(me_)));
-                else x.meta_words = base + meta_at_;
+                else x.meta_words = base + layout_.meta_at;
                 x.parts = {{base, cb}, {st, mb}};
                 if (out) QT_CUDA_CHECK(cudaStreamSynchronize(stream_of(me_)));  // `wire` is on the stack
             }
@@ -604,7 +599,7 @@ protected:
             // binary16 values (fp16 accumulation): rounded here, staged, and sent as 2 bytes each. The
             // receiver compares them and keeps computing with its own binary32 copy, as under `mpi`
             // (the ledger's first add rounds it to these bits).
-            if (stage_used_ >= slots_) return internal("ran out of binary16 staging slots in one column");
+            if (stage_used_ >= layout_.slots) return internal("ran out of binary16 staging slots in one column");
             char* st = stage_ + static_cast<size_t>(stage_used_++) * stage_bytes_;
             x.expect.resize(static_cast<size_t>(m.len) * 2);
             for (int64_t i = 0; i < m.len; ++i) {

@@ -143,6 +143,10 @@ std::vector<std::pair<std::string, std::string>> format_paths(const GateConfig& 
     return out;
 }
 
+std::string k_mismatch_text(int64_t count, const std::string& first) {
+    return std::to_string(count) + " (row, contributor) pair(s) with k other than NUMERICS.md section 3 says; first: " + first;
+}
+
 std::vector<Verdict> bound_and_k_verdicts(const GateConfig& cfg, const std::vector<GateRun>& runs) {
     std::vector<Verdict> out;
     for (const auto& [fname, pn] : format_paths(cfg)) {
@@ -166,8 +170,7 @@ std::vector<Verdict> bound_and_k_verdicts(const GateConfig& cfg, const std::vect
                           (r.nonfinite_outputs ? ", " + std::to_string(r.nonfinite_outputs) + " non-finite output(s)" : "") +
                           (r.first_violation.empty() ? "" : "; first: " + r.first_violation);
                 if (kbad.empty() && r.k_mismatches)
-                    kbad = run_label(r) + ": " + std::to_string(r.k_mismatches) + " (row, contributor) pair(s) with k other than "
-                           "NUMERICS.md section 3 says; first: " + r.first_k_mismatch;
+                    kbad = run_label(r) + ": " + k_mismatch_text(r.k_mismatches, r.first_k_mismatch);
             }
             if (nruns == 0) continue;  // refused for every distribution
             out.push_back(checked(outputs, verdict("bounds/" + suffix, bad.empty(),

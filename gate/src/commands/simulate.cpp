@@ -10,6 +10,7 @@
 #include "qtransit/common/path_decl.hpp"
 #include "qtransit/common/text_file.hpp"
 #include "qtransit/gate/commands.hpp"
+#include "qtransit/gate/verdicts.hpp"
 #include "qtransit/kernels/tensor_file.hpp"
 
 namespace qtransit::gate {
@@ -327,8 +328,7 @@ Printed SimulateOutcome::printed(const SimulateRequest& a) const {
         if (r.k_mismatches > 0) {
             p.passed = false;
             p.complaints.push_back(r.config.path_name() + " N=" + std::to_string(r.config.ranks) + ": " +
-                                   std::to_string(r.k_mismatches) + " (row, contributor) pair(s) with k other than NUMERICS.md "
-                                   "section 3 says; first: " + r.first_k_mismatch);
+                                   k_mismatch_text(r.k_mismatches, r.first_k_mismatch));
         }
     }
     if (a.json) {

@@ -16,6 +16,9 @@ namespace qtransit::gate {
 std::vector<reports::Verdict> kernel_verdicts(const GateConfig& cfg, const reports::GateResult& res, const std::string& no_gpu_note);
 // bounds/<format>/<path> and k/<format>/<path> over every run of the pair.
 std::vector<reports::Verdict> bound_and_k_verdicts(const GateConfig& cfg, const std::vector<reports::GateRun>& runs);
+// A run's k mismatches as the gate's k verdict and simulate's complaint name them: "<count> (row,
+// contributor) pair(s) with k other than NUMERICS.md section 3 says; first: <first>".
+std::string k_mismatch_text(int64_t count, const std::string& first);
 // scaling/<format>/<path>/<dist>: each rule's fitted exponent within [min, max] (res.fits, res.refusals).
 std::vector<reports::Verdict> scaling_verdicts(const GateConfig& cfg, const reports::GateResult& res);
 // budget/<name>: the largest metric over the matching runs at most the budget.
